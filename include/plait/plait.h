@@ -1,0 +1,255 @@
+/*
+ * plait: collective communication for data-parallel training.
+ *
+ * This is the only header an application needs. It is plain C, compiles as
+ * C99, C11 and C++, and every symbol it declares is exported by libplait.so.
+ *
+ * Conventions that hold for every function below unless its comment says
+ * otherwise:
+ *
+ *  - Return value: a plait_result_t. PLAIT_SUCCESS (0) means success; any other
+ *    value is an error, and plait_last_error() on the same thread then returns a
+ *    message that says what was wrong (which argument, which variable, which
+ *    rank). On error no output parameter is written.
+ *  - Output parameters are pointers owned by the caller. A NULL output pointer
+ *    is an error (PLAIT_ERR_INVALID_ARGUMENT), never a crash.
+ *  - Thread safety: every function may be called from any thread. plait_init()
+ *    and plait_shutdown() must not race with each other.
+ *  - Nothing in the library calls exit() or abort() on bad input.
+ */
+#ifndef PLAIT_PLAIT_H
+#define PLAIT_PLAIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define PLAIT_API
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#define PLAIT_API __attribute__((visibility("default")))
+#else
+#define PLAIT_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Versions                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define PLAIT_VERSION_MAJOR 0
+#define PLAIT_VERSION_MINOR 1
+#define PLAIT_VERSION_PATCH 0
+#define PLAIT_VERSION_STRING "0.1.0"
+/* One number that orders versions: major * 10000 + minor * 100 + patch. */
+#define PLAIT_VERSION \
+  (PLAIT_VERSION_MAJOR * 10000 + PLAIT_VERSION_MINOR * 100 + PLAIT_VERSION_PATCH)
+
+/*
+ * ABI version of this header. Bumped whenever a declaration changes in a way
+ * that breaks a binary built against an older header. Bindings compare it with
+ * plait_abi_version() when they load the library.
+ */
+#define PLAIT_ABI_VERSION 1
+
+/* PLAIT_VERSION of the loaded library. Never fails; any thread; no lock. */
+PLAIT_API unsigned plait_version(void);
+/* "major.minor.patch" of the loaded library; static storage, never NULL. */
+PLAIT_API const char *plait_version_string(void);
+/* PLAIT_ABI_VERSION the loaded library was built with. Never fails. */
+PLAIT_API unsigned plait_abi_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Results                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The one list of result codes: X(name, value, message). Codes are only ever
+ * appended; a value never changes meaning.
+ */
+#define PLAIT_RESULT_LIST(X)                                                   \
+  X(PLAIT_SUCCESS, 0, "success")                                               \
+  X(PLAIT_ERR_INVALID_ARGUMENT, 1, "invalid argument")                         \
+  X(PLAIT_ERR_NOT_INITIALIZED, 2, "plait is not initialized")                  \
+  X(PLAIT_ERR_ALREADY_INITIALIZED, 3, "plait is already initialized")          \
+  X(PLAIT_ERR_CONFIG, 4, "invalid configuration")                              \
+  X(PLAIT_ERR_NO_MEMORY, 5, "out of memory")                                   \
+  X(PLAIT_ERR_SYSTEM, 6, "system call failed")                                 \
+  X(PLAIT_ERR_TIMEOUT, 7, "timed out")                                         \
+  X(PLAIT_ERR_PEER_LOST, 8, "a peer rank was lost")                            \
+  X(PLAIT_ERR_AUTH, 9, "authentication failed")                                \
+  X(PLAIT_ERR_PROTOCOL, 10, "protocol error")                                  \
+  X(PLAIT_ERR_PLUGIN, 11, "transport plugin could not be loaded")              \
+  X(PLAIT_ERR_TRANSPORT, 12, "transport operation failed")                     \
+  X(PLAIT_ERR_UNSUPPORTED, 13, "operation not supported")                      \
+  X(PLAIT_ERR_BUFFER_TOO_SMALL, 14, "buffer too small")                        \
+  X(PLAIT_ERR_INTERNAL, 15, "internal error")                                  \
+  X(PLAIT_ERR_SHUTDOWN, 16, "plait was shut down")
+
+#define PLAIT_RESULT_ENUM_ENTRY_(name, value, message) name = value,
+typedef enum plait_result {
+  PLAIT_RESULT_LIST(PLAIT_RESULT_ENUM_ENTRY_)
+  PLAIT_RESULT_COUNT_ /* not a result; one past the last code */
+} plait_result_t;
+#undef PLAIT_RESULT_ENUM_ENTRY_
+
+/*
+ * Short English text of a result code ("a peer rank was lost"). Static storage,
+ * never NULL; an unknown code gives "unknown result code". Any thread.
+ */
+PLAIT_API const char *plait_strerror(plait_result_t result);
+
+/*
+ * Name of a result code ("PLAIT_ERR_PEER_LOST"). Static storage, never NULL;
+ * an unknown code gives "PLAIT_RESULT_UNKNOWN". Any thread.
+ */
+PLAIT_API const char *plait_result_name(plait_result_t result);
+
+/*
+ * Details of the last failure of a plait call on the calling thread, e.g.
+ * "PLAIT_FUSION_THRESHOLD='64Q': expected a size such as 65536, 64K, 64M or
+ * 1G". Thread-local storage owned by the library, valid until the next plait
+ * call on this thread; never NULL ("" when no call has failed). Successful
+ * calls leave it unchanged.
+ */
+PLAIT_API const char *plait_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Data types and reduction operations                                       */
+/* ------------------------------------------------------------------------ */
+
+#define PLAIT_DTYPE_LIST(X)                                                    \
+  X(PLAIT_UINT8, 0, "uint8", 1)                                                \
+  X(PLAIT_INT8, 1, "int8", 1)                                                  \
+  X(PLAIT_UINT16, 2, "uint16", 2)                                              \
+  X(PLAIT_INT16, 3, "int16", 2)                                                \
+  X(PLAIT_INT32, 4, "int32", 4)                                                \
+  X(PLAIT_INT64, 5, "int64", 8)                                                \
+  X(PLAIT_FLOAT16, 6, "float16", 2)                                            \
+  X(PLAIT_BFLOAT16, 7, "bfloat16", 2)                                          \
+  X(PLAIT_FLOAT32, 8, "float32", 4)                                            \
+  X(PLAIT_FLOAT64, 9, "float64", 8)                                            \
+  X(PLAIT_BOOL, 10, "bool", 1)
+
+#define PLAIT_DTYPE_ENUM_ENTRY_(name, value, text, bytes) name = value,
+typedef enum plait_dtype {
+  PLAIT_DTYPE_LIST(PLAIT_DTYPE_ENUM_ENTRY_)
+  PLAIT_DTYPE_COUNT_ /* not a dtype */
+} plait_dtype_t;
+#undef PLAIT_DTYPE_ENUM_ENTRY_
+
+/*
+ * Reductions. SUM, MIN, MAX, PRODUCT are exact on integers (wrapping on
+ * overflow, as in C on unsigned types). AVERAGE is SUM divided by the number
+ * of ranks: rounded to nearest on floating types, truncated toward zero on
+ * integer types. On bool, SUM and MAX are logical OR, MIN and PRODUCT logical
+ * AND, and AVERAGE is not allowed. float16 and bfloat16 are reduced in float32
+ * and rounded back to nearest-even at each step.
+ */
+#define PLAIT_OP_LIST(X)                                                       \
+  X(PLAIT_OP_SUM, 0, "sum")                                                    \
+  X(PLAIT_OP_AVERAGE, 1, "average")                                            \
+  X(PLAIT_OP_MIN, 2, "min")                                                    \
+  X(PLAIT_OP_MAX, 3, "max")                                                    \
+  X(PLAIT_OP_PRODUCT, 4, "product")
+
+#define PLAIT_OP_ENUM_ENTRY_(name, value, text) name = value,
+typedef enum plait_op {
+  PLAIT_OP_LIST(PLAIT_OP_ENUM_ENTRY_)
+  PLAIT_OP_COUNT_ /* not an op */
+} plait_op_t;
+#undef PLAIT_OP_ENUM_ENTRY_
+
+/* "float32", "sum"; NULL for a value outside the enum. Any thread. */
+PLAIT_API const char *plait_dtype_name(plait_dtype_t dtype);
+PLAIT_API const char *plait_op_name(plait_op_t op);
+/* Bytes per element of dtype; 0 for a value outside the enum. */
+PLAIT_API size_t plait_dtype_size(plait_dtype_t dtype);
+
+/* ------------------------------------------------------------------------ */
+/* Life cycle                                                                */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Join the job.
+ *
+ * Reads the configuration (PLAIT_* variables, see docs/configuration.md) and
+ * the rank layout from the environment (plaitrun, Open MPI, PMI, Slurm or
+ * torchrun conventions; none of them means a job of one rank), connects to
+ * rank 0 over the authenticated control plane, and loads and starts the
+ * transport plugin named by PLAIT_TRANSPORT.
+ *
+ * Blocks until every rank has joined, or fails after PLAIT_START_TIMEOUT_S
+ * (PLAIT_ERR_TIMEOUT naming the ranks that did not arrive). A rank lost while
+ * joining fails the call with PLAIT_ERR_PEER_LOST naming it.
+ * Errors: PLAIT_ERR_ALREADY_INITIALIZED, PLAIT_ERR_CONFIG (names the variable,
+ * its value and what it accepts), PLAIT_ERR_AUTH, PLAIT_ERR_PLUGIN (names the
+ * paths tried and the loader's text), PLAIT_ERR_TIMEOUT, PLAIT_ERR_PEER_LOST,
+ * PLAIT_ERR_SYSTEM. After a failure nothing is left allocated and plait_init
+ * may be called again. After plait_shutdown, plait_init starts a new session.
+ */
+PLAIT_API plait_result_t plait_init(void);
+
+/*
+ * Leave the job: waits (up to PLAIT_TIMEOUT_S) for the other ranks to reach
+ * shutdown too, stops the transport and closes the control plane. Everything
+ * is released even when it returns an error (PLAIT_ERR_PEER_LOST when a peer
+ * vanished first). Calling it when plait is not initialized returns
+ * PLAIT_ERR_NOT_INITIALIZED and does nothing else.
+ */
+PLAIT_API plait_result_t plait_shutdown(void);
+
+/* *initialized = 1 between a successful plait_init and plait_shutdown, else 0.
+ * Never blocks. */
+PLAIT_API plait_result_t plait_is_initialized(int *initialized);
+
+/* ------------------------------------------------------------------------ */
+/* Queries: never block; PLAIT_ERR_NOT_INITIALIZED before init or after      */
+/* shutdown.                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* This process's rank in [0, size). */
+PLAIT_API plait_result_t plait_rank(int *rank);
+/* Number of ranks in the job. */
+PLAIT_API plait_result_t plait_size(int *size);
+/* Rank among the processes on this host, and their number. */
+PLAIT_API plait_result_t plait_local_rank(int *local_rank);
+PLAIT_API plait_result_t plait_local_size(int *local_size);
+/* Index of this host among the hosts that run a process with this
+ * local_rank, and the number of such hosts (Horovod's meaning). */
+PLAIT_API plait_result_t plait_cross_rank(int *cross_rank);
+PLAIT_API plait_result_t plait_cross_size(int *cross_size);
+
+/* Name of the transport in use ("gloo"). *name points to static storage in
+ * the library that stays valid until the next plait_init. */
+PLAIT_API plait_result_t plait_transport_name(const char **name);
+
+/* ------------------------------------------------------------------------ */
+/* Configuration                                                             */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Writes the effective configuration as text, one "NAME=value" line per
+ * variable, into buf (always NUL-terminated when buf_size > 0). After
+ * plait_init these are the values in use; before it, the environment is parsed
+ * now (a bad value is PLAIT_ERR_CONFIG). *needed (may be NULL) receives the
+ * bytes needed including the NUL; if buf_size is smaller, the text is cut and
+ * PLAIT_ERR_BUFFER_TOO_SMALL is returned. buf may be NULL when buf_size is 0.
+ */
+PLAIT_API plait_result_t plait_config_dump(char *buf, size_t buf_size,
+                                           size_t *needed);
+
+/*
+ * Like plait_config_dump, but describes every variable: name, type, default
+ * and help text. Does not read the environment; works at any time.
+ */
+PLAIT_API plait_result_t plait_config_help(char *buf, size_t buf_size,
+                                           size_t *needed);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PLAIT_PLAIT_H */

@@ -1,0 +1,200 @@
+/*
+ * plait transport plugin ABI, version 1.
+ *
+ * A transport plugin is a shared object named libplait-transport-<name>.so
+ * that exports exactly one symbol, PLAIT_TRANSPORT_SYMBOL_V1, a const
+ * plait_transport_v1_t. The core finds it at run time (PLAIT_PLUGIN_PATH, then
+ * the folder beside libplait.so); it never includes a transport's headers.
+ *
+ * Rules of the ABI:
+ *  - Every struct starts with its size (or, for the exported table, its ABI
+ *    version and then its size). Fields are only ever appended; a reader checks
+ *    the size before touching a field that was appended after version 1.
+ *  - A plugin never throws across the ABI, never calls exit() or abort(), and
+ *    reports every failure as a plait_result_t plus a message it returns from
+ *    last_error().
+ *  - Threading: the core calls a plugin from one thread at a time (the thread
+ *    that ran plait_init, later the coordinator thread). The bootstrap may only
+ *    be used from inside a plugin call.
+ *  - Collective calls are made by every rank in the same order with matching
+ *    arguments (the core guarantees it). They block until done, or fail with
+ *    PLAIT_ERR_PEER_LOST (naming the rank when known) within the timeout given
+ *    at init.
+ */
+#ifndef PLAIT_TRANSPORT_H
+#define PLAIT_TRANSPORT_H
+
+#include "plait/plait.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PLAIT_TRANSPORT_ABI_VERSION 1
+#define PLAIT_TRANSPORT_SYMBOL_V1 "plait_transport_v1"
+
+/* Capability bits in plait_transport_v1_t.caps. */
+#define PLAIT_CAP_HOST_MEMORY (1ull << 0)   /* buffers in host memory */
+#define PLAIT_CAP_DEVICE_MEMORY (1ull << 1) /* buffers in device memory */
+#define PLAIT_CAP_ALLREDUCE (1ull << 8)
+#define PLAIT_CAP_ALLGATHERV (1ull << 9)
+#define PLAIT_CAP_BROADCAST (1ull << 10)
+#define PLAIT_CAP_ALLTOALLV (1ull << 11)
+#define PLAIT_CAP_REDUCESCATTER (1ull << 12)
+#define PLAIT_CAP_BARRIER (1ull << 13)
+
+/* Bit for a dtype / op in the dtypes and ops masks. */
+#define PLAIT_DTYPE_BIT(dtype) (1u << (unsigned)(dtype))
+#define PLAIT_OP_BIT(op) (1u << (unsigned)(op))
+
+/* Log levels, as PLAIT_LOG_LEVEL names them. */
+typedef enum plait_log_level {
+  PLAIT_LOG_TRACE = 0,
+  PLAIT_LOG_DEBUG = 1,
+  PLAIT_LOG_INFO = 2,
+  PLAIT_LOG_WARN = 3,
+  PLAIT_LOG_ERROR = 4,
+  PLAIT_LOG_OFF = 5
+} plait_log_level_t;
+
+/*
+ * The core's logger. subsystem is a short word ("gloo"). The plugin checks
+ * level >= plait_transport_init_args_t.log_level before formatting.
+ */
+typedef void (*plait_log_fn)(int level, const char *subsystem,
+                             const char *file, int line, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+
+/*
+ * Byte-moving collectives over the control plane, for a plugin to exchange
+ * addresses or unique ids at init. Slow (through rank 0); not for data.
+ * Every rank must call them in the same order. They fail with
+ * PLAIT_ERR_PEER_LOST naming a lost rank, never hang.
+ */
+typedef struct plait_bootstrap {
+  size_t size; /* sizeof(plait_bootstrap_t) as the core knows it */
+  void *ctx;   /* pass back as the first argument */
+  int rank;
+  int nranks;
+  /* recv receives nranks * bytes: rank r's send at offset r * bytes. */
+  plait_result_t (*allgather)(void *ctx, const void *send, size_t bytes,
+                              void *recv);
+  /* buf (bytes long on every rank) is replaced by root's. */
+  plait_result_t (*broadcast)(void *ctx, void *buf, size_t bytes, int root);
+  plait_result_t (*barrier)(void *ctx);
+} plait_bootstrap_t;
+
+/*
+ * The core's reduction kernel: dst[i] = a[i] op b[i] for i < count. dst may be
+ * a or b. Handles every dtype (float16 and bfloat16 through float32) and the
+ * ops SUM, MIN, MAX, PRODUCT (AVERAGE reduces as SUM). Returns
+ * PLAIT_ERR_INVALID_ARGUMENT for a dtype/op pair it cannot do (AVERAGE on
+ * bool). Thread-safe.
+ */
+typedef plait_result_t (*plait_reduce_fn)(plait_dtype_t dtype, plait_op_t op,
+                                          void *dst, const void *a,
+                                          const void *b, size_t count);
+
+/* dst[i] = src[i] * factor, rounding like the dtype's own arithmetic
+ * (integers truncate toward zero). dst may be src. */
+typedef plait_result_t (*plait_scale_fn)(plait_dtype_t dtype, void *dst,
+                                         const void *src, size_t count,
+                                         double factor);
+
+/* dst[i] = src[i] / divisor: exact integer division truncating toward zero
+ * on integer types, true division on floating types; how AVERAGE finishes a
+ * SUM. Not defined for bool (PLAIT_ERR_INVALID_ARGUMENT). dst may be src. */
+typedef plait_result_t (*plait_divide_fn)(plait_dtype_t dtype, void *dst,
+                                          const void *src, size_t count,
+                                          uint32_t divisor);
+
+typedef struct plait_transport_init_args {
+  size_t size; /* sizeof(plait_transport_init_args_t) as the core knows it */
+  int rank;
+  int nranks;
+  int local_rank;
+  int local_size;
+  int cross_rank;
+  int cross_size;
+  const plait_bootstrap_t *bootstrap; /* valid until finalize returns */
+  plait_log_fn log;
+  int log_level;    /* messages below this level are dropped by the core */
+  double timeout_s; /* fail an operation after this long without progress */
+  plait_reduce_fn reduce;
+  plait_scale_fn scale;
+  plait_divide_fn divide;
+  /* Numeric IP address (text) of this host on the network the control plane
+   * uses: the address other ranks can reach this process at. */
+  const char *host_address;
+} plait_transport_init_args_t;
+
+/* Where a copy goes, for mem_copy. */
+typedef enum plait_copy_kind {
+  PLAIT_COPY_HOST_TO_HOST = 0,
+  PLAIT_COPY_HOST_TO_DEVICE = 1,
+  PLAIT_COPY_DEVICE_TO_HOST = 2,
+  PLAIT_COPY_DEVICE_TO_DEVICE = 3
+} plait_copy_kind_t;
+
+typedef struct plait_transport_v1 {
+  uint32_t abi_version; /* PLAIT_TRANSPORT_ABI_VERSION */
+  uint32_t struct_size; /* sizeof(plait_transport_v1_t) */
+  const char *name;     /* "gloo": the <name> of its file name */
+  uint64_t caps;        /* PLAIT_CAP_* */
+  uint32_t dtypes;      /* PLAIT_DTYPE_BIT of every dtype allreduce takes */
+  uint32_t ops;         /* PLAIT_OP_BIT of every op allreduce takes */
+
+  /* Start the transport; *state is passed to every later call. On failure
+   * *state is not used and finalize is not called. */
+  plait_result_t (*init)(const plait_transport_init_args_t *args,
+                         void **state);
+  /* Release everything init made. Called once; never fails the job. */
+  plait_result_t (*finalize)(void *state);
+  /* Message of the last failure on this state (or, with state NULL, of the
+   * last init failure on this thread). Never NULL. */
+  const char *(*last_error)(void *state);
+
+  /* In place: buf holds count elements; afterwards every rank's buf holds the
+   * reduction over all ranks. */
+  plait_result_t (*allreduce)(void *state, void *buf, size_t count,
+                              plait_dtype_t dtype, plait_op_t op);
+  /* In place: buf holds sum(bytes[]) bytes, rank r's part at offset
+   * sum(bytes[0..r)); this rank's part is filled on entry, the rest on
+   * return. */
+  plait_result_t (*allgatherv)(void *state, void *buf, const size_t *bytes);
+  /* In place: buf (bytes long on every rank) takes root's contents. */
+  plait_result_t (*broadcast)(void *state, void *buf, size_t bytes, int root);
+  /* send_bytes[r] bytes from send (packed in rank order) go to rank r;
+   * recv_bytes[r] bytes from rank r land in recv (packed in rank order).
+   * send and recv must not overlap. */
+  plait_result_t (*alltoallv)(void *state, const void *send,
+                              const size_t *send_bytes, void *recv,
+                              const size_t *recv_bytes);
+  /* send holds sum(counts[]) elements on every rank; recv receives this
+   * rank's counts[rank] elements of the reduction (rank r's block starts at
+   * element sum(counts[0..r))). send and recv must not overlap. */
+  plait_result_t (*reducescatter)(void *state, const void *send, void *recv,
+                                  const size_t *counts, plait_dtype_t dtype,
+                                  plait_op_t op);
+  plait_result_t (*barrier)(void *state);
+
+  /* Memory of the plugin's memory space (host for gloo/ofi, device for nccl),
+   * used by the core for fusion buffers. */
+  plait_result_t (*mem_alloc)(void *state, size_t bytes, void **ptr);
+  plait_result_t (*mem_free)(void *state, void *ptr);
+  plait_result_t (*mem_copy)(void *state, void *dst, const void *src,
+                             size_t bytes, plait_copy_kind_t kind);
+} plait_transport_v1_t;
+
+/* The current version, aliased in one place. */
+typedef plait_transport_v1_t plait_transport_t;
+#define PLAIT_TRANSPORT_SYMBOL PLAIT_TRANSPORT_SYMBOL_V1
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PLAIT_TRANSPORT_H */

@@ -1,0 +1,143 @@
+#include "ranks.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int plait_test_free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+void plait_test_set_plugin_path(void) {
+  setenv("PLAIT_PLUGIN_PATH", PLAIT_TEST_LIB_DIR ":" PLAIT_TEST_PLUGIN_DIR, 1);
+}
+
+void plait_test_say(int rank, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "[test rank %d] %s\n", rank, msg);
+}
+
+static void make_secret(char *out) {
+  unsigned char raw[32];
+  FILE *f = fopen("/dev/urandom", "rb");
+  if (!f || fread(raw, 1, sizeof raw, f) != sizeof raw) {
+    for (size_t i = 0; i < sizeof raw; i++) raw[i] = (unsigned char)rand();
+  }
+  if (f) fclose(f);
+  for (size_t i = 0; i < sizeof raw; i++) sprintf(out + 2 * i, "%02x", raw[i]);
+  out[64] = '\0';
+}
+
+int plait_test_run_ranks(plait_test_job_t *job, plait_test_rank_fn fn, void *arg) {
+  int n = job->nranks;
+  if (n < 1 || n > PLAIT_TEST_MAX_RANKS) return 1;
+  if (job->timeout_s <= 0) job->timeout_s = 60;
+  int port = plait_test_free_port();
+  snprintf(job->rendezvous, sizeof job->rendezvous, "127.0.0.1:%d", port);
+  make_secret(job->secret);
+  fflush(stdout);
+  fflush(stderr);
+
+  pid_t pids[PLAIT_TEST_MAX_RANKS];
+  double start = now_s();
+  for (int r = 0; r < n; r++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      char buf[32];
+      snprintf(buf, sizeof buf, "%d", r);
+      setenv("PLAIT_RANK", buf, 1);
+      setenv("PLAIT_LOCAL_RANK", buf, 1);
+      snprintf(buf, sizeof buf, "%d", n);
+      setenv("PLAIT_SIZE", buf, 1);
+      setenv("PLAIT_LOCAL_SIZE", buf, 1);
+      setenv("PLAIT_RENDEZVOUS", job->rendezvous, 1);
+      setenv("PLAIT_SECRET", job->secret, 1);
+      plait_test_set_plugin_path();
+      for (const char **e = job->env; e && *e; e++) putenv(strdup(*e));
+      int rc = fn(r, n, arg);
+      fflush(stdout);
+      fflush(stderr);
+      _exit(rc);
+    }
+    pids[r] = pid;
+    job->status[r] = -1;
+    job->exit_code[r] = -1;
+    job->elapsed_s[r] = -1;
+  }
+
+  int left = n;
+  while (left > 0) {
+    int any = 0;
+    for (int r = 0; r < n; r++) {
+      if (pids[r] <= 0) continue;
+      int st;
+      pid_t w = waitpid(pids[r], &st, WNOHANG);
+      if (w == pids[r]) {
+        job->status[r] = st;
+        job->exit_code[r] = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        job->elapsed_s[r] = now_s() - start;
+        pids[r] = 0;
+        left--;
+        any = 1;
+      }
+    }
+    if (left == 0) break;
+    if (now_s() - start > job->timeout_s) {
+      for (int r = 0; r < n; r++)
+        if (pids[r] > 0) {
+          fprintf(stderr, "[test] rank %d still running after %.1f s: killed\n", r,
+                  job->timeout_s);
+          kill(pids[r], SIGKILL);
+          waitpid(pids[r], NULL, 0);
+          pids[r] = 0;
+        }
+      break;
+    }
+    if (!any) usleep(2000);
+  }
+
+  int fails = 0;
+  for (int r = 0; r < n; r++) {
+    if (job->exit_code[r] != 0) {
+      fails++;
+      if (job->status[r] != -1 && WIFSIGNALED(job->status[r]))
+        fprintf(stderr, "[test] rank %d died of signal %d\n", r, WTERMSIG(job->status[r]));
+      else
+        fprintf(stderr, "[test] rank %d exited with %d\n", r, job->exit_code[r]);
+    }
+  }
+  return fails ? 1 : 0;
+}

@@ -1,0 +1,45 @@
+/*
+ * Test harness for multi-rank tests: forks real ranks on loopback.
+ *
+ * plait_test_run_ranks() picks a free loopback port and a fresh secret, forks
+ * nranks children with PLAIT_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE/RENDEZVOUS/SECRET
+ * and PLAIT_PLUGIN_PATH set (plus the extra "NAME=value" strings given), runs
+ * fn(rank, arg) in each and _exit()s with its return value. The parent waits
+ * up to timeout_s seconds, then kills what is left. Statuses are written to
+ * status[] (as from waitpid; -1 for a child that was killed on timeout).
+ * Returns 0 when every child exited 0, else 1, and prints a line per failed
+ * rank to stderr.
+ */
+#ifndef PLAIT_TEST_RANKS_H
+#define PLAIT_TEST_RANKS_H
+
+#include <stddef.h>
+
+#define PLAIT_TEST_MAX_RANKS 16
+
+typedef int (*plait_test_rank_fn)(int rank, int nranks, void *arg);
+
+typedef struct plait_test_job {
+  int nranks;
+  double timeout_s;      /* parent gives up after this long */
+  const char **env;      /* NULL-terminated "NAME=value" list, may be NULL */
+  int status[PLAIT_TEST_MAX_RANKS];
+  int exit_code[PLAIT_TEST_MAX_RANKS]; /* -1 when killed by a signal/timeout */
+  double elapsed_s[PLAIT_TEST_MAX_RANKS];
+  char rendezvous[64];   /* the "127.0.0.1:port" it used */
+  char secret[65];
+} plait_test_job_t;
+
+/* Runs the job; returns 0 when every rank exited 0. */
+int plait_test_run_ranks(plait_test_job_t *job, plait_test_rank_fn fn, void *arg);
+
+/* A TCP port on 127.0.0.1 that was free a moment ago. */
+int plait_test_free_port(void);
+
+/* Sets PLAIT_PLUGIN_PATH for tests run in this process. */
+void plait_test_set_plugin_path(void);
+
+/* printf to stderr prefixed with the rank, for use inside rank functions. */
+void plait_test_say(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif
