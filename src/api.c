@@ -1,0 +1,201 @@
+/* The life-cycle and query part of the public ABI: init, shutdown, rank,
+ * size, ..., config dump. One session at a time per process. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bootstrap.h"
+#include "config.h"
+#include "control.h"
+#include "core.h"
+#include "error.h"
+#include "log.h"
+#include "plugin.h"
+#include "reduce.h"
+#include "topology.h"
+
+typedef struct session {
+  plait_config_t cfg;
+  plait_topology_t topo;
+  plait_control_t ctrl;
+  plait_boot_t boot;
+  plait_plugin_t plugin;
+} session_t;
+
+static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int initialized;
+static session_t S;
+static char transport_name[80] = "";
+
+#define REQUIRE_OUT(p)                                                         \
+  do {                                                                         \
+    if (!(p))                                                                  \
+      return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "%s: " #p " is NULL",     \
+                         __func__);                                            \
+  } while (0)
+
+#define REQUIRE_INIT()                                                         \
+  do {                                                                         \
+    if (!atomic_load(&initialized))                                            \
+      return plait_error(PLAIT_ERR_NOT_INITIALIZED,                            \
+                         "%s: plait is not initialized (call plait_init "      \
+                         "first)", __func__);                                  \
+  } while (0)
+
+static void log_plugin(int level, const char *subsystem, const char *file, int line,
+                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void log_plugin(int level, const char *subsystem, const char *file, int line,
+                       const char *fmt, ...) {
+  if (level < plait_log_level()) return;
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  plait_log_write(level, subsystem ? subsystem : "plugin", file, line, "%s", msg);
+}
+
+static plait_result_t start_transport(session_t *s) {
+  PLAIT_CHECK(plait_plugin_load(&s->plugin, s->cfg.transport, s->cfg.plugin_path));
+  plait_transport_init_args_t args;
+  memset(&args, 0, sizeof args);
+  args.size = sizeof args;
+  args.rank = s->topo.rank;
+  args.nranks = s->topo.size;
+  args.local_rank = s->topo.local_rank;
+  args.local_size = s->topo.local_size;
+  args.cross_rank = s->topo.cross_rank;
+  args.cross_size = s->topo.cross_size;
+  args.bootstrap = &s->boot.api;
+  args.log = log_plugin;
+  args.log_level = plait_log_level();
+  args.timeout_s = s->cfg.timeout_s;
+  args.reduce = plait_reduce;
+  args.scale = plait_scale;
+  args.divide = plait_divide;
+  args.host_address = s->ctrl.local_ip;
+  plait_result_t rc = plait_plugin_start(&s->plugin, &args);
+  if (rc) plait_plugin_unload(&s->plugin);
+  return rc;
+}
+
+static plait_result_t init_locked(void) {
+  session_t *s = &S;
+  memset(s, 0, sizeof *s);
+  s->ctrl.listen_fd = -1;
+  PLAIT_CHECK(plait_config_load(&s->cfg));
+  plait_log_set_level(s->cfg.log_level);
+  plait_result_t rc;
+  PLAIT_CHECK_GOTO(rc, plait_topology_from_env(&s->cfg, &s->topo), fail_cfg);
+  plait_log_set_rank(s->topo.rank);
+  char unknown[512];
+  if (plait_config_unknown(unknown, sizeof unknown))
+    PLAIT_WARN("config", "unknown variable(s) ignored: %s (see plaitrun --help-env)", unknown);
+  PLAIT_CHECK_GOTO(rc, plait_control_start(&s->ctrl, &s->topo, &s->cfg), fail_cfg);
+  plait_boot_init(&s->boot, &s->ctrl);
+  PLAIT_CHECK_GOTO(rc, start_transport(s), fail_ctrl);
+  snprintf(transport_name, sizeof transport_name, "%s", s->plugin.table->name);
+  PLAIT_INFO("init", "rank %d of %d (local %d/%d, cross %d/%d) from %s, transport %s", s->topo.rank,
+             s->topo.size, s->topo.local_rank, s->topo.local_size, s->topo.cross_rank,
+             s->topo.cross_size, s->topo.source, transport_name);
+  return PLAIT_SUCCESS;
+fail_ctrl:
+  plait_control_close(&s->ctrl);
+fail_cfg:
+  plait_config_free(&s->cfg);
+  return rc;
+}
+
+PLAIT_API plait_result_t plait_init(void) {
+  pthread_mutex_lock(&life_lock);
+  plait_result_t rc;
+  if (atomic_load(&initialized)) {
+    rc = plait_error(PLAIT_ERR_ALREADY_INITIALIZED,
+                     "plait_init: plait is already initialized (call plait_shutdown first)");
+  } else {
+    rc = init_locked();
+    if (rc == PLAIT_SUCCESS) atomic_store(&initialized, 1);
+  }
+  pthread_mutex_unlock(&life_lock);
+  return rc;
+}
+
+PLAIT_API plait_result_t plait_shutdown(void) {
+  pthread_mutex_lock(&life_lock);
+  if (!atomic_load(&initialized)) {
+    pthread_mutex_unlock(&life_lock);
+    return plait_error(PLAIT_ERR_NOT_INITIALIZED, "plait_shutdown: plait is not initialized");
+  }
+  atomic_store(&initialized, 0);
+  session_t *s = &S;
+  /* Leave together, so no rank reads a closed connection as a lost peer. */
+  plait_result_t rc = plait_boot_barrier(&s->boot);
+  char why[2048] = "";
+  if (rc) {
+    snprintf(why, sizeof why, "%s", plait_last_error());
+    PLAIT_WARN("shutdown", "leaving without the other ranks: %s", why);
+  }
+  plait_plugin_unload(&s->plugin);
+  plait_control_close(&s->ctrl);
+  plait_config_free(&s->cfg);
+  pthread_mutex_unlock(&life_lock);
+  if (rc) return plait_error(rc, "plait_shutdown: %s", why);
+  return PLAIT_SUCCESS;
+}
+
+PLAIT_API plait_result_t plait_is_initialized(int *flag) {
+  REQUIRE_OUT(flag);
+  *flag = atomic_load(&initialized);
+  return PLAIT_SUCCESS;
+}
+
+#define QUERY(fn, field)                                                       \
+  PLAIT_API plait_result_t fn(int *out) {                                      \
+    REQUIRE_OUT(out);                                                          \
+    REQUIRE_INIT();                                                            \
+    *out = S.topo.field;                                                       \
+    return PLAIT_SUCCESS;                                                      \
+  }
+QUERY(plait_rank, rank)
+QUERY(plait_size, size)
+QUERY(plait_local_rank, local_rank)
+QUERY(plait_local_size, local_size)
+QUERY(plait_cross_rank, cross_rank)
+QUERY(plait_cross_size, cross_size)
+#undef QUERY
+
+PLAIT_API plait_result_t plait_transport_name(const char **name) {
+  REQUIRE_OUT(name);
+  REQUIRE_INIT();
+  *name = transport_name;
+  return PLAIT_SUCCESS;
+}
+
+PLAIT_API plait_result_t plait_config_dump(char *buf, size_t buf_size, size_t *needed) {
+  if (!buf && buf_size)
+    return plait_error(PLAIT_ERR_INVALID_ARGUMENT,
+                       "plait_config_dump: buf is NULL but buf_size is %zu", buf_size);
+  pthread_mutex_lock(&life_lock);
+  plait_result_t rc;
+  if (atomic_load(&initialized)) {
+    rc = plait_config_format(&S.cfg, buf, buf_size, needed);
+  } else {
+    plait_config_t cfg;
+    rc = plait_config_load(&cfg);
+    if (rc == PLAIT_SUCCESS) {
+      rc = plait_config_format(&cfg, buf, buf_size, needed);
+      plait_config_free(&cfg);
+    }
+  }
+  pthread_mutex_unlock(&life_lock);
+  return rc;
+}
+
+const plait_transport_t *plait_core_transport(void **state) {
+  if (!atomic_load(&initialized)) return NULL;
+  if (state) *state = S.plugin.state;
+  return S.plugin.table;
+}

@@ -1,0 +1,57 @@
+/*
+ * The one configuration table: X(field, "VARIABLE", type, "default", "help").
+ * Every PLAIT_* variable is declared here and nowhere else; docs/
+ * configuration.md and `plaitrun --help-env` are generated from it.
+ *
+ * Types: NAME (lowercase word), TEXT (any string), SIZE (bytes, with K/M/G/T
+ * units), COUNT (integer >= 0), RANKNUM (integer >= 0, unset = -1),
+ * SECONDS (number >= 0), POSITIVE (number > 0), BOOL, LEVEL (log level).
+ */
+#ifndef PLAIT_CONFIG_TABLE_H
+#define PLAIT_CONFIG_TABLE_H
+
+#define PLAIT_CONFIG_TABLE(X)                                                  \
+  X(transport, "PLAIT_TRANSPORT", NAME, "gloo",                                \
+    "transport plugin to load: gloo, ofi or nccl "                             \
+    "(libplait-transport-<name>.so)")                                          \
+  X(plugin_path, "PLAIT_PLUGIN_PATH", TEXT, "",                                \
+    "colon-separated folders searched for transport plugins before the "       \
+    "folder of libplait.so")                                                   \
+  X(fusion_threshold, "PLAIT_FUSION_THRESHOLD", SIZE, "64M",                   \
+    "fusion buffer size in bytes (units K, M, G); 0 disables fusion")          \
+  X(cycle_time_ms, "PLAIT_CYCLE_TIME_MS", POSITIVE, "1",                       \
+    "coordinator cycle time in milliseconds")                                  \
+  X(cache_capacity, "PLAIT_CACHE_CAPACITY", COUNT, "1024",                     \
+    "response cache entries; 0 disables the cache")                            \
+  X(timeline, "PLAIT_TIMELINE", TEXT, "",                                      \
+    "path of a Chrome-trace JSON timeline to write; empty: none")              \
+  X(stall_warn_s, "PLAIT_STALL_WARN_S", SECONDS, "60",                         \
+    "warn about tensors some ranks have not submitted after this many "        \
+    "seconds; 0 disables")                                                     \
+  X(stall_abort_s, "PLAIT_STALL_ABORT_S", SECONDS, "0",                        \
+    "fail stalled operations after this many seconds; 0 never")                \
+  X(timeout_s, "PLAIT_TIMEOUT_S", POSITIVE, "60",                              \
+    "seconds of silence after which a peer is declared lost")                  \
+  X(start_timeout_s, "PLAIT_START_TIMEOUT_S", POSITIVE, "60",                  \
+    "seconds ranks wait for each other in plait_init")                         \
+  X(log_level, "PLAIT_LOG_LEVEL", LEVEL, "warn",                               \
+    "log level: trace, debug, info, warn, error or off")                       \
+  X(rendezvous, "PLAIT_RENDEZVOUS", TEXT, "",                                  \
+    "host:port where rank 0 listens (binds that address only); empty: "        \
+    "MASTER_ADDR:MASTER_PORT or the first Slurm node, port 29500")             \
+  X(secret, "PLAIT_SECRET", TEXT, "",                                          \
+    "job secret proven by HMAC challenge-response, never sent; plaitrun "      \
+    "makes one (required when size > 1)")                                      \
+  X(autotune, "PLAIT_AUTOTUNE", BOOL, "0",                                     \
+    "tune fusion threshold and cycle time online")                             \
+  X(rank, "PLAIT_RANK", RANKNUM, "",                                           \
+    "this process's rank (set by plaitrun; else taken from the launcher)")     \
+  X(size, "PLAIT_SIZE", RANKNUM, "", "number of ranks (set by plaitrun)")      \
+  X(local_rank, "PLAIT_LOCAL_RANK", RANKNUM, "",                               \
+    "rank on this host (set by plaitrun); unset: derived at rendezvous")       \
+  X(local_size, "PLAIT_LOCAL_SIZE", RANKNUM, "",                               \
+    "ranks on this host (set by plaitrun); unset: derived at rendezvous")      \
+  X(hostname, "PLAIT_HOSTNAME", TEXT, "",                                      \
+    "host identity used to group ranks into hosts; empty: gethostname()")
+
+#endif

@@ -1,0 +1,30 @@
+/* Internal: the thread's last error and the check macros. */
+#ifndef PLAIT_ERROR_H
+#define PLAIT_ERROR_H
+
+#include "plait/plait.h"
+
+/* Records "fmt..." as this thread's last error and returns result. */
+plait_result_t plait_error(plait_result_t result, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Prefixes this thread's last error with "fmt...: " (adds context on the way
+ * up) and returns result. */
+plait_result_t plait_error_context(plait_result_t result, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Evaluate expr (a plait_result_t); on failure return it. */
+#define PLAIT_CHECK(expr)                                                      \
+  do {                                                                         \
+    plait_result_t plait_check_rc_ = (expr);                                   \
+    if (plait_check_rc_ != PLAIT_SUCCESS) return plait_check_rc_;              \
+  } while (0)
+
+/* Evaluate expr into rc; on failure jump to label. */
+#define PLAIT_CHECK_GOTO(rc, expr, label)                                      \
+  do {                                                                         \
+    (rc) = (expr);                                                             \
+    if ((rc) != PLAIT_SUCCESS) goto label;                                     \
+  } while (0)
+
+#endif

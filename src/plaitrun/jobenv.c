@@ -1,0 +1,119 @@
+#include "jobenv.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+int plaitrun_free_loopback_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_in addr;
+  memset(&addr, 0, sizeof addr);
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0; /* the kernel picks a free one */
+  socklen_t len = sizeof addr;
+  int port = -1;
+  if (bind(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
+      getsockname(fd, (struct sockaddr *)&addr, &len) == 0)
+    port = ntohs(addr.sin_port);
+  int saved = errno;
+  close(fd);
+  errno = saved;
+  return port;
+}
+
+static int read_urandom(unsigned char *buf, size_t n) {
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, buf + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      close(fd);
+      if (r == 0) errno = EIO;
+      return -1;
+    }
+    got += (size_t)r;
+  }
+  close(fd);
+  return 0;
+}
+
+static int random_bytes(unsigned char *buf, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = getrandom(buf + got, n - got, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return read_urandom(buf, n); /* e.g. ENOSYS in old sandboxes */
+    got += (size_t)r;
+  }
+  return 0;
+}
+
+int plaitrun_make_secret(char out[PLAITRUN_SECRET_HEX_LEN + 1]) {
+  static const char hex[] = "0123456789abcdef";
+  unsigned char raw[PLAITRUN_SECRET_BYTES];
+  if (random_bytes(raw, sizeof raw) != 0) return -1;
+  for (size_t i = 0; i < sizeof raw; i++) {
+    out[2 * i] = hex[raw[i] >> 4];
+    out[2 * i + 1] = hex[raw[i] & 0xf];
+  }
+  out[PLAITRUN_SECRET_HEX_LEN] = '\0';
+  memset(raw, 0, sizeof raw);
+  return 0;
+}
+
+static int user_has(const char *name) {
+  const char *v = getenv(name);
+  return v != NULL && v[0] != '\0';
+}
+
+int plaitrun_jobenv_prepare(int nranks, char *err, size_t err_size) {
+  char text[64];
+  snprintf(text, sizeof text, "%d", nranks);
+  if (setenv("PLAIT_SIZE", text, 1) != 0 || setenv("PLAIT_LOCAL_SIZE", text, 1) != 0)
+    goto setenv_failed;
+  if (!user_has("PLAIT_RENDEZVOUS")) {
+    int port = plaitrun_free_loopback_port();
+    if (port < 0) {
+      snprintf(err, err_size, "cannot find a free TCP port on 127.0.0.1 for "
+               "PLAIT_RENDEZVOUS: %s", strerror(errno));
+      return -1;
+    }
+    snprintf(text, sizeof text, "127.0.0.1:%d", port);
+    if (setenv("PLAIT_RENDEZVOUS", text, 1) != 0) goto setenv_failed;
+  }
+  if (!user_has("PLAIT_SECRET")) {
+    char secret[PLAITRUN_SECRET_HEX_LEN + 1];
+    if (plaitrun_make_secret(secret) != 0) {
+      snprintf(err, err_size, "cannot make PLAIT_SECRET: no random bytes from "
+               "getrandom() or /dev/urandom: %s", strerror(errno));
+      return -1;
+    }
+    int rc = setenv("PLAIT_SECRET", secret, 1);
+    memset(secret, 0, sizeof secret);
+    if (rc != 0) goto setenv_failed;
+  }
+  return 0;
+
+setenv_failed:
+  snprintf(err, err_size, "cannot set the ranks' environment: %s", strerror(errno));
+  return -1;
+}
+
+int plaitrun_jobenv_set_rank(int rank) {
+  char text[32];
+  snprintf(text, sizeof text, "%d", rank);
+  if (setenv("PLAIT_RANK", text, 1) != 0) return -1;
+  if (setenv("PLAIT_LOCAL_RANK", text, 1) != 0) return -1;
+  return 0;
+}

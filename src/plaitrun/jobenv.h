@@ -1,0 +1,33 @@
+/*
+ * plaitrun: the environment every rank gets.
+ *
+ * The variables common to all ranks are set in plaitrun's own environment
+ * before the ranks are forked, so that each child inherits them together with
+ * everything else the user had; each child then adds its rank.
+ */
+#ifndef PLAITRUN_JOBENV_H
+#define PLAITRUN_JOBENV_H
+
+#include <stddef.h>
+
+#define PLAITRUN_SECRET_BYTES 32
+#define PLAITRUN_SECRET_HEX_LEN (2 * PLAITRUN_SECRET_BYTES)
+
+/*
+ * Sets PLAIT_SIZE and PLAIT_LOCAL_SIZE to nranks; PLAIT_RENDEZVOUS to
+ * 127.0.0.1:<free port> and PLAIT_SECRET to a fresh random secret unless the
+ * user already set them (non-empty). Returns 0, or -1 with a message in err.
+ */
+int plaitrun_jobenv_prepare(int nranks, char *err, size_t err_size);
+
+/* In a forked child: sets PLAIT_RANK and PLAIT_LOCAL_RANK. 0 or -1. */
+int plaitrun_jobenv_set_rank(int rank);
+
+/* A TCP port on 127.0.0.1 that was free a moment ago, or -1 (errno set). */
+int plaitrun_free_loopback_port(void);
+
+/* Fills out with PLAITRUN_SECRET_HEX_LEN lowercase hex digits and a NUL, from
+ * getrandom() (or /dev/urandom). Returns 0, or -1 (errno set). */
+int plaitrun_make_secret(char out[PLAITRUN_SECRET_HEX_LEN + 1]);
+
+#endif

@@ -1,0 +1,82 @@
+/*
+ * plaitrun: starts N local ranks of a plait job. See docs/plaitrun.md.
+ */
+#include "job.h"
+#include "jobenv.h"
+#include "options.h"
+
+#include <plait/plait.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* The ranks' pipes must not land on 0, 1 or 2: make sure those are open. */
+static void ensure_std_fds(void) {
+  for (int fd = 0; fd < 3; fd++) {
+    if (fcntl(fd, F_GETFD) >= 0) continue;
+    int opened = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (opened >= 0 && opened != fd) {
+      dup2(opened, fd);
+      close(opened);
+    }
+  }
+}
+
+static int print_help_env(void) {
+  size_t needed = 0;
+  plait_result_t rc = plait_config_help(NULL, 0, &needed);
+  if ((rc != PLAIT_SUCCESS && rc != PLAIT_ERR_BUFFER_TOO_SMALL) || needed == 0) {
+    fprintf(stderr, "plaitrun: cannot list the environment variables: %s: %s\n",
+            plait_result_name(rc), plait_last_error());
+    return PLAITRUN_EXIT_INTERNAL;
+  }
+  char *text = malloc(needed);
+  if (text == NULL) {
+    fprintf(stderr, "plaitrun: out of memory\n");
+    return PLAITRUN_EXIT_INTERNAL;
+  }
+  rc = plait_config_help(text, needed, &needed);
+  if (rc != PLAIT_SUCCESS) {
+    fprintf(stderr, "plaitrun: cannot list the environment variables: %s: %s\n",
+            plait_result_name(rc), plait_last_error());
+    free(text);
+    return PLAITRUN_EXIT_INTERNAL;
+  }
+  fputs(text, stdout);
+  free(text);
+  return fflush(stdout) == 0 ? 0 : PLAITRUN_EXIT_INTERNAL;
+}
+
+static int print_version(void) {
+  printf("plaitrun %s (libplait %s, ABI %u)\n", PLAIT_VERSION_STRING,
+         plait_version_string(), plait_abi_version());
+  return fflush(stdout) == 0 ? 0 : PLAITRUN_EXIT_INTERNAL;
+}
+
+int main(int argc, char **argv) {
+  plaitrun_options_t opts;
+  char err[512];
+  if (plaitrun_parse_args(argc, argv, &opts, err, sizeof err) != 0) {
+    fprintf(stderr, "plaitrun: %s\nTry 'plaitrun --help' for more information.\n", err);
+    return PLAITRUN_EXIT_USAGE;
+  }
+  switch (opts.action) {
+  case PLAITRUN_ACTION_HELP:
+    plaitrun_print_usage(stdout);
+    return fflush(stdout) == 0 ? 0 : PLAITRUN_EXIT_INTERNAL;
+  case PLAITRUN_ACTION_HELP_ENV:
+    return print_help_env();
+  case PLAITRUN_ACTION_VERSION:
+    return print_version();
+  case PLAITRUN_ACTION_RUN:
+    break;
+  }
+  ensure_std_fds();
+  if (plaitrun_jobenv_prepare(opts.nranks, err, sizeof err) != 0) {
+    fprintf(stderr, "plaitrun: %s\n", err);
+    return PLAITRUN_EXIT_INTERNAL;
+  }
+  return plaitrun_job_run(&opts);
+}

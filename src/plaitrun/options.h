@@ -1,0 +1,51 @@
+/*
+ * plaitrun: the command line.
+ *
+ * plaitrun [options] [--] command [args...]; the first argument that does not
+ * start with '-' (or everything after "--") is the command. Options that take
+ * a value accept it as the next argument or after '=' (--np=4, --grace=0.5).
+ */
+#ifndef PLAITRUN_OPTIONS_H
+#define PLAITRUN_OPTIONS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define PLAITRUN_MAX_RANKS 1024
+#define PLAITRUN_DEFAULT_GRACE_S 2.0
+#define PLAITRUN_MAX_GRACE_S 86400.0
+
+/* Exit status of plaitrun for a usage error (as for most Unix tools). */
+#define PLAITRUN_EXIT_USAGE 2
+/* Exit status when plaitrun itself fails (cannot fork, too many ranks for the
+ * file-descriptor limit, ...). */
+#define PLAITRUN_EXIT_INTERNAL 1
+
+typedef enum plaitrun_action {
+  PLAITRUN_ACTION_RUN,
+  PLAITRUN_ACTION_HELP,
+  PLAITRUN_ACTION_HELP_ENV,
+  PLAITRUN_ACTION_VERSION
+} plaitrun_action_t;
+
+typedef struct plaitrun_options {
+  plaitrun_action_t action;
+  int nranks;     /* 1..PLAITRUN_MAX_RANKS; 0 when -np was not given */
+  double grace_s; /* SIGTERM -> SIGKILL delay when stopping the job */
+  int prefix;     /* 1: prefix each output line with "[rank]: " */
+  char **command; /* NULL-terminated, points into argv; NULL when absent */
+} plaitrun_options_t;
+
+/*
+ * Parses argv into *opts. Returns 0 on success. On a usage error returns -1
+ * and writes a one-line message (without "plaitrun: " and without newline)
+ * that names the offending argument into err. --help, --help-env and
+ * --version end parsing at once and set opts->action.
+ */
+int plaitrun_parse_args(int argc, char **argv, plaitrun_options_t *opts,
+                        char *err, size_t err_size);
+
+/* The text of --help. */
+void plaitrun_print_usage(FILE *out);
+
+#endif

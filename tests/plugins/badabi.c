@@ -1,0 +1,8 @@
+/* Broken: claims ABI version 99. */
+#include "common.h"
+static plait_result_t init(const plait_transport_init_args_t *a, void **s) {
+  (void)a, (void)s;
+  return PLAIT_SUCCESS;
+}
+FX_EXPORT const plait_transport_v1_t plait_transport_v1 = {
+    99, sizeof(plait_transport_v1_t), "badabi", PLAIT_CAP_HOST_MEMORY, 0, 0, init, FX_TABLE_REST};
