@@ -7,6 +7,7 @@
 
 #include "error.h"
 #include "log.h"
+#include "messages.h"
 
 enum { KIND_ALLGATHER = 1, KIND_BROADCAST = 2, KIND_BARRIER = 3 };
 
@@ -15,14 +16,7 @@ static const char *kind_name(unsigned k) {
                                            : k == KIND_BARRIER   ? "barrier" : "?";
 }
 
-typedef struct {
-  uint32_t seq;
-  uint8_t kind;
-  int32_t root;
-  uint64_t bytes;
-  const uint8_t *data;
-  size_t data_len;
-} contribution_t;
+typedef plait_msg_boot_data_t contribution_t;
 
 void plait_boot_init(plait_boot_t *b, plait_control_t *ctrl) {
   memset(b, 0, sizeof *b);
@@ -37,14 +31,7 @@ void plait_boot_init(plait_boot_t *b, plait_control_t *ctrl) {
 }
 
 static plait_result_t parse(const plait_frame_t *f, contribution_t *c, int from) {
-  plait_reader_t r;
-  plait_rd_init(&r, f->payload, f->length);
-  c->seq = plait_rd_u32(&r);
-  c->kind = plait_rd_u8(&r);
-  c->root = plait_rd_i32(&r);
-  c->bytes = plait_rd_u64(&r);
-  c->data = plait_rd_blob(&r, &c->data_len);
-  plait_result_t rc = plait_rd_finish(&r, "bootstrap message");
+  plait_result_t rc = plait_msg_decode_boot_data(f->payload, f->length, c);
   return rc ? plait_error_context(rc, "from rank %d", from) : PLAIT_SUCCESS;
 }
 
@@ -92,13 +79,10 @@ static plait_result_t root_exchange(plait_boot_t *b, const contribution_t *mine,
   }
   size_t out_len = mine->kind == KIND_ALLGATHER ? (size_t)n * mine->bytes
                    : mine->kind == KIND_BROADCAST ? mine->bytes : 0;
+  plait_msg_boot_result_t answer = {mine->seq, (uint32_t)rc, "", result, rc ? 0 : out_len};
+  if (rc) snprintf(answer.text, sizeof answer.text, "%s", plait_last_error());
   plait_writer_t w = {0};
-  plait_wr_begin(&w, PLAIT_MSG_BOOT_RESULT);
-  plait_wr_u32(&w, mine->seq);
-  plait_wr_u32(&w, (uint32_t)rc);
-  plait_wr_str(&w, rc ? plait_last_error() : "");
-  plait_wr_blob(&w, result, rc ? 0 : out_len);
-  plait_result_t wrc = plait_wr_end(&w);
+  plait_result_t wrc = plait_msg_encode_boot_result(&w, &answer);
   for (int r = 1; r < n && wrc == PLAIT_SUCCESS; r++) wrc = plait_control_send(c, r, &w);
   plait_wr_free(&w);
   if (rc == PLAIT_SUCCESS) rc = wrc;
@@ -115,26 +99,18 @@ static plait_result_t peer_exchange(plait_boot_t *b, const contribution_t *mine,
                                     size_t result_len) {
   plait_control_t *c = b->ctrl;
   plait_writer_t w = {0};
-  plait_wr_begin(&w, PLAIT_MSG_BOOT_DATA);
-  plait_wr_u32(&w, mine->seq);
-  plait_wr_u8(&w, mine->kind);
-  plait_wr_i32(&w, mine->root);
-  plait_wr_u64(&w, mine->bytes);
-  plait_wr_blob(&w, mine->data, mine->data_len);
-  plait_result_t rc = plait_wr_end(&w);
+  plait_result_t rc = plait_msg_encode_boot_data(&w, mine);
   if (rc == PLAIT_SUCCESS) rc = plait_control_send(c, 0, &w);
   plait_wr_free(&w);
   PLAIT_CHECK(rc);
   plait_frame_t f;
   PLAIT_CHECK(plait_control_recv(c, 0, PLAIT_MSG_BOOT_RESULT, &f));
-  plait_reader_t r;
-  plait_rd_init(&r, f.payload, f.length);
-  uint32_t seq = plait_rd_u32(&r), status = plait_rd_u32(&r);
-  char msg[1024];
-  plait_rd_str(&r, msg, sizeof msg);
-  size_t len;
-  const uint8_t *data = plait_rd_blob(&r, &len);
-  rc = plait_rd_finish(&r, "bootstrap answer from rank 0");
+  plait_msg_boot_result_t a;
+  rc = plait_msg_decode_boot_result(f.payload, f.length, &a);
+  uint32_t seq = a.seq, status = a.status;
+  const char *msg = a.text;
+  size_t len = a.data_len;
+  const uint8_t *data = a.data;
   if (rc == PLAIT_SUCCESS && seq != mine->seq)
     rc = plait_error(PLAIT_ERR_PROTOCOL, "bootstrap answer #%u from rank 0, expected #%u", seq,
                      mine->seq);

@@ -9,6 +9,7 @@
 
 #include "error.h"
 #include "log.h"
+#include "messages.h"
 #include "net.h"
 
 void plait_frame_free(plait_frame_t *f) {
@@ -64,10 +65,7 @@ plait_result_t plait_control_fail(plait_control_t *c, plait_result_t rc) {
   PLAIT_WARN("ctrl", "job failed: %s", c->fail_msg);
   if (c->rank != 0 || !c->fds) return rc;
   plait_writer_t w = {0};
-  plait_wr_begin(&w, PLAIT_MSG_ABORT);
-  plait_wr_u32(&w, (uint32_t)rc);
-  plait_wr_str(&w, c->fail_msg);
-  if (plait_wr_end(&w) == PLAIT_SUCCESS) {
+  if (plait_msg_encode_abort(&w, (uint32_t)rc, c->fail_msg) == PLAIT_SUCCESS) {
     for (int r = 1; r < c->size; r++)
       if (c->fds[r] >= 0) /* best effort: the survivors learn why at once */
         plait_net_write_full(c->fds[r], w.data, w.len, plait_now() + 1.0);
@@ -97,14 +95,11 @@ plait_result_t plait_control_send(plait_control_t *c, int peer, const plait_writ
 
 /* Turns an ABORT frame into the error it carries. */
 static plait_result_t take_abort(plait_control_t *c, const plait_frame_t *f) {
-  plait_reader_t r;
-  plait_rd_init(&r, f->payload, f->length);
-  uint32_t code = plait_rd_u32(&r);
-  char msg[1024];
-  plait_rd_str(&r, msg, sizeof msg);
-  if (plait_rd_finish(&r, "abort message") || code == 0 || code >= PLAIT_RESULT_COUNT_)
+  plait_msg_text_t m;
+  if (plait_msg_decode_text(f->payload, f->length, 1, &m) || m.code == 0 ||
+      m.code >= PLAIT_RESULT_COUNT_)
     return plait_control_fail(c, plait_error(PLAIT_ERR_PROTOCOL, "rank 0 aborted the job"));
-  return plait_control_fail(c, plait_error((plait_result_t)code, "%s", msg));
+  return plait_control_fail(c, plait_error((plait_result_t)m.code, "%s", m.text));
 }
 
 static plait_result_t check_type(plait_control_t *c, plait_frame_t *f, plait_msg_type_t type,
@@ -201,31 +196,17 @@ plait_result_t plait_control_gather(plait_control_t *c, plait_msg_type_t type,
  * rank and size; all ranks then derive local and cross values. */
 static plait_result_t share_topology(plait_control_t *c, char (*hosts)[PLAIT_HOST_MAX], int *lr, int *ls) {
   plait_result_t rc = PLAIT_SUCCESS;
+  plait_msg_topology_t m = {(uint32_t)c->size, hosts, lr, ls};
   if (c->rank == 0) {
     plait_writer_t w = {0};
-    plait_wr_begin(&w, PLAIT_MSG_TOPOLOGY);
-    plait_wr_u32(&w, (uint32_t)c->size);
-    for (int r = 0; r < c->size; r++) {
-      plait_wr_str(&w, hosts[r]);
-      plait_wr_i32(&w, lr[r]);
-      plait_wr_i32(&w, ls[r]);
-    }
-    rc = plait_wr_end(&w);
+    rc = plait_msg_encode_topology(&w, &m);
     for (int r = 1; r < c->size && rc == PLAIT_SUCCESS; r++) rc = plait_control_send(c, r, &w);
     plait_wr_free(&w);
     return rc;
   }
   plait_frame_t f;
   PLAIT_CHECK(plait_control_recv(c, 0, PLAIT_MSG_TOPOLOGY, &f));
-  plait_reader_t rd;
-  plait_rd_init(&rd, f.payload, f.length);
-  if (plait_rd_u32(&rd) != (uint32_t)c->size) rd.bad = 1;
-  for (int r = 0; r < c->size && !rd.bad; r++) {
-    plait_rd_str(&rd, hosts[r], PLAIT_HOST_MAX);
-    lr[r] = plait_rd_i32(&rd);
-    ls[r] = plait_rd_i32(&rd);
-  }
-  rc = plait_rd_finish(&rd, "topology message from rank 0");
+  rc = plait_msg_decode_topology(f.payload, f.length, &m);
   plait_frame_free(&f);
   return rc ? plait_control_fail(c, rc) : PLAIT_SUCCESS;
 }

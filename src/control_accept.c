@@ -12,6 +12,7 @@
 #include "control.h"
 #include "error.h"
 #include "log.h"
+#include "messages.h"
 #include "net.h"
 
 #define MAX_PENDING 64
@@ -46,9 +47,7 @@ static void refuse(pending_t *p, int tell, const char *why) {
   PLAIT_WARN("ctrl", "refused connection from %s: %s", p->peer, why);
   if (tell) {
     plait_writer_t w = {0};
-    plait_wr_begin(&w, PLAIT_MSG_REJECT);
-    plait_wr_str(&w, why);
-    if (plait_wr_end(&w) == PLAIT_SUCCESS)
+    if (plait_msg_encode_reject(&w, why) == PLAIT_SUCCESS)
       plait_net_write_full(p->fd, w.data, w.len, plait_now() + 1.0);
     plait_wr_free(&w);
   }
@@ -56,11 +55,11 @@ static void refuse(pending_t *p, int tell, const char *why) {
 }
 
 static int send_hello(pending_t *p) {
-  if (plait_auth_nonce(p->nonce)) return -1;
+  plait_msg_hello_t m;
+  if (plait_auth_nonce(m.nonce)) return -1;
+  memcpy(p->nonce, m.nonce, sizeof m.nonce);
   plait_writer_t w = {0};
-  plait_wr_begin(&w, PLAIT_MSG_HELLO);
-  plait_wr_raw(&w, p->nonce, sizeof p->nonce);
-  int ok = plait_wr_end(&w) == PLAIT_SUCCESS &&
+  int ok = plait_msg_encode_hello(&w, &m) == PLAIT_SUCCESS &&
            plait_net_write_full(p->fd, w.data, w.len, plait_now() + 1.0) == PLAIT_IO_OK;
   plait_wr_free(&w);
   return ok ? 0 : -1;
@@ -68,21 +67,15 @@ static int send_hello(pending_t *p) {
 
 /* Checks a complete AUTH frame; admits the rank or refuses the connection. */
 static void process_auth(plait_control_t *c, pending_t *p, admit_t *a) {
-  plait_reader_t r;
-  plait_rd_init(&r, p->payload, p->length);
-  uint32_t rank = plait_rd_u32(&r), size = plait_rd_u32(&r);
-  uint8_t cnonce[PLAIT_WIRE_NONCE_SIZE], mac[PLAIT_WIRE_MAC_SIZE];
-  plait_rd_raw(&r, cnonce, sizeof cnonce);
-  plait_rd_raw(&r, mac, sizeof mac);
-  char host[PLAIT_HOST_MAX];
-  plait_rd_str(&r, host, sizeof host);
-  int32_t lr = plait_rd_i32(&r), ls = plait_rd_i32(&r);
+  plait_msg_auth_t m;
   char why[256];
-  if (plait_rd_finish(&r, "authentication message")) {
+  if (plait_msg_decode_auth(p->payload, p->length, &m)) {
     refuse(p, 0, plait_last_error());
     return;
   }
-  if (!plait_auth_verify(c->secret, PLAIT_AUTH_CLIENT, p->nonce, cnonce, rank, size, mac)) {
+  uint32_t rank = m.rank, size = m.size;
+  const uint8_t *cnonce = m.nonce;
+  if (!plait_auth_verify(c->secret, PLAIT_AUTH_CLIENT, p->nonce, cnonce, rank, size, m.mac)) {
     refuse(p, 1, "authentication failed: the client does not know this job's PLAIT_SECRET");
     return;
   }
@@ -102,22 +95,21 @@ static void process_auth(plait_control_t *c, pending_t *p, admit_t *a) {
     refuse(p, 1, why);
     return;
   }
-  uint8_t smac[PLAIT_WIRE_MAC_SIZE];
+  plait_msg_welcome_t welcome;
   plait_writer_t w = {0};
-  plait_wr_begin(&w, PLAIT_MSG_WELCOME);
-  int ok = plait_auth_mac(c->secret, PLAIT_AUTH_SERVER, p->nonce, cnonce, rank, size, smac) == 0;
-  plait_wr_raw(&w, smac, sizeof smac);
-  ok = ok && plait_wr_end(&w) == PLAIT_SUCCESS &&
+  int ok = plait_auth_mac(c->secret, PLAIT_AUTH_SERVER, p->nonce, cnonce, rank, size,
+                          welcome.mac) == PLAIT_SUCCESS &&
+           plait_msg_encode_welcome(&w, &welcome) == PLAIT_SUCCESS &&
        plait_net_write_full(p->fd, w.data, w.len, plait_now() + 1.0) == PLAIT_IO_OK;
   plait_wr_free(&w);
   if (!ok) {
     refuse(p, 0, "could not send the welcome");
     return;
   }
-  PLAIT_DEBUG("ctrl", "rank %u joined from %s (host %s)", rank, p->peer, host);
-  snprintf(a->hosts[rank], PLAIT_HOST_MAX, "%s", host);
-  a->lr[rank] = lr;
-  a->ls[rank] = ls;
+  PLAIT_DEBUG("ctrl", "rank %u joined from %s (host %s)", rank, p->peer, m.host);
+  memcpy(a->hosts[rank], m.host, PLAIT_HOST_MAX);
+  a->lr[rank] = m.local_rank;
+  a->ls[rank] = m.local_size;
   c->fds[rank] = p->fd;
   p->fd = -1;
   drop(p);

@@ -8,6 +8,7 @@
 #include "control.h"
 #include "error.h"
 #include "log.h"
+#include "messages.h"
 #include "net.h"
 
 static void sleep_s(double s) {
@@ -17,20 +18,18 @@ static void sleep_s(double s) {
 
 static plait_result_t send_auth(plait_control_t *c, int fd, const plait_topology_t *t,
                                 const uint8_t *snonce, uint8_t *cnonce) {
-  uint8_t mac[PLAIT_WIRE_MAC_SIZE];
-  PLAIT_CHECK(plait_auth_nonce(cnonce));
-  PLAIT_CHECK(plait_auth_mac(c->secret, PLAIT_AUTH_CLIENT, snonce, cnonce, (uint32_t)c->rank,
-                             (uint32_t)c->size, mac));
+  plait_msg_auth_t m;
+  memset(&m, 0, sizeof m);
+  m.rank = (uint32_t)c->rank;
+  m.size = (uint32_t)c->size;
+  PLAIT_CHECK(plait_auth_nonce(m.nonce));
+  memcpy(cnonce, m.nonce, sizeof m.nonce);
+  PLAIT_CHECK(plait_auth_mac(c->secret, PLAIT_AUTH_CLIENT, snonce, cnonce, m.rank, m.size, m.mac));
+  snprintf(m.host, sizeof m.host, "%s", t->host);
+  m.local_rank = t->local_rank;
+  m.local_size = t->local_size;
   plait_writer_t w = {0};
-  plait_wr_begin(&w, PLAIT_MSG_AUTH);
-  plait_wr_u32(&w, (uint32_t)c->rank);
-  plait_wr_u32(&w, (uint32_t)c->size);
-  plait_wr_raw(&w, cnonce, PLAIT_WIRE_NONCE_SIZE);
-  plait_wr_raw(&w, mac, sizeof mac);
-  plait_wr_str(&w, t->host);
-  plait_wr_i32(&w, t->local_rank);
-  plait_wr_i32(&w, t->local_size);
-  plait_result_t rc = plait_wr_end(&w);
+  plait_result_t rc = plait_msg_encode_auth(&w, &m);
   if (rc == PLAIT_SUCCESS &&
       plait_net_write_full(fd, w.data, w.len, plait_now() + 5.0) != PLAIT_IO_OK)
     rc = plait_error(PLAIT_ERR_PEER_LOST, "rank 0 closed the connection during authentication");
@@ -43,21 +42,18 @@ static plait_result_t read_verdict(plait_control_t *c, int fd, const uint8_t *sn
                                    const uint8_t *cnonce, double deadline) {
   plait_frame_t f;
   PLAIT_CHECK(plait_control_read_frame(fd, PLAIT_HANDSHAKE_MAX_PAYLOAD, deadline, "rank 0", &f));
-  plait_reader_t r;
-  plait_rd_init(&r, f.payload, f.length);
   plait_result_t rc = PLAIT_SUCCESS;
   if (f.type == PLAIT_MSG_REJECT) {
-    char why[512];
-    plait_rd_str(&r, why, sizeof why);
+    plait_msg_text_t why;
+    int bad = plait_msg_decode_text(f.payload, f.length, 0, &why) != PLAIT_SUCCESS;
     rc = plait_error(PLAIT_ERR_AUTH, "rank 0 at %s refused rank %d: %s", c->rendezvous, c->rank,
-                     r.bad ? "(no reason given)" : why);
+                     bad ? "(no reason given)" : why.text);
   } else if (f.type == PLAIT_MSG_WELCOME) {
-    uint8_t mac[PLAIT_WIRE_MAC_SIZE];
-    plait_rd_raw(&r, mac, sizeof mac);
-    rc = plait_rd_finish(&r, "welcome from rank 0");
+    plait_msg_welcome_t welcome;
+    rc = plait_msg_decode_welcome(f.payload, f.length, &welcome);
     if (rc == PLAIT_SUCCESS &&
         !plait_auth_verify(c->secret, PLAIT_AUTH_SERVER, snonce, cnonce, (uint32_t)c->rank,
-                           (uint32_t)c->size, mac))
+                           (uint32_t)c->size, welcome.mac))
       rc = plait_error(PLAIT_ERR_AUTH, "the process at %s could not prove it knows this job's "
                        "PLAIT_SECRET: it is not this job's rank 0", c->rendezvous);
   } else {
@@ -74,17 +70,15 @@ static plait_result_t handshake(plait_control_t *c, int fd, const plait_topology
   if (deadline > c->start_deadline) deadline = c->start_deadline;
   plait_frame_t hello;
   PLAIT_CHECK(plait_control_read_frame(fd, PLAIT_HANDSHAKE_MAX_PAYLOAD, deadline, "rank 0", &hello));
-  uint8_t snonce[PLAIT_WIRE_NONCE_SIZE], cnonce[PLAIT_WIRE_NONCE_SIZE];
-  plait_reader_t r;
-  plait_rd_init(&r, hello.payload, hello.length);
-  plait_rd_raw(&r, snonce, sizeof snonce);
+  plait_msg_hello_t challenge;
+  uint8_t cnonce[PLAIT_WIRE_NONCE_SIZE];
   plait_result_t rc = hello.type == PLAIT_MSG_HELLO
-                          ? plait_rd_finish(&r, "challenge from rank 0")
+                          ? plait_msg_decode_hello(hello.payload, hello.length, &challenge)
                           : plait_error(PLAIT_ERR_PROTOCOL, "rank 0 did not send a challenge");
   plait_frame_free(&hello);
   PLAIT_CHECK(rc);
-  PLAIT_CHECK(send_auth(c, fd, t, snonce, cnonce));
-  return read_verdict(c, fd, snonce, cnonce, deadline);
+  PLAIT_CHECK(send_auth(c, fd, t, challenge.nonce, cnonce));
+  return read_verdict(c, fd, challenge.nonce, cnonce, deadline);
 }
 
 plait_result_t plait_control_join(plait_control_t *c, const plait_topology_t *t) {

@@ -123,7 +123,13 @@ static plait_result_t find_rendezvous(const plait_config_t *cfg, plait_topology_
     if (strlen(addr) >= sizeof t->rendezvous_host)
       return plait_error(PLAIT_ERR_CONFIG, "MASTER_ADDR is too long");
     strcpy(t->rendezvous_host, addr);
-    t->rendezvous_port = p;
+    /* Under torchrun the agent's own store already listens on MASTER_PORT. */
+    const char *agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
+    int shared = agent && (!strcmp(agent, "True") || !strcmp(agent, "true") || !strcmp(agent, "1"));
+    if (shared && p == 65535)
+      return plait_error(PLAIT_ERR_CONFIG, "MASTER_PORT=65535 is taken by torchrun's store and "
+                         "leaves no port above it; set PLAIT_RENDEZVOUS=host:port");
+    t->rendezvous_port = shared ? p + 1 : p;
     return PLAIT_SUCCESS;
   }
   const char *nodes = getenv("SLURM_JOB_NODELIST");

@@ -1,6 +1,7 @@
 #include "linebuf.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,12 +22,16 @@ void plaitrun_linebuf_free(plaitrun_linebuf_t *lb) {
   lb->len = lb->cap = 0;
 }
 
-/* writev() all of iov, retrying on EINTR and short writes. */
+/* writev() all of iov, retrying on EINTR, EAGAIN and short writes. */
 static void write_all(plaitrun_linebuf_t *lb, struct iovec *iov, int count) {
   while (count > 0 && !lb->write_failed) {
     ssize_t w = writev(lb->out_fd, iov, count);
     if (w < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) { /* inherited O_NONBLOCK */
+        struct pollfd pfd = {.fd = lb->out_fd, .events = POLLOUT};
+        if (poll(&pfd, 1, -1) >= 0 || errno == EINTR) continue;
+      }
       lb->write_failed = 1;
       return;
     }

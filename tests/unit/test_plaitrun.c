@@ -1,0 +1,467 @@
+/*
+ * Tests of the plaitrun launcher: they run the built binary
+ * (PLAIT_TEST_BIN_DIR/plaitrun) with small /bin/sh ranks and check what it
+ * prints, the environment the ranks see, and its exit status.
+ *
+ * No fixed ports or paths: plaitrun picks its own port, and ranks print what
+ * they see. Elapsed-time checks are liveness bounds (well under the ranks'
+ * sleep), not performance assertions.
+ */
+#include <criterion/criterion.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PLAITRUN_PATH PLAIT_TEST_BIN_DIR "/plaitrun"
+#define MAX_ARGS 32
+
+typedef struct text {
+  char *data;
+  size_t len;
+  size_t cap;
+} text_t;
+
+typedef struct run {
+  /* inputs */
+  const char *args[MAX_ARGS]; /* after "plaitrun"; NULL-terminated */
+  const char *env[8];         /* "NAME=value" to set; NULL-terminated */
+  const char *stdin_text;     /* NULL: /dev/null */
+  int signo;                  /* send to plaitrun once stdout has ... */
+  int signal_after_lines;     /* ... this many lines */
+  /* results */
+  int exit_code; /* -1 when plaitrun itself died of a signal */
+  double elapsed_s;
+  text_t out;
+  text_t err;
+} run_t;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void text_add(text_t *t, const char *data, size_t n) {
+  if (t->len + n + 1 > t->cap) {
+    size_t cap = t->cap ? t->cap : 4096;
+    while (cap < t->len + n + 1) cap *= 2;
+    t->data = realloc(t->data, cap);
+    cr_assert_not_null(t->data);
+    t->cap = cap;
+  }
+  memcpy(t->data + t->len, data, n);
+  t->len += n;
+  t->data[t->len] = '\0';
+}
+
+static size_t count_lines(const text_t *t) {
+  size_t n = 0;
+  for (size_t i = 0; i < t->len; i++) n += t->data[i] == '\n';
+  return n;
+}
+
+static void run_free(run_t *run) {
+  free(run->out.data);
+  free(run->err.data);
+}
+
+/* In the child: a clean environment for plaitrun, then exec it. */
+static void exec_plaitrun(run_t *run, int in_fd, int out_fd, int err_fd) {
+  const char *argv[MAX_ARGS + 2];
+  argv[0] = "plaitrun";
+  int n = 0;
+  while (run->args[n] != NULL && n < MAX_ARGS) {
+    argv[n + 1] = run->args[n];
+    n++;
+  }
+  argv[n + 1] = NULL;
+  unsetenv("PLAIT_SECRET");
+  unsetenv("PLAIT_RENDEZVOUS");
+  for (int i = 0; run->env[i] != NULL; i++) putenv((char *)run->env[i]);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGPIPE, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  dup2(in_fd, 0);
+  dup2(out_fd, 1);
+  dup2(err_fd, 2);
+  execv(PLAITRUN_PATH, (char *const *)argv);
+  fprintf(stderr, "cannot exec %s: %s\n", PLAITRUN_PATH, strerror(errno));
+  _exit(99);
+}
+
+/* Reads plaitrun's output until EOF on both pipes (60 s at most). */
+static void collect(run_t *run, pid_t pid, int out_fd, int err_fd) {
+  struct pollfd pfd[2] = {{.fd = out_fd, .events = POLLIN}, {.fd = err_fd, .events = POLLIN}};
+  text_t *dest[2] = {&run->out, &run->err};
+  int sent = 0;
+  double deadline = run->elapsed_s + 60;
+  while (pfd[0].fd >= 0 || pfd[1].fd >= 0) {
+    cr_assert_lt(now_s(), deadline, "plaitrun did not finish within 60 s");
+    if (poll(pfd, 2, 1000) < 0 && errno != EINTR) cr_assert_fail("poll: %s", strerror(errno));
+    for (int i = 0; i < 2; i++) {
+      if (pfd[i].fd < 0 || pfd[i].revents == 0) continue;
+      char buf[65536];
+      ssize_t r = read(pfd[i].fd, buf, sizeof buf);
+      if (r > 0) {
+        text_add(dest[i], buf, (size_t)r);
+      } else if (r == 0 || errno != EINTR) {
+        close(pfd[i].fd);
+        pfd[i].fd = -1;
+      }
+    }
+    if (run->signo && !sent && count_lines(&run->out) >= (size_t)run->signal_after_lines) {
+      kill(pid, run->signo);
+      sent = 1;
+    }
+  }
+}
+
+/* Runs plaitrun with run->args and fills the results. */
+static void run_plaitrun(run_t *run) {
+  int in[2], out[2], err[2];
+  cr_assert_eq(pipe(in), 0);
+  cr_assert_eq(pipe(out), 0);
+  cr_assert_eq(pipe(err), 0);
+  fflush(stdout);
+  fflush(stderr);
+  run->elapsed_s = now_s();
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    close(in[1]);
+    close(out[0]);
+    close(err[0]);
+    exec_plaitrun(run, in[0], out[1], err[1]);
+  }
+  close(in[0]);
+  close(out[1]);
+  close(err[1]);
+  if (run->stdin_text) {
+    ssize_t w = write(in[1], run->stdin_text, strlen(run->stdin_text));
+    cr_assert_eq(w, (ssize_t)strlen(run->stdin_text));
+  }
+  close(in[1]);
+  collect(run, pid, out[0], err[0]);
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  run->elapsed_s = now_s() - run->elapsed_s;
+  run->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (run->out.data == NULL) text_add(&run->out, "", 0);
+  if (run->err.data == NULL) text_add(&run->err, "", 0);
+}
+
+/* Finds "KEY=" in line and copies its value (up to a space) into out. */
+static int field(const char *line, const char *key, char *out, size_t size) {
+  const char *p = strstr(line, key);
+  if (p == NULL) return -1;
+  p += strlen(key);
+  size_t n = strcspn(p, " \n");
+  if (n >= size) return -1;
+  memcpy(out, p, n);
+  out[n] = '\0';
+  return 0;
+}
+
+static int is_hex64(const char *s) {
+  if (strlen(s) != 64) return 0;
+  for (const char *p = s; *p; p++)
+    if (!isxdigit((unsigned char)*p)) return 0;
+  return 1;
+}
+
+#define ENV_SCRIPT                                                            \
+  "echo \"R=$PLAIT_RANK S=$PLAIT_SIZE LR=$PLAIT_LOCAL_RANK "                  \
+  "LS=$PLAIT_LOCAL_SIZE V=$PLAIT_RENDEZVOUS K=$PLAIT_SECRET "                 \
+  "X=$PLAITRUN_TEST_PASSTHROUGH\""
+
+Test(plaitrun, ranks_get_distinct_ranks_and_shared_job_env, .timeout = 90) {
+  run_t run = {.args = {"-np", "4", "/bin/sh", "-c", ENV_SCRIPT},
+               .env = {"PLAITRUN_TEST_PASSTHROUGH=kept"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0, "stderr: %s", run.err.data);
+  int seen[4] = {0};
+  char first_v[128] = "", first_k[128] = "";
+  char *save = NULL;
+  for (char *line = strtok_r(run.out.data, "\n", &save); line;
+       line = strtok_r(NULL, "\n", &save)) {
+    int prefix_rank = -1, r = -1;
+    char v[128], k[128], s[16], lr[16], ls[16], x[16];
+    cr_assert_eq(sscanf(line, "[%d]: R=%d", &prefix_rank, &r), 2, "line: %s", line);
+    cr_assert(r >= 0 && r < 4 && !seen[r], "bad or repeated rank in: %s", line);
+    cr_assert_eq(prefix_rank, r, "prefix does not match the rank: %s", line);
+    seen[r] = 1;
+    cr_assert_eq(field(line, "S=", s, sizeof s), 0);
+    cr_assert_str_eq(s, "4");
+    cr_assert_eq(field(line, "LR=", lr, sizeof lr), 0);
+    cr_assert_eq(atoi(lr), r);
+    cr_assert_eq(field(line, "LS=", ls, sizeof ls), 0);
+    cr_assert_str_eq(ls, "4");
+    cr_assert_eq(field(line, "X=", x, sizeof x), 0);
+    cr_assert_str_eq(x, "kept", "other variables must pass through");
+    cr_assert_eq(field(line, "V=", v, sizeof v), 0);
+    cr_assert_eq(field(line, "K=", k, sizeof k), 0);
+    cr_assert(strncmp(v, "127.0.0.1:", 10) == 0, "rendezvous %s", v);
+    int port = atoi(v + 10);
+    cr_assert(port > 0 && port < 65536, "rendezvous %s", v);
+    cr_assert(is_hex64(k), "secret '%s' is not 64 hex digits", k);
+    if (first_v[0] == '\0') {
+      strcpy(first_v, v);
+      strcpy(first_k, k);
+    }
+    cr_assert_str_eq(v, first_v, "all ranks share the rendezvous");
+    cr_assert_str_eq(k, first_k, "all ranks share the secret");
+  }
+  for (int r = 0; r < 4; r++) cr_assert(seen[r], "rank %d printed nothing", r);
+  run_free(&run);
+}
+
+static void secret_of_one_launch(char *out, size_t size) {
+  run_t run = {.args = {"-np", "1", "/bin/sh", "-c", "echo \"K=$PLAIT_SECRET\""}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0);
+  cr_assert_eq(field(run.out.data, "K=", out, size), 0, "out: %s", run.out.data);
+  cr_assert(is_hex64(out));
+  run_free(&run);
+}
+
+Test(plaitrun, secret_is_fresh_for_every_launch, .timeout = 90) {
+  char a[128], b[128];
+  secret_of_one_launch(a, sizeof a);
+  secret_of_one_launch(b, sizeof b);
+  cr_assert_str_neq(a, b);
+}
+
+Test(plaitrun, user_secret_and_rendezvous_are_kept, .timeout = 90) {
+  run_t run = {.args = {"-np", "2", "/bin/sh", "-c", "echo \"V=$PLAIT_RENDEZVOUS K=$PLAIT_SECRET\""},
+               .env = {"PLAIT_SECRET=mysecret", "PLAIT_RENDEZVOUS=10.1.2.3:4567"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0);
+  cr_assert_not_null(strstr(run.out.data, "[0]: V=10.1.2.3:4567 K=mysecret\n"), "%s", run.out.data);
+  cr_assert_not_null(strstr(run.out.data, "[1]: V=10.1.2.3:4567 K=mysecret\n"), "%s", run.out.data);
+  run_free(&run);
+}
+
+Test(plaitrun, stdout_and_stderr_lines_are_prefixed_by_rank, .timeout = 90) {
+  run_t run = {.args = {"-np", "3", "--", "/bin/sh", "-c",
+                        "echo out$PLAIT_RANK; echo err$PLAIT_RANK >&2; echo second$PLAIT_RANK"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0);
+  const char *expect_out[] = {"[0]: out0\n", "[1]: out1\n", "[2]: out2\n", "[2]: second2\n"};
+  for (size_t i = 0; i < 4; i++)
+    cr_assert_not_null(strstr(run.out.data, expect_out[i]), "missing %s in:\n%s",
+                       expect_out[i], run.out.data);
+  for (int r = 0; r < 3; r++) {
+    char line[32];
+    snprintf(line, sizeof line, "[%d]: err%d\n", r, r);
+    cr_assert_not_null(strstr(run.err.data, line), "missing %s in stderr:\n%s", line, run.err.data);
+    cr_assert_null(strstr(run.out.data, line), "stderr line went to stdout");
+  }
+  cr_assert_eq(count_lines(&run.out), 6);
+  run_free(&run);
+}
+
+Test(plaitrun, partial_last_line_is_flushed_with_newline, .timeout = 90) {
+  run_t run = {.args = {"-n", "1", "/bin/sh", "-c", "printf 'first\\nno newline'"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0);
+  cr_assert_str_eq(run.out.data, "[0]: first\n[0]: no newline\n");
+  run_free(&run);
+}
+
+Test(plaitrun, very_long_line_is_written_in_pieces, .timeout = 90) {
+  run_t run = {.args = {"--np=1", "/bin/sh", "-c", "head -c 200000 /dev/zero | tr '\\0' x; echo"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0);
+  size_t xs = 0, lines = 0;
+  char *save = NULL;
+  for (char *line = strtok_r(run.out.data, "\n", &save); line;
+       line = strtok_r(NULL, "\n", &save)) {
+    cr_assert(strncmp(line, "[0]: ", 5) == 0, "every piece is prefixed");
+    size_t n = strlen(line + 5);
+    cr_assert_leq(n, 65536, "a piece of %zu bytes", n);
+    cr_assert_eq(strspn(line + 5, "x"), n);
+    xs += n;
+    lines++;
+  }
+  cr_assert_eq(xs, 200000);
+  cr_assert_geq(lines, 4);
+  run_free(&run);
+}
+
+Test(plaitrun, no_prefix_passes_output_through, .timeout = 90) {
+  const char *flags[] = {"--no-prefix", "--prefix=0"};
+  for (int i = 0; i < 2; i++) {
+    run_t run = {.args = {"-np", "1", flags[i], "/bin/sh", "-c", "printf 'a\\nb'; printf e >&2"}};
+    run_plaitrun(&run);
+    cr_assert_eq(run.exit_code, 0);
+    cr_assert_str_eq(run.out.data, "a\nb", "%s", flags[i]);
+    cr_assert_str_eq(run.err.data, "e", "%s", flags[i]);
+    run_free(&run);
+  }
+}
+
+Test(plaitrun, stdin_goes_to_rank_0_only, .timeout = 90) {
+  run_t run = {.args = {"-np", "2", "/bin/sh", "-c", "cat"}, .stdin_text = "typed\n"};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0);
+  cr_assert_str_eq(run.out.data, "[0]: typed\n");
+  run_free(&run);
+}
+
+Test(plaitrun, all_ranks_succeed_exit_0, .timeout = 90) {
+  run_t run = {.args = {"-np", "16", "true"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0, "stderr: %s", run.err.data);
+  cr_assert_str_eq(run.err.data, "");
+  run_free(&run);
+}
+
+Test(plaitrun, single_rank_status_is_plaitruns, .timeout = 90) {
+  run_t run = {.args = {"-np", "1", "/bin/sh", "-c", "exit 7"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 7);
+  cr_assert_not_null(strstr(run.err.data, "rank 0 exited with status 7"), "%s", run.err.data);
+  run_free(&run);
+}
+
+Test(plaitrun, failing_rank_stops_the_others, .timeout = 90) {
+  run_t run = {.args = {"-np", "3", "/bin/sh", "-c",
+                        "if [ \"$PLAIT_RANK\" = 2 ]; then sleep 0.2; exit 3; fi; sleep 30"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 3, "stderr: %s", run.err.data);
+  cr_assert_lt(run.elapsed_s, 10.0, "the sleeping ranks were not stopped");
+  cr_assert_not_null(strstr(run.err.data, "rank 2 exited with status 3; stopping the other ranks"),
+                     "%s", run.err.data);
+  run_free(&run);
+}
+
+Test(plaitrun, rank_killed_by_signal_gives_128_plus_signal, .timeout = 90) {
+  run_t run = {.args = {"-np", "2", "/bin/sh", "-c",
+                        "if [ \"$PLAIT_RANK\" = 1 ]; then kill -KILL $$; fi; sleep 30"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 128 + SIGKILL, "stderr: %s", run.err.data);
+  cr_assert_lt(run.elapsed_s, 10.0);
+  cr_assert_not_null(strstr(run.err.data, "rank 1 was killed by signal 9"), "%s", run.err.data);
+  run_free(&run);
+}
+
+Test(plaitrun, ranks_ignoring_sigterm_are_killed_after_grace, .timeout = 90) {
+  run_t run = {.args = {"-np", "2", "--grace", "0.5", "/bin/sh", "-c",
+                        "trap '' TERM; if [ \"$PLAIT_RANK\" = 1 ]; then sleep 0.2; exit 5; fi; "
+                        "sleep 30"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 5, "stderr: %s", run.err.data);
+  cr_assert_lt(run.elapsed_s, 10.0);
+  cr_assert_not_null(strstr(run.err.data, "SIGKILL"), "%s", run.err.data);
+  run_free(&run);
+}
+
+/* Ranks print their pid and sleep; plaitrun gets signo once both printed. */
+static void check_signal_stops_job(int signo) {
+  run_t run = {.args = {"-np", "2", "/bin/sh", "-c", "echo $$; exec sleep 30"},
+               .signo = signo, .signal_after_lines = 2};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 128 + signo, "stderr: %s", run.err.data);
+  cr_assert_lt(run.elapsed_s, 10.0);
+  int pids = 0;
+  char *save = NULL;
+  for (char *line = strtok_r(run.out.data, "\n", &save); line;
+       line = strtok_r(NULL, "\n", &save)) {
+    int rank = -1, pid = -1;
+    cr_assert_eq(sscanf(line, "[%d]: %d", &rank, &pid), 2, "line: %s", line);
+    errno = 0;
+    cr_assert(kill(pid, 0) != 0 && errno == ESRCH, "rank %d (pid %d) is still alive", rank, pid);
+    pids++;
+  }
+  cr_assert_eq(pids, 2);
+  run_free(&run);
+}
+
+Test(plaitrun, sigterm_is_forwarded_and_exits_143, .timeout = 90) {
+  check_signal_stops_job(SIGTERM);
+}
+
+Test(plaitrun, sigint_is_forwarded_and_exits_130, .timeout = 90) {
+  check_signal_stops_job(SIGINT);
+}
+
+Test(plaitrun, command_not_found_exits_127, .timeout = 90) {
+  run_t run = {.args = {"-np", "2", "plaitrun-test-no-such-command", "arg"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 127);
+  cr_assert_not_null(strstr(run.err.data, "plaitrun-test-no-such-command"), "%s", run.err.data);
+  cr_assert_not_null(strstr(run.err.data, strerror(ENOENT)), "%s", run.err.data);
+  run_free(&run);
+}
+
+typedef struct bad_args_case {
+  const char *args[6];
+  const char *message; /* must appear on stderr */
+} bad_args_case_t;
+
+Test(plaitrun, bad_arguments_exit_2_naming_the_problem, .timeout = 90) {
+  static const bad_args_case_t cases[] = {
+      {{"-np", "0", "true"}, "-np '0'"},
+      {{"-np", "1025", "true"}, "-np '1025'"},
+      {{"-np", "two", "true"}, "-np 'two'"},
+      {{"-np", "4x", "true"}, "-np '4x'"},
+      {{"-np"}, "'-np' needs a value"},
+      {{"true"}, "missing -np"},
+      {{"-np", "2"}, "missing the command"},
+      {{"-np", "2", "--bogus", "true"}, "unknown option '--bogus'"},
+      {{"-np", "2", "--grace", "soon", "true"}, "--grace 'soon'"},
+      {{"-np", "2", "--prefix=maybe", "true"}, "--prefix='maybe'"},
+      {{"-np", "2", "-np", "3", "true"}, "twice"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    run_t run = {0};
+    memcpy(run.args, cases[i].args, sizeof cases[i].args);
+    run_plaitrun(&run);
+    cr_assert_eq(run.exit_code, 2, "case %zu: exit %d", i, run.exit_code);
+    cr_assert_not_null(strstr(run.err.data, cases[i].message), "case %zu: stderr: %s", i,
+                       run.err.data);
+    cr_assert_not_null(strstr(run.err.data, "--help"), "case %zu: no usage hint", i);
+    cr_assert_str_eq(run.out.data, "");
+    run_free(&run);
+  }
+}
+
+Test(plaitrun, help_lists_every_option, .timeout = 90) {
+  run_t run = {.args = {"--help"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0);
+  const char *options[] = {"-np N", "-n N", "--np N", "--grace", "--no-prefix",
+                           "--prefix=", "--help-env", "--version", "--help"};
+  for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
+    cr_assert_not_null(strstr(run.out.data, options[i]), "--help lacks %s", options[i]);
+  run_free(&run);
+}
+
+Test(plaitrun, version_names_plaitrun_and_libplait, .timeout = 90) {
+  run_t run = {.args = {"--version"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0);
+  cr_assert_not_null(strstr(run.out.data, "plaitrun "), "%s", run.out.data);
+  cr_assert_not_null(strstr(run.out.data, "libplait "), "%s", run.out.data);
+  run_free(&run);
+}
+
+Test(plaitrun, help_env_lists_libplait_variables, .timeout = 90) {
+  run_t run = {.args = {"--help-env"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0, "stderr: %s", run.err.data);
+  cr_assert_not_null(strstr(run.out.data, "PLAIT_TRANSPORT"), "%s", run.out.data);
+  cr_assert_not_null(strstr(run.out.data, "PLAIT_FUSION_THRESHOLD"), "%s", run.out.data);
+  run_free(&run);
+}
