@@ -199,3 +199,7 @@ const plait_transport_t *plait_core_transport(void **state) {
   if (state) *state = S.plugin.state;
   return S.plugin.table;
 }
+
+const plait_bootstrap_t *plait_core_bootstrap(void) {
+  return atomic_load(&initialized) ? &S.boot.api : NULL;
+}

@@ -124,18 +124,24 @@ plait_result_t plait_control_recv(plait_control_t *c, int peer, plait_msg_type_t
   if (fd < 0) return plait_error(PLAIT_ERR_INTERNAL, "no control connection to rank %d", peer);
   char who[32];
   snprintf(who, sizeof who, "rank %d", peer);
-  plait_result_t rc = plait_control_read_frame(fd, PLAIT_WIRE_MAX_PAYLOAD,
-                                               plait_now() + c->timeout_s, who, out);
+  /* Rank 0 detects silent ranks within timeout_s and then tells everyone; a
+   * rank waiting on rank 0 gives it that long and more before blaming it. */
+  double wait = c->rank == 0 ? c->timeout_s : 2 * c->timeout_s + 1;
+  plait_result_t rc = plait_control_read_frame(fd, PLAIT_WIRE_MAX_PAYLOAD, plait_now() + wait,
+                                               who, out);
   if (rc) return plait_control_fail(c, rc);
   return check_type(c, out, type, peer);
 }
 
-/* Lists the ranks in [1, size) whose frames[r] is still missing. */
+/* "rank 3 was" / "ranks 1, 3 were": the ranks in [1, size) still missing. */
 static void missing_ranks(plait_control_t *c, const char *have, char *buf, size_t cap) {
-  size_t used = 0;
-  buf[0] = '\0';
-  for (int r = 1; r < c->size && used + 16 < cap; r++)
-    if (!have[r]) used += (size_t)snprintf(buf + used, cap - used, "%s%d", used ? ", " : "", r);
+  int count = 0;
+  for (int r = 1; r < c->size; r++) count += !have[r];
+  size_t used = (size_t)snprintf(buf, cap, "%s ", count == 1 ? "rank" : "ranks");
+  int listed = 0;
+  for (int r = 1; r < c->size && used + 24 < cap; r++)
+    if (!have[r]) used += (size_t)snprintf(buf + used, cap - used, "%s%d", listed++ ? ", " : "", r);
+  snprintf(buf + used, cap - used, " %s", count == 1 ? "was" : "were");
 }
 
 plait_result_t plait_control_gather(plait_control_t *c, plait_msg_type_t type,
@@ -164,7 +170,7 @@ plait_result_t plait_control_gather(plait_control_t *c, plait_msg_type_t type,
       char list[256];
       missing_ranks(c, have, list, sizeof list);
       rc = plait_error(PLAIT_ERR_PEER_LOST,
-                       "rank(s) %s were lost: silent for %g s (PLAIT_TIMEOUT_S)", list,
+                       "%s lost: silent for %g s (PLAIT_TIMEOUT_S)", list,
                        c->timeout_s);
       break;
     }

@@ -159,10 +159,12 @@ static void serve(plait_control_t *c, pending_t *p, admit_t *a) {
 }
 
 static void list_missing(plait_control_t *c, char *buf, size_t cap) {
-  size_t used = 0;
-  buf[0] = '\0';
-  for (int r = 1; r < c->size && used + 16 < cap; r++)
-    if (c->fds[r] < 0) used += (size_t)snprintf(buf + used, cap - used, "%s%d", used ? ", " : "", r);
+  int count = 0, listed = 0;
+  for (int r = 1; r < c->size; r++) count += c->fds[r] < 0;
+  size_t used = (size_t)snprintf(buf, cap, "%s ", count == 1 ? "rank" : "ranks");
+  for (int r = 1; r < c->size && used + 24 < cap; r++)
+    if (c->fds[r] < 0)
+      used += (size_t)snprintf(buf + used, cap - used, "%s%d", listed++ ? ", " : "", r);
 }
 
 /* Builds the poll set: listener, pending connections, joined ranks. */
@@ -234,7 +236,7 @@ plait_result_t plait_control_accept_all(plait_control_t *c, char (*hosts)[PLAIT_
     if (now >= c->start_deadline) {
       char list[512];
       list_missing(c, list, sizeof list);
-      rc = plait_error(PLAIT_ERR_TIMEOUT, "rank(s) %s did not join rank 0 at %s within "
+      rc = plait_error(PLAIT_ERR_TIMEOUT, "%s did not join rank 0 at %s within "
                        "PLAIT_START_TIMEOUT_S", list, c->rendezvous);
       break;
     }

@@ -9,4 +9,8 @@
  * is not initialized. */
 const plait_transport_t *plait_core_transport(void **state);
 
+/* The session's bootstrap (the byte collectives plugins get); NULL when plait
+ * is not initialized. */
+const plait_bootstrap_t *plait_core_bootstrap(void);
+
 #endif

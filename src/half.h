@@ -10,10 +10,12 @@
  * The functions are branch-free (each path is computed and one is selected
  * with a bit mask) so that a loop over them vectorises. Plain ?: is not
  * enough: GCC turns it back into a branch around the float operation of the
- * path it selects, and then will not vectorise the loop. They assume IEEE 754 binary32 floats
- * (checked below) and, for float16 results below 2^-14 in magnitude, the
- * default rounding mode (round to nearest even); flush-to-zero and
- * denormals-are-zero modes do not change any result.
+ * path it selects, and then will not vectorise the loop.
+ *
+ * They assume IEEE 754 binary32 floats (checked below) and, for float16
+ * results below 2^-14 in magnitude, the default rounding mode (round to
+ * nearest even); flush-to-zero and denormals-are-zero modes do not change
+ * any result.
  *
  * Pure functions of their argument: thread-safe, no state.
  */
@@ -24,8 +26,15 @@
 #include <stdint.h>
 #include <string.h>
 
-_Static_assert(sizeof(float) == 4 && FLT_MANT_DIG == 24 && FLT_MAX_EXP == 128,
-               "plait needs IEEE 754 binary32 floats");
+#ifdef __cplusplus
+#define PLAIT_HALF_STATIC_ASSERT static_assert
+#else
+#define PLAIT_HALF_STATIC_ASSERT _Static_assert
+#endif
+PLAIT_HALF_STATIC_ASSERT(sizeof(float) == 4 && FLT_MANT_DIG == 24 &&
+                             FLT_MAX_EXP == 128,
+                         "plait needs IEEE 754 binary32 floats");
+#undef PLAIT_HALF_STATIC_ASSERT
 
 static inline uint32_t plait_f32_bits(float f) {
   uint32_t u;
@@ -55,7 +64,7 @@ static inline float plait_half_to_float(uint16_t h) {
   /* Inf and NaN: exponent 31 must become 255, so add the bias once more. */
   bits = plait_select_u32(em >= 0x7c00u, bits + 0x38000000u, bits);
   /* Zero and subnormals: em * 2^-24, exact in float32. */
-  const uint32_t sub = plait_f32_bits((float)em * 0x1p-24f);
+  const uint32_t sub = plait_f32_bits((float)(int32_t)em * 0x1p-24f);
   bits = plait_select_u32(em < 0x0400u, sub, bits);
   return plait_f32_from_bits(bits | sign);
 }
@@ -80,9 +89,11 @@ static inline uint16_t plait_float_to_half(float f) {
                        0x3f000000u; /* bits of 0.5f */
   /* NaN: quiet, with the top 9 payload bits kept. */
   const uint32_t nan = 0x7e00u | ((a >> 13) & 0x01ffu);
-  uint32_t r = plait_select_u32(a < 0x38800000u, sub, normal); /* < 2^-14 */
-  r = plait_select_u32(a >= 0x47800000u, 0x7c00u, r); /* >= 65536, Inf */
-  r = plait_select_u32(a > 0x7f800000u, nan, r);
+  /* a < 2^31, so signed comparisons (which SSE2 has) give the same answer. */
+  const int32_t sa = (int32_t)a;
+  uint32_t r = plait_select_u32(sa < 0x38800000, sub, normal); /* < 2^-14 */
+  r = plait_select_u32(sa >= 0x47800000, 0x7c00u, r); /* >= 65536, Inf */
+  r = plait_select_u32(sa > 0x7f800000, nan, r);
   return (uint16_t)(r | sign);
 }
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "log.h"
@@ -14,7 +15,15 @@ static void own_folder(char *buf, size_t cap) {
   Dl_info info;
   buf[0] = '\0';
   if (!dladdr((void *)&plait_plugin_load, &info) || !info.dli_fname) return;
-  snprintf(buf, cap, "%s", info.dli_fname);
+  /* dladdr names the main program without a folder: ask the kernel then. */
+  char real[4096];
+  if (strchr(info.dli_fname, '/')) {
+    if (!realpath(info.dli_fname, real)) snprintf(real, sizeof real, "%s", info.dli_fname);
+  } else {
+    ssize_t n = readlink("/proc/self/exe", real, sizeof real - 1);
+    real[n > 0 ? n : 0] = '\0';
+  }
+  snprintf(buf, cap, "%s", real);
   char *slash = strrchr(buf, '/');
   if (slash)
     *slash = '\0';

@@ -34,7 +34,7 @@ static plait_result_t env_int(const char *var, int *out, int *found) {
   char *end;
   errno = 0;
   long x = strtol(v, &end, 10);
-  if (!*v || *end || errno || x < 0 || x > (1 << 24))
+  if (!isdigit((unsigned char)*v) || *end || errno || x < 0 || x > (1 << 24))
     return plait_error(PLAIT_ERR_CONFIG, "%s='%s' is not valid: expected an integer >= 0", var, v);
   *out = (int)x;
   *found = 1;
@@ -53,7 +53,7 @@ int plait_slurm_first_host(const char *list, char *out, size_t cap) {
       if (o + 1 >= cap) return -1;
       out[o++] = list[i++];
     }
-    if (list[i] != '-' && list[i] != ',' && list[i] != ']') return -1;
+    if (list[i - 1] == '[' || (list[i] != '-' && list[i] != ',' && list[i] != ']')) return -1;
   }
   out[o] = '\0';
   return o ? 0 : -1;

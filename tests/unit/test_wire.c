@@ -1,0 +1,219 @@
+/* The control-plane wire format: round trips, rejection of malformed input,
+ * and a mutation fuzzer over every message decoder (run it under the ASan
+ * build to catch any out-of-bounds read). */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "messages.h"
+#include "wire.h"
+
+static plait_writer_t W;
+
+static void fini(void) { plait_wr_free(&W); }
+TestSuite(wire, .fini = fini);
+
+Test(wire, header_round_trip) {
+  plait_msg_hello_t h;
+  for (int i = 0; i < PLAIT_WIRE_NONCE_SIZE; i++) h.nonce[i] = (uint8_t)i;
+  cr_assert_eq(plait_msg_encode_hello(&W, &h), PLAIT_SUCCESS);
+  cr_assert_eq(W.len, PLAIT_WIRE_HEADER_SIZE + PLAIT_WIRE_NONCE_SIZE);
+  /* explicit little-endian: magic "PLT1", version 1, type 1, length 32 */
+  cr_assert_eq(memcmp(W.data, "PLT1\x01\x00\x01\x00\x20\x00\x00\x00", 12), 0);
+  plait_frame_header_t fh;
+  cr_assert_eq(plait_wire_decode_header(W.data, PLAIT_WIRE_MAX_PAYLOAD, &fh), PLAIT_SUCCESS);
+  cr_assert_eq(fh.type, PLAIT_MSG_HELLO);
+  plait_msg_hello_t back;
+  cr_assert_eq(plait_msg_decode_hello(W.data + 12, fh.length, &back), PLAIT_SUCCESS);
+  cr_assert_eq(memcmp(back.nonce, h.nonce, sizeof h.nonce), 0);
+}
+
+Test(wire, header_rejects_bad_magic_version_type_length) {
+  uint8_t h[12] = {'P', 'L', 'T', '1', 1, 0, 1, 0, 0, 0, 0, 0};
+  plait_frame_header_t fh;
+  cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_SUCCESS);
+  h[0] = 'G';
+  cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_ERR_PROTOCOL);
+  cr_assert(strstr(plait_last_error(), "not a plait frame"));
+  h[0] = 'P';
+  h[4] = 2;
+  cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_ERR_PROTOCOL);
+  cr_assert(strstr(plait_last_error(), "version 2"));
+  h[4] = 1;
+  h[6] = 99;
+  cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_ERR_PROTOCOL);
+  cr_assert(strstr(plait_last_error(), "unknown message type 99"));
+  h[6] = 1;
+  h[8] = 101;
+  cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_ERR_PROTOCOL);
+  cr_assert(strstr(plait_last_error(), "over the limit"));
+}
+
+Test(wire, auth_round_trip_and_truncation) {
+  plait_msg_auth_t a;
+  memset(&a, 0, sizeof a);
+  a.rank = 3;
+  a.size = 4;
+  memset(a.nonce, 0xab, sizeof a.nonce);
+  memset(a.mac, 0xcd, sizeof a.mac);
+  strcpy(a.host, "node17");
+  a.local_rank = -1;
+  a.local_size = 2;
+  cr_assert_eq(plait_msg_encode_auth(&W, &a), PLAIT_SUCCESS);
+  plait_msg_auth_t b;
+  size_t n = W.len - 12;
+  cr_assert_eq(plait_msg_decode_auth(W.data + 12, n, &b), PLAIT_SUCCESS);
+  cr_assert_eq(b.rank, 3);
+  cr_assert_eq(b.size, 4);
+  cr_assert_str_eq(b.host, "node17");
+  cr_assert_eq(b.local_rank, -1);
+  cr_assert_eq(b.local_size, 2);
+  /* every proper prefix is malformed, and so is a trailing byte */
+  for (size_t k = 0; k < n; k++) {
+    cr_assert_eq(plait_msg_decode_auth(W.data + 12, k, &b), PLAIT_ERR_PROTOCOL, "prefix %zu", k);
+    cr_assert(strstr(plait_last_error(), "malformed authentication message"));
+  }
+  uint8_t *longer = malloc(n + 1);
+  memcpy(longer, W.data + 12, n);
+  longer[n] = 0;
+  cr_assert_eq(plait_msg_decode_auth(longer, n + 1, &b), PLAIT_ERR_PROTOCOL);
+  cr_assert(strstr(plait_last_error(), "trailing"));
+  free(longer);
+}
+
+Test(wire, string_length_lies_are_caught) {
+  /* a reject whose string claims 4 GB */
+  uint8_t p[8] = {0xff, 0xff, 0xff, 0xff, 'a', 'b', 'c', 'd'};
+  plait_msg_text_t t;
+  cr_assert_eq(plait_msg_decode_text(p, sizeof p, 0, &t), PLAIT_ERR_PROTOCOL);
+  /* a string with an embedded NUL */
+  uint8_t q[8] = {4, 0, 0, 0, 'a', 0, 'c', 'd'};
+  cr_assert_eq(plait_msg_decode_text(q, sizeof q, 0, &t), PLAIT_ERR_PROTOCOL);
+  uint8_t ok[8] = {4, 0, 0, 0, 'a', 'b', 'c', 'd'};
+  cr_assert_eq(plait_msg_decode_text(ok, sizeof ok, 0, &t), PLAIT_SUCCESS);
+  cr_assert_str_eq(t.text, "abcd");
+}
+
+Test(wire, topology_and_boot_round_trip) {
+  char hosts[3][PLAIT_HOST_MAX] = {"a", "b", "a"};
+  int32_t lr[3] = {0, 0, 1}, ls[3] = {2, 1, 2};
+  plait_msg_topology_t m = {3, hosts, lr, ls};
+  cr_assert_eq(plait_msg_encode_topology(&W, &m), PLAIT_SUCCESS);
+  cr_assert_eq(plait_msg_decode_frame(W.data, W.len), PLAIT_SUCCESS);
+  char h2[3][PLAIT_HOST_MAX];
+  int32_t lr2[3], ls2[3];
+  plait_msg_topology_t back = {3, h2, lr2, ls2};
+  cr_assert_eq(plait_msg_decode_topology(W.data + 12, W.len - 12, &back), PLAIT_SUCCESS);
+  cr_assert_str_eq(h2[1], "b");
+  cr_assert_eq(lr2[2], 1);
+  plait_msg_topology_t wrong = {4, h2, lr2, ls2}; /* expecting another job size */
+  cr_assert_eq(plait_msg_decode_topology(W.data + 12, W.len - 12, &wrong), PLAIT_ERR_PROTOCOL);
+
+  uint8_t blob[5] = {1, 2, 3, 4, 5};
+  plait_msg_boot_data_t d = {7, 1, 0, 5, blob, 5};
+  cr_assert_eq(plait_msg_encode_boot_data(&W, &d), PLAIT_SUCCESS);
+  plait_msg_boot_data_t d2;
+  cr_assert_eq(plait_msg_decode_boot_data(W.data + 12, W.len - 12, &d2), PLAIT_SUCCESS);
+  cr_assert_eq(d2.seq, 7);
+  cr_assert_eq(d2.bytes, 5);
+  cr_assert_eq(d2.data_len, 5);
+  cr_assert_eq(memcmp(d2.data, blob, 5), 0);
+}
+
+Test(wire, frame_length_must_match) {
+  plait_msg_welcome_t w;
+  memset(w.mac, 1, sizeof w.mac);
+  cr_assert_eq(plait_msg_encode_welcome(&W, &w), PLAIT_SUCCESS);
+  cr_assert_eq(plait_msg_decode_frame(W.data, W.len), PLAIT_SUCCESS);
+  cr_assert_eq(plait_msg_decode_frame(W.data, W.len - 1), PLAIT_ERR_PROTOCOL);
+  cr_assert_eq(plait_msg_decode_frame(W.data, 5), PLAIT_ERR_PROTOCOL);
+  cr_assert_eq(plait_msg_decode_frame(NULL, 0), PLAIT_ERR_PROTOCOL);
+}
+
+/* xorshift: deterministic, so a failure reproduces. */
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t next(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return rng;
+}
+
+/* Valid frames of every type, to mutate. */
+static size_t make_seeds(uint8_t **seeds, size_t *lens) {
+  size_t k = 0;
+  plait_writer_t w = {0};
+  plait_msg_hello_t h = {{0}};
+  plait_msg_auth_t a;
+  memset(&a, 0, sizeof a);
+  strcpy(a.host, "host-a");
+  plait_msg_welcome_t wl = {{0}};
+  char hosts[2][PLAIT_HOST_MAX] = {"x", "y"};
+  int32_t lr[2] = {0, 1}, ls[2] = {2, 2};
+  plait_msg_topology_t t = {2, hosts, lr, ls};
+  uint8_t blob[16] = {0};
+  plait_msg_boot_data_t d = {1, 1, 0, 16, blob, 16};
+  plait_msg_boot_result_t r = {1, 0, "", blob, 16};
+#define SEED(call)                                                             \
+  do {                                                                         \
+    cr_assert_eq((call), PLAIT_SUCCESS);                                       \
+    seeds[k] = malloc(w.len);                                                  \
+    memcpy(seeds[k], w.data, w.len);                                           \
+    lens[k++] = w.len;                                                         \
+  } while (0)
+  SEED(plait_msg_encode_hello(&w, &h));
+  SEED(plait_msg_encode_auth(&w, &a));
+  SEED(plait_msg_encode_welcome(&w, &wl));
+  SEED(plait_msg_encode_reject(&w, "no"));
+  SEED(plait_msg_encode_abort(&w, 8, "rank 2 was lost"));
+  SEED(plait_msg_encode_topology(&w, &t));
+  SEED(plait_msg_encode_boot_data(&w, &d));
+  SEED(plait_msg_encode_boot_result(&w, &r));
+#undef SEED
+  plait_wr_free(&w);
+  return k;
+}
+
+Test(wire, fuzz_every_decoder, .timeout = 120) {
+  uint8_t *seeds[16];
+  size_t lens[16];
+  size_t nseeds = make_seeds(seeds, lens);
+  for (size_t i = 0; i < nseeds; i++)
+    cr_assert_eq(plait_msg_decode_frame(seeds[i], lens[i]), PLAIT_SUCCESS, "seed %zu", i);
+  size_t cap = 512;
+  uint8_t *buf = malloc(cap);
+  long accepted = 0, rejected = 0;
+  for (long iter = 0; iter < 300000; iter++) {
+    size_t s = next() % nseeds;
+    size_t len = lens[s];
+    memcpy(buf, seeds[s], len);
+    int edits = 1 + (int)(next() % 4);
+    for (int e = 0; e < edits; e++) {
+      switch (next() % 5) {
+      case 0: buf[next() % len] ^= (uint8_t)(1u << (next() % 8)); break; /* bit flip */
+      case 1: buf[next() % len] = (uint8_t)next(); break;                /* byte */
+      case 2: if (len > 1) len -= 1 + next() % (len - 1); break;         /* truncate */
+      case 3: while (len < cap && next() % 4) buf[len++] = (uint8_t)next(); break; /* extend */
+      case 4: { /* rewrite a 32-bit field with an interesting value */
+        static const uint32_t vals[] = {0, 1, 0x7fffffff, 0x80000000u, 0xffffffffu, 12, 255};
+        if (len >= 4) plait_store_le32(buf + next() % (len - 3), vals[next() % 7]);
+        break;
+      }
+      }
+    }
+    /* Keep the header's length honest half of the time so payload decoders run. */
+    if (len >= 12 && next() % 2) plait_store_le32(buf + 8, (uint32_t)(len - 12));
+    /* Copy to an exact-size allocation so ASan sees any overread. */
+    uint8_t *exact = malloc(len ? len : 1);
+    memcpy(exact, buf, len);
+    plait_result_t rc = plait_msg_decode_frame(exact, len);
+    free(exact);
+    cr_assert(rc == PLAIT_SUCCESS || rc == PLAIT_ERR_PROTOCOL || rc == PLAIT_ERR_NO_MEMORY,
+              "iteration %ld: unexpected %d", iter, rc);
+    if (rc == PLAIT_SUCCESS) accepted++; else rejected++;
+  }
+  cr_log_info("fuzz: %ld accepted, %ld rejected", accepted, rejected);
+  cr_assert(rejected > 0 && accepted > 0);
+  free(buf);
+  for (size_t i = 0; i < nseeds; i++) free(seeds[i]);
+}
