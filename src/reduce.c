@@ -223,8 +223,9 @@ static const plait_binary_kernel_t
 typedef void (*plait_scale_kernel_t)(void *dst, const void *src, size_t n,
                                      double factor);
 
-/* r truncated toward zero and saturated to [lo, hi]; NaN gives 0. lo and hi
- * must be exact in double (true up to 32-bit types). */
+/* r clamped to [lo, hi], NaN to 0; the kernel's cast to the integer type
+ * then truncates toward zero, always in range. lo and hi must be exact in
+ * double (true up to 32-bit types). */
 static inline double plait_sat(double r, double lo, double hi) {
   r = r != r ? 0.0 : r;
   r = r < lo ? lo : r;

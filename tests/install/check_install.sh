@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the build into a fresh prefix and checks what a user gets:
+# find_package(plait) and pkg-config both build a program that runs; the
+# installed plaitrun runs 2 ranks that find the installed gloo plugin; the
+# installed libplait exports only plait_* symbols.
+set -euo pipefail
+build="$1"; src="$2"
+prefix="$(mktemp -d)"; work="$(mktemp -d)"
+trap 'rm -rf "$prefix" "$work"' EXIT
+cmake --install "$build" --prefix "$prefix" >/dev/null
+libdir="$(dirname "$(find "$prefix" -name libplait.so | head -1)")"
+for f in include/plait/plait.h include/plait/transport.h bin/plaitrun; do
+  [ -e "$prefix/$f" ] || { echo "missing after install: $f"; exit 1; }
+done
+for f in libplait.so plait.pc cmake/plait/plaitConfig.cmake; do
+  [ -n "$(find "$prefix" -path "*$f" | head -1)" ] || { echo "missing after install: $f"; exit 1; }
+done
+bad="$(nm -D --defined-only "$libdir/libplait.so" | awk '$2 ~ /^[TDBR]$/ {print $3}' | grep -v '^plait_' || true)"
+[ -z "$bad" ] || { echo "installed libplait exports non-plait symbols: $bad"; exit 1; }
+
+# find_package(plait)
+cmake -S "$src/tests/install/consumer" -B "$work/cm" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$work/cm" >/dev/null
+env -u PLAIT_PLUGIN_PATH LD_LIBRARY_PATH="$libdir" "$work/cm/consumer" | tee "$work/out1"
+grep -q "consumer: rank 0 of 1 over gloo" "$work/out1"
+
+# pkg-config
+PKG_CONFIG_PATH="$libdir/pkgconfig" cc -std=c11 -Wall -Werror "$src/tests/install/consumer/main.c" \
+  $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs plait) -o "$work/pc"
+env -u PLAIT_PLUGIN_PATH LD_LIBRARY_PATH="$libdir" "$work/pc" | grep -q "over gloo"
+
+# the installed launcher, 2 ranks, plugins found beside the installed libplait
+env -u PLAIT_PLUGIN_PATH LD_LIBRARY_PATH="$libdir" "$prefix/bin/plaitrun" -np 2 "$work/cm/consumer" | sort | tee "$work/out2"
+grep -q "^\[0\]: consumer: rank 0 of 2 over gloo" "$work/out2"
+grep -q "^\[1\]: consumer: rank 1 of 2 over gloo" "$work/out2"
+echo "install check passed ($prefix)"
