@@ -25,7 +25,7 @@ typedef struct session {
 } session_t;
 
 static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_int initialized;
+static atomic_int g_initialized;
 static session_t S;
 static char transport_name[80] = "";
 
@@ -38,7 +38,7 @@ static char transport_name[80] = "";
 
 #define REQUIRE_INIT()                                                         \
   do {                                                                         \
-    if (!atomic_load(&initialized))                                            \
+    if (!atomic_load(&g_initialized))                                            \
       return plait_error(PLAIT_ERR_NOT_INITIALIZED,                            \
                          "%s: plait is not initialized (call plait_init "      \
                          "first)", __func__);                                  \
@@ -112,12 +112,12 @@ fail_cfg:
 PLAIT_API plait_result_t plait_init(void) {
   pthread_mutex_lock(&life_lock);
   plait_result_t rc;
-  if (atomic_load(&initialized)) {
+  if (atomic_load(&g_initialized)) {
     rc = plait_error(PLAIT_ERR_ALREADY_INITIALIZED,
                      "plait_init: plait is already initialized (call plait_shutdown first)");
   } else {
     rc = init_locked();
-    if (rc == PLAIT_SUCCESS) atomic_store(&initialized, 1);
+    if (rc == PLAIT_SUCCESS) atomic_store(&g_initialized, 1);
   }
   pthread_mutex_unlock(&life_lock);
   return rc;
@@ -125,11 +125,11 @@ PLAIT_API plait_result_t plait_init(void) {
 
 PLAIT_API plait_result_t plait_shutdown(void) {
   pthread_mutex_lock(&life_lock);
-  if (!atomic_load(&initialized)) {
+  if (!atomic_load(&g_initialized)) {
     pthread_mutex_unlock(&life_lock);
     return plait_error(PLAIT_ERR_NOT_INITIALIZED, "plait_shutdown: plait is not initialized");
   }
-  atomic_store(&initialized, 0);
+  atomic_store(&g_initialized, 0);
   session_t *s = &S;
   /* Leave together, so no rank reads a closed connection as a lost peer. */
   plait_result_t rc = plait_boot_barrier(&s->boot);
@@ -146,17 +146,17 @@ PLAIT_API plait_result_t plait_shutdown(void) {
   return PLAIT_SUCCESS;
 }
 
-PLAIT_API plait_result_t plait_is_initialized(int *flag) {
-  REQUIRE_OUT(flag);
-  *flag = atomic_load(&initialized);
+PLAIT_API plait_result_t plait_is_initialized(int *initialized) {
+  REQUIRE_OUT(initialized);
+  *initialized = atomic_load(&g_initialized);
   return PLAIT_SUCCESS;
 }
 
 #define QUERY(fn, field)                                                       \
-  PLAIT_API plait_result_t fn(int *out) {                                      \
-    REQUIRE_OUT(out);                                                          \
+  PLAIT_API plait_result_t fn(int *field) {                                    \
+    REQUIRE_OUT(field);                                                        \
     REQUIRE_INIT();                                                            \
-    *out = S.topo.field;                                                       \
+    *field = S.topo.field;                                                     \
     return PLAIT_SUCCESS;                                                      \
   }
 QUERY(plait_rank, rank)
@@ -180,7 +180,7 @@ PLAIT_API plait_result_t plait_config_dump(char *buf, size_t buf_size, size_t *n
                        "plait_config_dump: buf is NULL but buf_size is %zu", buf_size);
   pthread_mutex_lock(&life_lock);
   plait_result_t rc;
-  if (atomic_load(&initialized)) {
+  if (atomic_load(&g_initialized)) {
     rc = plait_config_format(&S.cfg, buf, buf_size, needed);
   } else {
     plait_config_t cfg;
@@ -195,11 +195,11 @@ PLAIT_API plait_result_t plait_config_dump(char *buf, size_t buf_size, size_t *n
 }
 
 const plait_transport_t *plait_core_transport(void **state) {
-  if (!atomic_load(&initialized)) return NULL;
+  if (!atomic_load(&g_initialized)) return NULL;
   if (state) *state = S.plugin.state;
   return S.plugin.table;
 }
 
 const plait_bootstrap_t *plait_core_bootstrap(void) {
-  return atomic_load(&initialized) ? &S.boot.api : NULL;
+  return atomic_load(&g_initialized) ? &S.boot.api : NULL;
 }

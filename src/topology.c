@@ -59,13 +59,23 @@ int plait_slurm_first_host(const char *list, char *out, size_t cap) {
   return o ? 0 : -1;
 }
 
-/* Slurm's SLURM_NTASKS_PER_NODE is "4" or "4(x2),3": only a single plain
- * number tells this node's count. */
+/* Slurm's SLURM_NTASKS_PER_NODE is "4", "4(x2)" or "4(x2),3": it tells this
+ * node's count only when every node has the same ("4" or "4(xN)"); otherwise
+ * the local size is derived at rendezvous. */
 static plait_result_t slurm_local_size(int *out, int *found) {
   const char *v = getenv("SLURM_NTASKS_PER_NODE");
   *found = 0;
-  if (!v || strpbrk(v, "(,")) return PLAIT_SUCCESS;
-  return env_int("SLURM_NTASKS_PER_NODE", out, found);
+  if (!v || strchr(v, ',')) return PLAIT_SUCCESS;
+  char *end;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (!isdigit((unsigned char)*v) || errno || x < 1 || x > (1 << 24) ||
+      (*end && !(end[0] == '(' && end[1] == 'x' && isdigit((unsigned char)end[2]))))
+    return plait_error(PLAIT_ERR_CONFIG, "SLURM_NTASKS_PER_NODE='%s' is not valid: expected N, "
+                       "N(xM) or a comma-separated list of those", v);
+  *out = (int)x;
+  *found = 1;
+  return PLAIT_SUCCESS;
 }
 
 static plait_result_t from_convention(const plait_config_t *cfg, plait_topology_t *t) {
@@ -75,6 +85,8 @@ static plait_result_t from_convention(const plait_config_t *cfg, plait_topology_
                          "PLAIT_RANK and PLAIT_SIZE must be set together (PLAIT_%s is missing)",
                          cfg->rank < 0 ? "RANK" : "SIZE");
     t->source = "plaitrun";
+    t->rank_var = "PLAIT_RANK";
+    t->size_var = "PLAIT_SIZE";
     t->rank = cfg->rank;
     t->size = cfg->size;
     t->local_rank = cfg->local_rank;
@@ -91,6 +103,8 @@ static plait_result_t from_convention(const plait_config_t *cfg, plait_topology_
       return plait_error(PLAIT_ERR_CONFIG, "%s is set but %s is not (%s convention)",
                          have_rank ? c->rank : c->size, have_rank ? c->size : c->rank, c->source);
     t->source = c->source;
+    t->rank_var = c->rank;
+    t->size_var = c->size;
     PLAIT_CHECK(env_int(c->local_rank, &t->local_rank, &found));
     if (!found) t->local_rank = -1;
     if (!strcmp(c->source, "Slurm"))
@@ -101,6 +115,7 @@ static plait_result_t from_convention(const plait_config_t *cfg, plait_topology_
     return PLAIT_SUCCESS;
   }
   t->source = "single";
+  t->rank_var = t->size_var = "(none)";
   t->rank = 0;
   t->size = 1;
   t->local_rank = 0;
@@ -137,11 +152,18 @@ static plait_result_t find_rendezvous(const plait_config_t *cfg, plait_topology_
     if (plait_slurm_first_host(nodes, t->rendezvous_host, sizeof t->rendezvous_host))
       return plait_error(PLAIT_ERR_CONFIG, "SLURM_JOB_NODELIST='%s' is not a node list I can read; "
                          "set PLAIT_RENDEZVOUS=host:port", nodes);
-    int job = 0;
     if (!found) { /* one port per job, so jobs sharing a node do not collide */
       const char *id = getenv("SLURM_JOB_ID");
-      job = id ? atoi(id) : 0;
-      p = DEFAULT_PORT + (job > 0 ? job % 1000 : 0);
+      unsigned long long job = 0;
+      if (id) {
+        char *end;
+        errno = 0;
+        job = strtoull(id, &end, 10);
+        if (!isdigit((unsigned char)*id) || *end || errno)
+          return plait_error(PLAIT_ERR_CONFIG, "SLURM_JOB_ID='%s' is not valid: expected an "
+                             "integer >= 0", id);
+      }
+      p = DEFAULT_PORT + (int)(job % 1000);
     }
     t->rendezvous_port = p;
   }
@@ -153,11 +175,11 @@ plait_result_t plait_topology_from_env(const plait_config_t *cfg, plait_topology
   t->local_rank = t->local_size = -1;
   PLAIT_CHECK(from_convention(cfg, t));
   if (t->size < 1)
-    return plait_error(PLAIT_ERR_CONFIG, "job size is %d (from %s): must be at least 1", t->size,
-                       t->source);
+    return plait_error(PLAIT_ERR_CONFIG, "%s=%d (%s): the job size must be at least 1",
+                       t->size_var, t->size, t->source);
   if (t->rank >= t->size)
-    return plait_error(PLAIT_ERR_CONFIG, "rank %d (from %s) is not below the job size %d",
-                       t->rank, t->source, t->size);
+    return plait_error(PLAIT_ERR_CONFIG, "%s=%d is not below %s=%d (%s)", t->rank_var, t->rank,
+                       t->size_var, t->size, t->source);
   if (t->local_size == 0 || (t->local_rank >= 0 && t->local_size > 0 &&
                              t->local_rank >= t->local_size))
     return plait_error(PLAIT_ERR_CONFIG, "local rank %d (from %s) is not below the local size %d",

@@ -12,6 +12,7 @@ typedef struct plait_topology {
   int local_rank, local_size; /* -1 until known (derived at rendezvous) */
   int cross_rank, cross_size; /* derived at rendezvous */
   const char *source;         /* "plaitrun", "Open MPI", "PMI", "Slurm", "torchrun", "single" */
+  const char *rank_var, *size_var; /* the variables rank and size came from */
   char host[PLAIT_HOST_MAX];  /* this host's identity (PLAIT_HOSTNAME or hostname) */
   char rendezvous_host[PLAIT_HOST_MAX];
   int rendezvous_port; /* 0 when none was found */

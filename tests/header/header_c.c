@@ -1,0 +1,3 @@
+/* The public headers compile on their own as C99 and C11 (see CMakeLists.txt). */
+#include <plait/plait.h>
+#include <plait/transport.h>
