@@ -1,0 +1,181 @@
+// The exported table plait_transport_v1 and its C entry points. Every entry
+// point catches every exception and turns it into a plait_result_t plus a
+// message that last_error() returns: no C++ exception crosses the ABI.
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "ops.h"
+#include "sigpipe.h"
+#include "state.h"
+
+using plait_gloo::State;
+
+namespace {
+
+// Message of the last init failure (or call with a NULL state) on this
+// thread: last_error(NULL).
+thread_local std::string t_thread_error;
+
+plait_result_t null_state(const char *what) {
+  t_thread_error = std::string(what) + ": state is NULL";
+  return PLAIT_ERR_INVALID_ARGUMENT;
+}
+
+// A collective: fails fast once the context is broken; gloo's writes may
+// raise SIGPIPE on a lost peer, which must not kill the rank.
+template <typename Fn>
+plait_result_t collective(void *state, const char *what, Fn &&fn) {
+  if (state == nullptr) return null_state(what);
+  State &s = *static_cast<State *>(state);
+  if (s.broken != PLAIT_SUCCESS) {
+    s.last_error = std::string(what) +
+                   ": the gloo context failed earlier and cannot be used: " +
+                   s.broken_message;
+    return s.broken;
+  }
+  plait_gloo::SigpipeGuard guard;
+  try {
+    fn(s);
+    return PLAIT_SUCCESS;
+  } catch (...) {
+    return plait_gloo::capture_exception(s, what);
+  }
+}
+
+// Memory functions: local, usable even after the context broke.
+template <typename Fn>
+plait_result_t local(void *state, const char *what, Fn &&fn) {
+  if (state == nullptr) return null_state(what);
+  State &s = *static_cast<State *>(state);
+  try {
+    fn();
+    return PLAIT_SUCCESS;
+  } catch (...) {
+    return plait_gloo::capture_exception(s, what);
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+static plait_result_t gloo_init(const plait_transport_init_args_t *args,
+                                void **state) {
+  if (state == nullptr) {
+    t_thread_error = "init: state is NULL";
+    return PLAIT_ERR_INVALID_ARGUMENT;
+  }
+  double timeout_s =
+      args != nullptr && args->size >= sizeof *args ? args->timeout_s : 0;
+  plait_gloo::PeerAddresses peers;
+  // Also makes gloo's event-loop thread, started here, block SIGPIPE.
+  plait_gloo::SigpipeGuard guard;
+  try {
+    *state = plait_gloo::start(args, peers);
+    return PLAIT_SUCCESS;
+  } catch (...) {
+    plait_gloo::Failure f =
+        plait_gloo::classify_current_exception("init", peers, timeout_s);
+    t_thread_error = f.message;
+    return f.code;
+  }
+}
+
+static plait_result_t gloo_finalize(void *state) {
+  plait_gloo::SigpipeGuard guard;
+  plait_gloo::stop(static_cast<State *>(state));
+  return PLAIT_SUCCESS;
+}
+
+static const char *gloo_last_error(void *state) {
+  if (state == nullptr) return t_thread_error.c_str();
+  return static_cast<State *>(state)->last_error.c_str();
+}
+
+static plait_result_t gloo_allreduce(void *state, void *buf, size_t count,
+                                     plait_dtype_t dtype, plait_op_t op) {
+  return collective(state, "allreduce", [&](State &s) {
+    plait_gloo::allreduce(s, buf, count, dtype, op);
+  });
+}
+
+static plait_result_t gloo_allgatherv(void *state, void *buf,
+                                      const size_t *bytes) {
+  return collective(state, "allgatherv",
+                    [&](State &s) { plait_gloo::allgatherv(s, buf, bytes); });
+}
+
+static plait_result_t gloo_broadcast(void *state, void *buf, size_t bytes,
+                                     int root) {
+  return collective(state, "broadcast", [&](State &s) {
+    plait_gloo::broadcast(s, buf, bytes, root);
+  });
+}
+
+static plait_result_t gloo_alltoallv(void *state, const void *send,
+                                     const size_t *send_bytes, void *recv,
+                                     const size_t *recv_bytes) {
+  return collective(state, "alltoallv", [&](State &s) {
+    plait_gloo::alltoallv(s, send, send_bytes, recv, recv_bytes);
+  });
+}
+
+static plait_result_t gloo_reducescatter(void *state, const void *send,
+                                         void *recv, const size_t *counts,
+                                         plait_dtype_t dtype, plait_op_t op) {
+  return collective(state, "reducescatter", [&](State &s) {
+    plait_gloo::reducescatter(s, send, recv, counts, dtype, op);
+  });
+}
+
+static plait_result_t gloo_barrier(void *state) {
+  return collective(state, "barrier",
+                    [&](State &s) { plait_gloo::barrier(s); });
+}
+
+static plait_result_t gloo_mem_alloc(void *state, size_t bytes, void **ptr) {
+  return local(state, "mem_alloc", [&] { plait_gloo::mem_alloc(bytes, ptr); });
+}
+
+static plait_result_t gloo_mem_free(void *state, void *ptr) {
+  return local(state, "mem_free", [&] { plait_gloo::mem_free(ptr); });
+}
+
+static plait_result_t gloo_mem_copy(void *state, void *dst, const void *src,
+                                    size_t bytes, plait_copy_kind_t kind) {
+  return local(state, "mem_copy",
+               [&] { plait_gloo::mem_copy(dst, src, bytes, kind); });
+}
+
+#define PLAIT_GLOO_ALL_DTYPES_(name, value, text, bytes) | PLAIT_DTYPE_BIT(name)
+#define PLAIT_GLOO_ALL_OPS_(name, value, text) | PLAIT_OP_BIT(name)
+
+// The one exported symbol (with -fvisibility=hidden and exports.map).
+#define PLAIT_GLOO_EXPORT __attribute__((visibility("default")))
+PLAIT_GLOO_EXPORT extern const plait_transport_v1_t plait_transport_v1;
+
+const plait_transport_v1_t plait_transport_v1 = {
+    /* abi_version */ PLAIT_TRANSPORT_ABI_VERSION,
+    /* struct_size */ sizeof(plait_transport_v1_t),
+    /* name */ "gloo",
+    /* caps */ PLAIT_CAP_HOST_MEMORY | PLAIT_CAP_ALLREDUCE |
+        PLAIT_CAP_ALLGATHERV | PLAIT_CAP_BROADCAST | PLAIT_CAP_ALLTOALLV |
+        PLAIT_CAP_REDUCESCATTER | PLAIT_CAP_BARRIER,
+    /* dtypes */ 0u PLAIT_DTYPE_LIST(PLAIT_GLOO_ALL_DTYPES_),
+    /* ops */ 0u PLAIT_OP_LIST(PLAIT_GLOO_ALL_OPS_),
+    /* init */ gloo_init,
+    /* finalize */ gloo_finalize,
+    /* last_error */ gloo_last_error,
+    /* allreduce */ gloo_allreduce,
+    /* allgatherv */ gloo_allgatherv,
+    /* broadcast */ gloo_broadcast,
+    /* alltoallv */ gloo_alltoallv,
+    /* reducescatter */ gloo_reducescatter,
+    /* barrier */ gloo_barrier,
+    /* mem_alloc */ gloo_mem_alloc,
+    /* mem_free */ gloo_mem_free,
+    /* mem_copy */ gloo_mem_copy,
+};
+
+}  // extern "C"

@@ -1,0 +1,156 @@
+// init and finalize: a gloo TCP device on the control-plane address, a
+// rendezvous context connected as a full mesh through BootstrapStore.
+#include <gloo/common/error.h>
+#include <gloo/config.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/attr.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
+
+#include "errors.h"
+#include "log.h"
+#include "ops.h"
+#include "peers.h"
+#include "store.h"
+
+#if !GLOO_HAVE_TRANSPORT_TCP
+#error "the plait gloo plugin needs gloo's TCP transport"
+#endif
+
+namespace plait_gloo {
+
+static void check_init_args(const plait_transport_init_args_t *a) {
+  PLAIT_GLOO_REQUIRE(a != nullptr, "init: args is NULL");
+  PLAIT_GLOO_REQUIRE(a->size >= sizeof(plait_transport_init_args_t),
+                     "init: args->size is %zu, version 1 needs at least %zu",
+                     a->size, sizeof(plait_transport_init_args_t));
+  PLAIT_GLOO_REQUIRE(a->nranks >= 1 && a->rank >= 0 && a->rank < a->nranks,
+                     "init: rank %d is not in [0, nranks = %d)", a->rank,
+                     a->nranks);
+  PLAIT_GLOO_REQUIRE(a->reduce != nullptr, "init: args->reduce is NULL");
+  PLAIT_GLOO_REQUIRE(a->divide != nullptr, "init: args->divide is NULL");
+  if (a->nranks == 1) return;
+  const plait_bootstrap_t *b = a->bootstrap;
+  PLAIT_GLOO_REQUIRE(b != nullptr, "init: args->bootstrap is NULL");
+  PLAIT_GLOO_REQUIRE(b->size >= sizeof(plait_bootstrap_t),
+                     "init: bootstrap->size is %zu, version 1 needs %zu",
+                     b->size, sizeof(plait_bootstrap_t));
+  PLAIT_GLOO_REQUIRE(b->allgather != nullptr,
+                     "init: bootstrap->allgather is NULL");
+  PLAIT_GLOO_REQUIRE(b->rank == a->rank && b->nranks == a->nranks,
+                     "init: bootstrap is rank %d of %d, args say %d of %d",
+                     b->rank, b->nranks, a->rank, a->nranks);
+  PLAIT_GLOO_REQUIRE(a->host_address != nullptr && a->host_address[0] != '\0',
+                     "init: args->host_address is empty");
+}
+
+// PLAIT_TIMEOUT_S as gloo takes it; <= 0 (or not a number) means none.
+static std::chrono::milliseconds gloo_timeout(double seconds) {
+  if (!(seconds > 0)) return gloo::kNoTimeout;
+  double ms = std::ceil(seconds * 1000.0);
+  if (ms > 1e15) ms = 1e15;
+  return std::chrono::milliseconds((long long)ms);
+}
+
+static std::shared_ptr<gloo::transport::Device> make_device(const char *host) {
+  gloo::transport::tcp::attr attr;
+  attr.hostname = host;
+  try {
+    return gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception &e) {
+    fail(PLAIT_ERR_TRANSPORT,
+         "init: cannot create a gloo TCP device on host_address '%s': %s", host,
+         e.what());
+  }
+}
+
+// One more bootstrap round after connectFullMesh: every rank publishes the
+// local addresses of its outgoing connections, so that a message naming the
+// ephemeral address of a peer that connected to us names its rank too.
+static void learn_aliases(State &s, BootstrapStore &store) {
+  const std::string prefix = "plait/outgoing/";
+  store.set(prefix + std::to_string(s.rank), encode_outgoing(s.peer_addresses));
+  for (const auto &kv : store.pairs()) {
+    if (kv.first.compare(0, prefix.size(), prefix) != 0) continue;
+    int from = std::atoi(kv.first.c_str() + prefix.size());
+    if (from != s.rank) add_aliases(s.peer_addresses, s.rank, from, kv.second);
+  }
+}
+
+static void connect(State &s, const plait_transport_init_args_t &a,
+                    PeerAddresses &peers) {
+  auto start = std::chrono::steady_clock::now();
+  s.device = make_device(a.host_address);
+  s.context = std::make_shared<gloo::rendezvous::Context>(s.rank, s.nranks);
+  s.context->setTimeout(gloo_timeout(s.timeout_s));
+  BootstrapStore store(a.bootstrap);
+  try {
+    s.context->connectFullMesh(store, s.device);
+  } catch (...) {
+    peers = listen_addresses(store.pairs(), s.rank, s.nranks);
+    throw;
+  }
+  s.peer_addresses = listen_addresses(store.pairs(), s.rank, s.nranks);
+  learn_aliases(s, store);
+  double ms = std::chrono::duration<double, std::milli>(
+                  std::chrono::steady_clock::now() - start)
+                  .count();
+  PLAIT_GLOO_DEBUG(s,
+                   "rank %d of %d: TCP device %s, connected to %d peers in "
+                   "%.1f ms (%d bootstrap rounds), timeout %g s",
+                   s.rank, s.nranks, s.device->str().c_str(), s.nranks - 1, ms,
+                   store.rounds(), s.timeout_s);
+  if (s.log != nullptr && PLAIT_LOG_TRACE >= s.log_level)
+    for (int r = 0; r < s.nranks; r++)
+      if (r != s.rank)
+        PLAIT_GLOO_LOG(
+            s.log, s.log_level, PLAIT_LOG_TRACE,
+            "rank %d listens at %s (%zu name%s in gloo's messages)", r,
+            s.peer_addresses[(size_t)r].listening.c_str(),
+            s.peer_addresses[(size_t)r].gloo_names.size(),
+            s.peer_addresses[(size_t)r].gloo_names.size() == 1 ? "" : "s");
+}
+
+State *start(const plait_transport_init_args_t *args, PeerAddresses &peers) {
+  check_init_args(args);
+  auto s = std::make_unique<State>();
+  s->rank = args->rank;
+  s->nranks = args->nranks;
+  s->timeout_s = args->timeout_s;
+  s->log = args->log;
+  s->log_level = args->log_level;
+  s->reduce = args->reduce;
+  s->divide = args->divide;
+  s->peer_addresses.resize((size_t)s->nranks);
+  if (s->nranks > 1) {
+    if (!(s->timeout_s > 0))
+      PLAIT_GLOO_WARN(*s,
+                      "timeout_s is %g: gloo operations will never time "
+                      "out",
+                      s->timeout_s);
+    connect(*s, *args, peers);
+  } else {
+    PLAIT_GLOO_DEBUG(*s,
+                     "a job of one rank: no gloo device, every "
+                     "collective is local");
+  }
+  return s.release();
+}
+
+void stop(State *s) noexcept {
+  if (s == nullptr) return;
+  try {
+    s->context.reset();  // closes the pairs
+    s->device.reset();   // stops gloo's event loop thread
+  } catch (...) {
+    // finalize never fails the job
+  }
+  delete s;
+}
+
+}  // namespace plait_gloo
