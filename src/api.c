@@ -9,11 +9,13 @@
 #include "bootstrap.h"
 #include "config.h"
 #include "control.h"
+#include "coordinator.h"
 #include "core.h"
 #include "error.h"
 #include "log.h"
 #include "plugin.h"
 #include "reduce.h"
+#include "timeline.h"
 #include "topology.h"
 
 typedef struct session {
@@ -28,6 +30,9 @@ static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int g_initialized;
 static session_t S;
 static char transport_name[80] = "";
+static int without_coordinator;
+
+void plait_core_test_without_coordinator(int on) { without_coordinator = on; }
 
 #define REQUIRE_OUT(p)                                                         \
   do {                                                                         \
@@ -98,10 +103,17 @@ static plait_result_t init_locked(void) {
   plait_boot_init(&s->boot, &s->ctrl);
   PLAIT_CHECK_GOTO(rc, start_transport(s), fail_ctrl);
   snprintf(transport_name, sizeof transport_name, "%s", s->plugin.table->name);
+  plait_coord_args_t ca = {&s->cfg, &s->ctrl, s->plugin.table, s->plugin.state, s->topo.rank,
+                           s->topo.size};
+  if (!without_coordinator) PLAIT_CHECK_GOTO(rc, plait_coord_start(&ca), fail_plugin);
+  if (s->cfg.timeline && *s->cfg.timeline && plait_tl_start(s->cfg.timeline, s->topo.rank))
+    PLAIT_WARN("timeline", "PLAIT_TIMELINE: %s", plait_last_error());
   PLAIT_INFO("init", "rank %d of %d (local %d/%d, cross %d/%d) from %s, transport %s", s->topo.rank,
              s->topo.size, s->topo.local_rank, s->topo.local_size, s->topo.cross_rank,
              s->topo.cross_size, s->topo.source, transport_name);
   return PLAIT_SUCCESS;
+fail_plugin:
+  plait_plugin_unload(&s->plugin);
 fail_ctrl:
   plait_control_close(&s->ctrl);
 fail_cfg:
@@ -131,6 +143,8 @@ PLAIT_API plait_result_t plait_shutdown(void) {
   }
   atomic_store(&g_initialized, 0);
   session_t *s = &S;
+  plait_coord_stop(); /* pending operations fail with PLAIT_ERR_SHUTDOWN */
+  plait_tl_stop();
   /* Leave together, so no rank reads a closed connection as a lost peer. */
   plait_result_t rc = plait_boot_barrier(&s->boot);
   char why[2048] = "";
@@ -203,3 +217,5 @@ const plait_transport_t *plait_core_transport(void **state) {
 const plait_bootstrap_t *plait_core_bootstrap(void) {
   return atomic_load(&g_initialized) ? &S.boot.api : NULL;
 }
+
+int plait_core_rank(void) { return atomic_load(&g_initialized) ? S.topo.rank : -1; }

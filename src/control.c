@@ -25,6 +25,8 @@ static plait_result_t io_error(plait_io_t io, const char *who, const char *doing
     return plait_error(PLAIT_ERR_PEER_LOST, "%s was lost: no answer while %s before the timeout",
                        who, doing);
   default:
+    if (errno == ECONNRESET || errno == EPIPE) /* the same event as EOF, seen a moment later */
+      return plait_error(PLAIT_ERR_PEER_LOST, "%s was lost: connection closed while %s", who, doing);
     return plait_error(PLAIT_ERR_PEER_LOST, "%s was lost: %s while %s", who, strerror(errno),
                        doing);
   }
@@ -130,6 +132,10 @@ plait_result_t plait_control_recv(plait_control_t *c, int peer, plait_msg_type_t
   plait_result_t rc = plait_control_read_frame(fd, PLAIT_WIRE_MAX_PAYLOAD, plait_now() + wait,
                                                who, out);
   if (rc) return plait_control_fail(c, rc);
+  if (out->type == PLAIT_MSG_RESPONSES && type != PLAIT_MSG_RESPONSES) { /* stale */
+    plait_frame_free(out);
+    return plait_control_recv(c, peer, type, out);
+  }
   return check_type(c, out, type, peer);
 }
 
@@ -170,8 +176,8 @@ plait_result_t plait_control_gather(plait_control_t *c, plait_msg_type_t type,
       char list[256];
       missing_ranks(c, have, list, sizeof list);
       rc = plait_error(PLAIT_ERR_PEER_LOST,
-                       "%s lost: silent for %g s (PLAIT_TIMEOUT_S)", list,
-                       c->timeout_s);
+                       "%s lost: silent for %.1f s (PLAIT_TIMEOUT_S=%g)", list,
+                       c->timeout_s, c->timeout_s);
       break;
     }
     for (int i = 0, r = 1; i < k && rc == PLAIT_SUCCESS; r++) {
@@ -180,6 +186,10 @@ plait_result_t plait_control_gather(plait_control_t *c, plait_msg_type_t type,
       char who[32];
       snprintf(who, sizeof who, "rank %d", r);
       rc = plait_control_read_frame(c->fds[r], PLAIT_WIRE_MAX_PAYLOAD, deadline, who, &frames[r]);
+      if (rc == PLAIT_SUCCESS && frames[r].type == PLAIT_MSG_REQUESTS && type != PLAIT_MSG_REQUESTS) {
+        plait_frame_free(&frames[r]); /* sent before coordination ended: stale */
+        continue;
+      }
       if (rc == PLAIT_SUCCESS && frames[r].type != type)
         rc = plait_error(PLAIT_ERR_PROTOCOL, "rank %d sent message type %u where %u was expected",
                          r, frames[r].type, type);

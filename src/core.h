@@ -13,4 +13,12 @@ const plait_transport_t *plait_core_transport(void **state);
  * is not initialized. */
 const plait_bootstrap_t *plait_core_bootstrap(void);
 
+/* For tests of the control plane only: the next plait_init does not start
+ * the coordinator, so the bootstrap stays usable from the calling thread
+ * (operations then fail with PLAIT_ERR_NOT_INITIALIZED). */
+void plait_core_test_without_coordinator(int on);
+
+/* This process's rank, or -1 when plait is not initialized. */
+int plait_core_rank(void);
+
 #endif

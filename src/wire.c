@@ -77,6 +77,12 @@ void plait_wr_u64(plait_writer_t *w, uint64_t v) {
   plait_wr_u32(w, (uint32_t)(v >> 32));
 }
 void plait_wr_i32(plait_writer_t *w, int32_t v) { plait_wr_u32(w, (uint32_t)v); }
+void plait_wr_i64(plait_writer_t *w, int64_t v) { plait_wr_u64(w, (uint64_t)v); }
+void plait_wr_f64(plait_writer_t *w, double v) {
+  uint64_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  plait_wr_u64(w, bits);
+}
 void plait_wr_blob(plait_writer_t *w, const void *p, size_t n) {
   if (n > UINT32_MAX) {
     w->oom = 1;
@@ -139,6 +145,13 @@ uint64_t plait_rd_u64(plait_reader_t *r) {
   return lo | hi << 32;
 }
 int32_t plait_rd_i32(plait_reader_t *r) { return (int32_t)plait_rd_u32(r); }
+int64_t plait_rd_i64(plait_reader_t *r) { return (int64_t)plait_rd_u64(r); }
+double plait_rd_f64(plait_reader_t *r) {
+  uint64_t bits = plait_rd_u64(r);
+  double v;
+  memcpy(&v, &bits, sizeof v);
+  return v;
+}
 
 void plait_rd_raw(plait_reader_t *r, void *out, size_t n) {
   const uint8_t *p = rd_take(r, n);

@@ -32,7 +32,9 @@ typedef enum plait_msg_type {
   PLAIT_MSG_BOOT_DATA = 6,   /* peer -> rank 0: one bootstrap contribution */
   PLAIT_MSG_BOOT_RESULT = 7, /* rank 0 -> peer: the bootstrap result */
   PLAIT_MSG_ABORT = 8,       /* rank 0 -> peer: the job failed, and why */
-  PLAIT_MSG_TYPE_MAX_ = 8
+  PLAIT_MSG_REQUESTS = 9,    /* peer -> rank 0: operations ready on the peer */
+  PLAIT_MSG_RESPONSES = 10,  /* rank 0 -> peer: what every rank runs, in order */
+  PLAIT_MSG_TYPE_MAX_ = 10
 } plait_msg_type_t;
 
 typedef struct plait_frame_header {
@@ -62,6 +64,8 @@ void plait_wr_u16(plait_writer_t *w, uint16_t v);
 void plait_wr_u32(plait_writer_t *w, uint32_t v);
 void plait_wr_u64(plait_writer_t *w, uint64_t v);
 void plait_wr_i32(plait_writer_t *w, int32_t v);
+void plait_wr_i64(plait_writer_t *w, int64_t v);
+void plait_wr_f64(plait_writer_t *w, double v);
 void plait_wr_raw(plait_writer_t *w, const void *p, size_t n);
 /* u32 length + bytes. */
 void plait_wr_blob(plait_writer_t *w, const void *p, size_t n);
@@ -84,6 +88,8 @@ uint16_t plait_rd_u16(plait_reader_t *r);
 uint32_t plait_rd_u32(plait_reader_t *r);
 uint64_t plait_rd_u64(plait_reader_t *r);
 int32_t plait_rd_i32(plait_reader_t *r);
+int64_t plait_rd_i64(plait_reader_t *r);
+double plait_rd_f64(plait_reader_t *r);
 /* Copies n bytes into out (zeros on error). */
 void plait_rd_raw(plait_reader_t *r, void *out, size_t n);
 /* u32 length + bytes: returns a pointer into the payload (no copy) and the

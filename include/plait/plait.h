@@ -86,7 +86,9 @@ PLAIT_API unsigned plait_abi_version(void);
   X(PLAIT_ERR_UNSUPPORTED, 13, "operation not supported")                      \
   X(PLAIT_ERR_BUFFER_TOO_SMALL, 14, "buffer too small")                        \
   X(PLAIT_ERR_INTERNAL, 15, "internal error")                                  \
-  X(PLAIT_ERR_SHUTDOWN, 16, "plait was shut down")
+  X(PLAIT_ERR_SHUTDOWN, 16, "plait was shut down")                            \
+  X(PLAIT_ERR_MISMATCH, 17, "ranks submitted mismatched operations")           \
+  X(PLAIT_ERR_STALLED, 18, "operation stalled: not submitted by every rank")
 
 #define PLAIT_RESULT_ENUM_ENTRY_(name, value, message) name = value,
 typedef enum plait_result {
@@ -247,6 +249,209 @@ PLAIT_API plait_result_t plait_config_dump(char *buf, size_t buf_size,
  */
 PLAIT_API plait_result_t plait_config_help(char *buf, size_t buf_size,
                                            size_t *needed);
+
+
+/* ------------------------------------------------------------------------ */
+/* Tensors and operations                                                    */
+/* ------------------------------------------------------------------------ */
+
+#define PLAIT_MAX_DIMS 16
+#define PLAIT_DEVICE_HOST (-1)
+/* Longest tensor name, bytes, without the NUL. */
+#define PLAIT_MAX_NAME 1024
+
+/*
+ * A tensor as the caller describes it. No pointers besides data, so it maps
+ * directly onto a ctypes Structure. Element count = product of shape[0..ndim)
+ * (1 for ndim 0). Memory is row-major and contiguous.
+ */
+typedef struct plait_tensor {
+  size_t struct_size;            /* sizeof(plait_tensor_t) */
+  void *data;                    /* may be NULL only when the count is 0 */
+  plait_dtype_t dtype;
+  int32_t device;                /* PLAIT_DEVICE_HOST or a device index */
+  int32_t ndim;                  /* 0 .. PLAIT_MAX_DIMS */
+  int64_t shape[PLAIT_MAX_DIMS]; /* each >= 0 */
+} plait_tensor_t;
+
+/* Fills t for a host tensor of shape [count] (a helper for C callers). */
+PLAIT_API plait_result_t plait_tensor_1d(plait_tensor_t *t, void *data, size_t count,
+                                         plait_dtype_t dtype);
+
+/* An operation in flight. Opaque; made by the *_async calls, freed by
+ * plait_release. */
+typedef struct plait_handle plait_handle_t;
+
+/*
+ * Completion callback, an alternative to polling. Called exactly once, on the
+ * coordinator thread, when the operation finishes (result is what plait_wait
+ * would return). It must not block or call plait_wait on any handle; it may
+ * call plait_poll, plait_handle_* getters and plait_release (on its own
+ * handle too). If an *_async call returns an error, its callback is never
+ * called.
+ */
+typedef void (*plait_callback_fn)(plait_handle_t *handle, plait_result_t result,
+                                  void *user_data);
+
+/* Options common to every operation; pass NULL for the defaults. */
+typedef struct plait_op_options {
+  size_t struct_size;      /* sizeof(plait_op_options_t) */
+  double prescale_factor;  /* allreduce, reducescatter: input x factor before */
+  double postscale_factor; /* allreduce, reducescatter: output x factor after */
+  plait_callback_fn callback;
+  void *user_data;
+} plait_op_options_t;
+
+#define PLAIT_OP_OPTIONS_INIT {sizeof(plait_op_options_t), 1.0, 1.0, NULL, NULL}
+
+/*
+ * The operations. Every one:
+ *  - returns at once (non-blocking) with *handle set, or an error and no
+ *    handle (then nothing was queued and no callback will come);
+ *  - may be called from any thread, concurrently;
+ *  - is matched across ranks by name: every rank must submit the same name
+ *    with matching arguments, in any order. A mismatch (shape, dtype, op,
+ *    root, scale factors, device, group) fails that operation on every rank
+ *    with a message naming the tensor, each value and the ranks that sent it;
+ *  - reads the input and writes the output on the coordinator thread: the
+ *    caller keeps both valid and does not touch the output until the handle
+ *    completes;
+ *  - fails with PLAIT_ERR_INVALID_ARGUMENT for a NULL or empty name, a name
+ *    over PLAIT_MAX_NAME, a name already in flight on this rank, bad tensor
+ *    fields, or a bad enum; PLAIT_ERR_NOT_INITIALIZED before init or after
+ *    shutdown; PLAIT_ERR_PEER_LOST (naming the rank) once the job has failed.
+ */
+
+/* Reduces input over all ranks into output (output may be input: in place).
+ * Both have the same dtype, device and element count. AVERAGE on bool is an
+ * error. With opts: prescale, postscale factors. */
+PLAIT_API plait_result_t plait_allreduce_async(const char *name, const plait_tensor_t *input,
+                                               const plait_tensor_t *output, plait_op_t op,
+                                               const plait_op_options_t *opts,
+                                               plait_handle_t **handle);
+
+/* count allreduces negotiated and executed as one unit: none starts until all
+ * are submitted on every rank; one handle for the group. names, inputs and
+ * outputs have count entries. */
+PLAIT_API plait_result_t plait_grouped_allreduce_async(size_t count, const char *const *names,
+                                                       const plait_tensor_t *inputs,
+                                                       const plait_tensor_t *outputs,
+                                                       plait_op_t op,
+                                                       const plait_op_options_t *opts,
+                                                       plait_handle_t **handle);
+
+/* Concatenates every rank's input along the first dimension, which may
+ * differ between ranks (the other dimensions must match). The output is
+ * allocated by plait: read it with plait_handle_output after completion. */
+PLAIT_API plait_result_t plait_allgather_async(const char *name, const plait_tensor_t *input,
+                                               const plait_op_options_t *opts,
+                                               plait_handle_t **handle);
+
+/* Replaces tensor on every rank with root's (in place). */
+PLAIT_API plait_result_t plait_broadcast_async(const char *name, const plait_tensor_t *tensor,
+                                               int root, const plait_op_options_t *opts,
+                                               plait_handle_t **handle);
+
+/* Sends splits[r] rows (first-dimension slices) of input to rank r, in rank
+ * order; splits may be NULL for equal splits (the first dimension must then
+ * divide by the size). The received rows, concatenated in rank order, are the
+ * output (plait_handle_output); how many came from each rank:
+ * plait_handle_splits. */
+PLAIT_API plait_result_t plait_alltoall_async(const char *name, const plait_tensor_t *input,
+                                              const int64_t *splits,
+                                              const plait_op_options_t *opts,
+                                              plait_handle_t **handle);
+
+/* Reduces input over all ranks and gives rank r its block of first-dimension
+ * rows: rows are divided as evenly as possible, the first (rows % size) ranks
+ * getting one more. Output via plait_handle_output. */
+PLAIT_API plait_result_t plait_reducescatter_async(const char *name, const plait_tensor_t *input,
+                                                   plait_op_t op, const plait_op_options_t *opts,
+                                                   plait_handle_t **handle);
+
+/* Completes when every rank has reached it. */
+PLAIT_API plait_result_t plait_barrier_async(const plait_op_options_t *opts,
+                                             plait_handle_t **handle);
+
+/* This rank has no more data: until every rank has joined, it takes part in
+ * the other ranks' allreduces (contributing the op's identity: 0 for sum and
+ * average, 1 for product, the largest value for min, the smallest for max)
+ * and allgathers (contributing no rows). Other operations submitted by the
+ * other ranks meanwhile fail naming the joined rank. Completes when all ranks
+ * have joined; plait_handle_join_rank then gives the last rank to join. */
+PLAIT_API plait_result_t plait_join_async(const plait_op_options_t *opts,
+                                          plait_handle_t **handle);
+
+/* *done = 1 when the operation has finished (successfully or not). Never
+ * blocks. */
+PLAIT_API plait_result_t plait_poll(plait_handle_t *handle, int *done);
+
+/*
+ * Waits until the operation finishes or timeout_s passes (timeout_s < 0:
+ * no limit; 0: just look). Returns the operation's result (its message in
+ * plait_last_error), or PLAIT_ERR_TIMEOUT when it is still running (the
+ * handle stays valid). Only the calling thread blocks; no lock of plait's is
+ * held meanwhile. Not from a callback.
+ */
+PLAIT_API plait_result_t plait_wait(plait_handle_t *handle, double timeout_s);
+
+/* Frees a handle. NULL is harmless. A handle released before it finishes
+ * completes in the background (the caller must still keep its buffers valid
+ * until then) and its callback, if any, is still called. */
+PLAIT_API plait_result_t plait_release(plait_handle_t *handle);
+
+/* After completion: the output of an allgather, alltoall or reducescatter (or
+ * the output tensor given to allreduce/broadcast). out->data points into
+ * memory owned by the handle, valid until plait_release. PLAIT_ERR_INVALID_ARGUMENT
+ * before completion. */
+PLAIT_API plait_result_t plait_handle_output(plait_handle_t *handle, plait_tensor_t *out);
+
+/* After an alltoall: rows received from each rank; splits has room for size
+ * entries. */
+PLAIT_API plait_result_t plait_handle_splits(plait_handle_t *handle, int64_t *splits,
+                                             size_t capacity);
+
+/* After a join: the last rank to join. */
+PLAIT_API plait_result_t plait_handle_join_rank(plait_handle_t *handle, int *rank);
+
+/* ------------------------------------------------------------------------ */
+/* Measuring: statistics and timeline                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Counters since init or the last plait_stats_reset, for this rank. */
+typedef struct plait_stats {
+  size_t struct_size;        /* set by the caller: sizeof(plait_stats_t) */
+  uint64_t cycles;           /* coordinator cycles */
+  uint64_t busy_cycles;      /* cycles that sent, received or ran anything */
+  uint64_t cache_hits;       /* tensors negotiated by cache bit */
+  uint64_t cache_misses;     /* tensors negotiated by full request */
+  uint64_t responses;        /* collectives executed (a fused buffer is one) */
+  uint64_t tensors;          /* tensors completed (successfully or not) */
+  uint64_t bytes;            /* bytes of tensor data in executed collectives */
+  uint64_t fused_responses;  /* responses that carried more than one tensor */
+  uint64_t fused_tensors;    /* tensors that travelled in fused responses */
+  uint64_t fusion_bytes;     /* bytes that travelled through the fusion buffer */
+  uint64_t fusion_capacity;  /* sum over fused responses of the buffer's size
+                                (PLAIT_FUSION_THRESHOLD): fill = bytes / capacity */
+  uint64_t control_messages; /* control-plane messages this rank sent */
+  uint64_t control_bytes;    /* control-plane bytes this rank sent */
+  double negotiate_s;        /* time in negotiation (this rank's view) */
+  double copy_in_s;          /* copies into the fusion buffer (with prescale) */
+  double transport_s;        /* time in the transport's collectives */
+  double copy_out_s;         /* copies out of the fusion buffer (with postscale) */
+} plait_stats_t;
+
+/* Copies the counters into *stats (stats->struct_size must be set; a smaller
+ * struct from an older header gets the fields it has room for). */
+PLAIT_API plait_result_t plait_stats(plait_stats_t *stats);
+/* Zeroes the counters. */
+PLAIT_API plait_result_t plait_stats_reset(void);
+
+/* Starts writing a Chrome-trace JSON timeline to path (replacing
+ * PLAIT_TIMELINE's), or stops it. The file is valid JSON after every event
+ * written. Rank-local: each rank names its own file. */
+PLAIT_API plait_result_t plait_timeline_start(const char *path);
+PLAIT_API plait_result_t plait_timeline_stop(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -2,7 +2,10 @@
  * The control plane across real processes on loopback: joining, topology,
  * the bootstrap collectives, intruders that must be refused without harming
  * the job, and ranks that die or go silent. Uses the "fixture" test plugin,
- * whose init itself checks the bootstrap.
+ * whose init itself checks the bootstrap. The coordinator is not started
+ * (plait_core_test_without_coordinator), so the tests can drive the bootstrap
+ * themselves after init; tests/mp/test_ops.c covers lost ranks under the
+ * coordinator.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -35,6 +38,9 @@
   } while (0)
 
 static const char *fixture_env[] = {"PLAIT_TRANSPORT=fixture", NULL};
+
+static void setup(void) { plait_core_test_without_coordinator(1); }
+TestSuite(control, .init = setup);
 
 static double now(void) {
   struct timespec ts;

@@ -630,6 +630,11 @@ static int body_single(rank_ctx_t *c) {
          body_alltoallv(c) || body_reducescatter(c) || body_barrier(c) ||
          body_errors(c);
 }
+
+/* These tests call the plugin directly from the main thread: no coordinator. */
+static void no_coordinator(void) { plait_core_test_without_coordinator(1); }
+TestSuite(gloo, .init = no_coordinator);
+
 Test(gloo, everything_1rank, .timeout = 60) { run_job(1, body_single); }
 
 Test(gloo, errors_and_memory_2ranks, .timeout = 60) { run_job(2, body_errors); }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "messages.h"
+#include "negotiation_msgs.h"
 #include "wire.h"
 
 static plait_writer_t W;
@@ -169,9 +170,67 @@ static size_t make_seeds(uint8_t **seeds, size_t *lens) {
   SEED(plait_msg_encode_topology(&w, &t));
   SEED(plait_msg_encode_boot_data(&w, &d));
   SEED(plait_msg_encode_boot_result(&w, &r));
+  /* negotiation: a full request, a cached one, responses with every extra */
+  plait_meta_t m;
+  memset(&m, 0, sizeof m);
+  m.coll = PLAIT_COLL_ALLTOALL;
+  m.dtype = PLAIT_FLOAT32;
+  m.ndim = 2;
+  m.shape[0] = 4;
+  m.shape[1] = 3;
+  m.prescale = m.postscale = 1.0;
+  int64_t splits[2] = {1, 3};
+  m.splits = splits;
+  m.nsplits = 2;
+  m.group = "g";
+  m.group_size = 2;
+  plait_request_t rq[2] = {{"w", -1, m}, {NULL, 7, {0}}};
+  plait_request_list_t rl = {0, 2, rq};
+  SEED(plait_requests_encode(&w, &rl));
+  int64_t dims[4] = {1, 2, 3, 4};
+  plait_resp_entry_t re[2] = {{"a", -1, 3, 1, m}, {NULL, 5, -1, 0, {0}}};
+  plait_response_t rs[2] = {{PLAIT_COLL_ALLREDUCE, 0, NULL, 2, re, dims, 4, -1},
+                            {PLAIT_COLL_JOIN, PLAIT_ERR_MISMATCH, "bad", 0, NULL, NULL, 0, 1}};
+  plait_response_list_t rsl = {1, 2, 2, rs};
+  SEED(plait_responses_encode(&w, &rsl));
 #undef SEED
   plait_wr_free(&w);
   return k;
+}
+
+Test(wire, negotiation_round_trip) {
+  plait_meta_t m;
+  memset(&m, 0, sizeof m);
+  m.coll = PLAIT_COLL_ALLREDUCE;
+  m.dtype = PLAIT_BFLOAT16;
+  m.op = PLAIT_OP_MAX;
+  m.ndim = 3;
+  m.shape[0] = 2, m.shape[1] = 0, m.shape[2] = 5;
+  m.prescale = 0.5;
+  m.postscale = 3.0;
+  m.group = "layer1";
+  m.group_size = 4;
+  plait_request_t rq[2] = {{"layer1/w", -1, m}, {NULL, 42, {0}}};
+  plait_request_list_t rl = {PLAIT_REQ_SHUTDOWN, 2, rq}, back;
+  cr_assert_eq(plait_requests_encode(&W, &rl), PLAIT_SUCCESS);
+  cr_assert_eq(plait_msg_decode_frame(W.data, W.len), PLAIT_SUCCESS);
+  cr_assert_eq(plait_requests_decode(W.data + 12, W.len - 12, &back), PLAIT_SUCCESS);
+  cr_assert_eq(back.flags, PLAIT_REQ_SHUTDOWN);
+  cr_assert_eq(back.n, 2);
+  cr_assert_str_eq(back.r[0].name, "layer1/w");
+  cr_assert_eq(back.r[0].meta.shape[2], 5);
+  cr_assert_eq(back.r[0].meta.prescale, 0.5);
+  cr_assert_str_eq(back.r[0].meta.group, "layer1");
+  cr_assert_eq(back.r[1].cache_id, 42);
+  cr_assert_null(back.r[1].name);
+  plait_requests_free(&back);
+  /* a cache id over INT32_MAX or a bad dtype is malformed */
+  size_t n = W.len - 12;
+  uint8_t *p = malloc(n);
+  memcpy(p, W.data + 12, n);
+  p[25] = 99; /* flags, count, cache id, name (4 + 8), coll: then the dtype byte */
+  cr_assert_eq(plait_requests_decode(p, n, &back), PLAIT_ERR_PROTOCOL);
+  free(p);
 }
 
 Test(wire, fuzz_every_decoder, .timeout = 120) {
