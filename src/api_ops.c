@@ -196,10 +196,15 @@ PLAIT_API plait_result_t plait_grouped_allreduce_async(size_t count, const char 
   plait_entry_t **es = calloc(count, sizeof *es);
   if (!es) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
   plait_result_t rc = PLAIT_SUCCESS;
+  /* A group is known by its smallest member name, so ranks may list the
+   * members in any order. */
+  const char *key = NULL;
+  for (size_t i = 0; i < count; i++)
+    if (names[i] && (!key || strcmp(names[i], key) < 0)) key = names[i];
   for (size_t i = 0; i < count && rc == PLAIT_SUCCESS; i++) {
     rc = allreduce_entry(fn, names[i], &inputs[i], &outputs[i], op, opts, &es[i]);
     if (rc) plait_error_context(rc, "member %zu", i);
-    else if (es[i] && !(es[i]->meta.group = strdup(names[0])))
+    else if (es[i] && !(es[i]->meta.group = strdup(key)))
       rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     if (es[i]) es[i]->meta.group_size = (uint32_t)count;
   }

@@ -225,7 +225,9 @@ static plait_result_t allreduce_fused(plait_exec_t *x, const plait_response_t *r
      * never padded, whether a rank has it or stands in for it (joined) */
     offs[i + 1] = offs[i] + (r->n > 1 ? align_up(b) : b);
   }
-  size_t total = offs[r->n];
+  size_t total = offs[r->n], data = 0; /* with and without the alignment padding */
+  for (uint32_t i = 0; i < r->n; i++)
+    data += (size_t)plait_meta_elements(es[i] ? &es[i]->meta : &r->e[i].meta) * es_size;
   double t0 = plait_now(), t1 = t0, t2 = t0;
   plait_result_t rc = ensure_fusion(x, total);
   if (rc == PLAIT_SUCCESS) rc = copy_in(x, r, es, m, offs);
@@ -241,7 +243,7 @@ static plait_result_t allreduce_fused(plait_exec_t *x, const plait_response_t *r
   }
   if (rc == PLAIT_SUCCESS) rc = copy_out(x, r, es, m, offs);
   if (rc == PLAIT_SUCCESS)
-    add_times(t1 - t0, t2 - t1, plait_now() - t2, total, r->n > 1, (int)r->n,
+    add_times(t1 - t0, t2 - t1, plait_now() - t2, data, r->n > 1, (int)r->n,
               x->threshold > total ? x->threshold : total);
   free(offs);
   return rc;

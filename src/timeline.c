@@ -392,7 +392,8 @@ static plait_result_t write_header(const struct timespec *wall) {
   int locked = lock_file(W.fd);
   int err = ftruncate(W.fd, 0) ? errno : write_all(W.fd, W.buf, (size_t)n, 0);
   if (locked) flock(W.fd, LOCK_UN);
-  if (err) return plait_error(PLAIT_ERR_SYSTEM, "cannot write timeline '%s': %s", W.path, strerror(err));
+  if (err)
+    return plait_error(PLAIT_ERR_SYSTEM, "cannot write timeline '%s': %s", W.path, strerror(err));
   W.end = n - 1;
   return PLAIT_SUCCESS;
 }
@@ -426,13 +427,13 @@ static void finish_locked(void) {
   reset_queue_locked();
   pthread_mutex_unlock(&Q.mu);
   if (full + names) {
-    W.len = (size_t)snprintf(W.buf, TL_BUF_CAP,
-                             ",\n{\"name\":\"plait_dropped_events\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
-                             "\"args\":{\"queue_full\":%llu,\"too_many_names\":%llu,"
-                             "\"ends_left_out\":%llu}},\n"
-                             "{\"name\":\"process_labels\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
-                             "\"args\":{\"labels\":\"timeline dropped %llu events\"}}",
-                             W.rank, full, names, unmatched, W.rank, full + names);
+    W.len = (size_t)snprintf(
+        W.buf, TL_BUF_CAP,
+        ",\n{\"name\":\"plait_dropped_events\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":"
+        "{\"queue_full\":%llu,\"too_many_names\":%llu,\"ends_left_out\":%llu}},\n"
+        "{\"name\":\"process_labels\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+        "\"args\":{\"labels\":\"timeline dropped %llu events\"}}",
+        W.rank, full, names, unmatched, W.rank, full + names);
     flush();
   }
   if (full + names || W.lost)

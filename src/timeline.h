@@ -17,7 +17,10 @@
 #include "plait/plait.h"
 
 /* Starts writing to path for this rank (pid field = rank); replaces a
- * timeline already running (which is closed properly first). */
+ * timeline already running (which is closed properly first). Errors (set
+ * with plait_error): PLAIT_ERR_INVALID_ARGUMENT (NULL or empty path, rank <
+ * 0), PLAIT_ERR_SYSTEM (names the path and the reason), PLAIT_ERR_NO_MEMORY.
+ * When path cannot be opened, a timeline already running keeps running. */
 plait_result_t plait_tl_start(const char *path, int rank);
 /* Flushes, closes the file (valid JSON), joins the thread. Harmless when none
  * is running. */
@@ -25,6 +28,13 @@ void plait_tl_stop(void);
 /* 1 while a timeline is active. */
 int plait_tl_active(void);
 
+/* Begin and end activity on tensor's row (the row is named after the tensor
+ * and created the first time the tensor is seen). Each row stays properly
+ * nested: an end that does not close the innermost activity open on its row
+ * is left out (so ending what has already ended is harmless, but end inner
+ * activities before outer ones), and whatever is still open when the timeline
+ * stops is ended then. NULL tensor or activity: nothing. Names are cut at
+ * 1024 bytes. When the queue is full the event is dropped and counted. */
 void plait_tl_begin(const char *tensor, const char *activity);
 void plait_tl_end(const char *tensor, const char *activity);
 /* An instant event on the coordinator's own row, e.g. "CYCLE". */

@@ -331,8 +331,9 @@ PLAIT_API plait_result_t plait_allreduce_async(const char *name, const plait_ten
                                                plait_handle_t **handle);
 
 /* count allreduces negotiated and executed as one unit: none starts until all
- * are submitted on every rank; one handle for the group. names, inputs and
- * outputs have count entries. */
+ * are submitted on every rank; one handle for the group; they succeed or fail
+ * together. names, inputs and outputs have count entries; the members may be
+ * listed in any order (a group is known by its set of names). */
 PLAIT_API plait_result_t plait_grouped_allreduce_async(size_t count, const char *const *names,
                                                        const plait_tensor_t *inputs,
                                                        const plait_tensor_t *outputs,
