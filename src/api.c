@@ -106,8 +106,21 @@ static plait_result_t init_locked(void) {
   plait_coord_args_t ca = {&s->cfg, &s->ctrl, s->plugin.table, s->plugin.state, s->topo.rank,
                            s->topo.size};
   if (!without_coordinator) PLAIT_CHECK_GOTO(rc, plait_coord_start(&ca), fail_plugin);
-  if (s->cfg.timeline && *s->cfg.timeline && plait_tl_start(s->cfg.timeline, s->topo.rank))
-    PLAIT_WARN("timeline", "PLAIT_TIMELINE: %s", plait_last_error());
+  if (s->cfg.timeline && *s->cfg.timeline) {
+    char path[4096]; /* "%r" in the path becomes the rank: one file per rank */
+    size_t o = 0;
+    for (const char *p = s->cfg.timeline; *p && o + 16 < sizeof path; p++) {
+      if (p[0] == '%' && p[1] == 'r') {
+        o += (size_t)snprintf(path + o, sizeof path - o, "%d", s->topo.rank);
+        p++;
+      } else {
+        path[o++] = *p;
+      }
+    }
+    path[o] = '\0';
+    if (plait_tl_start(path, s->topo.rank))
+      PLAIT_WARN("timeline", "PLAIT_TIMELINE=%s: %s", path, plait_last_error());
+  }
   PLAIT_INFO("init", "rank %d of %d (local %d/%d, cross %d/%d) from %s, transport %s", s->topo.rank,
              s->topo.size, s->topo.local_rank, s->topo.local_size, s->topo.cross_rank,
              s->topo.cross_size, s->topo.source, transport_name);

@@ -24,7 +24,7 @@
   X(cache_capacity, "PLAIT_CACHE_CAPACITY", COUNT, "1024",                     \
     "response cache entries; 0 disables the cache")                            \
   X(timeline, "PLAIT_TIMELINE", TEXT, "",                                      \
-    "path of a Chrome-trace JSON timeline to write; empty: none")              \
+    "path of a Chrome-trace JSON timeline to write (%r: the rank); empty: none")              \
   X(stall_warn_s, "PLAIT_STALL_WARN_S", SECONDS, "60",                         \
     "warn about tensors some ranks have not submitted after this many "        \
     "seconds; 0 disables")                                                     \

@@ -44,6 +44,7 @@ typedef struct coord {
   /* liveness: when this rank last sent, and last heard from each rank */
   double last_sent;
   double *last_heard; /* rank 0: per rank; others: [0] is rank 0 */
+  uint64_t lists_run;    /* response lists run so far (peers send it as acked) */
   int transport_failed; /* the failure came from running a collective */
   int failed_reporter;  /* rank 0: a peer that reported its transport failed */
 } coord_t;
@@ -233,6 +234,7 @@ static plait_result_t peer_cycle(int woke, int readable, int *busy) {
       C.sent_shutdown = 1;
       C.shutdown_sent_at = plait_now();
     }
+    req.acked = C.lists_run;
     if (rc == PLAIT_SUCCESS && (req.n || req.flags || heartbeat_due())) {
       plait_writer_t w = {0};
       rc = plait_requests_encode(&w, &req);
@@ -256,6 +258,7 @@ static plait_result_t peer_cycle(int woke, int readable, int *busy) {
     *busy = 1;
     add_negotiation_time(plait_now() - t0);
     if (rc == PLAIT_SUCCESS) rc = run_list(&l);
+    C.lists_run++;
     C.last_heard[0] = t0 = plait_now(); /* rank 0 was in those collectives too */
     int done = (l.flags & PLAIT_RESP_SHUTDOWN) != 0;
     if (done) PLAIT_DEBUG("coord", "rank %d ended coordination", l.shutdown_rank);
@@ -275,7 +278,8 @@ static plait_result_t root_take(int rank, const plait_request_list_t *req) {
     const char *name = NULL;
     const plait_meta_t *meta = NULL;
     PLAIT_CHECK(resolve(rank, &req->r[i], &name, &meta));
-    PLAIT_CHECK(plait_neg_add(&C.neg, rank, name, meta, req->r[i].cache_id));
+    PLAIT_CHECK(plait_neg_add(&C.neg, rank, name, meta, req->r[i].cache_id,
+                              rank == 0 ? UINT64_MAX : req->acked));
   }
   if ((req->flags & PLAIT_REQ_SHUTDOWN) && C.neg.shutdown_rank < 0) C.neg.shutdown_rank = rank;
   if (req->flags & PLAIT_REQ_FAILED) { /* a collective failed there but not here */
@@ -337,6 +341,7 @@ static plait_result_t root_cycle(int woke, int *busy) {
     rc = plait_responses_encode(&w, &l);
     for (int r = 1; r < C.size && rc == PLAIT_SUCCESS; r++) rc = plait_control_send(C.ctrl, r, &w);
     if (rc == PLAIT_SUCCESS) count_sent(&w, C.size - 1);
+    C.neg.lists_sent++;
     plait_wr_free(&w);
     *busy = 1;
   }
@@ -454,7 +459,7 @@ static plait_result_t root_blame(plait_result_t rc) {
 static plait_result_t peer_learn_verdict(plait_result_t rc) {
   char orig[1600];
   snprintf(orig, sizeof orig, "%s", plait_last_error());
-  plait_request_list_t req = {PLAIT_REQ_FAILED, 0, NULL};
+  plait_request_list_t req = {PLAIT_REQ_FAILED, 0, NULL, C.lists_run};
   plait_writer_t w = {0};
   if (plait_requests_encode(&w, &req) == PLAIT_SUCCESS)
     plait_net_write_full(C.ctrl->fds[0], w.data, w.len, plait_now() + 1.0);

@@ -49,7 +49,13 @@ void *plait_exec_alloc_host(size_t bytes) {
 void plait_exec_finish(plait_exec_t *x, plait_entry_t *e, plait_result_t rc, const char *msg) {
   plait_namemap_remove(x->local, e->name);
   plait_table_forget(x->table, e->name);
-  plait_tl_end(e->name, "NEGOTIATE"); /* harmless if it already ended */
+  if (rc != PLAIT_SUCCESS) { /* close whatever is open, innermost first */
+    plait_tl_end(e->name, x->activity[e->meta.coll <= PLAIT_COLL_MAX_ ? e->meta.coll : 0]);
+    plait_tl_end(e->name, "MEMCPY_IN_FUSION_BUFFER");
+    plait_tl_end(e->name, "MEMCPY_OUT_FUSION_BUFFER");
+    plait_tl_end(e->name, "QUEUE");
+  }
+  plait_tl_end(e->name, "NEGOTIATE"); /* ends that close nothing are ignored */
   plait_stats_t *s = plait_stats_lock();
   s->tensors++;
   plait_stats_unlock();

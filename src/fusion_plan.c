@@ -109,10 +109,11 @@ static void fail_group(plait_negotiator_t *n, plait_record_t **out, int k, const
     const plait_meta_t *m = &rec->metas[ref_rank(n, rec)];
     if (!m->group || strcmp(m->group, group) || rec->status) continue;
     rec->status = bad->status;
-    rec->message = malloc(1400);
+    rec->message = malloc(1600);
     if (rec->message)
-      snprintf(rec->message, 1400, "group '%s' failed because of its member '%s': %s", group,
-               bad->name, bad->message ? bad->message : plait_strerror(bad->status));
+      snprintf(rec->message, 1600, "allreduce '%s' failed with its group '%s': its member '%s' "
+               "failed: %s", rec->name, group, bad->name,
+               bad->message ? bad->message : plait_strerror(bad->status));
   }
 }
 

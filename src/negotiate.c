@@ -22,7 +22,8 @@ plait_result_t plait_neg_init(plait_negotiator_t *n, int size, const plait_confi
   n->shutdown_rank = -1;
   n->last_joined = -1;
   n->joined = calloc((size_t)size, 1);
-  if (!n->joined || plait_namemap_init(&n->records) || plait_namemap_init(&n->groups)) {
+  if (!n->joined || plait_namemap_init(&n->records) || plait_namemap_init(&n->groups) ||
+      plait_namemap_init(&n->tombstones)) {
     free(n->joined);
     return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory for negotiation");
   }
@@ -45,7 +46,56 @@ static void free_record_cb(const char *key, void *value, void *arg) {
   plait_record_free(value, *(int *)arg);
 }
 
+typedef struct tombstone {
+  uint64_t list_no; /* the response list that carried the failure */
+  uint8_t *missing; /* ranks that had not announced the name then */
+} tombstone_t;
+
+static void free_tomb_cb(const char *key, void *value, void *arg) {
+  (void)key, (void)arg;
+  tombstone_t *t = value;
+  free(t->missing);
+  free(t);
+}
+
+/* rec is failing before every rank announced it: remember who had not. */
+static void bury(plait_negotiator_t *n, const plait_record_t *rec) {
+  tombstone_t *t = malloc(sizeof *t);
+  if (!t || !(t->missing = calloc((size_t)n->size, 1))) {
+    free(t);
+    return; /* without it, a late announcement only lingers as a stall */
+  }
+  t->list_no = n->lists_sent + 1;
+  int any = 0;
+  for (int r = 0; r < n->size; r++) any |= t->missing[r] = !rec->have[r] && !n->joined[r];
+  tombstone_t *old = plait_namemap_get(&n->tombstones, rec->name);
+  if (!any || plait_namemap_put(&n->tombstones, rec->name, t)) {
+    free(t->missing);
+    free(t);
+    return;
+  }
+  if (old) free_tomb_cb(NULL, old, NULL);
+}
+
+/* 1 when rank's announcement of name was sent before it ran the list that
+ * failed name (so that list already failed it there): drop it. */
+static int stale(plait_negotiator_t *n, int rank, const char *name, uint64_t acked) {
+  tombstone_t *t = plait_namemap_get(&n->tombstones, name);
+  if (!t || !t->missing[rank]) return 0;
+  t->missing[rank] = 0;
+  int left = 0;
+  for (int r = 0; r < n->size; r++) left |= t->missing[r];
+  int drop = acked < t->list_no;
+  if (!left) {
+    plait_namemap_remove(&n->tombstones, name);
+    free_tomb_cb(NULL, t, NULL);
+  }
+  return drop;
+}
+
 void plait_neg_free(plait_negotiator_t *n) {
+  plait_namemap_each(&n->tombstones, free_tomb_cb, NULL);
+  plait_namemap_free(&n->tombstones);
   plait_namemap_each(&n->records, free_record_cb, &n->size);
   plait_namemap_free(&n->records);
   plait_namemap_free(&n->groups);
@@ -175,7 +225,8 @@ static plait_result_t sweep_joined(plait_negotiator_t *n);
 static plait_result_t settle_joined(plait_negotiator_t *n, plait_record_t *rec);
 
 plait_result_t plait_neg_add(plait_negotiator_t *n, int rank, const char *name,
-                             const plait_meta_t *meta, int cache_id) {
+                             const plait_meta_t *meta, int cache_id, uint64_t acked) {
+  if (n->tombstones.count && stale(n, rank, name, acked)) return PLAIT_SUCCESS;
   plait_record_t *rec = plait_namemap_get(&n->records, name);
   if (!rec && !(rec = new_record(n, name, plait_now())))
     return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory recording '%s'", name);
@@ -279,10 +330,12 @@ plait_result_t plait_neg_fail_group(plait_negotiator_t *n, const char *group, ui
     const plait_meta_t *m = &rec->metas[ref];
     if (!m->group || strcmp(m->group, group)) continue;
     rec->status = status;
-    rec->message = malloc(1400);
+    rec->message = malloc(1600);
     if (rec->message)
-      snprintf(rec->message, 1400, "group '%s' failed: %s", group, why);
+      snprintf(rec->message, 1600, "allreduce '%s' failed with its group '%s': %s", rec->name,
+               group, why);
     rec->counted = 1; /* released with its group now, not counted towards it */
+    bury(n, rec);
     plait_namemap_remove(&n->records, rec->name);
     rc = push_ready(n, rec);
   }
@@ -324,6 +377,7 @@ plait_result_t inspect_stalls_for_plan(plait_negotiator_t *n, double now) {
       if (rec->message)
         snprintf(rec->message, 768, "'%s' stalled for %.1f s (PLAIT_STALL_ABORT_S=%g): %s never "
                  "submitted it", rec->name, age, n->stall_abort_s, who);
+      bury(n, rec);
       plait_namemap_remove(&n->records, rec->name);
       rc = push_ready(n, rec);
     }

@@ -51,6 +51,10 @@ typedef struct plait_negotiator {
   uint64_t arrivals;        /* numbers records in order of first arrival */
   double last_stall_check;
   int shutdown_rank;        /* first rank to ask to shut down, -1 none */
+  uint64_t lists_sent;      /* response lists sent so far (numbered from 1) */
+  /* Records failed before every rank announced them: name -> tombstone, so an
+   * announcement already in flight then is recognised and dropped. */
+  plait_namemap_t tombstones;
 } plait_negotiator_t;
 
 plait_result_t plait_neg_init(plait_negotiator_t *n, int size, const plait_config_t *cfg,
@@ -61,7 +65,7 @@ void plait_neg_free(plait_negotiator_t *n);
  * metadata). A request that cannot be right (the rank announced the name
  * twice) is PLAIT_ERR_PROTOCOL naming the rank. */
 plait_result_t plait_neg_add(plait_negotiator_t *n, int rank, const char *name,
-                             const plait_meta_t *meta, int cache_id);
+                             const plait_meta_t *meta, int cache_id, uint64_t acked);
 
 /* Builds the next response list from what is ready (and stalled); *any says
  * whether it holds anything to send. */

@@ -82,6 +82,7 @@ void plait_meta_decode(plait_reader_t *r, plait_meta_t *m) {
 plait_result_t plait_requests_encode(plait_writer_t *w, const plait_request_list_t *l) {
   plait_wr_begin(w, PLAIT_MSG_REQUESTS);
   plait_wr_u32(w, l->flags);
+  plait_wr_u64(w, l->acked);
   plait_wr_u32(w, l->n);
   for (uint32_t i = 0; i < l->n; i++) {
     const plait_request_t *q = &l->r[i];
@@ -108,6 +109,7 @@ plait_result_t plait_requests_decode(const uint8_t *p, size_t n, plait_request_l
   plait_rd_init(&r, p, n);
   memset(l, 0, sizeof *l);
   l->flags = plait_rd_u32(&r);
+  l->acked = plait_rd_u64(&r);
   uint32_t count = plait_rd_u32(&r);
   if (count > MAX_ITEMS || count * 4u > r.len - r.pos) r.bad = 1; /* >= 4 bytes each */
   if (!r.bad && count && !(l->r = calloc(count, sizeof *l->r))) r.bad = 1;

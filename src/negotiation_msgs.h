@@ -31,6 +31,7 @@ typedef struct plait_request_list {
   uint32_t flags;
   uint32_t n;
   plait_request_t *r;
+  uint64_t acked; /* response lists the sender had run when it sent this */
 } plait_request_list_t;
 
 typedef struct plait_resp_entry {

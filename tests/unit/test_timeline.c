@@ -442,6 +442,25 @@ TestSuite(timeline, .init = make_dir, .fini = remove_dir);
 /* The file                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* The checker itself: what it must reject, what it must accept. */
+Test(timeline, the_json_checker_is_strict) {
+  static const char *bad[] = {
+      "",           "[",           "[{}",       "[{},]",          "[{}]x",         "[{}][]",
+      "[1]",        "[{\"a\"}]",   "[{\"a\" 1}]", "[{\"a\":01}]",   "[{\"a\":1.}]",  "[{\"a\":-}]",
+      "[{\"a\":\"\x01\"}]",       "[{\"a\":\"\xff\"}]",           "[{\"a\":\"\xc0\xaf\"}]",
+      "[{\"a\":\"\\ud800\"}]",     "[{\"a\":\"\\x41\"}]",          "[{\"a\":\"\n\"}]",
+      "[{\"a\":tru}]",              "[{\"a\":\"open}]",
+  };
+  static const char *good[] = {
+      "[]", " [ { } ] \n", "[{\"a\":[1,-2.5e3,true,false,null,{\"b\":\"\\u00e9\\ud83d\\ude00\\/\"}]}]",
+      "[{\"a\":\"\xc3\xa9\xe5\xbc\xa0\xf0\x9f\x98\x80\"},{}]",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    cr_expect_neq(scan_array(bad[i], strlen(bad[i]), NULL), 0, "accepted bad %zu: %s", i, bad[i]);
+  for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+    cr_expect_eq(scan_array(good[i], strlen(good[i]), NULL), 0, "rejected good %zu: %s", i, good[i]);
+}
+
 Test(timeline, start_stop_gives_a_valid_array_with_the_rank_rows) {
   const char *path = in_dir("tl.json");
   cr_assert_eq(plait_tl_active(), 0);

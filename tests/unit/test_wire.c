@@ -185,7 +185,7 @@ static size_t make_seeds(uint8_t **seeds, size_t *lens) {
   m.group = "g";
   m.group_size = 2;
   plait_request_t rq[2] = {{"w", -1, m}, {NULL, 7, {0}}};
-  plait_request_list_t rl = {0, 2, rq};
+  plait_request_list_t rl = {0, 2, rq, 0};
   SEED(plait_requests_encode(&w, &rl));
   int64_t dims[4] = {1, 2, 3, 4};
   plait_resp_entry_t re[2] = {{"a", -1, 3, 1, m}, {NULL, 5, -1, 0, {0}}};
@@ -211,7 +211,7 @@ Test(wire, negotiation_round_trip) {
   m.group = "layer1";
   m.group_size = 4;
   plait_request_t rq[2] = {{"layer1/w", -1, m}, {NULL, 42, {0}}};
-  plait_request_list_t rl = {PLAIT_REQ_SHUTDOWN, 2, rq}, back;
+  plait_request_list_t rl = {PLAIT_REQ_SHUTDOWN, 2, rq, 9}, back;
   cr_assert_eq(plait_requests_encode(&W, &rl), PLAIT_SUCCESS);
   cr_assert_eq(plait_msg_decode_frame(W.data, W.len), PLAIT_SUCCESS);
   cr_assert_eq(plait_requests_decode(W.data + 12, W.len - 12, &back), PLAIT_SUCCESS);
@@ -228,7 +228,7 @@ Test(wire, negotiation_round_trip) {
   size_t n = W.len - 12;
   uint8_t *p = malloc(n);
   memcpy(p, W.data + 12, n);
-  p[25] = 99; /* flags, count, cache id, name (4 + 8), coll: then the dtype byte */
+  p[33] = 99; /* flags, acked, count, cache id, name (4 + 8), coll: then the dtype */
   cr_assert_eq(plait_requests_decode(p, n, &back), PLAIT_ERR_PROTOCOL);
   free(p);
 }
