@@ -131,11 +131,22 @@ int main(int argc, char **argv) {
     printf("  per batch        cycles %.1f (busy %.1f), cache hits %.1f misses %.1f\n",
            (double)st.cycles / per, (double)st.busy_cycles / per, (double)st.cache_hits / per,
            (double)st.cache_misses / per);
-    printf("  control plane    %.1f messages, %.0f bytes sent by rank 0 per batch\n",
-           (double)st.control_messages / per, (double)st.control_bytes / per);
     printf("  time per batch   negotiate %.2f ms, copy in %.2f, transport %.2f, copy out %.2f\n",
            st.negotiate_s / per * 1e3, st.copy_in_s / per * 1e3, st.transport_s / per * 1e3,
            st.copy_out_s / per * 1e3);
+  }
+  /* every rank's control-plane cost: rank 0 answers, the others announce */
+  fflush(stdout);
+  for (int r = 0; r < size; r++) {
+    plait_handle_t *b;
+    CHECK(plait_barrier_async(NULL, &b));
+    CHECK(plait_wait(b, -1));
+    plait_release(b);
+    if (r == rank)
+      printf("  control, rank %d  %.1f messages, %.0f bytes sent per batch; %.0f bytes per busy "
+             "cycle\n", rank, (double)st.control_messages / n, (double)st.control_bytes / n,
+             st.busy_cycles ? (double)st.control_bytes / (double)st.busy_cycles : 0);
+    fflush(stdout);
   }
   for (int i = 0; i < k; i++) free(bufs[i]);
   free(bufs);
