@@ -75,6 +75,20 @@ static plait_result_t finish(plait_negotiator_t *n, building_t *b) {
   return PLAIT_SUCCESS;
 }
 
+static int by_cache_id(const void *a, const void *b) {
+  const plait_resp_entry_t *x = a, *y = b;
+  return (x->cache_id > y->cache_id) - (x->cache_id < y->cache_id);
+}
+
+/* A response whose tensors all go by cache id travels as a set of ids (a
+ * bit-vector when smaller), which every rank reads in ascending order: rank 0
+ * runs it in that order too. */
+static void order_cached(plait_response_t *x) {
+  for (uint32_t i = 0; i < x->n; i++)
+    if (x->e[i].cache_id < 0 || x->e[i].assign_id >= 0 || x->e[i].has_meta) return;
+  qsort(x->e, x->n, sizeof *x->e, by_cache_id);
+}
+
 /* allgather: every rank's first dimension; alltoall: the split matrix. */
 static plait_result_t extras(plait_negotiator_t *n, building_t *b) {
   plait_response_t *x = &b->resp;
@@ -234,6 +248,7 @@ plait_result_t plait_neg_plan(plait_negotiator_t *n, double now, plait_response_
   for (int j = 0; j < nb && rc == PLAIT_SUCCESS; j++) { /* bins are in position order */
     rc = finish(n, &bs[j]);
     if (rc == PLAIT_SUCCESS) rc = extras(n, &bs[j]);
+    if (rc == PLAIT_SUCCESS) order_cached(&bs[j].resp);
     out->r[out->n++] = bs[j].resp;
     memset(&bs[j].resp, 0, sizeof bs[j].resp);
   }

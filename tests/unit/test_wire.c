@@ -228,9 +228,42 @@ Test(wire, negotiation_round_trip) {
   size_t n = W.len - 12;
   uint8_t *p = malloc(n);
   memcpy(p, W.data + 12, n);
-  p[33] = 99; /* flags, acked, count, cache id, name (4 + 8), coll: then the dtype */
+  p[29] = 99; /* flags, acked, full count, name (4 + 8), coll: then the dtype byte */
   cr_assert_eq(plait_requests_decode(p, n, &back), PLAIT_ERR_PROTOCOL);
   free(p);
+}
+
+/* Cached ids travel as a bit-vector when that is smaller, else as a list. */
+Test(wire, cached_ids_as_bit_vector_or_list) {
+  for (int dense = 0; dense < 2; dense++) {
+    enum { K = 100 };
+    plait_request_t rq[K];
+    memset(rq, 0, sizeof rq);
+    for (int i = 0; i < K; i++) rq[i].cache_id = dense ? K - 1 - i : i * 1000; /* any order */
+    plait_request_list_t rl = {0, K, rq, 0}, back;
+    cr_assert_eq(plait_requests_encode(&W, &rl), PLAIT_SUCCESS);
+    size_t payload = W.len - 12;
+    if (dense)
+      cr_assert_lt(payload, 60, "100 dense ids took %zu bytes", payload); /* 13 bytes of bits */
+    else
+      cr_assert_gt(payload, 400, "sparse ids should go as a list");
+    cr_assert_eq(plait_requests_decode(W.data + 12, payload, &back), PLAIT_SUCCESS);
+    cr_assert_eq(back.n, K);
+    for (int i = 0; i < K; i++)
+      cr_assert_eq(back.r[i].cache_id, dense ? i : i * 1000, "id %d", i);
+    plait_requests_free(&back);
+  }
+  /* a bit set past the declared length is malformed */
+  plait_request_t one = {NULL, 2, {0}};
+  plait_request_list_t rl = {0, 1, &one, 0}, back;
+  cr_assert_eq(plait_requests_encode(&W, &rl), PLAIT_SUCCESS); /* list form: 1 id */
+  uint8_t p[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 3, 0, 0, 0, 0x0c};
+  cr_assert_eq(plait_requests_decode(p, sizeof p, &back), PLAIT_ERR_PROTOCOL);
+  p[21] = 0x04; /* bits 0..2 declared, bit 2 set: id 2 */
+  cr_assert_eq(plait_requests_decode(p, sizeof p, &back), PLAIT_SUCCESS);
+  cr_assert_eq(back.n, 1);
+  cr_assert_eq(back.r[0].cache_id, 2);
+  plait_requests_free(&back);
 }
 
 Test(wire, fuzz_every_decoder, .timeout = 120) {
