@@ -95,9 +95,10 @@ static plait_result_t check_reduction(const char *fn, plait_dtype_t dtype, int d
     return BAD("%s: prescale_factor %g and postscale_factor %g must be finite", fn, pre, post);
   if ((pre != 1.0 || post != 1.0) && dtype == PLAIT_BOOL)
     return BAD("%s: scale factors are not defined for bool", fn);
-  if ((pre != 1.0 || post != 1.0) && device != PLAIT_DEVICE_HOST)
-    return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: scale factors on device memory are not "
-                       "supported yet", fn);
+  if ((pre != 1.0 || post != 1.0 || op == PLAIT_OP_AVERAGE) && device != PLAIT_DEVICE_HOST)
+    return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: %s on device memory is not supported yet "
+                       "(the core scales on the host); use SUM and scale on the device", fn,
+                       op == PLAIT_OP_AVERAGE ? "AVERAGE" : "a scale factor");
   meta->op = (uint8_t)op;
   meta->prescale = pre;
   meta->postscale = post;
@@ -224,6 +225,9 @@ PLAIT_API plait_result_t plait_allgather_async(const char *name, const plait_ten
   PLAIT_CHECK(check_name(fn, name));
   PLAIT_CHECK(check_tensor(fn, "input", input, &meta));
   if (input->ndim < 1) return BAD("%s: input is a scalar; allgather needs a first dimension", fn);
+  if (input->device != PLAIT_DEVICE_HOST)
+    return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
+                       "(plait allocates this output on the host)", fn);
   meta.coll = PLAIT_COLL_ALLGATHER;
   plait_entry_t *e = new_entry(name, &meta);
   if (e) e->input = *input;
@@ -257,6 +261,9 @@ PLAIT_API plait_result_t plait_alltoall_async(const char *name, const plait_tens
   PLAIT_CHECK(check_name(fn, name));
   PLAIT_CHECK(check_tensor(fn, "input", input, &meta));
   if (input->ndim < 1) return BAD("%s: input is a scalar; alltoall needs a first dimension", fn);
+  if (input->device != PLAIT_DEVICE_HOST)
+    return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
+                       "(plait allocates this output on the host)", fn);
   int size = plait_coord_size();
   int64_t rows = input->shape[0], sum = 0;
   if (!splits && rows % size)
@@ -294,6 +301,9 @@ PLAIT_API plait_result_t plait_reducescatter_async(const char *name, const plait
   PLAIT_CHECK(check_name(fn, name));
   PLAIT_CHECK(check_tensor(fn, "input", input, &meta));
   if (input->ndim < 1) return BAD("%s: input is a scalar; reducescatter needs a first dimension", fn);
+  if (input->device != PLAIT_DEVICE_HOST)
+    return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
+                       "(plait allocates this output on the host)", fn);
   PLAIT_CHECK(check_reduction(fn, input->dtype, input->device, op, opts, &meta));
   meta.coll = PLAIT_COLL_REDUCESCATTER;
   plait_entry_t *e = new_entry(name, &meta);

@@ -191,12 +191,15 @@ static plait_result_t copy_in(plait_exec_t *x, const plait_response_t *r, plait_
       plait_tl_begin(es[i]->name, "MEMCPY_IN_FUSION_BUFFER");
       if (m->prescale != 1.0)
         PLAIT_CHECK(plait_scale((plait_dtype_t)m->dtype, dst, es[i]->input.data, count, m->prescale));
-      else if (bytes)
+      else if (bytes && m->device < 0)
         memcpy(dst, es[i]->input.data, bytes);
+      else if (bytes) /* device memory: only the transport can copy it */
+        PLAIT_CHECK(x->t->mem_copy(x->ts, dst, es[i]->input.data, bytes,
+                                   PLAIT_COPY_DEVICE_TO_DEVICE));
       plait_tl_end(es[i]->name, "MEMCPY_IN_FUSION_BUFFER");
     }
     size_t pad = offs[i + 1] - offs[i] - bytes; /* keep padding defined */
-    if (pad) memset(dst + bytes, 0, pad);
+    if (pad && m->device < 0) memset(dst + bytes, 0, pad);
   }
   return PLAIT_SUCCESS;
 }
@@ -210,7 +213,11 @@ static plait_result_t copy_out(plait_exec_t *x, const plait_response_t *r, plait
     char *src = (char *)x->fusion + offs[i];
     plait_tl_begin(es[i]->name, "MEMCPY_OUT_FUSION_BUFFER");
     PLAIT_CHECK(finish_values(x, m, src, count));
-    if (count) memcpy(es[i]->output.data, src, count * es_size);
+    if (count && m->device < 0)
+      memcpy(es[i]->output.data, src, count * es_size);
+    else if (count)
+      PLAIT_CHECK(x->t->mem_copy(x->ts, es[i]->output.data, src, count * es_size,
+                                 PLAIT_COPY_DEVICE_TO_DEVICE));
     plait_tl_end(es[i]->name, "MEMCPY_OUT_FUSION_BUFFER");
   }
   return PLAIT_SUCCESS;
