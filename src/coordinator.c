@@ -226,10 +226,13 @@ static plait_result_t peer_resolve(plait_response_list_t *l) {
 /* Rank > 0: announce what is new, run what rank 0 decided. */
 static plait_result_t peer_cycle(int woke, int readable, int *busy) {
   double t0 = plait_now();
-  if (woke || (atomic_load(&C.stop) && !C.sent_shutdown) || heartbeat_due()) {
+  /* read before draining: what was submitted before plait_shutdown on this
+   * rank is then announced before the shutdown is */
+  int stopping = atomic_load(&C.stop);
+  if (woke || (stopping && !C.sent_shutdown) || heartbeat_due()) {
     plait_request_list_t req;
     plait_result_t rc = take_new(&req);
-    if (rc == PLAIT_SUCCESS && atomic_load(&C.stop) && !C.sent_shutdown) {
+    if (rc == PLAIT_SUCCESS && stopping && !C.sent_shutdown) {
       req.flags |= PLAIT_REQ_SHUTDOWN;
       C.sent_shutdown = 1;
       C.shutdown_sent_at = plait_now();
@@ -312,13 +315,14 @@ static plait_result_t root_receive(int rank, int *busy) {
 /* Rank 0: take everyone's announcements, decide, tell everyone, run. */
 static plait_result_t root_cycle(int woke, int *busy) {
   double t0 = plait_now();
-  if (woke || atomic_load(&C.stop)) {
+  int stopping = atomic_load(&C.stop); /* before draining: see peer_cycle */
+  if (woke || stopping) {
     plait_request_list_t req;
     plait_result_t rc = take_new(&req);
     if (rc == PLAIT_SUCCESS) rc = root_take(0, &req);
     free(req.r);
     PLAIT_CHECK(rc);
-    if (atomic_load(&C.stop) && C.neg.shutdown_rank < 0) C.neg.shutdown_rank = 0;
+    if (stopping && C.neg.shutdown_rank < 0) C.neg.shutdown_rank = 0;
     *busy |= req.n > 0;
   }
   for (int r = 1; r < C.size; r++)
