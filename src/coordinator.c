@@ -489,6 +489,7 @@ static plait_result_t peer_learn_verdict(plait_result_t rc) {
 
 static void *coordinator_main(void *arg) {
   (void)arg;
+  plait_handle_mark_coordinator_thread();
   for (;;) {
     plait_result_t rc = cycle();
     if (rc == CYCLE_DONE) break;

@@ -13,6 +13,9 @@
 #include "error.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local int on_coordinator;
+
+void plait_handle_mark_coordinator_thread(void) { on_coordinator = 1; }
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 
 plait_handle_t *plait_handle_new(plait_coll_t coll, int n, const plait_op_options_t *opts) {
@@ -103,6 +106,15 @@ PLAIT_API plait_result_t plait_wait(plait_handle_t *handle, double timeout_s) {
   REQUIRE_HANDLE(handle);
   if (isnan(timeout_s))
     return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_wait: timeout_s is NaN");
+  if (on_coordinator && timeout_s != 0) {
+    pthread_mutex_lock(&lock);
+    int done = handle->done;
+    pthread_mutex_unlock(&lock);
+    if (!done)
+      return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_wait: called from a completion "
+                         "callback on an unfinished operation; it would wait forever, since only "
+                         "the thread running the callback can finish it (use plait_poll there)");
+  }
   struct timespec until;
   clock_gettime(CLOCK_REALTIME, &until);
   if (timeout_s > 0) {

@@ -37,6 +37,10 @@ void plait_handle_set_output(plait_handle_t *h, const plait_tensor_t *out, void 
 /* After a join: the last rank to join. */
 void plait_handle_set_join_rank(plait_handle_t *h, int rank);
 
+/* Marks the calling thread as the coordinator (plait_wait refuses to block
+ * there: only that thread can complete handles). */
+void plait_handle_mark_coordinator_thread(void);
+
 /* Drops the coordinator's reference without completing (used when the
  * submission itself failed before anything was queued). */
 void plait_handle_abandon(plait_handle_t *h);

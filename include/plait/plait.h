@@ -285,7 +285,8 @@ typedef struct plait_handle plait_handle_t;
 /*
  * Completion callback, an alternative to polling. Called exactly once, on the
  * coordinator thread, when the operation finishes (result is what plait_wait
- * would return). It must not block or call plait_wait on any handle; it may
+ * would return). It must not block; plait_wait there on an unfinished handle
+ * fails with PLAIT_ERR_INVALID_ARGUMENT instead of waiting forever. It may
  * call plait_poll, plait_handle_* getters and plait_release (on its own
  * handle too). If an *_async call returns an error, its callback is never
  * called.
