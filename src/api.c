@@ -1,7 +1,6 @@
 /* The life-cycle and query part of the public ABI: init, shutdown, rank,
  * size, ..., config dump. One session at a time per process. */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,20 +48,6 @@ void plait_core_test_without_coordinator(int on) { without_coordinator = on; }
                          "first)", __func__);                                  \
   } while (0)
 
-static void log_plugin(int level, const char *subsystem, const char *file, int line,
-                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
-static void log_plugin(int level, const char *subsystem, const char *file, int line,
-                       const char *fmt, ...) {
-  if (level < plait_log_level()) return;
-  char msg[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  plait_log_write(level, subsystem ? subsystem : "plugin", file, line, "%s", msg);
-}
-
 static plait_result_t start_transport(session_t *s) {
   PLAIT_CHECK(plait_plugin_load(&s->plugin, s->cfg.transport, s->cfg.plugin_path));
   plait_transport_init_args_t args;
@@ -75,7 +60,7 @@ static plait_result_t start_transport(session_t *s) {
   args.cross_rank = s->topo.cross_rank;
   args.cross_size = s->topo.cross_size;
   args.bootstrap = &s->boot.api;
-  args.log = log_plugin;
+  args.log = plait_log_write; /* the plugin ABI's plait_log_fn */
   args.log_level = plait_log_level();
   args.timeout_s = s->cfg.timeout_s;
   args.reduce = plait_reduce;

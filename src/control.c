@@ -141,13 +141,16 @@ plait_result_t plait_control_recv(plait_control_t *c, int peer, plait_msg_type_t
 
 /* "rank 3 was" / "ranks 1, 3 were": the ranks in [1, size) still missing. */
 static void missing_ranks(plait_control_t *c, const char *have, char *buf, size_t cap) {
-  int count = 0;
-  for (int r = 1; r < c->size; r++) count += !have[r];
-  size_t used = (size_t)snprintf(buf, cap, "%s ", count == 1 ? "rank" : "ranks");
-  int listed = 0;
-  for (int r = 1; r < c->size && used + 24 < cap; r++)
-    if (!have[r]) used += (size_t)snprintf(buf + used, cap - used, "%s%d", listed++ ? ", " : "", r);
+  unsigned char *pick = calloc((size_t)c->size, 1);
+  if (!pick) {
+    snprintf(buf, cap, "some ranks were");
+    return;
+  }
+  for (int r = 1; r < c->size; r++) pick[r] = !have[r];
+  int count = plait_format_ranks(buf, cap - 6, c->size, pick);
+  size_t used = strlen(buf);
   snprintf(buf + used, cap - used, " %s", count == 1 ? "was" : "were");
+  free(pick);
 }
 
 plait_result_t plait_control_gather(plait_control_t *c, plait_msg_type_t type,

@@ -159,12 +159,14 @@ static void serve(plait_control_t *c, pending_t *p, admit_t *a) {
 }
 
 static void list_missing(plait_control_t *c, char *buf, size_t cap) {
-  int count = 0, listed = 0;
-  for (int r = 1; r < c->size; r++) count += c->fds[r] < 0;
-  size_t used = (size_t)snprintf(buf, cap, "%s ", count == 1 ? "rank" : "ranks");
-  for (int r = 1; r < c->size && used + 24 < cap; r++)
-    if (c->fds[r] < 0)
-      used += (size_t)snprintf(buf + used, cap - used, "%s%d", listed++ ? ", " : "", r);
+  unsigned char *pick = calloc((size_t)c->size, 1);
+  if (!pick) {
+    snprintf(buf, cap, "some ranks");
+    return;
+  }
+  for (int r = 1; r < c->size; r++) pick[r] = c->fds[r] < 0;
+  plait_format_ranks(buf, cap, c->size, pick);
+  free(pick);
 }
 
 /* Builds the poll set: listener, pending connections, joined ranks. */

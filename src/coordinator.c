@@ -70,6 +70,17 @@ static void count_sent(const plait_writer_t *w, int copies) {
   plait_stats_unlock();
 }
 
+typedef struct {
+  plait_entry_t **out;
+  size_t *k;
+} collect_t;
+
+static void collect_entry(const char *key, void *value, void *arg) {
+  (void)key;
+  collect_t *c = arg;
+  c->out[(*c->k)++] = value;
+}
+
 /* Every entry still waiting fails with rc; later submissions too. */
 static void fail_everything(plait_result_t rc, const char *msg) {
   plait_table_close(&C.table, rc, msg);
@@ -78,7 +89,12 @@ static void fail_everything(plait_result_t rc, const char *msg) {
     plait_namemap_put(&C.local, e->name, e);
     e = next;
   }
-  while (C.local.count) {
+  size_t n = C.local.count, k = 0;
+  plait_entry_t **all = n ? malloc(sizeof *all * n) : NULL;
+  if (all) plait_namemap_each(&C.local, collect_entry, &(collect_t){all, &k});
+  for (size_t i = 0; i < k; i++) plait_exec_finish(&C.exec, all[i], rc, msg);
+  free(all);
+  while (C.local.count) { /* only if the snapshot could not be allocated */
     plait_entry_t *first = NULL;
     for (size_t b = 0; b < C.local.nbuckets && !first; b++)
       if (C.local.buckets[b]) first = C.local.buckets[b]->value;
@@ -443,10 +459,7 @@ static plait_result_t root_blame(plait_result_t rc) {
   }
   char who[512] = "";
   if (nclosed || nsilent) {
-    size_t used = (size_t)snprintf(who, sizeof who, "%s ", (nclosed ? nclosed : nsilent) == 1 ? "rank" : "ranks");
-    for (int r = 1, listed = 0; r < n && used + 16 < sizeof who; r++)
-      if (nclosed ? closed[r] : silent[r])
-        used += (size_t)snprintf(who + used, sizeof who - used, "%s%d", listed++ ? ", " : "", r);
+    plait_format_ranks(who, sizeof who, n, nclosed ? closed : silent);
     rc = plait_error(PLAIT_ERR_PEER_LOST, "%s %s lost: %s after a collective failed (the "
                      "transport said: %s)", who, (nclosed ? nclosed : nsilent) == 1 ? "was" : "were",
                      nclosed ? "connection closed" : "silent", orig);

@@ -99,11 +99,6 @@ int plait_meta_describe_difference(const plait_meta_t *a, const plait_meta_t *b,
   return 0;
 }
 
-int plait_meta_compatible(const plait_meta_t *a, const plait_meta_t *b) {
-  char w[64], x[64], y[64];
-  return !plait_meta_describe_difference(a, b, w, sizeof w, x, y, sizeof x);
-}
-
 void plait_entry_free(plait_entry_t *e) {
   if (!e) return;
   free(e->name);

@@ -45,9 +45,6 @@ uint64_t plait_meta_bytes(const plait_meta_t *m);
 /* Deep copy / free of the owned parts (group, splits). */
 plait_result_t plait_meta_copy(plait_meta_t *dst, const plait_meta_t *src);
 void plait_meta_free(plait_meta_t *m);
-/* 1 when two ranks' metadata agree for the collective (allgather: all but
- * the first dimension; alltoall: all but the splits). */
-int plait_meta_compatible(const plait_meta_t *a, const plait_meta_t *b);
 /* Writes "shape [2, 3]" style text of the first field in which a and b
  * differ, for each of them: what[] names the field. Returns 0 if none. */
 int plait_meta_describe_difference(const plait_meta_t *a, const plait_meta_t *b, char *what,

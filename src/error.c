@@ -35,6 +35,16 @@ PLAIT_API const char *plait_result_name(plait_result_t result) {
 
 PLAIT_API const char *plait_last_error(void) { return last_error; }
 
+int plait_format_ranks(char *buf, size_t cap, int n, const unsigned char *pick) {
+  int count = 0, listed = 0;
+  for (int r = 0; r < n; r++) count += pick[r] != 0;
+  size_t used = (size_t)snprintf(buf, cap, "%s ", count == 1 ? "rank" : "ranks");
+  for (int r = 0; r < n && used + 16 < cap; r++)
+    if (pick[r]) used += (size_t)snprintf(buf + used, cap - used, "%s%d", listed++ ? ", " : "", r);
+  if (listed < count && used < cap) snprintf(buf + used, cap - used, ", ...");
+  return count;
+}
+
 plait_result_t plait_error(plait_result_t result, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

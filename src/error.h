@@ -13,6 +13,10 @@ plait_result_t plait_error(plait_result_t result, const char *fmt, ...)
 plait_result_t plait_error_context(plait_result_t result, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Writes "rank 3" or "ranks 1, 3" (ending ", ..." when cut short) for the
+ * ranks r in [0, n) with pick[r] set; returns how many were picked. */
+int plait_format_ranks(char *buf, size_t cap, int n, const unsigned char *pick);
+
 /* Evaluate expr (a plait_result_t); on failure return it. */
 #define PLAIT_CHECK(expr)                                                      \
   do {                                                                         \

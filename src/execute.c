@@ -16,8 +16,6 @@
 #include "stats.h"
 #include "timeline.h"
 
-double plait_exec_clock(void) { return plait_now(); }
-
 void plait_exec_init(plait_exec_t *x, int rank, int size, const plait_transport_t *t, void *ts,
                      plait_table_t *table, plait_namemap_t *local) {
   memset(x, 0, sizeof *x);

@@ -41,7 +41,5 @@ plait_result_t plait_exec_allgather(plait_exec_t *x, const plait_response_t *r, 
 plait_result_t plait_exec_alltoall(plait_exec_t *x, const plait_response_t *r, plait_entry_t *e);
 plait_result_t plait_exec_reducescatter(plait_exec_t *x, plait_entry_t *e);
 void *plait_exec_alloc_host(size_t bytes);
-/* Seconds since an arbitrary start (for the stats). */
-double plait_exec_clock(void);
 
 #endif

@@ -42,6 +42,7 @@ void plait_log_write(int level, const char *subsystem, const char *file, int lin
   else
     snprintf(who, sizeof who, "r?");
 
+  if (!subsystem) subsystem = "plugin";
   const char *base = file ? strrchr(file, '/') : NULL;
   base = base ? base + 1 : file;
   /* Info lines are for users; everything else carries where it came from. */

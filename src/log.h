@@ -11,6 +11,7 @@ void plait_log_set_level(int level);
 /* Rank shown in each line; -1 until known. */
 void plait_log_set_rank(int rank);
 
+/* Also handed to plugins as their plait_log_fn; a NULL subsystem reads "plugin". */
 void plait_log_write(int level, const char *subsystem, const char *file, int line,
                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 

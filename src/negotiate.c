@@ -121,16 +121,6 @@ static plait_record_t *new_record(plait_negotiator_t *n, const char *name, doubl
   return rec;
 }
 
-/* "ranks 0, 2" or "rank 1" for the ranks r with pick(r) true. */
-static void rank_list(char *buf, size_t cap, int size, const uint8_t *pick) {
-  int count = 0, listed = 0;
-  for (int r = 0; r < size; r++) count += pick[r] != 0;
-  size_t used = (size_t)snprintf(buf, cap, "%s ", count == 1 ? "rank" : "ranks");
-  for (int r = 0; r < size && used + 16 < cap; r++)
-    if (pick[r]) used += (size_t)snprintf(buf + used, cap - used, "%s%d", listed++ ? ", " : "", r);
-  if (used + 16 >= cap && listed < count) snprintf(buf + used, cap - used, ", ...");
-}
-
 /* A record every rank has announced: do they agree? Sets status/message. */
 static void check_agreement(plait_negotiator_t *n, plait_record_t *rec) {
   int ref = -1;
@@ -169,7 +159,7 @@ static void check_agreement(plait_negotiator_t *n, plait_record_t *rec) {
       if (rec->have[q] && !done[q] && plait_meta_equal(&rec->metas[q], &rec->metas[r]))
         same[q] = done[q] = 1;
     char who[512];
-    rank_list(who, sizeof who, n->size, same);
+    plait_format_ranks(who, sizeof who, n->size, same);
     if (used < cap) used += (size_t)snprintf(msg + used, cap - used, " %s sent %s;", who, value);
   }
   if (used < cap && used > 0 && msg[used - 1] == ';') msg[used - 1] = '\0';
@@ -258,18 +248,18 @@ static void collect_cb(const char *key, void *value, void *arg) {
   if (c->n < c->cap) c->list[c->n++] = value;
 }
 
+static int by_arrival(const void *a, const void *b) {
+  const plait_record_t *x = *(plait_record_t *const *)a, *y = *(plait_record_t *const *)b;
+  return (x->arrival > y->arrival) - (x->arrival < y->arrival);
+}
+
 /* Snapshot of the pending records, in arrival order. */
 static plait_record_t **pending_records(plait_negotiator_t *n, int *count) {
   collect_t c = {NULL, 0, (int)n->records.count};
   c.list = malloc(sizeof *c.list * (c.cap ? (size_t)c.cap : 1));
   if (!c.list) return NULL;
   plait_namemap_each(&n->records, collect_cb, &c);
-  for (int i = 1; i < c.n; i++) /* insertion sort: arrival order */
-    for (int j = i; j > 0 && c.list[j - 1]->arrival > c.list[j]->arrival; j--) {
-      plait_record_t *t = c.list[j];
-      c.list[j] = c.list[j - 1];
-      c.list[j - 1] = t;
-    }
+  qsort(c.list, (size_t)c.n, sizeof *c.list, by_arrival);
   *count = c.n;
   return c.list;
 }
@@ -278,30 +268,28 @@ static plait_record_t **pending_records(plait_negotiator_t *n, int *count) {
  * allgather) or fails naming them (anything else). */
 static plait_result_t settle_joined(plait_negotiator_t *n, plait_record_t *rec) {
   plait_result_t rc = PLAIT_SUCCESS;
-  {
-    uint8_t *missing = calloc((size_t)n->size, 1);
-    int nmissing = 0, all_joined = 1, ref = 0;
-    while (!rec->have[ref]) ref++;
-    for (int r = 0; r < n->size && missing; r++)
-      if (!rec->have[r]) missing[r] = 1, nmissing++, all_joined &= n->joined[r];
-    if (missing && nmissing && all_joined && rec->metas[ref].coll != PLAIT_COLL_JOIN) {
-      if (!counts_joined(&rec->metas[ref])) {
-        char who[256], *msg = malloc(512);
-        rank_list(who, sizeof who, n->size, missing);
-        if (msg)
-          snprintf(msg, 512, "%s '%s' cannot run: %s joined (plait_join) and only take%s part in "
-                   "allreduce and allgather", plait_coll_name((plait_coll_t)rec->metas[ref].coll),
-                   rec->name, who, nmissing == 1 ? "s" : "");
-        rec->status = PLAIT_ERR_MISMATCH;
-        rec->message = msg;
-        plait_namemap_remove(&n->records, rec->name);
-        rc = push_ready(n, rec);
-      } else {
-        rc = complete(n, rec);
-      }
+  uint8_t *missing = calloc((size_t)n->size, 1);
+  int nmissing = 0, all_joined = 1, ref = 0;
+  while (!rec->have[ref]) ref++;
+  for (int r = 0; r < n->size && missing; r++)
+    if (!rec->have[r]) missing[r] = 1, nmissing++, all_joined &= n->joined[r];
+  if (missing && nmissing && all_joined && rec->metas[ref].coll != PLAIT_COLL_JOIN) {
+    if (!counts_joined(&rec->metas[ref])) {
+      char who[256], *msg = malloc(512);
+      plait_format_ranks(who, sizeof who, n->size, missing);
+      if (msg)
+        snprintf(msg, 512, "%s '%s' cannot run: %s joined (plait_join) and only take%s part in "
+                 "allreduce and allgather", plait_coll_name((plait_coll_t)rec->metas[ref].coll),
+                 rec->name, who, nmissing == 1 ? "s" : "");
+      rec->status = PLAIT_ERR_MISMATCH;
+      rec->message = msg;
+      plait_namemap_remove(&n->records, rec->name);
+      rc = push_ready(n, rec);
+    } else {
+      rc = complete(n, rec);
     }
-    free(missing);
   }
+  free(missing);
   return rc;
 }
 
@@ -343,12 +331,30 @@ plait_result_t plait_neg_fail_group(plait_negotiator_t *n, const char *group, ui
   return rc;
 }
 
+typedef struct {
+  const plait_negotiator_t *n;
+  double now;
+  int due;
+} stall_scan_t;
+
+static void stall_scan_cb(const char *key, void *value, void *arg) {
+  (void)key;
+  stall_scan_t *s = arg;
+  const plait_record_t *rec = value;
+  double age = s->now - rec->first_seen;
+  s->due |= (s->n->stall_warn_s > 0 && age >= s->n->stall_warn_s && !rec->warned) ||
+            (s->n->stall_abort_s > 0 && age >= s->n->stall_abort_s);
+}
+
 /* Warns about, and with PLAIT_STALL_ABORT_S fails, records that some ranks
  * have not announced for long. */
 plait_result_t inspect_stalls_for_plan(plait_negotiator_t *n, double now) {
   if (n->stall_warn_s <= 0 && n->stall_abort_s <= 0) return PLAIT_SUCCESS;
   if (now - n->last_stall_check < 0.1) return PLAIT_SUCCESS;
   n->last_stall_check = now;
+  stall_scan_t scan = {n, now, 0};
+  plait_namemap_each(&n->records, stall_scan_cb, &scan);
+  if (!scan.due) return PLAIT_SUCCESS; /* the common case: nothing old enough */
   int count;
   plait_record_t **list = pending_records(n, &count);
   if (!list) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory in negotiation");
@@ -363,7 +369,7 @@ plait_result_t inspect_stalls_for_plan(plait_negotiator_t *n, double now) {
     if (!missing) break;
     for (int r = 0; r < n->size; r++) missing[r] = !rec->have[r] && !n->joined[r];
     char who[512];
-    rank_list(who, sizeof who, n->size, missing);
+    plait_format_ranks(who, sizeof who, n->size, missing);
     free(missing);
     if (warn) {
       PLAIT_WARN("stall", "'%s' has waited %.1f s: submitted by %d of %d ranks; missing: %s "

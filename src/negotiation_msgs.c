@@ -78,23 +78,6 @@ void plait_meta_encode(plait_writer_t *w, const plait_meta_t *m) {
   for (uint32_t i = 0; i < m->nsplits; i++) plait_wr_i64(w, m->splits[i]);
 }
 
-static char *rd_strdup(plait_reader_t *r, size_t max) {
-  size_t n;
-  const uint8_t *p = plait_rd_blob(r, &n);
-  if (!p || n > max || memchr(p, 0, n)) {
-    r->bad = 1;
-    return NULL;
-  }
-  char *s = malloc(n + 1);
-  if (!s) {
-    r->bad = 1;
-    return NULL;
-  }
-  memcpy(s, p, n);
-  s[n] = '\0';
-  return s;
-}
-
 void plait_meta_decode(plait_reader_t *r, plait_meta_t *m) {
   memset(m, 0, sizeof *m);
   m->coll = plait_rd_u8(r);
@@ -113,7 +96,7 @@ void plait_meta_decode(plait_reader_t *r, plait_meta_t *m) {
   for (int i = 0; i < m->ndim; i++)
     if ((m->shape[i] = plait_rd_i64(r)) < 0) r->bad = 1;
   m->group_size = plait_rd_u32(r);
-  char *g = rd_strdup(r, PLAIT_MAX_NAME);
+  char *g = plait_rd_strdup(r, PLAIT_MAX_NAME);
   if (g && *g)
     m->group = g;
   else
@@ -187,7 +170,7 @@ plait_result_t plait_requests_decode(const uint8_t *p, size_t n, plait_request_l
     plait_request_t *q = &l->r[i];
     l->n = i + 1;
     q->cache_id = -1;
-    q->name = rd_strdup(&r, PLAIT_MAX_NAME);
+    q->name = plait_rd_strdup(&r, PLAIT_MAX_NAME);
     if (q->name && !*q->name) r.bad = 1;
     plait_meta_decode(&r, &q->meta);
   }
@@ -285,7 +268,7 @@ static void decode_entry(plait_reader_t *r, plait_resp_entry_t *e) {
     if (id > INT32_MAX) r->bad = 1;
     e->cache_id = (int32_t)id;
   } else {
-    e->name = rd_strdup(r, PLAIT_MAX_NAME);
+    e->name = plait_rd_strdup(r, PLAIT_MAX_NAME);
   }
   if (flags & 2) {
     uint32_t id = plait_rd_u32(r);
@@ -299,7 +282,7 @@ static void decode_entry(plait_reader_t *r, plait_resp_entry_t *e) {
 static void decode_response(plait_reader_t *r, plait_response_t *x) {
   x->coll = plait_rd_u8(r);
   x->status = plait_rd_u32(r);
-  x->message = rd_strdup(r, 8192);
+  x->message = plait_rd_strdup(r, 8192);
   if (x->coll < 1 || x->coll > PLAIT_COLL_MAX_ || x->status >= PLAIT_RESULT_COUNT_) r->bad = 1;
   uint8_t all_cached = plait_rd_u8(r);
   if (all_cached > 1) r->bad = 1;

@@ -63,10 +63,6 @@ void plait_wr_begin(plait_writer_t *w, plait_msg_type_t type) {
 }
 
 void plait_wr_u8(plait_writer_t *w, uint8_t v) { plait_wr_raw(w, &v, 1); }
-void plait_wr_u16(plait_writer_t *w, uint16_t v) {
-  uint8_t b[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
-  plait_wr_raw(w, b, 2);
-}
 void plait_wr_u32(plait_writer_t *w, uint32_t v) {
   uint8_t b[4];
   plait_store_le32(b, v);
@@ -131,10 +127,6 @@ uint8_t plait_rd_u8(plait_reader_t *r) {
   const uint8_t *p = rd_take(r, 1);
   return p ? p[0] : 0;
 }
-uint16_t plait_rd_u16(plait_reader_t *r) {
-  const uint8_t *p = rd_take(r, 2);
-  return p ? (uint16_t)(p[0] | p[1] << 8) : 0;
-}
 uint32_t plait_rd_u32(plait_reader_t *r) {
   const uint8_t *p = rd_take(r, 4);
   return p ? plait_load_le32(p) : 0;
@@ -168,17 +160,36 @@ const uint8_t *plait_rd_blob(plait_reader_t *r, size_t *n) {
   return p;
 }
 
+/* A string blob of at most max bytes and no NUL, or NULL (r marked bad). */
+static const uint8_t *rd_text(plait_reader_t *r, size_t max, size_t *n) {
+  const uint8_t *p = plait_rd_blob(r, n);
+  if (p && (*n > max || memchr(p, 0, *n))) {
+    r->bad = 1;
+    return NULL;
+  }
+  return p;
+}
+
 void plait_rd_str(plait_reader_t *r, char *out, size_t cap) {
   size_t n;
-  const uint8_t *p = plait_rd_blob(r, &n);
+  const uint8_t *p = cap ? rd_text(r, cap - 1, &n) : NULL;
   if (cap) out[0] = '\0';
   if (!p) return;
-  if (n >= cap || memchr(p, 0, n)) {
-    r->bad = 1;
-    return;
-  }
   memcpy(out, p, n);
   out[n] = '\0';
+}
+
+char *plait_rd_strdup(plait_reader_t *r, size_t max) {
+  size_t n;
+  const uint8_t *p = rd_text(r, max, &n);
+  char *s = p ? malloc(n + 1) : NULL;
+  if (!s) {
+    r->bad = 1;
+    return NULL;
+  }
+  memcpy(s, p, n);
+  s[n] = '\0';
+  return s;
 }
 
 plait_result_t plait_rd_finish(plait_reader_t *r, const char *what) {

@@ -60,7 +60,6 @@ typedef struct plait_writer {
 /* Starts a frame of the given type (reserves the header). */
 void plait_wr_begin(plait_writer_t *w, plait_msg_type_t type);
 void plait_wr_u8(plait_writer_t *w, uint8_t v);
-void plait_wr_u16(plait_writer_t *w, uint16_t v);
 void plait_wr_u32(plait_writer_t *w, uint32_t v);
 void plait_wr_u64(plait_writer_t *w, uint64_t v);
 void plait_wr_i32(plait_writer_t *w, int32_t v);
@@ -84,7 +83,6 @@ typedef struct plait_reader {
 
 void plait_rd_init(plait_reader_t *r, const void *data, size_t len);
 uint8_t plait_rd_u8(plait_reader_t *r);
-uint16_t plait_rd_u16(plait_reader_t *r);
 uint32_t plait_rd_u32(plait_reader_t *r);
 uint64_t plait_rd_u64(plait_reader_t *r);
 int32_t plait_rd_i32(plait_reader_t *r);
@@ -98,6 +96,9 @@ const uint8_t *plait_rd_blob(plait_reader_t *r, size_t *n);
 /* u32 length + bytes into out (NUL-terminated, cap bytes including NUL);
  * strings longer than cap-1 or containing NUL are an error. */
 void plait_rd_str(plait_reader_t *r, char *out, size_t cap);
+/* u32 length + bytes into a new malloc'd string of at most max bytes (no NUL
+ * inside); NULL and r marked bad on error or when out of memory. */
+char *plait_rd_strdup(plait_reader_t *r, size_t max);
 /* Succeeds when nothing was bad and every byte was consumed; otherwise sets
  * the last error to "malformed <what>" and returns PLAIT_ERR_PROTOCOL. */
 plait_result_t plait_rd_finish(plait_reader_t *r, const char *what);
