@@ -37,6 +37,32 @@ int plait_test_free_port(void) {
   return port;
 }
 
+extern char **environ;
+
+static int is_job_var(const char *e, size_t len) {
+  static const char *prefixes[] = {"PLAIT_", "OMPI_", "PMI_", "PMIX_", "SLURM_"};
+  static const char *exact[] = {"MPI_LOCALRANKID", "MPI_LOCALNRANKS", "RANK", "WORLD_SIZE",
+                                "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                                "GROUP_RANK", "TORCHELASTIC_USE_AGENT_STORE"};
+  for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+    if (!strncmp(e, prefixes[i], strlen(prefixes[i]))) return 1;
+  for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
+    if (strlen(exact[i]) == len && !strncmp(e, exact[i], len)) return 1;
+  return 0;
+}
+
+void plait_test_clear_env(void) {
+  char names[512][128]; /* collected first: unsetenv edits environ */
+  size_t n = 0;
+  for (char **e = environ; e && *e && n < 512; e++) {
+    size_t len = strcspn(*e, "=");
+    if (len >= sizeof names[0] || !is_job_var(*e, len)) continue;
+    memcpy(names[n], *e, len);
+    names[n++][len] = '\0';
+  }
+  for (size_t i = 0; i < n; i++) unsetenv(names[i]);
+}
+
 void plait_test_set_plugin_path(void) {
   setenv("PLAIT_PLUGIN_PATH", PLAIT_TEST_LIB_DIR ":" PLAIT_TEST_PLUGIN_DIR, 1);
 }

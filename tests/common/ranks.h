@@ -36,6 +36,11 @@ int plait_test_run_ranks(plait_test_job_t *job, plait_test_rank_fn fn, void *arg
 /* A TCP port on 127.0.0.1 that was free a moment ago. */
 int plait_test_free_port(void);
 
+/* Unsets every variable that would make this process part of a bigger job
+ * or change plait's configuration: PLAIT_*, the Open MPI, PMI, PMIx and Slurm
+ * ones, and torchrun's. Tests may well run inside an MPI or Slurm job. */
+void plait_test_clear_env(void);
+
 /* Sets PLAIT_PLUGIN_PATH for tests run in this process. */
 void plait_test_set_plugin_path(void);
 

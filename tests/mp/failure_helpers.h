@@ -121,17 +121,6 @@ static inline plait_result_t allreduce_wait(const char *name, float *x, int64_t 
 
 /* Suite init: no PLAIT_* variable of the caller's environment (a transport,
  * a log level, stall or timeout settings) changes what these tests see. */
-static inline void clean_plait_env(void) {
-  extern char **environ;
-  char names[256][128];
-  size_t n = 0;
-  for (char **e = environ; e && *e && n < 256; e++) {
-    size_t len = strcspn(*e, "=");
-    if (strncmp(*e, "PLAIT_", 6) || len >= sizeof names[0]) continue;
-    memcpy(names[n], *e, len);
-    names[n++][len] = '\0';
-  }
-  for (size_t i = 0; i < n; i++) unsetenv(names[i]);
-}
+static inline void clean_plait_env(void) { plait_test_clear_env(); }
 
 #endif

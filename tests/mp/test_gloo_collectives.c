@@ -26,6 +26,7 @@
 #include "core.h"
 #include "plait/plait.h"
 #include "plait/transport.h"
+#include "dtype_util.h"
 #include "ranks.h"
 
 #define MIB (1024u * 1024u)
@@ -115,77 +116,6 @@ static const plait_op_t all_ops[] = {PLAIT_OP_SUM, PLAIT_OP_AVERAGE, PLAIT_OP_MI
                                      PLAIT_OP_MAX, PLAIT_OP_PRODUCT};
 #define N_OPS (sizeof all_ops / sizeof all_ops[0])
 
-static int is_float(plait_dtype_t d) {
-  return d == PLAIT_FLOAT16 || d == PLAIT_BFLOAT16 || d == PLAIT_FLOAT32 ||
-         d == PLAIT_FLOAT64;
-}
-static int is_unsigned(plait_dtype_t d) {
-  return d == PLAIT_UINT8 || d == PLAIT_UINT16 || d == PLAIT_BOOL;
-}
-
-/* float16 of a value it represents exactly (small integers). */
-static uint16_t to_half(double v) {
-  if (v == 0) return 0;
-  uint16_t sign = v < 0 ? 0x8000 : 0;
-  double a = fabs(v);
-  int e;
-  double m = frexp(a, &e); /* a = m * 2^e, m in [0.5, 1) */
-  unsigned exp = (unsigned)(e - 1 + 15);
-  unsigned mant = (unsigned)((m * 2 - 1) * 1024);
-  return (uint16_t)(sign | (exp << 10) | mant);
-}
-static double from_half(uint16_t h) {
-  int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  double v = exp == 0 ? ldexp(mant, -24) : ldexp(1024 + mant, exp - 25);
-  return (h & 0x8000) ? -v : v;
-}
-static uint16_t to_bf16(double v) {
-  float f = (float)v;
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return (uint16_t)(u >> 16); /* exact for small integers */
-}
-static double from_bf16(uint16_t b) {
-  uint32_t u = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-static void put(plait_dtype_t d, void *buf, size_t i, double v) {
-  switch (d) {
-    case PLAIT_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    case PLAIT_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-    case PLAIT_UINT16: ((uint16_t *)buf)[i] = (uint16_t)v; break;
-    case PLAIT_INT16: ((int16_t *)buf)[i] = (int16_t)v; break;
-    case PLAIT_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case PLAIT_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    case PLAIT_FLOAT16: ((uint16_t *)buf)[i] = to_half(v); break;
-    case PLAIT_BFLOAT16: ((uint16_t *)buf)[i] = to_bf16(v); break;
-    case PLAIT_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    case PLAIT_FLOAT64: ((double *)buf)[i] = v; break;
-    case PLAIT_BOOL: ((uint8_t *)buf)[i] = v != 0; break;
-    default: break;
-  }
-}
-
-static double get(plait_dtype_t d, const void *buf, size_t i) {
-  switch (d) {
-    case PLAIT_UINT8: return ((const uint8_t *)buf)[i];
-    case PLAIT_INT8: return ((const int8_t *)buf)[i];
-    case PLAIT_UINT16: return ((const uint16_t *)buf)[i];
-    case PLAIT_INT16: return ((const int16_t *)buf)[i];
-    case PLAIT_INT32: return ((const int32_t *)buf)[i];
-    case PLAIT_INT64: return (double)((const int64_t *)buf)[i];
-    case PLAIT_FLOAT16: return from_half(((const uint16_t *)buf)[i]);
-    case PLAIT_BFLOAT16: return from_bf16(((const uint16_t *)buf)[i]);
-    case PLAIT_FLOAT32: return ((const float *)buf)[i];
-    case PLAIT_FLOAT64: return ((const double *)buf)[i];
-    case PLAIT_BOOL: return ((const uint8_t *)buf)[i];
-    default: return NAN;
-  }
-}
-
 /*
  * Rank r's element i for an op. Sums over 4 ranks stay within [-20, 40] and
  * products within [-81, 81]: exact in int8, float16 and bfloat16. For
@@ -197,14 +127,14 @@ static double value(plait_dtype_t d, plait_op_t op, int r, int n, size_t i) {
   if (d == PLAIT_BOOL) return ((i + (size_t)r) % 3) != 0 || (i % 7) == 0;
   if (op == PLAIT_OP_PRODUCT) {
     double v = (double)((i + (size_t)r) % 3 + 1);
-    return (!is_unsigned(d) && (i + (size_t)r) % 5 == 0) ? -v : v;
+    return (!ops_is_unsigned(d) && (i + (size_t)r) % 5 == 0) ? -v : v;
   }
-  if (op == PLAIT_OP_AVERAGE && is_float(d)) {
+  if (op == PLAIT_OP_AVERAGE && ops_is_float(d)) {
     double base = (double)(i % 9) - 4;
     return base + (r == 0 ? -(n - 1) : 1);
   }
   double v = (double)((i * 7 + (size_t)r * 3) % 11);
-  return is_unsigned(d) ? v : v - 5;
+  return ops_is_unsigned(d) ? v : v - 5;
 }
 
 static double expected_reduction(plait_dtype_t d, plait_op_t op, int n, size_t i) {
@@ -220,13 +150,13 @@ static double expected_reduction(plait_dtype_t d, plait_op_t op, int n, size_t i
       default: break;
     }
   }
-  if (op == PLAIT_OP_AVERAGE) acc = is_float(d) ? acc / n : trunc(acc / n);
+  if (op == PLAIT_OP_AVERAGE) acc = ops_is_float(d) ? acc / n : trunc(acc / n);
   return acc;
 }
 
 static void fill_reduction(plait_dtype_t d, plait_op_t op, int r, int n, void *buf,
                            size_t count, size_t offset) {
-  for (size_t i = 0; i < count; i++) put(d, buf, i, value(d, op, r, n, offset + i));
+  for (size_t i = 0; i < count; i++) ops_put(d, buf, i, value(d, op, r, n, offset + i));
 }
 
 /* Index of the first element of buf that differs from the expected
@@ -234,7 +164,7 @@ static void fill_reduction(plait_dtype_t d, plait_op_t op, int r, int n, void *b
 static long check_reduction(plait_dtype_t d, plait_op_t op, int n, const void *buf,
                             size_t count, size_t offset) {
   for (size_t i = 0; i < count; i++)
-    if (get(d, buf, i) != expected_reduction(d, op, n, offset + i)) return (long)i;
+    if (ops_get(d, buf, i) != expected_reduction(d, op, n, offset + i)) return (long)i;
   return -1;
 }
 
@@ -254,7 +184,7 @@ static int allreduce_one(rank_ctx_t *c, plait_dtype_t d, plait_op_t op, size_t c
   fill_reduction(d, op, c->rank, c->nranks, buf, count, 0);
   plait_result_t rc = c->t->allreduce(c->st, buf, count, d, op);
   long bad = rc == PLAIT_SUCCESS ? check_reduction(d, op, c->nranks, buf, count, 0) : -1;
-  double got = bad >= 0 ? get(d, buf, (size_t)bad) : 0;
+  double got = bad >= 0 ? ops_get(d, buf, (size_t)bad) : 0;
   free(buf);
   REQUIRE(c, rc == PLAIT_SUCCESS, "allreduce %s %s x%zu: %s: %s", plait_dtype_name(d),
           plait_op_name(op), count, plait_result_name(rc), c->t->last_error(c->st));

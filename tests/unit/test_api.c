@@ -19,38 +19,15 @@
 #include "plait/plait.h"
 #include "ranks.h"
 
-extern char **environ;
-
-/* Removes every variable that would make this process part of a bigger job
- * or change plait's configuration. */
-static void clean_env(void) {
-  static const char *prefixes[] = {"PLAIT_", "OMPI_", "PMI_", "SLURM_"};
-  static const char *exact[] = {"MPI_LOCALRANKID", "MPI_LOCALNRANKS", "RANK",       "WORLD_SIZE",
-                                "LOCAL_RANK",      "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
-  char names[512][128];
-  size_t n = 0;
-  for (char **e = environ; e && *e && n < 512; e++) {
-    size_t len = strcspn(*e, "="), hit = 0;
-    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
-      hit |= !strncmp(*e, prefixes[i], strlen(prefixes[i]));
-    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
-      hit |= strlen(exact[i]) == len && !strncmp(*e, exact[i], len);
-    if (!hit || len >= sizeof names[0]) continue;
-    memcpy(names[n], *e, len);
-    names[n][len] = '\0';
-    n++;
-  }
-  for (size_t i = 0; i < n; i++) unsetenv(names[i]);
-}
 
 /* A clean single-rank environment that loads the fixture plugin. */
 static void fixture_env(void) {
-  clean_env();
+  plait_test_clear_env();
   plait_test_set_plugin_path();
   setenv("PLAIT_TRANSPORT", "fixture", 1);
 }
 
-TestSuite(api, .init = clean_env);
+TestSuite(api, .init = plait_test_clear_env);
 TestSuite(life, .init = fixture_env);
 TestSuite(tables);
 TestSuite(last_error);

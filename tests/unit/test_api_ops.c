@@ -21,8 +21,6 @@
 #include "plait/plait.h"
 #include "ranks.h"
 
-extern char **environ;
-
 /* ------------------------------------------------------------------------ */
 /* Environment                                                               */
 /* ------------------------------------------------------------------------ */
@@ -30,23 +28,7 @@ extern char **environ;
 /* Removes every variable that would make this process part of a bigger job
  * or change plait's configuration, then points plait at the built plugins. */
 static void single_rank_env(void) {
-  static const char *prefixes[] = {"PLAIT_", "OMPI_", "PMI_", "SLURM_"};
-  static const char *exact[] = {"MPI_LOCALRANKID", "MPI_LOCALNRANKS", "RANK",       "WORLD_SIZE",
-                                "LOCAL_RANK",      "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
-  char names[512][128];
-  size_t n = 0;
-  for (char **e = environ; e && *e && n < 512; e++) {
-    size_t len = strcspn(*e, "="), hit = 0;
-    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
-      hit |= !strncmp(*e, prefixes[i], strlen(prefixes[i]));
-    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
-      hit |= strlen(exact[i]) == len && !strncmp(*e, exact[i], len);
-    if (!hit || len >= sizeof names[0]) continue;
-    memcpy(names[n], *e, len);
-    names[n][len] = '\0';
-    n++;
-  }
-  for (size_t i = 0; i < n; i++) unsetenv(names[i]);
+  plait_test_clear_env();
   plait_test_set_plugin_path();
 }
 

@@ -22,30 +22,14 @@
 #include "error.h"
 #include "plait/plait.h"
 #include "plait/transport.h"
+#include "ranks.h"
 
-extern char **environ;
-
-/* Unsets every PLAIT_* variable (names collected first: unsetenv edits
- * environ under our feet). */
-static void clean_env(void) {
-  char names[256][128];
-  size_t n = 0;
-  for (char **e = environ; e && *e && n < 256; e++) {
-    if (strncmp(*e, "PLAIT_", 6)) continue;
-    size_t len = strcspn(*e, "=");
-    if (len >= sizeof names[0]) continue;
-    memcpy(names[n], *e, len);
-    names[n][len] = '\0';
-    n++;
-  }
-  for (size_t i = 0; i < n; i++) unsetenv(names[i]);
-}
 
 TestSuite(parse);
-TestSuite(config, .init = clean_env);
-TestSuite(unknown, .init = clean_env);
-TestSuite(help, .init = clean_env);
-TestSuite(dump, .init = clean_env);
+TestSuite(config, .init = plait_test_clear_env);
+TestSuite(unknown, .init = plait_test_clear_env);
+TestSuite(help, .init = plait_test_clear_env);
+TestSuite(dump, .init = plait_test_clear_env);
 
 /* ------------------------------------------------------------------------ */
 /* plait_parse_size                                                          */

@@ -871,31 +871,10 @@ Test(timeline, throughput, .timeout = 300) {
 /* plait_timeline_start / plait_timeline_stop                                */
 /* ------------------------------------------------------------------------ */
 
-extern char **environ;
-
-/* Removes what would make this process part of a bigger job. */
-static void clean_env(void) {
-  static const char *prefixes[] = {"PLAIT_", "OMPI_", "PMI_", "SLURM_"};
-  static const char *exact[] = {"MPI_LOCALRANKID", "MPI_LOCALNRANKS", "RANK",       "WORLD_SIZE",
-                                "LOCAL_RANK",      "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
-  char names[512][128];
-  size_t n = 0;
-  for (char **e = environ; e && *e && n < 512; e++) {
-    size_t len = strcspn(*e, "="), hit = 0;
-    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
-      hit |= !strncmp(*e, prefixes[i], strlen(prefixes[i]));
-    for (size_t i = 0; i < sizeof exact / sizeof *exact; i++)
-      hit |= strlen(exact[i]) == len && !strncmp(*e, exact[i], len);
-    if (!hit || len >= sizeof names[0]) continue;
-    memcpy(names[n], *e, len);
-    names[n++][len] = '\0';
-  }
-  for (size_t i = 0; i < n; i++) unsetenv(names[i]);
-}
 
 static void api_init(void) {
   make_dir();
-  clean_env();
+  plait_test_clear_env();
   plait_test_set_plugin_path();
   setenv("PLAIT_TRANSPORT", "fixture", 1);
 }

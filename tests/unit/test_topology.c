@@ -5,7 +5,7 @@
  * from every rank's host at rendezvous.
  *
  * Each test runs in its own forked process and starts from an environment
- * without any variable of any convention (see clean_env).
+ * without any variable of any convention (see plait_test_clear_env).
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -17,37 +17,9 @@
 #include "error.h"
 #include "plait/plait.h"
 #include "topology.h"
+#include "ranks.h"
 
-extern char **environ;
-
-static int is_launcher_var(const char *e, size_t len) {
-  static const char *prefixes[] = {"PLAIT_", "OMPI_", "PMI_", "PMIX_", "SLURM_"};
-  static const char *exact[] = {"MPI_LOCALRANKID", "MPI_LOCALNRANKS", "RANK",  "WORLD_SIZE",
-                                "LOCAL_RANK",      "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                                "MASTER_PORT",     "GROUP_RANK"};
-  for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
-    if (!strncmp(e, prefixes[i], strlen(prefixes[i]))) return 1;
-  for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
-    if (strlen(exact[i]) == len && !strncmp(e, exact[i], len)) return 1;
-  return 0;
-}
-
-/* Unsets every variable a launcher convention could have left behind (the
- * tests may well run inside a Slurm or MPI job). */
-static void clean_env(void) {
-  char names[512][128];
-  size_t n = 0;
-  for (char **e = environ; e && *e && n < 512; e++) {
-    size_t len = strcspn(*e, "=");
-    if (len >= sizeof names[0] || !is_launcher_var(*e, len)) continue;
-    memcpy(names[n], *e, len);
-    names[n][len] = '\0';
-    n++;
-  }
-  for (size_t i = 0; i < n; i++) unsetenv(names[i]);
-}
-
-TestSuite(topology, .init = clean_env);
+TestSuite(topology, .init = plait_test_clear_env);
 TestSuite(slurm_nodelist);
 TestSuite(derive);
 
@@ -330,7 +302,7 @@ Test(topology, rank_not_below_size) {
   set("PLAIT_SIZE", "4");
   set("PLAIT_RENDEZVOUS", "h:1");
   FAILS("PLAIT_RANK=4 PLAIT_SIZE=4", "PLAIT_RANK=4", "PLAIT_SIZE=4", "plaitrun");
-  clean_env();
+  plait_test_clear_env();
   set("OMPI_COMM_WORLD_RANK", "9");
   set("OMPI_COMM_WORLD_SIZE", "8");
   set("PLAIT_RENDEZVOUS", "h:1");
@@ -341,7 +313,7 @@ Test(topology, size_zero) {
   set("PLAIT_RANK", "0");
   set("PLAIT_SIZE", "0");
   FAILS("PLAIT_SIZE=0", "PLAIT_SIZE=0", "at least 1", "plaitrun");
-  clean_env();
+  plait_test_clear_env();
   set("RANK", "0");
   set("WORLD_SIZE", "0");
   FAILS("WORLD_SIZE=0", "WORLD_SIZE=0", "at least 1", "torchrun");
@@ -380,7 +352,7 @@ Test(topology, launcher_rank_and_size_go_together) {
       {"WORLD_SIZE", "RANK", "torchrun"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    clean_env();
+    plait_test_clear_env();
     set(cases[i].set, "1");
     set("PLAIT_RENDEZVOUS", "h:1");
     FAILS(cases[i].set, cases[i].set, cases[i].missing, cases[i].source);
@@ -412,7 +384,7 @@ Test(topology, bad_numbers) {
       {"MASTER_PORT", "70000", {"RANK", "0", "WORLD_SIZE", "2", "MASTER_ADDR", "h"}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    clean_env();
+    plait_test_clear_env();
     for (size_t k = 0; k + 1 < 6 && cases[i].companions[k]; k += 2)
       set(cases[i].companions[k], cases[i].companions[k + 1]);
     set(cases[i].var, cases[i].value);
@@ -427,7 +399,7 @@ Test(topology, several_ranks_need_a_rendezvous_address) {
   set("OMPI_COMM_WORLD_RANK", "0");
   set("OMPI_COMM_WORLD_SIZE", "2");
   FAILS("no rendezvous", "PLAIT_RENDEZVOUS", "2 ranks");
-  clean_env();
+  plait_test_clear_env();
   set("RANK", "0");
   set("WORLD_SIZE", "2");
   set("MASTER_PORT", "29400"); /* a port alone is not an address */
