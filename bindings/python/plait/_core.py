@@ -1,0 +1,530 @@
+"""ctypes bindings to libplait's C ABI (include/plait/plait.h).
+
+Framework-neutral: buffers are described by address, dtype code and shape.
+Every enum value and message comes from the library itself; the only things
+written here are the struct layouts and the handful of #define constants of
+the header, and tests/python/test_bindings.py checks those against the header
+by compiling a program that prints them.
+
+ctypes.CDLL releases the GIL around every foreign call, so a rank blocked in
+plait_wait or plait_init does not stop the program's other Python threads.
+"""
+
+import builtins
+import ctypes
+import ctypes.util
+import os
+import threading
+
+# The header's constants (checked against the header by the tests).
+ABI_VERSION = 1
+MAX_DIMS = 16
+MAX_NAME = 1024
+DEVICE_HOST = -1
+
+__all__ = [
+    "ABI_VERSION", "MAX_DIMS", "MAX_NAME", "DEVICE_HOST", "PlaitError",
+    "Tensor", "OpOptions", "Stats", "Handle", "lib", "library_path",
+    "RESULTS", "DTYPES", "OPS", "dtype_code", "op_code", "check",
+]
+
+
+# --------------------------------------------------------------------------
+# Finding and loading the library
+# --------------------------------------------------------------------------
+
+def _candidates():
+    """Where libplait is looked for, in order, as (path, why) pairs."""
+    env = os.environ.get("PLAIT_LIBRARY", "")
+    if env:
+        return [(env, "PLAIT_LIBRARY")]
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = [(os.path.join(here, "_lib", "libplait.so"), "bundled with the package")]
+    # An installed tree: <prefix>/lib/python3/dist-packages/plait -> <prefix>/lib.
+    up = here
+    for _ in range(4):
+        up = os.path.dirname(up)
+        found.append((os.path.join(up, "libplait.so"), "beside the package"))
+        found.append((os.path.join(up, "lib", "libplait.so"), "beside the package"))
+    system = ctypes.util.find_library("plait")
+    if system:
+        found.append((system, "the system's library path"))
+    return found
+
+
+def _load():
+    tried = []
+    for path, why in _candidates():
+        if why == "PLAIT_LIBRARY" or os.path.sep not in path or os.path.exists(path):
+            try:
+                return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL), path
+            except OSError as e:
+                tried.append("%s (%s): %s" % (path, why, e))
+                if why == "PLAIT_LIBRARY":
+                    break
+        else:
+            tried.append("%s (%s): no such file" % (path, why))
+    raise ImportError(
+        "plait: cannot load libplait.so; tried:\n  " + "\n  ".join(tried) +
+        "\nSet PLAIT_LIBRARY to the library's path, run under plaitrun (which "
+        "sets it), or install plait (docs/python.md).")
+
+
+lib, library_path = _load()
+
+
+# --------------------------------------------------------------------------
+# Structures (plait.h)
+# --------------------------------------------------------------------------
+
+class Tensor(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int),
+        ("device", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * MAX_DIMS),
+    ]
+
+
+CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)
+
+
+class OpOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("prescale_factor", ctypes.c_double),
+        ("postscale_factor", ctypes.c_double),
+        ("callback", CALLBACK),
+        ("user_data", ctypes.c_void_p),
+    ]
+
+
+_STATS_COUNTERS = [
+    "cycles", "busy_cycles", "cache_hits", "cache_misses", "responses",
+    "tensors", "bytes", "fused_responses", "fused_tensors", "fusion_bytes",
+    "fusion_capacity", "control_messages", "control_bytes",
+]
+_STATS_TIMES = ["negotiate_s", "copy_in_s", "transport_s", "copy_out_s"]
+
+
+class Stats(ctypes.Structure):
+    _fields_ = ([("struct_size", ctypes.c_size_t)] +
+                [(n, ctypes.c_uint64) for n in _STATS_COUNTERS] +
+                [(n, ctypes.c_double) for n in _STATS_TIMES])
+
+    def as_dict(self):
+        return {n: getattr(self, n) for n, _ in self._fields_[1:]}
+
+
+# --------------------------------------------------------------------------
+# Function table: name -> (restype, argtypes). Every function gets both.
+# --------------------------------------------------------------------------
+
+_R = ctypes.c_int  # plait_result_t
+_P = ctypes.c_void_p
+_S = ctypes.c_char_p
+_IP = ctypes.POINTER(ctypes.c_int)
+_TP = ctypes.POINTER(Tensor)
+_OP = ctypes.POINTER(OpOptions)
+_HP = ctypes.POINTER(ctypes.c_void_p)
+
+_FUNCTIONS = {
+    "plait_version": (ctypes.c_uint, []),
+    "plait_version_string": (_S, []),
+    "plait_abi_version": (ctypes.c_uint, []),
+    "plait_strerror": (_S, [ctypes.c_int]),
+    "plait_result_name": (_S, [ctypes.c_int]),
+    "plait_last_error": (_S, []),
+    "plait_dtype_name": (_S, [ctypes.c_int]),
+    "plait_op_name": (_S, [ctypes.c_int]),
+    "plait_dtype_size": (ctypes.c_size_t, [ctypes.c_int]),
+    "plait_init": (_R, []),
+    "plait_shutdown": (_R, []),
+    "plait_is_initialized": (_R, [_IP]),
+    "plait_rank": (_R, [_IP]),
+    "plait_size": (_R, [_IP]),
+    "plait_local_rank": (_R, [_IP]),
+    "plait_local_size": (_R, [_IP]),
+    "plait_cross_rank": (_R, [_IP]),
+    "plait_cross_size": (_R, [_IP]),
+    "plait_transport_name": (_R, [ctypes.POINTER(_S)]),
+    "plait_config_dump": (_R, [_P, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+    "plait_config_help": (_R, [_P, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+    "plait_tensor_1d": (_R, [_TP, _P, ctypes.c_size_t, ctypes.c_int]),
+    "plait_allreduce_async": (_R, [_S, _TP, _TP, ctypes.c_int, _OP, _HP]),
+    "plait_grouped_allreduce_async": (_R, [ctypes.c_size_t, ctypes.POINTER(_S), _TP, _TP,
+                                           ctypes.c_int, _OP, _HP]),
+    "plait_allgather_async": (_R, [_S, _TP, _OP, _HP]),
+    "plait_broadcast_async": (_R, [_S, _TP, ctypes.c_int, _OP, _HP]),
+    "plait_alltoall_async": (_R, [_S, _TP, ctypes.POINTER(ctypes.c_int64), _OP, _HP]),
+    "plait_reducescatter_async": (_R, [_S, _TP, ctypes.c_int, _OP, _HP]),
+    "plait_barrier_async": (_R, [_OP, _HP]),
+    "plait_join_async": (_R, [_OP, _HP]),
+    "plait_poll": (_R, [_P, _IP]),
+    "plait_wait": (_R, [_P, ctypes.c_double]),
+    "plait_release": (_R, [_P]),
+    "plait_handle_output": (_R, [_P, _TP]),
+    "plait_handle_splits": (_R, [_P, ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t]),
+    "plait_handle_join_rank": (_R, [_P, _IP]),
+    "plait_stats": (_R, [ctypes.POINTER(Stats)]),
+    "plait_stats_reset": (_R, []),
+    "plait_timeline_start": (_R, [_S]),
+    "plait_timeline_stop": (_R, []),
+}
+
+for _name, (_res, _args) in _FUNCTIONS.items():
+    _fn = getattr(lib, _name)
+    _fn.restype = _res
+    _fn.argtypes = _args
+
+if lib.plait_abi_version() != ABI_VERSION:
+    raise ImportError(
+        "plait: %s has ABI version %d but these bindings were written for "
+        "version %d; use the bindings installed with that library"
+        % (library_path, lib.plait_abi_version(), ABI_VERSION))
+
+
+def _text(b):
+    return b.decode("utf-8", "replace") if b is not None else None
+
+
+# --------------------------------------------------------------------------
+# Enums and errors, read from the library
+# --------------------------------------------------------------------------
+
+def _read_enum(name_fn, unknown):
+    out = {}
+    code = 0
+    while True:
+        name = _text(name_fn(code))
+        if name is None or name == unknown:
+            return out
+        out[name] = code
+        code += 1
+
+
+RESULTS = _read_enum(lib.plait_result_name, "PLAIT_RESULT_UNKNOWN")
+"""Result names ("PLAIT_ERR_PEER_LOST") to codes, as the library numbers them."""
+DTYPES = _read_enum(lib.plait_dtype_name, None)
+"""dtype names ("float32") to codes."""
+OPS = _read_enum(lib.plait_op_name, None)
+"""Reduction op names ("sum") to codes."""
+RESULT_NAMES = {v: k for k, v in RESULTS.items()}
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+SUCCESS = RESULTS["PLAIT_SUCCESS"]
+
+
+class PlaitError(RuntimeError):
+    """A plait call failed. str() is the library's message (plait_last_error),
+    e.g. a mismatch message naming the tensor, each value and its ranks.
+    .code is the plait_result_t, .name its name ("PLAIT_ERR_MISMATCH")."""
+
+    def __init__(self, code, message):
+        self.code = code
+        self.name = RESULT_NAMES.get(code, "PLAIT_RESULT_UNKNOWN")
+        super().__init__(message)
+
+
+def _class_name(result_name):
+    words = result_name.replace("PLAIT_ERR_", "").lower().split("_")
+    name = "".join(w.capitalize() for w in words) + "Error"
+    # Never shadow a builtin: PLAIT_ERR_TIMEOUT -> PlaitTimeoutError.
+    return "Plait" + name if hasattr(builtins, name) else name
+
+
+# One subclass per result code, named from the library's list:
+# PLAIT_ERR_PEER_LOST -> PeerLostError, PLAIT_ERR_MISMATCH -> MismatchError,
+# PLAIT_ERR_TIMEOUT -> PlaitTimeoutError (also a builtin TimeoutError).
+ERRORS = {}
+for _rname, _code in RESULTS.items():
+    if _code == SUCCESS:
+        continue
+    _name = _class_name(_rname)
+    _bases = (PlaitError,)
+    if _name.startswith("Plait") and isinstance(getattr(builtins, _name[5:]), type):
+        _bases = (PlaitError, getattr(builtins, _name[5:]))
+    ERRORS[_code] = type(_name, _bases, {"__module__": "plait"})
+
+
+def error(code, message=None):
+    """The exception for a result code, with the calling thread's last
+    error text (or message) as its text."""
+    if message is None:
+        message = _text(lib.plait_last_error()) or ""
+    if not message:
+        message = _text(lib.plait_strerror(code))
+    return ERRORS.get(code, PlaitError)(code, message)
+
+
+def check(code):
+    """Raises the PlaitError for a failed result; returns None on success."""
+    if code != SUCCESS:
+        raise error(code)
+
+
+def dtype_code(name):
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise ValueError("plait has no dtype %r; it has %s"
+                         % (name, ", ".join(DTYPES))) from None
+
+
+def op_code(name):
+    try:
+        return OPS[name]
+    except KeyError:
+        raise ValueError("plait has no reduction op %r; it has %s"
+                         % (name, ", ".join(OPS))) from None
+
+
+def dtype_size(code):
+    return lib.plait_dtype_size(code)
+
+
+# --------------------------------------------------------------------------
+# Tensors and handles
+# --------------------------------------------------------------------------
+
+def make_tensor(address, dtype, shape, device=DEVICE_HOST):
+    """A plait_tensor_t for row-major contiguous memory at address."""
+    if len(shape) > MAX_DIMS:
+        raise ValueError("plait: a tensor may have at most %d dimensions, this "
+                         "one has %d" % (MAX_DIMS, len(shape)))
+    t = Tensor()
+    t.struct_size = ctypes.sizeof(Tensor)
+    t.data = address or None
+    t.dtype = dtype
+    t.device = device
+    t.ndim = len(shape)
+    for i, n in enumerate(shape):
+        t.shape[i] = int(n)
+    return t
+
+
+def tensor_shape(t):
+    return tuple(t.shape[i] for i in range(t.ndim))
+
+
+def tensor_nbytes(t):
+    n = 1
+    for d in tensor_shape(t):
+        n *= d
+    return n * dtype_size(t.dtype)
+
+
+def options(prescale=1.0, postscale=1.0):
+    o = OpOptions()
+    o.struct_size = ctypes.sizeof(OpOptions)
+    o.prescale_factor = float(prescale)
+    o.postscale_factor = float(postscale)
+    return o
+
+
+# Handles dropped before they finished: their buffers must outlive the
+# operation, so they are kept here until the operation completes.
+_orphans = []
+_orphans_lock = threading.Lock()
+
+
+def _reap_orphans(block=False):
+    with _orphans_lock:
+        keep = []
+        for h in _orphans:
+            if block or h._poll_raw():
+                lib.plait_release(h._ptr)
+                h._ptr = None
+            else:
+                keep.append(h)
+        _orphans[:] = keep
+
+
+class Handle:
+    """An operation in flight. Keeps the Python objects whose memory the
+    operation reads or writes (keep) alive until it has finished."""
+
+    __slots__ = ("_ptr", "keep", "name", "_result", "__weakref__")
+
+    def __init__(self, ptr, keep, name):
+        self._ptr = ptr
+        self.keep = keep
+        self.name = name
+        self._result = None
+
+    def _poll_raw(self):
+        done = ctypes.c_int(0)
+        check(lib.plait_poll(self._ptr, ctypes.byref(done)))
+        return bool(done.value)
+
+    def poll(self):
+        """True once the operation has finished (successfully or not)."""
+        if self._ptr is None:
+            return True
+        return self._poll_raw()
+
+    def wait(self, timeout=-1.0):
+        """Waits (GIL released) and raises the operation's error if it
+        failed. With a timeout >= 0, raises TimeoutError while it is still
+        running."""
+        if self._ptr is None:
+            raise ValueError("plait: handle for %r was already released" % self.name)
+        if self._result is None:
+            rc = lib.plait_wait(self._ptr, float(timeout))
+            if rc == RESULTS["PLAIT_ERR_TIMEOUT"] and timeout >= 0 and not self._poll_raw():
+                raise TimeoutError("plait: %r has not finished after %g s" % (self.name, timeout))
+            msg = _text(lib.plait_last_error()) if rc != SUCCESS else None
+            self._result = (rc, msg)
+        rc, msg = self._result
+        if rc != SUCCESS:
+            raise error(rc, msg)
+
+    def output(self):
+        """The plait_tensor_t of the output (valid until release)."""
+        t = Tensor()
+        t.struct_size = ctypes.sizeof(Tensor)
+        check(lib.plait_handle_output(self._ptr, ctypes.byref(t)))
+        return t
+
+    def splits(self, size):
+        arr = (ctypes.c_int64 * size)()
+        check(lib.plait_handle_splits(self._ptr, arr, size))
+        return list(arr)
+
+    def join_rank(self):
+        r = ctypes.c_int(-1)
+        check(lib.plait_handle_join_rank(self._ptr, ctypes.byref(r)))
+        return r.value
+
+    def release(self):
+        if self._ptr is not None:
+            if self._poll_raw():
+                lib.plait_release(self._ptr)
+                self._ptr = None
+                self.keep = None
+            else:
+                self._orphan()
+
+    def _orphan(self):
+        with _orphans_lock:
+            orphan = Handle(self._ptr, self.keep, self.name)
+            _orphans.append(orphan)
+        self._ptr = None
+        self.keep = None
+
+    def __del__(self):
+        try:
+            if self._ptr is not None:
+                self.release()
+        except Exception:  # interpreter shutting down: the library may be gone
+            pass
+
+
+def submit(fn, name, keep, *args):
+    """Calls a plait_*_async function; returns a Handle or raises."""
+    _reap_orphans()
+    h = ctypes.c_void_p()
+    check(fn(*args, ctypes.byref(h)))
+    return Handle(h, keep, name)
+
+
+def encode_name(name):
+    if not isinstance(name, str):
+        raise TypeError("plait: a tensor name must be a str, not %s" % type(name).__name__)
+    return name.encode("utf-8")
+
+
+# --------------------------------------------------------------------------
+# Life cycle and queries
+# --------------------------------------------------------------------------
+
+def _query(fn):
+    v = ctypes.c_int()
+    check(fn(ctypes.byref(v)))
+    return v.value
+
+
+def init():
+    check(lib.plait_init())
+
+
+def shutdown():
+    check(lib.plait_shutdown())
+    _reap_orphans(block=True)
+
+
+def is_initialized():
+    return bool(_query(lib.plait_is_initialized))
+
+
+def rank():
+    return _query(lib.plait_rank)
+
+
+def size():
+    return _query(lib.plait_size)
+
+
+def local_rank():
+    return _query(lib.plait_local_rank)
+
+
+def local_size():
+    return _query(lib.plait_local_size)
+
+
+def cross_rank():
+    return _query(lib.plait_cross_rank)
+
+
+def cross_size():
+    return _query(lib.plait_cross_size)
+
+
+def transport_name():
+    s = ctypes.c_char_p()
+    check(lib.plait_transport_name(ctypes.byref(s)))
+    return _text(s.value)
+
+
+def _text_call(fn):
+    needed = ctypes.c_size_t(0)
+    rc = fn(None, 0, ctypes.byref(needed))
+    if rc not in (SUCCESS, RESULTS["PLAIT_ERR_BUFFER_TOO_SMALL"]):
+        check(rc)
+    buf = ctypes.create_string_buffer(needed.value)
+    check(fn(buf, needed.value, ctypes.byref(needed)))
+    return _text(buf.value)
+
+
+def config_dump():
+    """The effective configuration, NAME=value per line."""
+    return _text_call(lib.plait_config_dump)
+
+
+def config_help():
+    return _text_call(lib.plait_config_help)
+
+
+def version():
+    return _text(lib.plait_version_string())
+
+
+def stats():
+    s = Stats()
+    s.struct_size = ctypes.sizeof(Stats)
+    check(lib.plait_stats(ctypes.byref(s)))
+    return s.as_dict()
+
+
+def stats_reset():
+    check(lib.plait_stats_reset())
+
+
+def timeline_start(path):
+    check(lib.plait_timeline_start(os.fsencode(path)))
+
+
+def timeline_stop():
+    check(lib.plait_timeline_stop())

@@ -1,0 +1,385 @@
+"""plait.torch operations on every rank: every op x dtype x in place / out of
+place x sync / async, checked exactly (or to the dtype's precision) against
+a reference every rank computes from every rank's input."""
+
+import itertools
+
+import pytest
+import torch
+
+import plait.torch as hvd
+
+SIGNED = [torch.int8, torch.int16, torch.int32, torch.int64]
+UNSIGNED = [torch.uint8] + ([torch.uint16] if hasattr(torch, "uint16") else [])
+FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+COMPLEX = [torch.complex64, torch.complex128]
+DTYPES = UNSIGNED + SIGNED + FLOATS + [torch.bool] + COMPLEX
+OPS = {"Sum": hvd.Sum, "Average": hvd.Average, "Min": hvd.Min, "Max": hvd.Max,
+       "Product": hvd.Product}
+
+
+def rank_input(r, dtype, shape, seed):
+    """Rank r's input: small values so products and sums fit every dtype."""
+    g = torch.Generator().manual_seed(seed * 101 + r)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).to(torch.bool)
+    if dtype in UNSIGNED:
+        return torch.randint(0, 4, shape, generator=g).to(torch.int64).to(dtype)
+    if dtype in SIGNED:
+        return torch.randint(-3, 4, shape, generator=g).to(dtype)
+    if dtype in COMPLEX:
+        re = torch.randint(-8, 9, shape, generator=g).double() / 4
+        im = torch.randint(-8, 9, shape, generator=g).double() / 4
+        return torch.complex(re, im).to(dtype)
+    return (torch.randint(-8, 9, shape, generator=g).double() / 4).to(dtype)
+
+
+def reference(inputs, op, dtype):
+    n = len(inputs)
+    if dtype == torch.bool:
+        stack = torch.stack([i.to(torch.int64) for i in inputs])
+        if op in (hvd.Sum, hvd.Max):
+            return stack.amax(0).to(torch.bool)
+        return stack.amin(0).to(torch.bool)
+    wide = torch.complex128 if dtype in COMPLEX else (
+        torch.float64 if dtype.is_floating_point else torch.int64)
+    stack = torch.stack([i.to(wide) for i in inputs])
+    if op == hvd.Sum:
+        out = stack.sum(0)
+    elif op == hvd.Average:
+        out = stack.sum(0) / n if (dtype.is_floating_point or dtype in COMPLEX) \
+            else torch.div(stack.sum(0), n, rounding_mode="trunc")
+    elif op == hvd.Min:
+        out = stack.amin(0)
+    elif op == hvd.Max:
+        out = stack.amax(0)
+    else:
+        out = stack.prod(0)
+    return out.to(dtype)
+
+
+def assert_close(got, want, dtype):
+    assert got.dtype == want.dtype and got.shape == want.shape, (got, want)
+    if dtype in (torch.float16, torch.bfloat16):
+        torch.testing.assert_close(got.double(), want.double(), rtol=2e-2, atol=2e-2)
+    elif dtype.is_floating_point or dtype in COMPLEX:
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    else:
+        assert torch.equal(got, want), (got, want)
+
+
+def allowed(op, dtype):
+    if dtype == torch.bool and op == hvd.Average:
+        return False
+    if dtype in COMPLEX and op not in (hvd.Sum, hvd.Average):
+        return False
+    return True
+
+
+CASES = list(itertools.product(DTYPES, OPS.items(), [False, True], [False, True]))
+
+
+@pytest.mark.parametrize("dtype,op,in_place,asynchronous", CASES,
+                         ids=["%s-%s-%s-%s" % (str(d)[6:], o[0], "inplace" if i else "out",
+                                                "async" if a else "sync")
+                              for d, o, i, a in CASES])
+def test_allreduce(hvd, dtype, op, in_place, asynchronous):
+    _, op = op
+    seed = CASES.index((dtype, (next(k for k, v in OPS.items() if v == op), op), in_place,
+                        asynchronous))
+    n, r = hvd.size(), hvd.rank()
+    shape = (7, 3)
+    inputs = [rank_input(k, dtype, shape, seed) for k in range(n)]
+    x = inputs[r].clone()
+    name = "ar.%d" % seed
+    if not allowed(op, dtype):
+        with pytest.raises((TypeError, hvd.PlaitError)) as err:
+            if in_place:
+                hvd.allreduce_(x, op=op, name=name)
+            else:
+                hvd.allreduce(x, op=op, name=name)
+        assert str(dtype).replace("torch.", "") in str(err.value)
+        return
+    if asynchronous:
+        h = (hvd.allreduce_async_ if in_place else hvd.allreduce_async)(x, op=op, name=name)
+        out = hvd.synchronize(h)
+    else:
+        out = (hvd.allreduce_ if in_place else hvd.allreduce)(x, op=op, name=name)
+    want = reference(inputs, op, dtype)
+    assert_close(out, want, dtype)
+    if in_place:
+        assert out is x
+    else:
+        assert torch.equal(x, inputs[r]), "the input of an out-of-place allreduce changed"
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (1,), (1001,), (4097, 2), (3, 0, 5)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.float16])
+def test_allreduce_shapes(hvd, shape, dtype):
+    n, r = hvd.size(), hvd.rank()
+    seed = 7000 + len(shape) * 13 + sum(shape)
+    inputs = [rank_input(k, dtype, shape, seed) for k in range(n)]
+    out = hvd.allreduce(inputs[r], op=hvd.Sum, name="shape.%s.%s" % (shape, dtype))
+    assert_close(out, reference(inputs, hvd.Sum, dtype), dtype)
+
+
+def test_allreduce_non_contiguous_in_place(hvd):
+    n, r = hvd.size(), hvd.rank()
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6) + r
+    view = base[:, ::2]  # every other column: not contiguous
+    assert not view.is_contiguous()
+    hvd.allreduce_(view, op=hvd.Sum, name="noncontig")
+    want = sum(torch.arange(24, dtype=torch.float32).reshape(4, 6)[:, ::2] + k for k in range(n))
+    assert torch.equal(view, want)
+    # The columns in between were not touched.
+    assert torch.equal(base[:, 1::2], (torch.arange(24, dtype=torch.float32).reshape(4, 6) + r)[:, 1::2])
+
+
+def test_prescale_postscale(hvd):
+    n, r = hvd.size(), hvd.rank()
+    x = torch.full((5,), float(r + 1), dtype=torch.float64)
+    out = hvd.allreduce(x, op=hvd.Sum, prescale_factor=0.5, postscale_factor=3.0, name="scale.f")
+    assert torch.allclose(out, torch.full((5,), 1.5 * n * (n + 1) / 2, dtype=torch.float64))
+    xi = torch.full((4,), 10 * (r + 1), dtype=torch.int32)
+    outi = hvd.allreduce(xi, op=hvd.Sum, prescale_factor=0.5, name="scale.i")
+    assert outi.tolist() == [5 * n * (n + 1) // 2] * 4
+
+
+def test_average_keyword_and_default_op(hvd):
+    n, r = hvd.size(), hvd.rank()
+    x = torch.full((3,), float(r))
+    assert torch.allclose(hvd.allreduce(x, name="dflt"), torch.full((3,), (n - 1) / 2))
+    assert torch.allclose(hvd.allreduce(x, average=False, name="avgkw"),
+                          torch.full((3,), n * (n - 1) / 2))
+    with pytest.raises(ValueError, match="op or average"):
+        hvd.allreduce(x, average=True, op=hvd.Sum, name="both")
+
+
+def test_adasum_refused(hvd):
+    with pytest.raises(NotImplementedError, match="Adasum"):
+        hvd.allreduce(torch.ones(2), op=hvd.Adasum, name="adasum")
+
+
+def test_compression_fp16(hvd):
+    n, r = hvd.size(), hvd.rank()
+    x = torch.full((9,), 0.25 * (r + 1), dtype=torch.float32)
+    out = hvd.allreduce(x, op=hvd.Sum, compression=hvd.Compression.fp16, name="fp16")
+    assert out.dtype == torch.float32
+    assert torch.allclose(out, torch.full((9,), 0.25 * n * (n + 1) / 2))
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_grouped_allreduce(hvd, in_place, asynchronous):
+    n, r = hvd.size(), hvd.rank()
+    tag = "g.%d.%d" % (in_place, asynchronous)
+    dtypes = [torch.float32, torch.int64, torch.float16, torch.float64]
+    inputs = [[rank_input(k, d, (5 + i, 2), 300 + i) for i, d in enumerate(dtypes)]
+              for k in range(n)]
+    mine = [t.clone() for t in inputs[r]]
+    if asynchronous:
+        fn = hvd.grouped_allreduce_async_ if in_place else hvd.grouped_allreduce_async
+        out = hvd.synchronize(fn(mine, op=hvd.Sum, name=tag))
+    else:
+        fn = hvd.grouped_allreduce_ if in_place else hvd.grouped_allreduce
+        out = fn(mine, op=hvd.Sum, name=tag)
+    for i, d in enumerate(dtypes):
+        assert_close(out[i], reference([inputs[k][i] for k in range(n)], hvd.Sum, d), d)
+        if in_place:
+            assert out[i] is mine[i]
+
+
+MOVE_DTYPES = DTYPES + [torch.float8_e4m3fn] if hasattr(torch, "float8_e4m3fn") else DTYPES
+MOVE_CASES = list(itertools.product(MOVE_DTYPES, [False, True]))
+MOVE_IDS = ["%s-%s" % (str(d)[6:], "async" if a else "sync") for d, a in MOVE_CASES]
+
+
+def _raw_input(r, dtype, rows, seed):
+    if dtype in DTYPES:
+        return rank_input(r, dtype, (rows, 3), seed)
+    # dtypes plait cannot reduce travel as bytes: any bit pattern will do.
+    g = torch.Generator().manual_seed(seed * 101 + r)
+    return torch.randint(0, 120, (rows, 3), generator=g, dtype=torch.uint8).view(dtype)
+
+
+def _same(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and \
+        torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
+
+
+@pytest.mark.parametrize("dtype,asynchronous", MOVE_CASES, ids=MOVE_IDS)
+def test_allgather(hvd, dtype, asynchronous):
+    n, r = hvd.size(), hvd.rank()
+    seed = 500 + MOVE_CASES.index((dtype, asynchronous))
+    inputs = [_raw_input(k, dtype, k + 1 if k != 1 else 0, seed) for k in range(n)]
+    name = "ag.%d" % seed
+    if asynchronous:
+        out = hvd.synchronize(hvd.allgather_async(inputs[r], name=name))
+    else:
+        out = hvd.allgather(inputs[r], name=name)
+    assert _same(out, torch.cat(inputs))
+
+
+@pytest.mark.parametrize("dtype,asynchronous", MOVE_CASES, ids=MOVE_IDS)
+def test_broadcast(hvd, dtype, asynchronous):
+    n, r = hvd.size(), hvd.rank()
+    seed = 600 + MOVE_CASES.index((dtype, asynchronous))
+    root = n - 1
+    inputs = [_raw_input(k, dtype, 4, seed) for k in range(n)]
+    x = inputs[r].clone()
+    name = "bc.%d" % seed
+    if asynchronous:
+        out = hvd.synchronize(hvd.broadcast_async(x, root, name=name))
+        assert _same(x, inputs[r])
+        out2 = hvd.synchronize(hvd.broadcast_async_(x, root, name=name + "_"))
+        assert out2 is x
+    else:
+        out = hvd.broadcast(x, root, name=name)
+        assert _same(x, inputs[r])
+        assert hvd.broadcast_(x, root, name=name + "_") is x
+    assert _same(out, inputs[root])
+    assert _same(x, inputs[root])
+
+
+@pytest.mark.parametrize("dtype,asynchronous", MOVE_CASES, ids=MOVE_IDS)
+def test_alltoall(hvd, dtype, asynchronous):
+    n, r = hvd.size(), hvd.rank()
+    seed = 700 + MOVE_CASES.index((dtype, asynchronous))
+    # Rank k sends (k + j) % 3 rows to rank j.
+    splits = [[(k + j) % 3 for j in range(n)] for k in range(n)]
+    inputs = [_raw_input(k, dtype, sum(splits[k]), seed) for k in range(n)]
+    name = "a2a.%d" % seed
+    if asynchronous:
+        out, received = hvd.synchronize(hvd.alltoall_async(inputs[r], splits[r], name=name))
+    else:
+        out, received = hvd.alltoall(inputs[r], splits=splits[r], name=name)
+    want = []
+    for k in range(n):
+        start = sum(splits[k][:r])
+        want.append(inputs[k][start:start + splits[k][r]])
+    assert _same(out, torch.cat(want))
+    assert received.tolist() == [splits[k][r] for k in range(n)]
+    assert received.dtype == torch.int32
+
+
+def test_alltoall_equal_splits(hvd):
+    n, r = hvd.size(), hvd.rank()
+    x = torch.arange(2 * n) + 100 * r
+    out = hvd.alltoall(x, name="a2a.equal")
+    assert out.tolist() == [100 * k + 2 * r + i for k in range(n) for i in range(2)]
+    with pytest.raises(ValueError, match="divide"):
+        hvd.alltoall(torch.arange(2 * n + 1), name="a2a.bad")
+    with pytest.raises(ValueError, match="entries"):
+        hvd.alltoall(x, splits=[1] * (n + 1), name="a2a.bad2")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.float16, torch.bfloat16,
+                                   torch.complex64])
+@pytest.mark.parametrize("op", ["Sum", "Average", "Max"])
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_reducescatter(hvd, dtype, op, asynchronous):
+    n, r = hvd.size(), hvd.rank()
+    op_v = OPS[op]
+    seed = 800 + DTYPES.index(dtype) * 10 + list(OPS).index(op) * 2 + int(asynchronous)
+    rows = 2 * n + 1  # not divisible: the first rows % n ranks get one more
+    inputs = [rank_input(k, dtype, (rows, 2), seed) for k in range(n)]
+    name = "rs.%d" % seed
+    if not allowed(op_v, dtype):
+        with pytest.raises(TypeError, match="complex"):
+            hvd.reducescatter(inputs[r], op=op_v, name=name)
+        return
+    if asynchronous:
+        out = hvd.synchronize(hvd.reducescatter_async(inputs[r], op=op_v, name=name))
+    else:
+        out = hvd.reducescatter(inputs[r], op=op_v, name=name)
+    full = reference(inputs, op_v, dtype)
+    counts = [rows // n + (1 if k < rows % n else 0) for k in range(n)]
+    start = sum(counts[:r])
+    assert_close(out, full[start:start + counts[r]], dtype)
+
+
+def test_reducescatter_default_is_average(hvd):
+    n, r = hvd.size(), hvd.rank()
+    out = hvd.reducescatter(torch.full((n, 2), float(r)), name="rs.default")
+    assert torch.allclose(out, torch.full((1, 2), (n - 1) / 2))
+
+
+def test_poll_and_handles(hvd):
+    h = hvd.allreduce_async(torch.ones(3), op=hvd.Sum, name="poll")
+    while not hvd.poll(h):
+        pass
+    assert hvd.synchronize(h).tolist() == [hvd.size()] * 3
+    with pytest.raises(ValueError, match="not a handle"):
+        hvd.synchronize(h)
+    with pytest.raises(ValueError, match="not a handle"):
+        hvd.poll(12345678)
+
+
+def test_barrier(hvd):
+    hvd.barrier()
+    hvd.barrier()
+
+
+def test_duplicate_name_in_flight(hvd):
+    x = torch.ones(4)
+    h = hvd.allreduce_async(x, name="dup", op=hvd.Sum)
+    with pytest.raises(hvd.InvalidArgumentError, match="dup"):
+        hvd.allreduce_async(x, name="dup", op=hvd.Sum)
+    assert hvd.synchronize(h).tolist() == [hvd.size()] * 4
+    # Once finished, the name can be used again.
+    assert hvd.allreduce(x, name="dup", op=hvd.Sum).tolist() == [hvd.size()] * 4
+
+
+def test_mismatch_names_ranks(hvd):
+    n, r = hvd.size(), hvd.rank()
+    with pytest.raises(hvd.MismatchError) as err:
+        hvd.allreduce(torch.ones(r + 1), name="mismatch.shape", op=hvd.Sum)
+    msg = str(err.value)
+    assert "mismatch.shape" in msg
+    for k in range(n):
+        assert "rank %d" % k in msg or "ranks" in msg and str(k) in msg
+    with pytest.raises(hvd.MismatchError, match="dtype"):
+        hvd.allreduce(torch.ones(2, dtype=torch.float32 if r == 0 else torch.float64),
+                      name="mismatch.dtype", op=hvd.Sum)
+
+
+def test_bad_input(hvd):
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        hvd.allreduce([1, 2, 3])
+    with pytest.raises(TypeError, match="sparse"):
+        hvd.allreduce(torch.eye(2).to_sparse())
+    with pytest.raises(TypeError, match="name must be a str"):
+        hvd.allreduce(torch.ones(1), name=3)
+    with pytest.raises(ValueError, match="unknown op"):
+        hvd.allreduce(torch.ones(1), op=99)
+    with pytest.raises(ValueError, match="scalar"):
+        hvd.allgather(torch.tensor(1.0))
+    with pytest.raises(TypeError, match="root_rank"):
+        hvd.broadcast(torch.ones(1), "0")
+    with pytest.raises(hvd.InvalidArgumentError, match="root"):
+        hvd.broadcast(torch.ones(1), hvd.size(), name="badroot")
+    with pytest.raises(NotImplementedError, match="process sets"):
+        hvd.allreduce(torch.ones(1), process_set=[0])
+
+
+def test_join_uneven(hvd):
+    """Rank r has r + 1 batches; joined ranks contribute the identity."""
+    n, r = hvd.size(), hvd.rank()
+    for step in range(n):
+        if step > r:
+            break
+        out = hvd.allreduce(torch.ones(3) * (r + 1), op=hvd.Sum, name="join.step.%d" % step)
+        # Ranks with more than `step` batches are still active.
+        assert out.tolist() == [sum(k + 1 for k in range(n) if k >= step)] * 3
+    assert hvd.join() == n - 1
+
+
+def test_stats(hvd):
+    hvd.stats_reset()
+    hs = [hvd.allreduce_async(torch.ones(256), op=hvd.Sum, name="st.%d" % i) for i in range(20)]
+    for h in hs:
+        hvd.synchronize(h)
+    s = hvd.stats()
+    assert s["tensors"] == 20
+    assert s["bytes"] == 20 * 256 * 4
+    assert 1 <= s["responses"] <= 20
