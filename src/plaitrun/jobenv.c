@@ -1,5 +1,10 @@
 #include "jobenv.h"
 
+#include <plait/plait.h>
+
+#include <dlfcn.h>
+#include <limits.h>
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -116,4 +121,62 @@ int plaitrun_jobenv_set_rank(int rank) {
   if (setenv("PLAIT_RANK", text, 1) != 0) return -1;
   if (setenv("PLAIT_LOCAL_RANK", text, 1) != 0) return -1;
   return 0;
+}
+
+/* Folder of a file path, in place ("/a/b/c" -> "/a/b"). */
+static void strip_last(char *path) {
+  char *slash = strrchr(path, '/');
+  if (slash != NULL) *slash = '\0';
+}
+
+static int has_package(const char *dir) {
+  char probe[PATH_MAX + 64];
+  int n = snprintf(probe, sizeof probe, "%s/plait/__init__.py", dir);
+  return n > 0 && (size_t)n < sizeof probe && access(probe, R_OK) == 0;
+}
+
+static int prepend_pythonpath(const char *dir) {
+  const char *old = getenv("PYTHONPATH");
+  if (old == NULL || old[0] == '\0') return setenv("PYTHONPATH", dir, 1);
+  size_t len = strlen(dir) + 1 + strlen(old) + 1;
+  char *joined = malloc(len);
+  if (joined == NULL) return -1;
+  snprintf(joined, len, "%s:%s", dir, old);
+  int rc = setenv("PYTHONPATH", joined, 1);
+  free(joined);
+  return rc;
+}
+
+int plaitrun_jobenv_python(char *err, size_t err_size) {
+  Dl_info info;
+  if (!user_has("PLAIT_LIBRARY") && dladdr((void *)plait_version, &info) != 0 &&
+      info.dli_fname != NULL) {
+    char lib[PATH_MAX];
+    if (realpath(info.dli_fname, lib) != NULL && setenv("PLAIT_LIBRARY", lib, 1) != 0)
+      goto setenv_failed;
+  }
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return 0;
+  exe[n] = '\0';
+  strip_last(exe); /* <bindir> */
+  char dir[PATH_MAX + 64];
+  const char *found = NULL;
+  char real[PATH_MAX];
+  int len = snprintf(dir, sizeof dir, "%s/../%s", exe, PLAITRUN_PYTHON_INSTALL_DIR);
+  if (len > 0 && (size_t)len < sizeof dir && has_package(dir) && realpath(dir, real) != NULL) {
+    found = real;
+  } else {
+    /* A build tree: <build>/bin/plaitrun beside <build>/CMakeCache.txt. */
+    len = snprintf(dir, sizeof dir, "%s/../CMakeCache.txt", exe);
+    if (len > 0 && (size_t)len < sizeof dir && access(dir, R_OK) == 0 &&
+        has_package(PLAITRUN_SOURCE_PYTHON_DIR))
+      found = PLAITRUN_SOURCE_PYTHON_DIR;
+  }
+  if (found != NULL && prepend_pythonpath(found) != 0) goto setenv_failed;
+  return 0;
+
+setenv_failed:
+  snprintf(err, err_size, "cannot set the ranks' environment: %s", strerror(errno));
+  return -1;
 }

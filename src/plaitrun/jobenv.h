@@ -20,6 +20,17 @@
  */
 int plaitrun_jobenv_prepare(int nranks, char *err, size_t err_size);
 
+/*
+ * So that `plaitrun -np N python3 train.py` finds plait's Python package and
+ * the very libplait plaitrun runs with: sets PLAIT_LIBRARY to that library's
+ * path unless the user set it, and prepends the package's folder to
+ * PYTHONPATH: <bindir>/../PLAITRUN_PYTHON_INSTALL_DIR when installed, the
+ * source tree's bindings/python when plaitrun runs from a build tree. Missing
+ * folders are skipped silently (a C program needs neither). 0, or -1 with a
+ * message in err.
+ */
+int plaitrun_jobenv_python(char *err, size_t err_size);
+
 /* In a forked child: sets PLAIT_RANK and PLAIT_LOCAL_RANK. 0 or -1. */
 int plaitrun_jobenv_set_rank(int rank);
 

@@ -78,5 +78,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "plaitrun: %s\n", err);
     return PLAITRUN_EXIT_INTERNAL;
   }
+  if (plaitrun_jobenv_python(err, sizeof err) != 0) {
+    fprintf(stderr, "plaitrun: %s\n", err);
+    return PLAITRUN_EXIT_INTERNAL;
+  }
   return plaitrun_job_run(&opts);
 }

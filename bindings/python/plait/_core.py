@@ -40,12 +40,12 @@ def _candidates():
         return [(env, "PLAIT_LIBRARY")]
     here = os.path.dirname(os.path.abspath(__file__))
     found = [(os.path.join(here, "_lib", "libplait.so"), "bundled with the package")]
-    # An installed tree: <prefix>/lib/python3/dist-packages/plait -> <prefix>/lib.
-    up = here
-    for _ in range(4):
-        up = os.path.dirname(up)
-        found.append((os.path.join(up, "libplait.so"), "beside the package"))
-        found.append((os.path.join(up, "lib", "libplait.so"), "beside the package"))
+    try:  # written by cmake --install
+        from plait._install_paths import LIBRARY_DIR_RELATIVE
+        found.append((os.path.normpath(os.path.join(here, LIBRARY_DIR_RELATIVE, "libplait.so")),
+                      "installed with the package"))
+    except ImportError:
+        pass
     system = ctypes.util.find_library("plait")
     if system:
         found.append((system, "the system's library path"))
