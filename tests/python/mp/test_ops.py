@@ -321,10 +321,18 @@ def test_barrier(hvd):
 
 
 def test_duplicate_name_in_flight(hvd):
+    """Rank 0 submits "dup" twice while the other ranks have not submitted it
+    yet (they wait at a barrier rank 0 joins only afterwards), so the first
+    is certainly still in flight."""
     x = torch.ones(4)
-    h = hvd.allreduce_async(x, name="dup", op=hvd.Sum)
-    with pytest.raises(hvd.InvalidArgumentError, match="dup"):
-        hvd.allreduce_async(x, name="dup", op=hvd.Sum)
+    if hvd.rank() == 0:
+        h = hvd.allreduce_async(x, name="dup", op=hvd.Sum)
+        with pytest.raises(hvd.InvalidArgumentError, match="dup"):
+            hvd.allreduce_async(x, name="dup", op=hvd.Sum)
+        hvd.barrier()
+    else:
+        hvd.barrier()
+        h = hvd.allreduce_async(x, name="dup", op=hvd.Sum)
     assert hvd.synchronize(h).tolist() == [hvd.size()] * 4
     # Once finished, the name can be used again.
     assert hvd.allreduce(x, name="dup", op=hvd.Sum).tolist() == [hvd.size()] * 4

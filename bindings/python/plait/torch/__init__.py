@@ -25,15 +25,11 @@ from plait.torch.mpi_ops import (  # noqa: F401
     join, barrier, poll, synchronize,
 )
 
-try:
-    from plait.torch.optimizer import DistributedOptimizer  # noqa: F401
-    from plait.torch.functions import (  # noqa: F401
-        broadcast_parameters, broadcast_optimizer_state, broadcast_object, allgather_object,
-    )
-    from plait.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
-except ImportError as _e:  # pragma: no cover - while these modules are written
-    if "plait.torch" not in str(_e):
-        raise
+from plait.torch.optimizer import DistributedOptimizer  # noqa: F401
+from plait.torch.functions import (  # noqa: F401
+    broadcast_parameters, broadcast_optimizer_state, broadcast_object, allgather_object,
+)
+from plait.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
 
 for _cls in _ERRORS.values():
     globals()[_cls.__name__] = _cls

@@ -1,0 +1,293 @@
+"""Broadcasting model and optimizer state, and moving Python objects between
+ranks: horovod.torch's broadcast_parameters, broadcast_optimizer_state,
+broadcast_object and allgather_object.
+
+Every function here is collective: all ranks call it, in the same order.
+"""
+
+import pickle
+from collections.abc import Mapping
+
+import torch
+
+from plait.torch.mpi_ops import (
+    allgather_async, broadcast_, broadcast_async_, global_process_set, rank, size, synchronize,
+)
+
+try:  # Horovod pickles with cloudpickle (lambdas, local classes); plain pickle otherwise.
+    import cloudpickle as _pickler
+except ImportError:  # pragma: no cover - depends on the environment
+    _pickler = pickle
+
+
+def _check_root(root_rank, what):
+    if not isinstance(root_rank, int) or isinstance(root_rank, bool):
+        raise TypeError("plait.torch.%s: root_rank must be an int, not %s"
+                        % (what, type(root_rank).__name__))
+    if not 0 <= root_rank < size():
+        raise ValueError("plait.torch.%s: root_rank %d is not a rank of this job (0..%d)"
+                         % (what, root_rank, size() - 1))
+
+
+def _check_process_set(process_set, what):
+    if process_set is not None and process_set is not global_process_set:
+        raise NotImplementedError("plait.torch.%s: plait has no process sets other than "
+                                  "the global one (got %r)" % (what, process_set))
+
+
+def _wait_all(handles):
+    """Waits for every handle, then raises the first error met, if any (so
+    that no operation is left in flight behind an early error)."""
+    error = None
+    for h in handles:
+        try:
+            synchronize(h)
+        except Exception as e:  # noqa: BLE001 - re-raised below
+            if error is None:
+                error = e
+    if error is not None:
+        raise error
+
+
+def _broadcast_named(pairs, root_rank):
+    """Broadcasts (plait name, tensor) pairs in place, all in flight at once."""
+    handles = []
+    try:
+        for name, t in pairs:
+            # detach(): the same storage, written without autograd's leaf check.
+            handles.append(broadcast_async_(t.detach(), root_rank, name=name))
+    finally:
+        _wait_all(handles)
+
+
+def broadcast_parameters(params, root_rank):
+    """Overwrites params on every rank with root_rank's, in place.
+
+    Arguments:
+        params: model.state_dict() (or any mapping of name -> tensor; the
+            tensors are broadcast in sorted-key order), or an iterable of
+            (name, tensor) pairs such as model.named_parameters(), or of
+            tensors such as model.parameters().
+        root_rank: the rank whose values every rank receives.
+
+    Raises TypeError/ValueError for anything that is not a tensor or a
+    duplicated name.
+    """
+    _check_root(root_rank, "broadcast_parameters")
+    if isinstance(params, Mapping):
+        items = sorted(params.items(), key=lambda kv: str(kv[0]))
+    elif isinstance(params, (str, bytes)) or not hasattr(params, "__iter__"):
+        raise ValueError("plait.torch.broadcast_parameters: invalid params of type %s; give "
+                         "model.state_dict(), model.named_parameters() or model.parameters()"
+                         % type(params).__name__)
+    else:
+        items = [p if isinstance(p, tuple) else (None, p) for p in params]
+    pairs, seen = [], set()
+    for i, item in enumerate(items):
+        if len(item) != 2:
+            raise ValueError("plait.torch.broadcast_parameters: item %d is a tuple of %d, "
+                             "expected (name, tensor)" % (i, len(item)))
+        key, t = item
+        if not isinstance(t, torch.Tensor):
+            raise TypeError("plait.torch.broadcast_parameters: %s is a %s, not a tensor"
+                            % ("'%s'" % key if key is not None else "item %d" % i,
+                               type(t).__name__))
+        if key is None:
+            name = "broadcast.parameters.%d" % i
+        else:
+            name = "broadcast.%s" % (key,)
+            if name in seen:
+                raise ValueError("plait.torch.broadcast_parameters: the name '%s' appears "
+                                 "twice" % (key,))
+        seen.add(name)
+        pairs.append((name, t))
+    _broadcast_named(pairs, root_rank)
+
+
+# ----------------------------------------------------------------------------
+# Optimizer state
+# ----------------------------------------------------------------------------
+
+def _has_state(optimizer):
+    return any(optimizer.state.get(p) for g in optimizer.param_groups for p in g['params'])
+
+
+def _initialize_state(optimizer):
+    """Horovod's trick: an optimizer that has not stepped yet has no state to
+    broadcast into, so take one step with zero gradients to create it. Here
+    the step leaves parameters and gradients as they were (weight decay is
+    switched off for it and the parameters are restored afterwards)."""
+    from plait.torch.optimizer import _DistributedOptimizer
+    saved = []
+    for group in optimizer.param_groups:
+        for p in group['params']:
+            if p.requires_grad:
+                saved.append((p, p.detach().clone(), p.grad))
+                g = torch.zeros_like(p)
+                if isinstance(optimizer, torch.optim.SparseAdam):
+                    g = g.to_sparse()
+                p.grad = g
+    decays = [g.get('weight_decay') for g in optimizer.param_groups]
+    try:
+        for g in optimizer.param_groups:
+            if 'weight_decay' in g:
+                g['weight_decay'] = 0
+        if isinstance(optimizer, _DistributedOptimizer):
+            # The wrapped optimizer's own step: no allreduce (the other ranks
+            # may not be taking this path).
+            super(_DistributedOptimizer, optimizer).step()
+        else:
+            optimizer.step()
+    finally:
+        for g, d in zip(optimizer.param_groups, decays):
+            if d is not None:
+                g['weight_decay'] = d
+        with torch.no_grad():
+            for p, data, grad in saved:
+                p.copy_(data)
+                p.grad = grad
+
+
+def _state_manifest(optimizer):
+    """What the root sends: every param group's options, and for each
+    parameter with state, each entry as a value (pickled) or a tensor's
+    description (broadcast as a tensor afterwards)."""
+    options = []
+    state = {}
+    for gi, group in enumerate(optimizer.param_groups):
+        options.append({k: v for k, v in group.items() if k != 'params'})
+        for pi, p in enumerate(group['params']):
+            st = optimizer.state.get(p)
+            if not st:
+                continue
+            entry = {}
+            for key, v in st.items():
+                if isinstance(v, torch.Tensor):
+                    entry[key] = ("tensor", tuple(v.shape), v.dtype, v.device == p.device)
+                else:
+                    entry[key] = ("value", v)
+            state[(gi, pi)] = entry
+    return {"sizes": [len(g['params']) for g in optimizer.param_groups],
+            "options": options, "state": state}
+
+
+def broadcast_optimizer_state(optimizer, root_rank):
+    """Gives every rank root_rank's optimizer state: the param groups'
+    options (lr, momentum, betas, ...) and each parameter's state (momentum
+    buffers, Adam's moments and step, whether 'step' is a tensor or an int).
+
+    An optimizer without state is first given one (Horovod's zero-gradient
+    step, here without moving the parameters). Non-tensor entries travel
+    pickled in one broadcast_object; tensors are broadcast in place. A rank
+    whose state lacks an entry the root has gets it; entries the root lacks
+    are dropped. Works on a DistributedOptimizer as well (without allreduce).
+
+    Raises ValueError for torch.optim.LBFGS (as Horovod) or when the ranks'
+    param groups differ in shape.
+    """
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError("plait.torch.broadcast_optimizer_state: expected a "
+                        "torch.optim.Optimizer, got %s" % type(optimizer).__name__)
+    if isinstance(optimizer, torch.optim.LBFGS):
+        raise ValueError("plait.torch.broadcast_optimizer_state: cannot broadcast "
+                         "torch.optim.LBFGS state")
+    _check_root(root_rank, "broadcast_optimizer_state")
+    if not _has_state(optimizer):
+        _initialize_state(optimizer)
+
+    manifest = broadcast_object(_state_manifest(optimizer) if rank() == root_rank else None,
+                                root_rank, name="broadcast_optimizer_state.manifest")
+    groups = optimizer.param_groups
+    mine = [len(g['params']) for g in groups]
+    if manifest["sizes"] != mine:
+        raise ValueError("plait.torch.broadcast_optimizer_state: rank %d's param groups hold "
+                         "%s parameters but root rank %d's hold %s"
+                         % (rank(), mine, root_rank, manifest["sizes"]))
+    if rank() != root_rank:
+        for group, opts in zip(groups, manifest["options"]):
+            group.update(opts)
+
+    pairs = []
+    root_state = manifest["state"]
+    for gi, group in enumerate(groups):
+        for pi, p in enumerate(group['params']):
+            entry = root_state.get((gi, pi))
+            if entry is None:
+                optimizer.state.pop(p, None)
+                continue
+            st = optimizer.state[p]
+            for key in [k for k in st if k not in entry]:
+                del st[key]
+            for key, desc in entry.items():
+                if desc[0] == "value":
+                    st[key] = desc[1]
+                    continue
+                _, shape, dtype, on_param_device = desc
+                device = p.device if on_param_device else torch.device("cpu")
+                t = st.get(key)
+                if not (isinstance(t, torch.Tensor) and tuple(t.shape) == shape
+                        and t.dtype == dtype and t.device == device):
+                    t = torch.empty(shape, dtype=dtype, device=device)
+                    st[key] = t
+                pairs.append(("broadcast.optimizer_state.%d.%d.%s" % (gi, pi, key), t))
+    _broadcast_named(pairs, root_rank)
+
+
+# ----------------------------------------------------------------------------
+# Python objects
+# ----------------------------------------------------------------------------
+
+def _to_bytes_tensor(obj):
+    data = bytearray(_pickler.dumps(obj))
+    return torch.frombuffer(data, dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8)
+
+
+def _from_bytes(t):
+    return pickle.loads(t.numpy().tobytes())
+
+
+def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
+    """Returns root_rank's obj on every rank (pickled with cloudpickle when
+    it is installed, else pickle; the size is broadcast first).
+
+    Arguments:
+        obj: any picklable object (only root_rank's is used).
+        root_rank: the rank whose object is sent.
+        name: names the broadcasts ('broadcast_object.<name>.sz' and
+            '.t'). Unlike Horovod, the default does not depend on obj (which
+            other ranks often pass as None), so the ranks always match.
+    """
+    _check_process_set(process_set, "broadcast_object")
+    _check_root(root_rank, "broadcast_object")
+    base = "broadcast_object" if name is None else "broadcast_object.%s" % (name,)
+    if rank() == root_rank:
+        payload = _to_bytes_tensor(obj)
+        n = torch.tensor([payload.numel()], dtype=torch.int64)
+        broadcast_(n, root_rank, name=base + ".sz")
+        broadcast_(payload, root_rank, name=base + ".t")
+        return obj
+    n = torch.zeros(1, dtype=torch.int64)
+    broadcast_(n, root_rank, name=base + ".sz")
+    payload = torch.empty(int(n.item()), dtype=torch.uint8)
+    broadcast_(payload, root_rank, name=base + ".t")
+    return _from_bytes(payload)
+
+
+def allgather_object(obj, name=None):
+    """Returns the list of every rank's obj, in rank order (each pickled as
+    by broadcast_object and gathered as bytes).
+
+    name: names the allgathers ('allgather_object.<name>.sz' and '.t');
+    by default the names do not depend on obj."""
+    base = "allgather_object" if name is None else "allgather_object.%s" % (name,)
+    payload = _to_bytes_tensor(obj)
+    h_sizes = allgather_async(torch.tensor([payload.numel()], dtype=torch.int64),
+                              name=base + ".sz")
+    h_data = allgather_async(payload, name=base + ".t")
+    sizes = synchronize(h_sizes).tolist()
+    data = synchronize(h_data)
+    out, start = [], 0
+    for n in sizes:
+        out.append(_from_bytes(data[start:start + n]))
+        start += n
+    return out
