@@ -13,6 +13,7 @@ Non-contiguous tensors are copied to contiguous memory (and back, for the
 in-place operations).
 """
 
+import atexit
 import ctypes
 import itertools
 import threading
@@ -65,6 +66,23 @@ def init(comm=None, process_sets=None):
                                   "mpirun, srun or torchrun instead" % (comm,))
     _check_process_set(process_sets)
     _core.init()
+    global _atexit_registered
+    if not _atexit_registered:
+        # As Horovod: leave the job cleanly when the script ends without
+        # shutdown(), so the other ranks are not told this one was lost.
+        atexit.register(_shutdown_at_exit)
+        _atexit_registered = True
+
+
+_atexit_registered = False
+
+
+def _shutdown_at_exit():
+    try:
+        if _core.is_initialized():
+            shutdown()
+    except PlaitError:
+        pass
 
 
 def shutdown():
