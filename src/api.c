@@ -206,6 +206,39 @@ PLAIT_API plait_result_t plait_config_dump(char *buf, size_t buf_size, size_t *n
   return rc;
 }
 
+PLAIT_API plait_result_t plait_config_set(const char *name, const char *value) {
+  if (!name || !value)
+    return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_config_set: %s is NULL",
+                       name ? "value" : "name");
+  static const char *tunable[] = {"PLAIT_FUSION_THRESHOLD", "PLAIT_CYCLE_TIME_MS",
+                                  "PLAIT_LOG_LEVEL"};
+  int ok = 0;
+  for (size_t i = 0; i < sizeof tunable / sizeof tunable[0]; i++) ok |= !strcmp(name, tunable[i]);
+  if (!ok && plait_config_known(name))
+    return plait_error(PLAIT_ERR_UNSUPPORTED, "plait_config_set: %s cannot change while plait "
+                       "runs (only PLAIT_FUSION_THRESHOLD, PLAIT_CYCLE_TIME_MS and "
+                       "PLAIT_LOG_LEVEL can); set it in the environment before plait_init", name);
+  if (!ok)
+    return plait_error(PLAIT_ERR_CONFIG, "plait_config_set: %s is not a plait variable (see "
+                       "plaitrun --help-env)", name);
+  pthread_mutex_lock(&life_lock);
+  plait_result_t rc = PLAIT_SUCCESS;
+  if (!atomic_load(&g_initialized)) {
+    rc = plait_error(PLAIT_ERR_NOT_INITIALIZED, "plait_config_set: plait is not initialized; "
+                     "before plait_init, set %s in the environment", name);
+  } else {
+    plait_config_t next = S.cfg; /* numeric fields only change; strings stay shared */
+    rc = plait_config_parse_var(&next, name, value);
+    if (rc == PLAIT_SUCCESS) {
+      S.cfg = next;
+      plait_coord_tune(S.cfg.fusion_threshold, S.cfg.cycle_time_ms);
+      plait_log_set_level(S.cfg.log_level);
+    }
+  }
+  pthread_mutex_unlock(&life_lock);
+  return rc;
+}
+
 const plait_transport_t *plait_core_transport(void **state) {
   if (!atomic_load(&g_initialized)) return NULL;
   if (state) *state = S.plugin.state;

@@ -189,6 +189,27 @@ plait_result_t plait_config_load(plait_config_t *cfg) {
   return PLAIT_SUCCESS;
 }
 
+int plait_config_known(const char *var) {
+  for (size_t i = 0; i < N_ENTRIES; i++)
+    if (!strcmp(entries[i].var, var)) return 1;
+  return 0;
+}
+
+plait_result_t plait_config_parse_var(plait_config_t *cfg, const char *var, const char *value) {
+  for (size_t i = 0; i < N_ENTRIES; i++) {
+    const cfg_entry_t *e = &entries[i];
+    if (strcmp(e->var, var)) continue;
+    if (e->type == T_NAME || e->type == T_TEXT)
+      return plait_error(PLAIT_ERR_INTERNAL, "plait_config_parse_var: %s is text", var);
+    if (parse_entry(e, value, cfg))
+      return plait_error(PLAIT_ERR_CONFIG, "%s='%s' is not valid: expected %s", var, value,
+                         accepts(e->type));
+    return PLAIT_SUCCESS;
+  }
+  return plait_error(PLAIT_ERR_CONFIG, "%s is not a plait variable (see plaitrun --help-env)",
+                     var);
+}
+
 void plait_config_free(plait_config_t *cfg) {
   if (!cfg) return;
   for (size_t i = 0; i < N_ENTRIES; i++) {

@@ -30,6 +30,14 @@ typedef struct plait_config {
 plait_result_t plait_config_load(plait_config_t *cfg);
 void plait_config_free(plait_config_t *cfg);
 
+/* 1 when var is a variable of the table. */
+int plait_config_known(const char *var);
+
+/* Parses value into cfg's field for var (a numeric variable of the table),
+ * strictly, as plait_config_load would. PLAIT_ERR_CONFIG naming var, the
+ * value and what it accepts, or that var is not a plait variable. */
+plait_result_t plait_config_parse_var(plait_config_t *cfg, const char *var, const char *value);
+
 /* "NAME=value\n" per variable (the secret is never printed). */
 plait_result_t plait_config_format(const plait_config_t *cfg, char *buf,
                                    size_t buf_size, size_t *needed);

@@ -47,9 +47,31 @@ typedef struct coord {
   uint64_t lists_run;    /* response lists run so far (peers send it as acked) */
   int transport_failed; /* the failure came from running a collective */
   int failed_reporter;  /* rank 0: a peer that reported its transport failed */
+  double cycle_time_ms; /* PLAIT_CYCLE_TIME_MS, changeable while running */
 } coord_t;
 
+
 static coord_t C = {.table.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* Settings changed while running (plait_config_set), applied by the
+ * coordinator thread at the start of its next cycle. */
+static atomic_int tune_pending;
+static _Atomic uint64_t tune_threshold;
+static _Atomic double tune_cycle_time_ms;
+
+void plait_coord_tune(uint64_t fusion_threshold, double cycle_time_ms) {
+  atomic_store(&tune_threshold, fusion_threshold);
+  atomic_store(&tune_cycle_time_ms, cycle_time_ms);
+  atomic_store(&tune_pending, 1);
+}
+
+static void apply_tuning(void) {
+  if (!atomic_exchange(&tune_pending, 0)) return;
+  uint64_t threshold = atomic_load(&tune_threshold);
+  C.cycle_time_ms = atomic_load(&tune_cycle_time_ms);
+  C.exec.threshold = threshold;
+  if (C.rank == 0) C.neg.threshold = threshold;
+}
 static atomic_int running_size;
 static atomic_ullong running_caps;
 
@@ -396,10 +418,11 @@ static plait_result_t cycle(void) {
       C.pfd[n++] = (struct pollfd){C.ctrl->fds[0], POLLIN, 0};
   }
   int ready = poll(C.pfd, (nfds_t)n, poll_timeout_ms());
+  apply_tuning();
   if (ready < 0 && errno != EINTR)
     return plait_error(PLAIT_ERR_SYSTEM, "coordinator poll failed: %s", strerror(errno));
   int woke = ready > 0 && C.pfd[0].revents;
-  if (woke) sleep_until(C.last_cycle + C.cfg->cycle_time_ms * 1e-3); /* let a batch gather */
+  if (woke) sleep_until(C.last_cycle + C.cycle_time_ms * 1e-3); /* let a batch gather */
   C.last_cycle = plait_now();
   int busy = 0;
   plait_result_t rc;
@@ -546,6 +569,8 @@ plait_result_t plait_coord_start(const plait_coord_args_t *a) {
     rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory starting the coordinator");
   plait_exec_init(&C.exec, a->rank, a->size, a->transport, a->transport_state, &C.table, &C.local);
   C.exec.threshold = a->cfg->fusion_threshold;
+  C.cycle_time_ms = a->cfg->cycle_time_ms;
+  atomic_store(&tune_pending, 0);
   if (rc == PLAIT_SUCCESS && pthread_create(&C.thread, NULL, coordinator_main, NULL))
     rc = plait_error(PLAIT_ERR_SYSTEM, "cannot start the coordinator thread");
   if (rc) {

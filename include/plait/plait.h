@@ -244,6 +244,22 @@ PLAIT_API plait_result_t plait_config_dump(char *buf, size_t buf_size,
                                            size_t *needed);
 
 /*
+ * Changes a setting while plait runs, on this rank, without restarting:
+ * PLAIT_FUSION_THRESHOLD, PLAIT_CYCLE_TIME_MS or PLAIT_LOG_LEVEL, with a
+ * value written as in the environment ("4M", "2.5", "debug"), parsed as
+ * strictly. The coordinator takes the new values up at the start of its next
+ * cycle: operations negotiated from then on use them. The fusion threshold
+ * decides fusion on rank 0 (which plans the fused responses) and sizes the
+ * fusion buffer on every rank: set it on every rank, to the same value, at a
+ * quiet moment (e.g. after a barrier). plait_config_dump shows the new value.
+ * Errors: PLAIT_ERR_NOT_INITIALIZED (before plait_init, set the environment
+ * variable instead), PLAIT_ERR_CONFIG (a bad value, or not a plait
+ * variable), PLAIT_ERR_UNSUPPORTED (a variable that cannot change while
+ * running), PLAIT_ERR_INVALID_ARGUMENT (NULL). Any thread.
+ */
+PLAIT_API plait_result_t plait_config_set(const char *name, const char *value);
+
+/*
  * Like plait_config_dump, but describes every variable: name, type, default
  * and help text. Does not read the environment; works at any time.
  */

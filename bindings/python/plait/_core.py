@@ -152,6 +152,7 @@ _FUNCTIONS = {
     "plait_transport_name": (_R, [ctypes.POINTER(_S)]),
     "plait_config_dump": (_R, [_P, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
     "plait_config_help": (_R, [_P, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+    "plait_config_set": (_R, [_S, _S]),
     "plait_tensor_1d": (_R, [_TP, _P, ctypes.c_size_t, ctypes.c_int]),
     "plait_allreduce_async": (_R, [_S, _TP, _TP, ctypes.c_int, _OP, _HP]),
     "plait_grouped_allreduce_async": (_R, [ctypes.c_size_t, ctypes.POINTER(_S), _TP, _TP,
@@ -501,6 +502,13 @@ def _text_call(fn):
 def config_dump():
     """The effective configuration, NAME=value per line."""
     return _text_call(lib.plait_config_dump)
+
+
+def config_set(name, value):
+    """Changes PLAIT_FUSION_THRESHOLD, PLAIT_CYCLE_TIME_MS or PLAIT_LOG_LEVEL
+    while plait runs (value as in the environment: "4M", "2.5"). Set the
+    fusion threshold on every rank, to the same value."""
+    check(lib.plait_config_set(str(name).encode(), str(value).encode()))
 
 
 def config_help():

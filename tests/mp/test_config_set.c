@@ -1,0 +1,103 @@
+/* plait_config_set: changing the fusion threshold and cycle time of a
+ * running job, as plait-bench does between settings, and its errors. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "plait/plait.h"
+#include "ranks.h"
+
+#define TENSORS 40
+#define COUNT 1024 /* 4 KiB each */
+
+/* One batch of TENSORS allreduces in flight at once; returns the stats delta
+ * (responses, fused responses) or -1. */
+static int batch(int round, uint64_t *responses, uint64_t *fused) {
+  static float data[TENSORS][COUNT];
+  plait_handle_t *h[TENSORS];
+  plait_stats_t before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
+  if (plait_stats(&before)) return -1;
+  for (int i = 0; i < TENSORS; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "r%d.t%d", round, i);
+    for (int j = 0; j < COUNT; j++) data[i][j] = 1.0f;
+    plait_tensor_t t;
+    plait_tensor_1d(&t, data[i], COUNT, PLAIT_FLOAT32);
+    if (plait_allreduce_async(name, &t, &t, PLAIT_OP_SUM, NULL, &h[i])) return -1;
+  }
+  for (int i = 0; i < TENSORS; i++) {
+    if (plait_wait(h[i], 20)) return -1;
+    plait_release(h[i]);
+  }
+  if (plait_stats(&after)) return -1;
+  *responses = after.responses - before.responses;
+  *fused = after.fused_responses - before.fused_responses;
+  return 0;
+}
+
+static int all_ranks_set(const char *name, const char *value) {
+  plait_handle_t *h;
+  if (plait_barrier_async(NULL, &h) || plait_wait(h, 20)) return -1;
+  plait_release(h);
+  return plait_config_set(name, value) ? -1 : 0;
+}
+
+static int body(int rank, int n, void *arg) {
+  (void)n, (void)arg;
+  if (plait_init()) return 1;
+  uint64_t responses, fused;
+  /* Fusion off: one collective per tensor. */
+  if (all_ranks_set("PLAIT_FUSION_THRESHOLD", "0") || batch(0, &responses, &fused)) return 2;
+  if (responses != TENSORS || fused != 0) {
+    plait_test_say(rank, "threshold 0: %llu responses, %llu fused", (unsigned long long)responses,
+                   (unsigned long long)fused);
+    return 3;
+  }
+  /* A long cycle lets the whole batch gather; 64M fuses it. */
+  if (all_ranks_set("PLAIT_FUSION_THRESHOLD", "64M") ||
+      all_ranks_set("PLAIT_CYCLE_TIME_MS", "50") || batch(1, &responses, &fused))
+    return 4;
+  if (responses >= TENSORS / 2 || fused == 0) {
+    plait_test_say(rank, "threshold 64M: %llu responses, %llu fused",
+                   (unsigned long long)responses, (unsigned long long)fused);
+    return 5;
+  }
+  /* 8 KiB fits two 4 KiB tensors per fused response at most. */
+  if (all_ranks_set("PLAIT_FUSION_THRESHOLD", "8K") || batch(2, &responses, &fused)) return 6;
+  if (responses < TENSORS / 2) {
+    plait_test_say(rank, "threshold 8K: %llu responses", (unsigned long long)responses);
+    return 7;
+  }
+  char dump[4096];
+  if (plait_config_dump(dump, sizeof dump, NULL) || !strstr(dump, "PLAIT_FUSION_THRESHOLD=8192\n") ||
+      !strstr(dump, "PLAIT_CYCLE_TIME_MS=50\n"))
+    return 8;
+  /* Errors name what is wrong, and change nothing. */
+  if (plait_config_set("PLAIT_FUSION_THRESHOLD", "64Q") != PLAIT_ERR_CONFIG ||
+      !strstr(plait_last_error(), "PLAIT_FUSION_THRESHOLD='64Q'"))
+    return 9;
+  if (plait_config_set("PLAIT_TIMEOUT_S", "5") != PLAIT_ERR_UNSUPPORTED ||
+      !strstr(plait_last_error(), "PLAIT_TIMEOUT_S cannot change"))
+    return 10;
+  if (plait_config_set("PLAIT_NOPE", "1") != PLAIT_ERR_CONFIG ||
+      !strstr(plait_last_error(), "PLAIT_NOPE is not a plait variable"))
+    return 11;
+  if (plait_config_set(NULL, "1") != PLAIT_ERR_INVALID_ARGUMENT) return 12;
+  if (plait_config_set("PLAIT_CYCLE_TIME_MS", "0") != PLAIT_ERR_CONFIG) return 13;
+  if (plait_config_dump(dump, sizeof dump, NULL) || !strstr(dump, "PLAIT_FUSION_THRESHOLD=8192\n") ||
+      !strstr(dump, "PLAIT_CYCLE_TIME_MS=50\n"))
+    return 14;
+  return plait_shutdown() ? 15 : 0;
+}
+
+Test(config_set, retunes_fusion_of_a_running_job, .timeout = 90) {
+  plait_test_job_t job = {.nranks = 2, .timeout_s = 80};
+  cr_assert_eq(plait_test_run_ranks(&job, body, NULL), 0);
+}
+
+Test(config_set, refused_before_init) {
+  plait_test_clear_env();
+  cr_assert_eq(plait_config_set("PLAIT_FUSION_THRESHOLD", "1M"), PLAIT_ERR_NOT_INITIALIZED);
+  cr_assert(strstr(plait_last_error(), "set PLAIT_FUSION_THRESHOLD in the environment"),
+            "%s", plait_last_error());
+}
