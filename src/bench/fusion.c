@@ -1,0 +1,159 @@
+/*
+ * plait-bench fusion: what the fusion buffer does for a step of many
+ * allreduces (a tensor-size mix, e.g. a model's gradients in backward order),
+ * swept over fusion thresholds and cycle times in one launch.
+ *
+ * Each step submits every tensor of the mix at once, in order, then waits for
+ * all of them, as a backward pass with DistributedOptimizer does. Between
+ * settings every rank changes PLAIT_FUSION_THRESHOLD and PLAIT_CYCLE_TIME_MS
+ * with plait_config_set after a barrier, so one launch measures them all
+ * under the same conditions. A step's time is the slowest rank's; the
+ * breakdown comes from plait_stats on rank 0 (it plans the fused responses).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+typedef struct {
+  float **buf;   /* one buffer per tensor of the largest mix */
+  plait_handle_t **h;
+} step_mem_t;
+
+static plait_result_t one_step(const bench_mix_t *mix, step_mem_t *m, int seq) {
+  char name[64];
+  for (size_t i = 0; i < mix->count; i++) {
+    plait_tensor_t t;
+    snprintf(name, sizeof name, "g%zu", i); /* the same names every step: the cache works */
+    plait_result_t rc = plait_tensor_1d(&t, m->buf[i], mix->bytes[i] / sizeof(float), PLAIT_FLOAT32);
+    if (rc == PLAIT_SUCCESS) rc = plait_allreduce_async(name, &t, &t, PLAIT_OP_AVERAGE, NULL, &m->h[i]);
+    if (rc != PLAIT_SUCCESS) {
+      for (size_t k = 0; k < i; k++) {
+        plait_wait(m->h[k], -1);
+        plait_release(m->h[k]);
+      }
+      return rc;
+    }
+  }
+  (void)seq;
+  plait_result_t first = PLAIT_SUCCESS;
+  for (size_t i = 0; i < mix->count; i++) {
+    plait_result_t rc = plait_wait(m->h[i], -1);
+    if (rc != PLAIT_SUCCESS && first == PLAIT_SUCCESS) first = rc;
+    plait_release(m->h[i]);
+  }
+  return first;
+}
+
+static void set_everywhere(const char *var, const char *value) {
+  BENCH_CHECK(bench_barrier());
+  BENCH_CHECK(plait_config_set(var, value));
+  BENCH_CHECK(bench_barrier());
+}
+
+int bench_fusion(bench_opts_t *o) {
+  size_t most = 0;
+  for (int m = 0; m < o->n_mixes; m++)
+    if (o->mixes[m].count > most) most = o->mixes[m].count;
+  step_mem_t mem = {calloc(most, sizeof(float *)), calloc(most, sizeof(plait_handle_t *))};
+  if (!mem.buf || !mem.h) return 1;
+  for (int m = 0; m < o->n_mixes; m++) {
+    const bench_mix_t *mix = &o->mixes[m];
+    for (size_t i = 0; i < mix->count; i++) {
+      if (mix->bytes[i] % sizeof(float)) {
+        fprintf(stderr, "plait-bench: mix %s: tensor %zu has %zu bytes, not whole float32s\n",
+                mix->name, i, mix->bytes[i]);
+        return 2;
+      }
+    }
+  }
+  /* Buffers sized for the largest tensor at each position over all mixes. */
+  for (size_t i = 0; i < most; i++) {
+    size_t bytes = 0;
+    for (int m = 0; m < o->n_mixes; m++)
+      if (i < o->mixes[m].count && o->mixes[m].bytes[i] > bytes) bytes = o->mixes[m].bytes[i];
+    mem.buf[i] = malloc(bytes);
+    if (!mem.buf[i]) {
+      fprintf(stderr, "plait-bench: out of memory for the mixes' tensors\n");
+      return 1;
+    }
+    for (size_t k = 0; k < bytes / sizeof(float); k++) mem.buf[i][k] = 1.0f;
+  }
+  int settings = o->n_mixes * o->n_thresholds * o->n_cycle_times, done = 0;
+  if (o->rank == 0) {
+    printf("# plait-bench fusion: %d ranks, transport %s, %d settings, %d warm-up + %d timed "
+           "steps each; float32 average allreduces; step time = slowest rank\n",
+           o->size, o->transport, settings, o->warmup, o->steps);
+    printf("%-16s %9s %7s %8s %10s %9s %9s %9s %7s %7s %8s %8s %8s %8s\n", "mix", "tensors",
+           "MiB", "fusion", "cycle(ms)", "step(ms)", "p10", "p90", "t/resp", "fill", "negot",
+           "copyin", "transp", "copyout");
+    fflush(stdout);
+  }
+  double *t = malloc((size_t)o->steps * sizeof *t);
+  if (!t) return 1;
+  int seq = 0;
+  for (int m = 0; m < o->n_mixes; m++) {
+    const bench_mix_t *mix = &o->mixes[m];
+    for (int ci = 0; ci < o->n_cycle_times; ci++) {
+      char text[64];
+      snprintf(text, sizeof text, "%g", o->cycle_times[ci]);
+      set_everywhere("PLAIT_CYCLE_TIME_MS", text);
+      for (int ti = 0; ti < o->n_thresholds; ti++) {
+        snprintf(text, sizeof text, "%llu", (unsigned long long)o->thresholds[ti]);
+        set_everywhere("PLAIT_FUSION_THRESHOLD", text);
+        for (int w = 0; w < o->warmup; w++) BENCH_CHECK(one_step(mix, &mem, seq++));
+        BENCH_CHECK(bench_barrier());
+        plait_stats_t before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
+        BENCH_CHECK(plait_stats(&before));
+        for (int s = 0; s < o->steps; s++) {
+          double t0 = bench_now();
+          BENCH_CHECK(one_step(mix, &mem, seq++));
+          t[s] = bench_now() - t0;
+        }
+        BENCH_CHECK(plait_stats(&after));
+        snprintf(text, sizeof text, "fusion.times.%d", seq);
+        BENCH_CHECK(bench_max_over_ranks(t, o->steps, text));
+        double med = bench_median(t, o->steps);
+        double p10 = bench_percentile(t, o->steps, 0.1), p90 = bench_percentile(t, o->steps, 0.9);
+        double steps = o->steps;
+        uint64_t responses = after.responses - before.responses;
+        uint64_t tensors = after.tensors - before.tensors;
+        uint64_t fbytes = after.fusion_bytes - before.fusion_bytes;
+        uint64_t fcap = after.fusion_capacity - before.fusion_capacity;
+        double per_resp = responses ? (double)tensors / responses : 0;
+        double fill = fcap ? (double)fbytes / fcap : 0;
+        double neg = (after.negotiate_s - before.negotiate_s) / steps;
+        double cin = (after.copy_in_s - before.copy_in_s) / steps;
+        double tr = (after.transport_s - before.transport_s) / steps;
+        double cout = (after.copy_out_s - before.copy_out_s) / steps;
+        done++;
+        if (o->rank == 0) {
+          char th[32];
+          printf("%-16.16s %9zu %7.1f %8s %10g %9.2f %9.2f %9.2f %7.1f %6.1f%% %8.2f %8.2f %8.2f "
+                 "%8.2f   [%d/%d]\n",
+                 mix->name, mix->count, mix->total / 1048576.0,
+                 o->thresholds[ti] ? bench_format_size(o->thresholds[ti], th, sizeof th) : "off",
+                 o->cycle_times[ci], med * 1e3, p10 * 1e3, p90 * 1e3, per_resp, fill * 100,
+                 neg * 1e3, cin * 1e3, tr * 1e3, cout * 1e3, done, settings);
+          fflush(stdout);
+          if (o->json)
+            fprintf(o->json,
+                    "{\"kind\":\"fusion\",\"mix\":\"%s\",\"transport\":\"%s\",\"ranks\":%d,"
+                    "\"threshold_bytes\":%llu,\"cycle_time_ms\":%g,\"tensors_per_step\":%zu,"
+                    "\"bytes_per_step\":%llu,\"steps\":%d,\"step_s_median\":%.9g,"
+                    "\"step_s_p10\":%.9g,\"step_s_p90\":%.9g,\"responses_per_step\":%.6g,"
+                    "\"tensors_per_response\":%.6g,\"fusion_fill\":%.6g,\"negotiate_s\":%.9g,"
+                    "\"copy_in_s\":%.9g,\"transport_s\":%.9g,\"copy_out_s\":%.9g}\n",
+                    mix->name, o->transport, o->size, (unsigned long long)o->thresholds[ti],
+                    o->cycle_times[ci], mix->count, (unsigned long long)mix->total, o->steps, med,
+                    p10, p90, responses / steps, per_resp, fill, neg, cin, tr, cout);
+        }
+      }
+    }
+  }
+  free(t);
+  for (size_t i = 0; i < most; i++) free(mem.buf[i]);
+  free(mem.buf);
+  free(mem.h);
+  return 0;
+}
