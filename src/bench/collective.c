@@ -237,6 +237,7 @@ int bench_collective(bench_opts_t *o) {
   for (uint64_t bytes = o->min_bytes; bytes <= o->max_bytes; bytes *= o->factor) {
     /* Whole elements, and for the split collectives a multiple of the ranks. */
     j.count = (size_t)(bytes / unit) * (unit / j.esize);
+    if (j.count == 0) continue; /* smaller than one element per rank */
     uint64_t real_bytes = (uint64_t)j.count * j.esize;
     int iters = o->iters ? o->iters : default_iters(real_bytes);
     char name[64];

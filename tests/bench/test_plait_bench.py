@@ -1,0 +1,121 @@
+"""plait-bench end to end: 2- and 3-rank jobs under plaitrun, checked
+results, JSON lines the plot script accepts, a fusion sweep that really
+changes what the coordinator does, and bad input refused clearly."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+BUILD = os.environ.get("PLAIT_TEST_BUILD_DIR")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+pytestmark = pytest.mark.skipif(not BUILD, reason="PLAIT_TEST_BUILD_DIR not set (run through ctest)")
+
+
+def bench(*args, ranks=2, timeout=240):
+    cmd = [os.path.join(BUILD, "bin", "plaitrun"), "-np", str(ranks),
+           os.path.join(BUILD, "bin", "plait-bench")] + list(args)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLAIT_")}
+    env["PLAIT_PLUGIN_PATH"] = os.path.join(BUILD, "lib")
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def records(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "allgather", "broadcast", "alltoall",
+                                        "reducescatter"])
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_collectives_checked(tmp_path, collective, ranks):
+    out = tmp_path / "c.jsonl"
+    p = bench(collective, "--min", "4", "--max", "1M", "--factor", "16", "--iters", "3",
+              "--json", str(out), ranks=ranks)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = records(out)
+    # 4 B .. 1 MiB by 16, less the sizes below one element per rank.
+    want = [b for b in (4, 64, 1024, 16384, 262144) if b >= 4 * (1 if collective in
+                                                                 ("allreduce", "broadcast") else ranks)]
+    assert len(rows) == len(want), rows
+    for r in rows:
+        assert r["kind"] == "collective" and r["collective"] == collective
+        assert r["ranks"] == ranks and r["check"] == "ok"
+        assert r["time_s_median"] > 0 and r["busbw_GBps"] >= 0
+    assert "FAILED" not in p.stdout
+
+
+@pytest.mark.parametrize("dtype,op", [("float16", "average"), ("int64", "product"),
+                                      ("bfloat16", "max"), ("bool", "sum"), ("uint8", "min")])
+def test_allreduce_dtypes_checked(tmp_path, dtype, op):
+    p = bench("allreduce", "--max", "64K", "--factor", "64", "--iters", "2", "--dtype", dtype,
+              "--op", op)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count(" ok") >= 2, p.stdout
+
+
+def test_fusion_sweep_changes_fusion(tmp_path):
+    out = tmp_path / "f.jsonl"
+    p = bench("fusion", "--mix", os.path.join(ROOT, "bench", "mixes", "resnet50.txt"),
+              "--mix", "uniform:50x16K", "--thresholds", "0,64M", "--cycle-times", "1,20",
+              "--steps", "2", "--warmup", "1", "--json", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = records(out)
+    assert len(rows) == 2 * 2 * 2
+    for r in rows:
+        if r["threshold_bytes"] == 0:
+            assert r["tensors_per_response"] == 1 and r["fusion_fill"] == 0, r
+        assert r["step_s_median"] > 0
+    res = [r for r in rows if r["mix"] == "resnet50"]
+    assert all(r["tensors_per_step"] == 161 and r["bytes_per_step"] == 102228128 for r in res)
+    # A 20 ms cycle gathers the whole step: far fewer collectives than tensors.
+    slow = [r for r in rows if r["threshold_bytes"] > 0 and r["cycle_time_ms"] == 20]
+    assert all(r["tensors_per_response"] > 5 for r in slow), slow
+    assert "[8/8]" in p.stdout  # progress
+
+
+def test_plot_accepts_the_output(tmp_path):
+    out = tmp_path / "all.jsonl"
+    assert bench("allreduce", "--max", "64K", "--factor", "16", "--iters", "2",
+                 "--json", str(out)).returncode == 0
+    assert bench("fusion", "--thresholds", "0,1M", "--steps", "2", "--warmup", "0",
+                 "--json", str(out)).returncode == 0
+    subprocess.run([os.path.join(BUILD, "bin", "plait-bench"), "memcpy", "--max", "64K",
+                    "--factor", "16", "--json", str(out)], check=True, capture_output=True)
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        pytest.skip("matplotlib is not installed for %s" % sys.executable)
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "plot.py"), str(out),
+                        "--out-dir", str(tmp_path / "png")], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for name in ("fusion-threshold.png", "bandwidth.png", "breakdown.png"):
+        assert (tmp_path / "png" / name).stat().st_size > 1000
+
+
+@pytest.mark.parametrize("args,message", [
+    (["bogus"], "unknown command 'bogus'"),
+    (["allreduce", "--min", "4Q"], "--min '4Q' is not a size"),
+    (["allreduce", "--dtype", "float7"], "--dtype 'float7' is not a plait dtype"),
+    (["allreduce", "--iters", "0"], "--iters '0' is not a valid count"),
+    (["fusion", "--mix", "uniform:0x4"], "expected uniform:COUNTxSIZE"),
+    (["fusion", "--mix", "/nonexistent.txt"], "/nonexistent.txt: cannot open it"),
+    (["fusion", "--thresholds", "1M,x"], "'x' is not a size"),
+    (["fusion", "--cycle-times", "0"], "'0' is not a time in milliseconds > 0"),
+    (["allreduce", "--min", "1M", "--max", "4K"], "--min is larger than --max"),
+])
+def test_bad_input(args, message):
+    p = subprocess.run([os.path.join(BUILD, "bin", "plait-bench")] + args, capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert message in p.stderr, p.stderr
+
+
+def test_bad_mix_file(tmp_path):
+    f = tmp_path / "m.txt"
+    f.write_text("# comment\nfc.weight float32 10x10 400\nbroken line\n")
+    p = subprocess.run([os.path.join(BUILD, "bin", "plait-bench"), "fusion", "--mix", str(f)],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "line 3" in p.stderr, p.stderr
