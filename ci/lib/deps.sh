@@ -1,7 +1,7 @@
 # Sourced by the ci/ scripts: installs the Debian packages plait needs when
 # they are missing (as root, with apt-get), or says which are missing.
 PLAIT_DEBIAN_PACKAGES=(build-essential cmake ninja-build pkg-config libssl-dev
-  libgloo-dev libcriterion-dev binutils)
+  libgloo-dev libfabric-dev libcriterion-dev binutils)
 
 plait_ensure_packages() {
   local missing=() p

@@ -1,6 +1,7 @@
 #include "ranks.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -40,6 +41,8 @@ int plait_test_free_port(void) {
 extern char **environ;
 
 static int is_job_var(const char *e, size_t len) {
+  /* The harness's own settings (PLAIT_TEST_TRANSPORT) are not the job's. */
+  if (!strncmp(e, "PLAIT_TEST_", 11)) return 0;
   static const char *prefixes[] = {"PLAIT_", "OMPI_", "PMI_", "PMIX_", "SLURM_"};
   static const char *exact[] = {"MPI_LOCALRANKID", "MPI_LOCALNRANKS", "RANK", "WORLD_SIZE",
                                 "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
@@ -87,6 +90,25 @@ static void make_secret(char *out) {
   out[64] = '\0';
 }
 
+/* libfabric's shm provider keeps each endpoint's region in /dev/shm/<pid>:...
+ * and removes it when the endpoint closes; a rank killed (or _exit()ing)
+ * before that leaves it behind. */
+static void remove_shm_regions(pid_t pid) {
+  if (pid <= 0) return;
+  DIR *d = opendir("/dev/shm");
+  if (!d) return;
+  char prefix[32];
+  int len = snprintf(prefix, sizeof prefix, "%d:", (int)pid);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (strncmp(e->d_name, prefix, (size_t)len) != 0) continue;
+    char path[512];
+    snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+    unlink(path);
+  }
+  closedir(d);
+}
+
 int plait_test_run_ranks(plait_test_job_t *job, plait_test_rank_fn fn, void *arg) {
   int n = job->nranks;
   if (n < 1 || n > PLAIT_TEST_MAX_RANKS) return 1;
@@ -97,7 +119,7 @@ int plait_test_run_ranks(plait_test_job_t *job, plait_test_rank_fn fn, void *arg
   fflush(stdout);
   fflush(stderr);
 
-  pid_t pids[PLAIT_TEST_MAX_RANKS];
+  pid_t pids[PLAIT_TEST_MAX_RANKS], pids_all[PLAIT_TEST_MAX_RANKS];
   double start = now_s();
   for (int r = 0; r < n; r++) {
     pid_t pid = fork();
@@ -112,13 +134,17 @@ int plait_test_run_ranks(plait_test_job_t *job, plait_test_rank_fn fn, void *arg
       setenv("PLAIT_RENDEZVOUS", job->rendezvous, 1);
       setenv("PLAIT_SECRET", job->secret, 1);
       plait_test_set_plugin_path();
+      /* ctest re-runs some suites on another transport (tests/CMakeLists.txt);
+       * a job's own env still wins. */
+      const char *tr = getenv("PLAIT_TEST_TRANSPORT");
+      if (tr && *tr) setenv("PLAIT_TRANSPORT", tr, 1);
       for (const char **e = job->env; e && *e; e++) putenv(strdup(*e));
       int rc = fn(r, n, arg);
       fflush(stdout);
       fflush(stderr);
       _exit(rc);
     }
-    pids[r] = pid;
+    pids[r] = pids_all[r] = pid;
     job->status[r] = -1;
     job->exit_code[r] = -1;
     job->elapsed_s[r] = -1;
@@ -155,6 +181,7 @@ int plait_test_run_ranks(plait_test_job_t *job, plait_test_rank_fn fn, void *arg
     if (!any) usleep(2000);
   }
 
+  for (int r = 0; r < n; r++) remove_shm_regions(pids_all[r]);
   int fails = 0;
   for (int r = 0; r < n; r++) {
     if (job->exit_code[r] != 0) {

@@ -1,0 +1,89 @@
+/*
+ * Recursive doubling allreduce, for small messages: log2(p) steps in which
+ * partners exchange their whole buffers and both reduce, p the largest power
+ * of two <= n. With n not a power of two, the first 2(n-p) ranks pair up
+ * first: each even one hands its data to the odd one above it, sits out,
+ * and gets the result back at the end (Thakur, Rabenseifner & Gropp).
+ *
+ * Both partners compute reduce(lower ranks' part, higher ranks' part), in
+ * that order, so every rank ends with bit-identical results (MIN/MAX of +0
+ * and -0, float16 rounding).
+ */
+#include <string.h>
+
+#include "coll.h"
+#include "errors.h"
+#include "mr.h"
+#include "progress.h"
+
+/* Tag ids: 0 fold, 1.. steps, OFI_TAG_ID_MAX unfold. */
+static plait_result_t exchange(ofi_state_t *st, int peer, void *buf, void *tmp, size_t bytes,
+                               const ofi_desc_t *db, const ofi_desc_t *dt, uint32_t id,
+                               int send, int recv) {
+  ofi_req_t q[2];
+  memset(q, 0, sizeof q);
+  if (recv) OFI_CHECK(ofi_post_recv(st, &q[0], peer, tmp, bytes, dt->desc, id));
+  if (send) OFI_CHECK(ofi_post_send(st, &q[1], peer, buf, bytes, db->desc, id));
+  return ofi_wait_all(st, q, 2);
+}
+
+static plait_result_t combine(ofi_state_t *st, plait_dtype_t dtype, plait_op_t op, void *buf,
+                              const void *tmp, size_t count, int theirs_first) {
+  plait_result_t rc = theirs_first ? st->reduce(dtype, op, buf, tmp, buf, count)
+                                   : st->reduce(dtype, op, buf, buf, tmp, count);
+  if (rc)
+    return ofi_break(st, rc, "the core's reduction kernel failed on %zu elements (%s)", count,
+                     ofi_result_name(rc));
+  return PLAIT_SUCCESS;
+}
+
+static plait_result_t run(ofi_state_t *st, void *buf, void *tmp, size_t count,
+                          plait_dtype_t dtype, plait_op_t op, const ofi_desc_t *db,
+                          const ofi_desc_t *dt) {
+  int n = st->nranks, r = st->rank, p = 1;
+  while (p * 2 <= n) p *= 2;
+  int extra = n - p, vr;
+  size_t bytes = count * ofi_dtype_size(dtype);
+  if (r < 2 * extra) {
+    if (r % 2 == 0) { /* hand over, sit out, get the result */
+      OFI_CHECK(exchange(st, r + 1, buf, tmp, bytes, db, dt, 0, 1, 0));
+      return exchange(st, r + 1, buf, buf, bytes, db, db, OFI_TAG_ID_MAX, 0, 1);
+    }
+    OFI_CHECK(exchange(st, r - 1, buf, tmp, bytes, db, dt, 0, 0, 1));
+    OFI_CHECK(combine(st, dtype, op, buf, tmp, count, 1));
+    vr = r / 2;
+  } else {
+    vr = r - extra;
+  }
+  uint32_t step = 1;
+  for (int mask = 1; mask < p; mask <<= 1, step++) {
+    int vp = vr ^ mask;
+    int peer = vp < extra ? 2 * vp + 1 : vp + extra;
+    OFI_CHECK(exchange(st, peer, buf, tmp, bytes, db, dt, step, 1, 1));
+    OFI_CHECK(combine(st, dtype, op, buf, tmp, count, vp < vr));
+  }
+  if (op == PLAIT_OP_AVERAGE) {
+    plait_result_t rc = st->divide(dtype, buf, buf, count, (uint32_t)n);
+    if (rc)
+      return ofi_break(st, rc, "the core's divide kernel failed on %zu elements (%s)", count,
+                       ofi_result_name(rc));
+  }
+  if (r < 2 * extra) /* odd: give the result back */
+    OFI_CHECK(exchange(st, r - 1, buf, tmp, bytes, db, dt, OFI_TAG_ID_MAX, 1, 0));
+  return PLAIT_SUCCESS;
+}
+
+plait_result_t ofi_allreduce_rd(ofi_state_t *st, void *buf, size_t count, plait_dtype_t dtype,
+                                plait_op_t op) {
+  size_t bytes = count * ofi_dtype_size(dtype);
+  OFI_CHECK(ofi_scratch_reserve(st, &st->tmp, bytes));
+  ofi_desc_t db, dt;
+  OFI_CHECK(ofi_mr_acquire(st, buf, bytes, &db));
+  plait_result_t rc = ofi_mr_acquire(st, st->tmp.buf, bytes, &dt);
+  if (rc == PLAIT_SUCCESS) {
+    rc = run(st, buf, st->tmp.buf, count, dtype, op, &db, &dt);
+    ofi_mr_release(st, &dt);
+  }
+  ofi_mr_release(st, &db);
+  return rc;
+}

@@ -1,0 +1,458 @@
+/*
+ * bench_transport: transports side by side in one run, interleaved.
+ *
+ * For each round, for each configuration (by default ofi over FI_PROVIDER=shm,
+ * ofi over FI_PROVIDER=tcp, and gloo), it forks N ranks on loopback that
+ * plait_init() with that transport and call the plugin's collective directly
+ * (no coordinator: this measures the transport, not negotiation), at every
+ * size; then it times a single-thread memcpy of each size, the ceiling of
+ * any exchange on one machine. After all rounds it prints, per size, the
+ * median over rounds of each configuration's time and bus bandwidth, the
+ * algorithm the ofi plugin picks, and the ratios the issue asks for.
+ *
+ *   bench_transport [-r ROUNDS] [-n RANKS] [-o OP] [-s MIN:MAX] [LABEL=TRANSPORT[,VAR=value...]]...
+ *
+ *   -o allreduce (float32 sum; default), broadcast, allgatherv, reducescatter
+ *   -s 4K:256M   sizes (bytes per rank's buffer), powers of 4 between them
+ *   e.g. bench_transport 'ring=ofi,FI_PROVIDER=shm,PLAIT_OFI_ALLREDUCE_RING_MIN=0'
+ *
+ * Bus bandwidth as NCCL's tests define it: bytes / time times 2(n-1)/n for
+ * allreduce, (n-1)/n for allgatherv and reducescatter, 1 for broadcast, so
+ * the figure compares with the link's (here: memory's) bandwidth.
+ *
+ * Uses the core's internal API (plait_core_transport), so it links the core
+ * statically; it is a benchmark, not an example to copy.
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "plait/plait.h"
+#include "plait/transport.h"
+#include "tunables.h"
+
+#define MAX_CONFIGS 8
+#define MAX_SIZES 24
+#define MAX_ROUNDS 32
+#define MAX_ENV 8
+
+typedef struct config {
+  char label[64];
+  char transport[32];
+  char *env[MAX_ENV];
+  int nenv;
+} config_t;
+
+typedef enum { OP_ALLREDUCE, OP_BROADCAST, OP_ALLGATHERV, OP_REDUCESCATTER } op_t;
+static const char *op_names[] = {"allreduce", "broadcast", "allgatherv", "reducescatter"};
+
+/* Shared with the ranks (mapped before fork): rank 0's median seconds. */
+typedef struct results {
+  double t[MAX_ROUNDS][MAX_CONFIGS][MAX_SIZES];
+  double memcpy_t[MAX_ROUNDS][MAX_SIZES];
+  char error[MAX_CONFIGS][512];
+} results_t;
+
+static int nranks = 2, rounds = 3, nsizes = 0, nconfigs = 0;
+static op_t op = OP_ALLREDUCE;
+static size_t sizes[MAX_SIZES];
+static config_t configs[MAX_CONFIGS];
+static results_t *res;
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int parse_size(const char *s, size_t *out) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || end == s) return -1;
+  switch (toupper((unsigned char)*end)) {
+    case 'K': v <<= 10; end++; break;
+    case 'M': v <<= 20; end++; break;
+    case 'G': v <<= 30; end++; break;
+    case 'T': v <<= 40; end++; break;
+    default: break;
+  }
+  if (*end && *end != ':') return -1;
+  *out = (size_t)v;
+  return 0;
+}
+
+static void add_config(const char *spec) {
+  if (nconfigs == MAX_CONFIGS) {
+    fprintf(stderr, "bench_transport: at most %d configurations\n", MAX_CONFIGS);
+    exit(2);
+  }
+  config_t *c = &configs[nconfigs++];
+  char *copy = strdup(spec), *eq = strchr(copy, '=');
+  if (!eq) {
+    fprintf(stderr, "bench_transport: '%s' is not LABEL=TRANSPORT[,VAR=value...]\n", spec);
+    exit(2);
+  }
+  *eq = '\0';
+  snprintf(c->label, sizeof c->label, "%s", copy);
+  char *save = NULL, *tok = strtok_r(eq + 1, ",", &save);
+  snprintf(c->transport, sizeof c->transport, "%s", tok ? tok : "");
+  while ((tok = strtok_r(NULL, ",", &save)) && c->nenv < MAX_ENV) c->env[c->nenv++] = strdup(tok);
+  free(copy);
+}
+
+static const char *config_env(const config_t *c, const char *name) {
+  size_t len = strlen(name);
+  for (int i = 0; i < c->nenv; i++)
+    if (!strncmp(c->env[i], name, len) && c->env[i][len] == '=') return c->env[i] + len + 1;
+  return NULL;
+}
+
+/* The algorithm the ofi plugin picks for this size (its documented rule). */
+static const char *ofi_algorithm(const config_t *c, size_t bytes) {
+  if (strcmp(c->transport, "ofi") != 0) return "-";
+  static const char *var[] = {"PLAIT_OFI_ALLREDUCE_RING_MIN", "PLAIT_OFI_BROADCAST_CHAIN_MIN",
+                              "PLAIT_OFI_ALLGATHERV_RING_MIN",
+                              "PLAIT_OFI_REDUCESCATTER_RING_MIN"};
+  static const size_t def[] = {0, OFI_DEFAULT_BROADCAST_CHAIN_MIN,
+                               OFI_DEFAULT_ALLGATHERV_RING_MIN,
+                               OFI_DEFAULT_REDUCESCATTER_RING_MIN};
+  static const char *small[] = {"rec.dbl", "binomial", "direct", "direct"};
+  static const char *large[] = {"ring", "chain", "ring", "ring"};
+  size_t min = op != OP_ALLREDUCE ? def[op]
+               : nranks == 2     ? OFI_DEFAULT_ALLREDUCE_RING_MIN_2RANKS
+                                 : OFI_DEFAULT_ALLREDUCE_RING_MIN;
+  const char *v = config_env(c, var[op]);
+  if (!v) v = getenv(var[op]);
+  if (v) parse_size(v, &min);
+  size_t total = op == OP_ALLGATHERV ? bytes * (size_t)nranks : bytes;
+  return total < min ? small[op] : large[op];
+}
+
+/* ------------------------------------------------------------------------ */
+/* One rank                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static plait_result_t run_op(const plait_transport_t *t, void *st, char *buf, char *out,
+                             size_t bytes, size_t *parts) {
+  int me = plait_core_rank();
+  switch (op) {
+    case OP_ALLREDUCE:
+      return t->allreduce(st, buf, bytes / 4, PLAIT_FLOAT32, PLAIT_OP_SUM);
+    case OP_BROADCAST:
+      return t->broadcast(st, buf, bytes, 0);
+    case OP_ALLGATHERV:
+      for (int r = 0; r < nranks; r++) parts[r] = bytes;
+      return t->allgatherv(st, buf, parts);
+    case OP_REDUCESCATTER:
+      for (int r = 0; r < nranks; r++) parts[r] = bytes / 4 / (size_t)nranks;
+      (void)me;
+      return t->reducescatter(st, buf, out, parts, PLAIT_FLOAT32, PLAIT_OP_SUM);
+  }
+  return PLAIT_ERR_INVALID_ARGUMENT;
+}
+
+static int rank_main(int rank, int round, int ci) {
+  plait_core_test_without_coordinator(1);
+  plait_result_t rc = plait_init();
+  if (rc) {
+    if (rank == 0)
+      snprintf(res->error[ci], sizeof res->error[ci], "%s: %s", plait_result_name(rc),
+               plait_last_error());
+    return 1;
+  }
+  void *st = NULL;
+  const plait_transport_t *t = plait_core_transport(&st);
+  size_t max = sizes[nsizes - 1], span = op == OP_ALLGATHERV ? max * (size_t)nranks : max;
+  void *buf = NULL;
+  char *out = malloc(max);
+  size_t parts[64];
+  if (t->mem_alloc(st, span, &buf) || !out) return 1;
+  for (size_t i = 0; i < span / 4; i++) ((float *)buf)[i] = 1.0f;
+  memset(out, 0, max);
+  int fails = 0;
+  for (int s = 0; s < nsizes && !fails; s++) {
+    size_t bytes = sizes[s];
+    /* Enough back-to-back calls per sample that the clock's resolution and a
+     * barrier's latency do not matter; at least 5 samples (3 from 64 MiB). */
+    int per = (int)(((size_t)8 << 20) / bytes), samples = bytes >= ((size_t)64 << 20) ? 3 : 5;
+    if (per < 1) per = 1;
+    if (per > 400) per = 400;
+    double v[8];
+    if (run_op(t, st, buf, out, bytes, parts)) fails = 1; /* warm-up */
+    for (int k = 0; k < samples && !fails; k++) {
+      if (t->barrier(st)) fails = 1;
+      double t0 = now();
+      for (int i = 0; i < per && !fails; i++)
+        if (run_op(t, st, buf, out, bytes, parts)) fails = 1;
+      v[k] = (now() - t0) / per;
+    }
+    if (fails && rank == 0)
+      snprintf(res->error[ci], sizeof res->error[ci], "%zu bytes: %s", bytes,
+               t->last_error(st));
+    if (!fails && rank == 0) res->t[round][ci][s] = median(v, samples);
+  }
+  t->mem_free(st, buf);
+  free(out);
+  plait_shutdown();
+  return fails;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The job                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
+}
+
+static void make_secret(char *out) {
+  unsigned char raw[32] = {0};
+  FILE *f = fopen("/dev/urandom", "rb");
+  if (!f || fread(raw, 1, sizeof raw, f) != sizeof raw)
+    for (size_t i = 0; i < sizeof raw; i++) raw[i] = (unsigned char)(rand() ^ getpid());
+  if (f) fclose(f);
+  for (size_t i = 0; i < sizeof raw; i++) sprintf(out + 2 * i, "%02x", raw[i]);
+}
+
+static int run_config(int round, int ci) {
+  const config_t *c = &configs[ci];
+  char rdv[64], secret[65], num[16];
+  snprintf(rdv, sizeof rdv, "127.0.0.1:%d", free_port());
+  make_secret(secret);
+  fflush(stdout);
+  pid_t pids[64];
+  for (int r = 0; r < nranks; r++) {
+    pids[r] = fork();
+    if (pids[r] == 0) {
+      snprintf(num, sizeof num, "%d", r);
+      setenv("PLAIT_RANK", num, 1);
+      setenv("PLAIT_LOCAL_RANK", num, 1);
+      snprintf(num, sizeof num, "%d", nranks);
+      setenv("PLAIT_SIZE", num, 1);
+      setenv("PLAIT_LOCAL_SIZE", num, 1);
+      setenv("PLAIT_RENDEZVOUS", rdv, 1);
+      setenv("PLAIT_SECRET", secret, 1);
+      setenv("PLAIT_TRANSPORT", c->transport, 1);
+      for (int i = 0; i < c->nenv; i++) putenv(c->env[i]);
+      _exit(rank_main(r, round, ci));
+    }
+  }
+  int bad = 0;
+  for (int r = 0; r < nranks; r++) {
+    int st = 0;
+    waitpid(pids[r], &st, 0);
+    bad |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+  }
+  return bad;
+}
+
+static void time_memcpy(int round) {
+  size_t max = sizes[nsizes - 1];
+  char *a = malloc(max), *b = malloc(max);
+  if (!a || !b) exit(1);
+  memset(a, 1, max);
+  memset(b, 2, max);
+  for (int s = 0; s < nsizes; s++) {
+    size_t bytes = sizes[s];
+    int per = (int)(((size_t)64 << 20) / bytes);
+    if (per < 2) per = 2;
+    double v[5];
+    for (int k = 0; k < 5; k++) {
+      double t0 = now();
+      for (int i = 0; i < per; i++) memcpy(i % 2 ? a : b, i % 2 ? b : a, bytes);
+      v[k] = (now() - t0) / per;
+    }
+    res->memcpy_t[round][s] = median(v, 5);
+  }
+  free(a);
+  free(b);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Report                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static double busbw_factor(void) {
+  switch (op) {
+    case OP_ALLREDUCE: return 2.0 * (nranks - 1) / nranks;
+    case OP_ALLGATHERV: return (double)(nranks - 1); /* bytes is one rank's part */
+    case OP_REDUCESCATTER: return (double)(nranks - 1) / nranks;
+    default: return 1.0;
+  }
+}
+
+static double med_t(int ci, int s) {
+  double v[MAX_ROUNDS];
+  for (int r = 0; r < rounds; r++) v[r] = res->t[r][ci][s];
+  return median(v, rounds);
+}
+
+static void fmt_size(size_t b, char *out, size_t len) {
+  if (b >= ((size_t)1 << 20)) snprintf(out, len, "%zu MiB", b >> 20);
+  else snprintf(out, len, "%zu KiB", b >> 10);
+}
+
+static void report(void) {
+  struct utsname u;
+  uname(&u);
+  printf("\n== %s, float32 sum where it reduces, %d ranks on one host (%s %s, %ld CPUs)\n",
+         op_names[op], nranks, u.sysname, u.release, sysconf(_SC_NPROCESSORS_ONLN));
+  printf("   median of %d interleaved rounds; time per call in us, bus bandwidth in GB/s "
+         "(1 GB = 1e9 B)\n\n",
+         rounds);
+  printf("| size |");
+  for (int c = 0; c < nconfigs; c++)
+    printf(" %s algorithm | %s us | %s GB/s |", configs[c].label, configs[c].label,
+           configs[c].label);
+  printf(" memcpy GB/s |\n|---|");
+  for (int c = 0; c < nconfigs; c++) printf("---|---:|---:|");
+  printf("---:|\n");
+  double f = busbw_factor();
+  for (int s = 0; s < nsizes; s++) {
+    char sz[32];
+    fmt_size(sizes[s], sz, sizeof sz);
+    printf("| %s |", sz);
+    for (int c = 0; c < nconfigs; c++) {
+      double t = med_t(c, s);
+      if (res->error[c][0] || t <= 0)
+        printf(" %s | failed | - |", ofi_algorithm(&configs[c], sizes[s]));
+      else
+        printf(" %s | %.1f | %.2f |", ofi_algorithm(&configs[c], sizes[s]), t * 1e6,
+               (double)sizes[s] * f / t / 1e9);
+    }
+    double v[MAX_ROUNDS];
+    for (int r = 0; r < rounds; r++) v[r] = res->memcpy_t[r][s];
+    printf(" %.2f |\n", (double)sizes[s] / median(v, rounds) / 1e9);
+  }
+  for (int c = 0; c < nconfigs; c++)
+    if (res->error[c][0]) printf("\n%s failed: %s\n", configs[c].label, res->error[c]);
+  /* The issue's goals, when the default configurations ran. */
+  int shm = -1, gloo = -1;
+  for (int c = 0; c < nconfigs; c++) {
+    if (!strcmp(configs[c].label, "ofi/shm")) shm = c;
+    if (!strcmp(configs[c].label, "gloo")) gloo = c;
+  }
+  for (int s = 0; s < nsizes && shm >= 0 && gloo >= 0; s++) {
+    char sz[32];
+    fmt_size(sizes[s], sz, sizeof sz);
+    double ts = med_t(shm, s), tg = med_t(gloo, s);
+    if (s == 0)
+      printf("\n%s: ofi/shm takes %.1f us per call, gloo %.1f us (%.2fx)\n", sz, ts * 1e6,
+             tg * 1e6, tg / ts);
+    if (sizes[s] != ((size_t)64 << 20)) continue;
+    double v[MAX_ROUNDS];
+    for (int r = 0; r < rounds; r++) v[r] = res->memcpy_t[r][s];
+    double mc = (double)sizes[s] / median(v, rounds) / 1e9, bw = (double)sizes[s] * f / ts / 1e9;
+    printf("%s: ofi/shm %.2f GB/s is %.2fx gloo's %.2f GB/s and %.2fx memcpy's %.2f GB/s\n", sz,
+           bw, tg / ts, (double)sizes[s] * f / tg / 1e9, bw / mc, mc);
+  }
+}
+
+int main(int argc, char **argv) {
+  int opt;
+  size_t lo = 4 << 10, hi = (size_t)256 << 20;
+  while ((opt = getopt(argc, argv, "r:n:o:s:h")) != -1) {
+    switch (opt) {
+      case 'r': rounds = atoi(optarg); break;
+      case 'n': nranks = atoi(optarg); break;
+      case 'o':
+        for (op_t o = OP_ALLREDUCE; o <= OP_REDUCESCATTER; o++)
+          if (!strcmp(optarg, op_names[o])) op = o;
+        if (strcmp(optarg, op_names[op])) {
+          fprintf(stderr, "bench_transport: -o %s: expected allreduce, broadcast, "
+                          "allgatherv or reducescatter\n", optarg);
+          return 2;
+        }
+        break;
+      case 's': {
+        char *colon = strchr(optarg, ':');
+        if (!colon || parse_size(optarg, &lo) || parse_size(colon + 1, &hi) || lo < 64 ||
+            hi < lo) {
+          fprintf(stderr, "bench_transport: -s %s: expected MIN:MAX such as 4K:256M\n", optarg);
+          return 2;
+        }
+        break;
+      }
+      default:
+        fprintf(stderr, "usage: %s [-r ROUNDS] [-n RANKS] [-o OP] [-s MIN:MAX] "
+                        "[LABEL=TRANSPORT[,VAR=value...]]...\n", argv[0]);
+        return opt == 'h' ? 0 : 2;
+    }
+  }
+  if (rounds < 1 || rounds > MAX_ROUNDS || nranks < 2 || nranks > 64) {
+    fprintf(stderr, "bench_transport: -r must be 1..%d and -n 2..64\n", MAX_ROUNDS);
+    return 2;
+  }
+  for (size_t s = lo; s <= hi && nsizes < MAX_SIZES; s *= 4) sizes[nsizes++] = s;
+  for (int i = optind; i < argc; i++) add_config(argv[i]);
+  if (nconfigs == 0) {
+    add_config("ofi/shm=ofi,FI_PROVIDER=shm");
+    add_config("ofi/tcp=ofi,FI_PROVIDER=tcp");
+    add_config("gloo=gloo");
+  }
+  /* The plugins sit in ../lib beside this program's folder in the build. */
+  if (!getenv("PLAIT_PLUGIN_PATH")) {
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 16);
+    if (n > 0) {
+      exe[n] = '\0';
+      char *slash = strrchr(exe, '/');
+      if (slash) {
+        strcpy(slash, "/../lib");
+        setenv("PLAIT_PLUGIN_PATH", exe, 1);
+      }
+    }
+  }
+  res = mmap(NULL, sizeof *res, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (res == MAP_FAILED) return 1;
+  memset(res, 0, sizeof *res);
+  printf("bench_transport: %s at %d ranks,", op_names[op], nranks);
+  for (int c = 0; c < nconfigs; c++) printf(" %s", configs[c].label);
+  printf(" and memcpy, %d rounds interleaved\n", rounds);
+  for (int r = 0; r < rounds; r++) {
+    printf("round %d:", r + 1);
+    for (int c = 0; c < nconfigs; c++) {
+      printf(" %s%s", configs[c].label, run_config(r, c) ? " (failed)" : "");
+      fflush(stdout);
+    }
+    time_memcpy(r);
+    printf(" memcpy\n");
+  }
+  report();
+  return 0;
+}

@@ -1,0 +1,72 @@
+#include "errors.h"
+
+#include <errno.h>
+#include <rdma/fi_errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "setup.h"
+
+static void vrecord(ofi_state_t *st, const char *fmt, va_list ap) {
+  int n = 0;
+  if (st->op) n = snprintf(st->err, sizeof st->err, "%s: ", st->op);
+  if (n < 0 || (size_t)n >= sizeof st->err) n = 0;
+  vsnprintf(st->err + n, sizeof st->err - (size_t)n, fmt, ap);
+}
+
+plait_result_t ofi_fail(ofi_state_t *st, plait_result_t code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vrecord(st, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+plait_result_t ofi_break(ofi_state_t *st, plait_result_t code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vrecord(st, fmt, ap);
+  va_end(ap);
+  if (st->broken == PLAIT_SUCCESS) {
+    st->broken = code;
+    memcpy(st->broken_msg, st->err, sizeof st->broken_msg);
+    OFI_WARN(st, "%s", st->err);
+    /* Nothing still in flight may later touch the caller's buffers. */
+    ofi_teardown(st);
+  }
+  return code;
+}
+
+plait_result_t ofi_code(int e) {
+  switch (e) {
+    case FI_ECONNRESET:
+    case FI_ECONNREFUSED:
+    case FI_ECONNABORTED:
+    case FI_ENOTCONN:
+    case FI_ESHUTDOWN:
+    case FI_EHOSTUNREACH:
+    case FI_ENETUNREACH:
+    case FI_ENETDOWN:
+    case FI_ETIMEDOUT:
+    case EPIPE:
+    case FI_EIO:
+      return PLAIT_ERR_PEER_LOST;
+    case FI_ENOMEM:
+      return PLAIT_ERR_NO_MEMORY;
+    default:
+      return PLAIT_ERR_TRANSPORT;
+  }
+}
+
+const char *ofi_result_name(plait_result_t result) {
+  switch (result) {
+#define OFI_RESULT_NAME_(name, value, message) \
+  case name:                                  \
+    return #name;
+    PLAIT_RESULT_LIST(OFI_RESULT_NAME_)
+#undef OFI_RESULT_NAME_
+    default:
+      return "PLAIT_RESULT_UNKNOWN";
+  }
+}

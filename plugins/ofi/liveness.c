@@ -1,0 +1,87 @@
+#include "liveness.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* State letter and start time (field 22) from /proc/<pid>/stat; -1 when
+ * there is no such process. */
+static int read_stat(int64_t pid, char *state, uint64_t *start) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  /* The command name (field 2) may hold spaces and ')': skip to the last ')'. */
+  char *p = strrchr(buf, ')');
+  if (!p || p[1] != ' ') return -1;
+  p += 2;
+  *state = *p;
+  /* Fields 3.. follow; the start time is field 22, 19 fields after state. */
+  for (int field = 3; field < 22; field++) {
+    p = strchr(p, ' ');
+    if (!p) return -1;
+    p++;
+  }
+  *start = strtoull(p, NULL, 10);
+  return 0;
+}
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t len) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < len; i++) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+void ofi_self_identity(int64_t *pid, uint64_t *start_time, uint64_t *kernel_id) {
+  char state = 0;
+  *pid = (int64_t)getpid();
+  *start_time = 0;
+  if (read_stat(*pid, &state, start_time) != 0) *start_time = 0;
+  uint64_t h = 1469598103934665603ull;
+  char boot[64] = "";
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (!fgets(boot, sizeof boot, f)) boot[0] = '\0';
+    fclose(f);
+  }
+  struct stat ns;
+  if (!boot[0] || stat("/proc/self/ns/pid", &ns) != 0 || *start_time == 0) {
+    *kernel_id = 0; /* cannot tell: never check pids */
+    return;
+  }
+  h = fnv1a(h, boot, strlen(boot));
+  h = fnv1a(h, &ns.st_ino, sizeof ns.st_ino);
+  h = fnv1a(h, &ns.st_dev, sizeof ns.st_dev);
+  *kernel_id = h ? h : 1;
+}
+
+int ofi_peer_gone(const ofi_state_t *st, int peer, char *why, size_t why_len) {
+  if (!st->peers || peer < 0 || peer >= st->nranks) return 0;
+  const ofi_peer_t *p = &st->peers[peer];
+  if (!p->same_kernel) return 0;
+  char state = 0;
+  uint64_t start = 0;
+  if (read_stat(p->pid, &state, &start) != 0) {
+    snprintf(why, why_len, "its process (pid %lld on this host) has exited", (long long)p->pid);
+    return 1;
+  }
+  if (start != p->start_time) {
+    snprintf(why, why_len, "its process (pid %lld on this host) has exited (pid reused)",
+             (long long)p->pid);
+    return 1;
+  }
+  if (state == 'Z' || state == 'X') {
+    snprintf(why, why_len, "its process (pid %lld on this host) has exited", (long long)p->pid);
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,22 @@
+/*
+ * Noticing a peer on this host that has exited, without waiting for the
+ * timeout: each rank publishes its pid, its start time and the identity of
+ * its kernel and pid namespace at init; while a wait is idle the plugin
+ * checks /proc/<pid>/stat of the peers it waits on. A peer on another host
+ * (or in another pid namespace) is only caught by PLAIT_TIMEOUT_S.
+ */
+#ifndef PLAIT_OFI_LIVENESS_H
+#define PLAIT_OFI_LIVENESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "state.h"
+
+/* This process: pid, start time, and a hash of boot id + pid namespace. */
+void ofi_self_identity(int64_t *pid, uint64_t *start_time, uint64_t *kernel_id);
+
+/* 1 (and why) when peer is known to have exited. */
+int ofi_peer_gone(const ofi_state_t *st, int peer, char *why, size_t why_len);
+
+#endif

@@ -1,0 +1,208 @@
+/*
+ * The exported table plait_transport_v1 and its entry points: argument
+ * checks (before any communication, leaving the state usable), the broken
+ * state (after a failure inside a collective every later one fails at once),
+ * then the algorithm (coll.h).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "coll.h"
+#include "errors.h"
+#include "mr.h"
+#include "progress.h"
+#include "setup.h"
+
+/* Message of the last init failure (or call with a NULL state) on this
+ * thread: last_error(NULL). */
+static _Thread_local char t_error[1536];
+
+static plait_result_t null_state(const char *what) {
+  snprintf(t_error, sizeof t_error, "%s: state is NULL", what);
+  return PLAIT_ERR_INVALID_ARGUMENT;
+}
+
+/* Starts a collective call: NULL state, broken state. */
+#define ENTER(state, what)                                                     \
+  if ((state) == NULL) return null_state(what);                                \
+  ofi_state_t *st = (ofi_state_t *)(state);                                    \
+  st->op = (what);                                                             \
+  if (st->broken != PLAIT_SUCCESS)                                             \
+    return ofi_fail(st, st->broken,                                            \
+                    "the ofi endpoint failed earlier and cannot be used: %s",  \
+                    st->broken_msg);
+
+static int dtype_valid(plait_dtype_t d) { return (unsigned)d < PLAIT_DTYPE_COUNT_; }
+static int op_valid(plait_op_t o) { return (unsigned)o < PLAIT_OP_COUNT_; }
+
+static plait_result_t check_reduction(ofi_state_t *st, plait_dtype_t dtype, plait_op_t op) {
+  OFI_REQUIRE(st, dtype_valid(dtype), "dtype %d is not a plait dtype", (int)dtype);
+  OFI_REQUIRE(st, op_valid(op), "op %d is not a plait op", (int)op);
+  OFI_REQUIRE(st, !(dtype == PLAIT_BOOL && op == PLAIT_OP_AVERAGE),
+              "op average is not defined for dtype bool (sum and max are logical or, min "
+              "and product logical and)");
+  return PLAIT_SUCCESS;
+}
+
+static plait_result_t checked_sum(ofi_state_t *st, const char *name, const size_t *v, int n,
+                                  size_t *total) {
+  *total = 0;
+  for (int r = 0; r < n; r++) {
+    OFI_REQUIRE(st, v[r] <= SIZE_MAX - *total, "the sum of %s[] overflows size_t", name);
+    *total += v[r];
+  }
+  return PLAIT_SUCCESS;
+}
+
+static int overlap(const void *a, size_t an, const void *b, size_t bn) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return an && bn && !(x + an <= y || y + bn <= x);
+}
+
+static plait_result_t ofi_init(const plait_transport_init_args_t *args, void **state) {
+  if (state == NULL) return null_state("init");
+  ofi_state_t *st = NULL;
+  plait_result_t rc = ofi_start(args, &st, t_error, sizeof t_error);
+  if (rc == PLAIT_SUCCESS) *state = st;
+  return rc;
+}
+
+static plait_result_t ofi_finalize(void *state) {
+  ofi_stop((ofi_state_t *)state);
+  return PLAIT_SUCCESS;
+}
+
+static const char *ofi_last_error(void *state) {
+  if (state == NULL) return t_error;
+  return ((ofi_state_t *)state)->err;
+}
+
+static plait_result_t entry_allreduce(void *state, void *buf, size_t count, plait_dtype_t dtype,
+                                      plait_op_t op) {
+  ENTER(state, "allreduce");
+  OFI_CHECK(check_reduction(st, dtype, op));
+  size_t es = ofi_dtype_size(dtype);
+  OFI_REQUIRE(st, count <= SIZE_MAX / es, "count %zu of %zu-byte elements overflows size_t",
+              count, es);
+  OFI_REQUIRE(st, buf != NULL || count == 0, "buf is NULL but count is %zu", count);
+  ofi_begin(st, "allreduce");
+  return ofi_allreduce(st, buf, count, dtype, op);
+}
+
+static plait_result_t entry_allgatherv(void *state, void *buf, const size_t *bytes) {
+  ENTER(state, "allgatherv");
+  OFI_REQUIRE(st, bytes != NULL, "bytes is NULL");
+  size_t total;
+  OFI_CHECK(checked_sum(st, "bytes", bytes, st->nranks, &total));
+  OFI_REQUIRE(st, buf != NULL || total == 0, "buf is NULL but bytes sum to %zu", total);
+  ofi_begin(st, "allgatherv");
+  return ofi_allgatherv(st, buf, bytes);
+}
+
+static plait_result_t entry_broadcast(void *state, void *buf, size_t bytes, int root) {
+  ENTER(state, "broadcast");
+  OFI_REQUIRE(st, root >= 0 && root < st->nranks, "root %d is not a rank (0 to %d)", root,
+              st->nranks - 1);
+  OFI_REQUIRE(st, buf != NULL || bytes == 0, "buf is NULL but bytes is %zu", bytes);
+  ofi_begin(st, "broadcast");
+  return ofi_broadcast(st, buf, bytes, root);
+}
+
+static plait_result_t entry_alltoallv(void *state, const void *send, const size_t *send_bytes,
+                                      void *recv, const size_t *recv_bytes) {
+  ENTER(state, "alltoallv");
+  OFI_REQUIRE(st, send_bytes != NULL, "send_bytes is NULL");
+  OFI_REQUIRE(st, recv_bytes != NULL, "recv_bytes is NULL");
+  size_t ts, tr;
+  OFI_CHECK(checked_sum(st, "send_bytes", send_bytes, st->nranks, &ts));
+  OFI_CHECK(checked_sum(st, "recv_bytes", recv_bytes, st->nranks, &tr));
+  OFI_REQUIRE(st, send != NULL || ts == 0, "send is NULL but send_bytes sum to %zu", ts);
+  OFI_REQUIRE(st, recv != NULL || tr == 0, "recv is NULL but recv_bytes sum to %zu", tr);
+  OFI_REQUIRE(st, send_bytes[st->rank] == recv_bytes[st->rank],
+              "send_bytes[%d] = %zu but recv_bytes[%d] = %zu (this rank's block to itself)",
+              st->rank, send_bytes[st->rank], st->rank, recv_bytes[st->rank]);
+  OFI_REQUIRE(st, !overlap(send, ts, recv, tr), "send and recv overlap");
+  ofi_begin(st, "alltoallv");
+  return ofi_alltoallv(st, send, send_bytes, recv, recv_bytes);
+}
+
+static plait_result_t entry_reducescatter(void *state, const void *send, void *recv,
+                                          const size_t *counts, plait_dtype_t dtype,
+                                          plait_op_t op) {
+  ENTER(state, "reducescatter");
+  OFI_CHECK(check_reduction(st, dtype, op));
+  OFI_REQUIRE(st, counts != NULL, "counts is NULL");
+  size_t es = ofi_dtype_size(dtype), total = 0, mine = counts[st->rank];
+  for (int r = 0; r < st->nranks; r++) {
+    OFI_REQUIRE(st, counts[r] <= SIZE_MAX / es - total, "the sum of counts[] overflows");
+    total += counts[r];
+  }
+  OFI_REQUIRE(st, send != NULL || total == 0, "send is NULL but counts sum to %zu", total);
+  OFI_REQUIRE(st, recv != NULL || mine == 0, "recv is NULL but counts[%d] is %zu", st->rank,
+              mine);
+  OFI_REQUIRE(st, mine <= SIZE_MAX / es / (size_t)st->nranks,
+              "counts[%d] = %zu is too large to gather from %d ranks", st->rank, mine,
+              st->nranks);
+  OFI_REQUIRE(st, !overlap(send, total * es, recv, mine * es), "send and recv overlap");
+  ofi_begin(st, "reducescatter");
+  return ofi_reducescatter(st, send, recv, counts, dtype, op);
+}
+
+static plait_result_t entry_barrier(void *state) {
+  ENTER(state, "barrier");
+  ofi_begin(st, "barrier");
+  return ofi_barrier(st);
+}
+
+/* Memory functions: local, usable even after the endpoint failed. */
+static plait_result_t entry_mem_alloc(void *state, size_t bytes, void **ptr) {
+  if (state == NULL) return null_state("mem_alloc");
+  ofi_state_t *st = state;
+  st->op = "mem_alloc";
+  return ofi_mem_alloc(st, bytes, ptr);
+}
+
+static plait_result_t entry_mem_free(void *state, void *ptr) {
+  if (state == NULL) return null_state("mem_free");
+  ofi_state_t *st = state;
+  st->op = "mem_free";
+  return ofi_mem_free(st, ptr);
+}
+
+static plait_result_t entry_mem_copy(void *state, void *dst, const void *src, size_t bytes,
+                                     plait_copy_kind_t kind) {
+  if (state == NULL) return null_state("mem_copy");
+  ofi_state_t *st = state;
+  st->op = "mem_copy";
+  return ofi_mem_copy(st, dst, src, bytes, kind);
+}
+
+#define OFI_ALL_DTYPES_(name, value, text, bytes) | PLAIT_DTYPE_BIT(name)
+#define OFI_ALL_OPS_(name, value, text) | PLAIT_OP_BIT(name)
+
+/* The one exported symbol (with -fvisibility=hidden and exports.map). */
+__attribute__((visibility("default"))) extern const plait_transport_v1_t plait_transport_v1;
+
+const plait_transport_v1_t plait_transport_v1 = {
+    .abi_version = PLAIT_TRANSPORT_ABI_VERSION,
+    .struct_size = sizeof(plait_transport_v1_t),
+    .name = "ofi",
+    .caps = PLAIT_CAP_HOST_MEMORY | PLAIT_CAP_ALLREDUCE | PLAIT_CAP_ALLGATHERV |
+            PLAIT_CAP_BROADCAST | PLAIT_CAP_ALLTOALLV | PLAIT_CAP_REDUCESCATTER |
+            PLAIT_CAP_BARRIER,
+    .dtypes = 0u PLAIT_DTYPE_LIST(OFI_ALL_DTYPES_),
+    .ops = 0u PLAIT_OP_LIST(OFI_ALL_OPS_),
+    .init = ofi_init,
+    .finalize = ofi_finalize,
+    .last_error = ofi_last_error,
+    .allreduce = entry_allreduce,
+    .allgatherv = entry_allgatherv,
+    .broadcast = entry_broadcast,
+    .alltoallv = entry_alltoallv,
+    .reducescatter = entry_reducescatter,
+    .barrier = entry_barrier,
+    .mem_alloc = entry_mem_alloc,
+    .mem_free = entry_mem_free,
+    .mem_copy = entry_mem_copy,
+};

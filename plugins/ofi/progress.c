@@ -1,0 +1,269 @@
+#include "progress.h"
+
+#include <errno.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "errors.h"
+#include "liveness.h"
+
+double ofi_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void ofi_begin(ofi_state_t *st, const char *op) {
+  st->seq++;
+  st->op = op;
+  st->done_head = st->done_tail = NULL;
+  st->last_progress = ofi_now();
+  st->last_liveness = st->last_progress;
+}
+
+static uint64_t make_tag(uint32_t seq, int src, uint32_t id) {
+  return ((uint64_t)(seq & 0xffffu) << 44) | ((uint64_t)((uint32_t)src & 0xfffffu) << 24) |
+         (uint64_t)(id & OFI_TAG_ID_MAX);
+}
+
+static void push_done(ofi_state_t *st, ofi_req_t *r) {
+  r->done = 1;
+  r->done_next = NULL;
+  if (st->done_tail)
+    st->done_tail->done_next = r;
+  else
+    st->done_head = r;
+  st->done_tail = r;
+}
+
+static void link_req(ofi_state_t *st, ofi_req_t *r) {
+  r->posted = 1;
+  r->prev = NULL;
+  r->next = st->outstanding;
+  if (st->outstanding) st->outstanding->prev = r;
+  st->outstanding = r;
+}
+
+static void unlink_req(ofi_state_t *st, ofi_req_t *r) {
+  if (!r->posted) return;
+  if (r->prev)
+    r->prev->next = r->next;
+  else
+    st->outstanding = r->next;
+  if (r->next) r->next->prev = r->prev;
+  r->posted = 0;
+}
+
+static void complete(ofi_state_t *st, ofi_req_t *r) {
+  unlink_req(st, r);
+  push_done(st, r);
+}
+
+/* A completion with an error: the request's peer, fi_strerror's text and
+ * the provider's own (fi_cq_strerror). */
+static plait_result_t read_error(ofi_state_t *st) {
+  struct fi_cq_err_entry e;
+  memset(&e, 0, sizeof e);
+  ssize_t n = fi_cq_readerr(st->cq, &e, 0);
+  if (n < 0) {
+    if (n == -FI_EAGAIN) return PLAIT_SUCCESS;
+    return ofi_break(st, PLAIT_ERR_TRANSPORT, "fi_cq_readerr failed: %s (%s)",
+                     fi_strerror((int)-n), st->provider);
+  }
+  ofi_req_t *r = (ofi_req_t *)e.op_context;
+  if (e.err == FI_ECANCELED) {
+    if (r) complete(st, r);
+    return PLAIT_SUCCESS;
+  }
+  char prov[256] = "";
+  const char *p = fi_cq_strerror(st->cq, e.prov_errno, e.err_data, prov, sizeof prov);
+  if (r != NULL)
+    return ofi_break(st, ofi_code(e.err),
+                     "%s %s rank %d (%zu bytes) failed: %s [%s: %s]",
+                     r->is_send ? "send" : "receive", r->is_send ? "to" : "from", r->peer,
+                     r->len, fi_strerror(e.err), st->provider, p ? p : "");
+  return ofi_break(st, ofi_code(e.err), "a transfer failed: %s [%s: %s]", fi_strerror(e.err),
+                   st->provider, p ? p : "");
+}
+
+/* Reads the completion queue until it is empty; *got: whether anything
+ * completed. */
+static plait_result_t poll_cq(ofi_state_t *st, int *got) {
+  *got = 0;
+  if (st->broken) return st->broken;
+  struct fi_cq_entry ent[32];
+  for (;;) {
+    ssize_t n = fi_cq_read(st->cq, ent, 32);
+    if (n == -FI_EAGAIN) return PLAIT_SUCCESS;
+    if (n == -FI_EAVAIL) {
+      OFI_CHECK(read_error(st));
+      *got = 1;
+      continue;
+    }
+    if (n < 0)
+      return ofi_break(st, PLAIT_ERR_TRANSPORT, "fi_cq_read failed: %s (%s)",
+                       fi_strerror((int)-n), st->provider);
+    for (ssize_t i = 0; i < n; i++)
+      if (ent[i].op_context) complete(st, (ofi_req_t *)ent[i].op_context);
+    st->last_progress = ofi_now();
+    *got = 1;
+    if (n < 32) return PLAIT_SUCCESS;
+  }
+}
+
+/* The ranks this rank waits on (receives first), as text. */
+static void waited_ranks(ofi_state_t *st, char *buf, size_t len, int *first) {
+  int ranks[5], n = 0, more = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (ofi_req_t *r = st->outstanding; r; r = r->next) {
+      if (r->is_send != pass) continue;
+      int seen = 0;
+      for (int i = 0; i < n; i++) seen |= ranks[i] == r->peer;
+      if (seen) continue;
+      if (n == 5) {
+        more = 1;
+        continue;
+      }
+      ranks[n++] = r->peer;
+    }
+  *first = n ? ranks[0] : -1;
+  size_t o = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    int k = snprintf(buf + o, len - o, "%s%d", i ? ", " : "", ranks[i]);
+    if (k > 0 && (size_t)k < len - o) o += (size_t)k;
+  }
+  if (more) snprintf(buf + o, len - o, ", ...");
+}
+
+/* Nothing completed: check the timeout and the local peers, then yield. */
+static plait_result_t idle(ofi_state_t *st) {
+  double now = ofi_now(), quiet = now - st->last_progress;
+  if (quiet > st->timeout_s) {
+    char ranks[128];
+    int first;
+    waited_ranks(st, ranks, sizeof ranks, &first);
+    if (first >= 0)
+      return ofi_break(st, PLAIT_ERR_PEER_LOST,
+                       "timed out after %g s (PLAIT_TIMEOUT_S) waiting for rank %s, which "
+                       "died, hung or is unreachable (%s)",
+                       st->timeout_s, ranks, st->provider);
+    return ofi_break(st, PLAIT_ERR_PEER_LOST,
+                     "timed out after %g s (PLAIT_TIMEOUT_S) with no transfer completing (%s)",
+                     st->timeout_s, st->provider);
+  }
+  if (quiet > 0.05 && now - st->last_liveness > 0.1) {
+    st->last_liveness = now;
+    for (ofi_req_t *r = st->outstanding; r; r = r->next) {
+      char why[128];
+      if (ofi_peer_gone(st, r->peer, why, sizeof why))
+        return ofi_break(st, PLAIT_ERR_PEER_LOST,
+                         "lost rank %d: %s, with a %s of %zu bytes outstanding (%s)", r->peer,
+                         why, r->is_send ? "send" : "receive", r->len, st->provider);
+    }
+  }
+  if (quiet > 0.002) {
+    struct timespec ts = {0, 50 * 1000};
+    nanosleep(&ts, NULL);
+  } else {
+    sched_yield();
+  }
+  return PLAIT_SUCCESS;
+}
+
+static plait_result_t post_failed(ofi_state_t *st, const char *call, ssize_t rc, int peer,
+                                  size_t len) {
+  return ofi_break(st, ofi_code((int)-rc), "%s to rank %d (%zu bytes) failed: %s (%s)", call,
+                   peer, len, fi_strerror((int)-rc), st->provider);
+}
+
+plait_result_t ofi_post_send(ofi_state_t *st, ofi_req_t *req, int peer, const void *buf,
+                             size_t len, void *desc, uint32_t id) {
+  if (st->broken) return st->broken;
+  req->used = 1;
+  req->peer = peer;
+  req->is_send = 1;
+  req->done = 0;
+  req->posted = 0;
+  req->len = len;
+  req->tag = make_tag(st->seq, st->rank, id);
+  static const char zero = 0;
+  if (buf == NULL) buf = &zero; /* empty messages still need an address */
+  for (;;) {
+    ssize_t rc;
+    int inject = st->inject_size > 0 && len <= st->inject_size;
+    if (inject)
+      rc = fi_tinject(st->ep, buf, len, st->addrs[peer], req->tag);
+    else
+      rc = fi_tsend(st->ep, buf, len, desc, st->addrs[peer], req->tag, &req->ctx);
+    if (rc == 0) {
+      if (inject) {
+        push_done(st, req);
+      } else {
+        link_req(st, req);
+      }
+      return PLAIT_SUCCESS;
+    }
+    if (rc != -FI_EAGAIN) return post_failed(st, inject ? "fi_tinject" : "fi_tsend", rc, peer, len);
+    int got;
+    OFI_CHECK(poll_cq(st, &got));
+    if (!got) OFI_CHECK(idle(st));
+  }
+}
+
+plait_result_t ofi_post_recv(ofi_state_t *st, ofi_req_t *req, int peer, void *buf, size_t len,
+                             void *desc, uint32_t id) {
+  if (st->broken) return st->broken;
+  req->used = 1;
+  req->peer = peer;
+  req->is_send = 0;
+  req->done = 0;
+  req->posted = 0;
+  req->len = len;
+  req->tag = make_tag(st->seq, peer, id);
+  static char sink;
+  if (buf == NULL) buf = &sink;
+  for (;;) {
+    ssize_t rc = fi_trecv(st->ep, buf, len, desc, FI_ADDR_UNSPEC, req->tag, 0, &req->ctx);
+    if (rc == 0) {
+      link_req(st, req);
+      return PLAIT_SUCCESS;
+    }
+    if (rc != -FI_EAGAIN) return post_failed(st, "fi_trecv", rc, peer, len);
+    int got;
+    OFI_CHECK(poll_cq(st, &got));
+    if (!got) OFI_CHECK(idle(st));
+  }
+}
+
+plait_result_t ofi_wait_any(ofi_state_t *st, ofi_req_t **out) {
+  for (;;) {
+    if (st->done_head) {
+      ofi_req_t *r = st->done_head;
+      st->done_head = r->done_next;
+      if (!st->done_head) st->done_tail = NULL;
+      *out = r;
+      return PLAIT_SUCCESS;
+    }
+    int got;
+    OFI_CHECK(poll_cq(st, &got));
+    if (!got) OFI_CHECK(idle(st));
+  }
+}
+
+plait_result_t ofi_wait_all(ofi_state_t *st, ofi_req_t *reqs, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    while (reqs[i].used && !reqs[i].done) {
+      int got;
+      OFI_CHECK(poll_cq(st, &got));
+      if (!got) OFI_CHECK(idle(st));
+    }
+  }
+  st->done_head = st->done_tail = NULL;
+  return PLAIT_SUCCESS;
+}

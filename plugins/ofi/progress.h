@@ -1,0 +1,47 @@
+/*
+ * The progress engine: posting tagged sends and receives, reading the
+ * completion queue, and waiting with a timeout.
+ *
+ * libfabric's rxm and shm providers need manual progress: nothing moves
+ * unless the completion queue is read. So every wait here reads it in a
+ * loop; -FI_EAGAIN from a post is retried after reading it; -FI_EAVAIL is
+ * turned into an error with fi_cq_readerr's text and the peer's rank.
+ *
+ * A peer that dies or hangs must not hang this rank: a wait fails with
+ * PLAIT_ERR_PEER_LOST when no completion arrived for PLAIT_TIMEOUT_S, and
+ * sooner when a peer on this host is seen to have exited (its pid, checked
+ * while a wait is idle).
+ *
+ * Tags: [16 bits collective number][20 bits sender's rank][24 bits id chosen
+ * by the algorithm], so messages of different collectives, senders or steps
+ * never match each other's receives.
+ */
+#ifndef PLAIT_OFI_PROGRESS_H
+#define PLAIT_OFI_PROGRESS_H
+
+#include "state.h"
+
+#define OFI_TAG_ID_BITS 24
+#define OFI_TAG_ID_MAX ((1u << OFI_TAG_ID_BITS) - 1)
+
+double ofi_now(void);
+
+/* Starts a collective: a new collective number, a fresh timeout. */
+void ofi_begin(ofi_state_t *st, const char *op);
+
+/* Posts a send of len bytes to peer (tag id `id`); retries -FI_EAGAIN.
+ * Small messages are injected: req is then done at once (and queued as
+ * completed). desc is the buffer's registration (NULL when none needed). */
+plait_result_t ofi_post_send(ofi_state_t *st, ofi_req_t *req, int peer, const void *buf,
+                             size_t len, void *desc, uint32_t id);
+plait_result_t ofi_post_recv(ofi_state_t *st, ofi_req_t *req, int peer, void *buf, size_t len,
+                             void *desc, uint32_t id);
+
+/* Waits for the next completed request and returns it (FIFO). */
+plait_result_t ofi_wait_any(ofi_state_t *st, ofi_req_t **out);
+
+/* Waits until every one of reqs[0..n) that was posted is done (requests
+ * zeroed and never posted are skipped). Forgets other completions. */
+plait_result_t ofi_wait_all(ofi_state_t *st, ofi_req_t *reqs, size_t n);
+
+#endif

@@ -1,0 +1,364 @@
+#include "setup.h"
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "liveness.h"
+#include "mr.h"
+#include "progress.h"
+
+/* 1.14: FI_CONTEXT2 and the mr_mode bits; newer libfabrics accept it. */
+#define OFI_API_VERSION FI_VERSION(1, 14)
+#define ADDR_MAX 256
+#define CARD_BYTES (4 + 8 + 8 + 8 + ADDR_MAX)
+
+typedef struct start_ctx {
+  const plait_transport_init_args_t *args;
+  ofi_state_t *st;
+  char *err;
+  size_t err_len;
+} start_ctx_t;
+
+#define SETUP_FAIL(c, code, ...)                                               \
+  do {                                                                         \
+    snprintf((c)->err, (c)->err_len, __VA_ARGS__);                             \
+    return (code);                                                             \
+  } while (0)
+
+static struct fi_info *make_hints(const char *prov) {
+  struct fi_info *h = fi_allocinfo();
+  if (!h) return NULL;
+  h->caps = FI_TAGGED | FI_SEND | FI_RECV;
+  h->mode = FI_CONTEXT | FI_CONTEXT2;
+  h->ep_attr->type = FI_EP_RDM;
+  h->domain_attr->mr_mode =
+      FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+  h->domain_attr->threading = FI_THREAD_DOMAIN;
+  h->domain_attr->resource_mgmt = FI_RM_ENABLED;
+  if (prov) {
+    h->fabric_attr->prov_name = strdup(prov);
+    if (!h->fabric_attr->prov_name) {
+      fi_freeinfo(h);
+      return NULL;
+    }
+  }
+  return h;
+}
+
+/* "tcp;ofi_rxm" -> "tcp": the core provider, which reads FI_<NAME>_IFACE. */
+static int iface_var_set(const char *prov, char *var, size_t len) {
+  size_t o = (size_t)snprintf(var, len, "FI_");
+  for (const char *p = prov; *p && *p != ';' && o + 7 < len; p++)
+    var[o++] = (char)toupper((unsigned char)*p);
+  snprintf(var + o, len - o, "_IFACE");
+  const char *v = getenv(var);
+  return v && *v;
+}
+
+static int addressed_by_ip(uint32_t format) {
+  return format == FI_SOCKADDR || format == FI_SOCKADDR_IN || format == FI_SOCKADDR_IN6;
+}
+
+static int is_shm(const char *prov) { return strncmp(prov, "shm", 3) == 0 && (!prov[3] || prov[3] == ';'); }
+
+/*
+ * Picks the provider: libfabric's choice (FI_PROVIDER narrows it), except
+ * that with FI_PROVIDER unset and every rank on this host shm comes first,
+ * and with ranks on several hosts shm is skipped. An IP-addressed provider (tcp,
+ * sockets, verbs over IP) is asked again for an endpoint on the control
+ * plane's address (FI_SOURCE), so that on one host it uses loopback and on
+ * many the network the user chose for the rendezvous, unless the user names
+ * the interface with FI_<PROVIDER>_IFACE.
+ */
+static plait_result_t choose(start_ctx_t *c, struct fi_info **out) {
+  const char *env_prov = getenv("FI_PROVIDER");
+  char wanted[160];
+  snprintf(wanted, sizeof wanted, "%s%s%s", env_prov ? " (FI_PROVIDER=" : "",
+           env_prov ? env_prov : "", env_prov ? ")" : "");
+  struct fi_info *hints = make_hints(NULL), *list = NULL;
+  if (!hints) SETUP_FAIL(c, PLAIT_ERR_NO_MEMORY, "out of memory");
+  int rc = fi_getinfo(OFI_API_VERSION, NULL, NULL, 0, hints, &list);
+  fi_freeinfo(hints);
+  if (rc != 0)
+    SETUP_FAIL(c, PLAIT_ERR_UNSUPPORTED,
+               "no libfabric provider%s offers FI_EP_RDM endpoints with tagged messages "
+               "here: fi_getinfo: %s",
+               wanted, fi_strerror(-rc));
+  const struct fi_info *pick = NULL;
+  int one_host = c->args->local_size == c->args->nranks && c->args->cross_size <= 1;
+  /* Left to choose, on one host: shared memory first. */
+  for (const struct fi_info *i = list; i && !pick && one_host && !env_prov; i = i->next)
+    if (is_shm(i->fabric_attr->prov_name)) pick = i;
+  for (const struct fi_info *i = list; i && !pick; i = i->next)
+    if (one_host || !is_shm(i->fabric_attr->prov_name)) pick = i;
+  if (!pick) {
+    fi_freeinfo(list);
+    SETUP_FAIL(c, PLAIT_ERR_UNSUPPORTED,
+               "the ranks are on several hosts (%d of %d here), but the only libfabric "
+               "provider%s is shm, which reaches this host only",
+               c->args->local_size, c->args->nranks, wanted);
+  }
+  char prov[64];
+  snprintf(prov, sizeof prov, "%s", pick->fabric_attr->prov_name);
+  char var[64];
+  const char *host = c->args->host_address;
+  if (!addressed_by_ip(pick->addr_format) || iface_var_set(prov, var, sizeof var) || !host ||
+      !*host) {
+    *out = fi_dupinfo(pick);
+    fi_freeinfo(list);
+    if (!*out) SETUP_FAIL(c, PLAIT_ERR_NO_MEMORY, "out of memory");
+    return PLAIT_SUCCESS;
+  }
+  fi_freeinfo(list);
+  hints = make_hints(prov);
+  if (!hints) SETUP_FAIL(c, PLAIT_ERR_NO_MEMORY, "out of memory");
+  list = NULL;
+  rc = fi_getinfo(OFI_API_VERSION, host, NULL, FI_SOURCE, hints, &list);
+  fi_freeinfo(hints);
+  if (rc != 0)
+    SETUP_FAIL(c, PLAIT_ERR_UNSUPPORTED,
+               "libfabric provider %s has no endpoint on this host's control-plane address "
+               "%s: fi_getinfo: %s (name the interface with %s)",
+               prov, host, fi_strerror(-rc), var);
+  *out = fi_dupinfo(list);
+  fi_freeinfo(list);
+  if (!*out) SETUP_FAIL(c, PLAIT_ERR_NO_MEMORY, "out of memory");
+  return PLAIT_SUCCESS;
+}
+
+#define FI_TRY(c, call, what)                                                  \
+  do {                                                                         \
+    int fi_rc_ = (call);                                                       \
+    if (fi_rc_ != 0)                                                           \
+      SETUP_FAIL(c, PLAIT_ERR_TRANSPORT, "%s failed: %s (provider %s)", what,  \
+                 fi_strerror(-fi_rc_), (c)->st->provider);                     \
+  } while (0)
+
+static plait_result_t open_endpoint(start_ctx_t *c) {
+  ofi_state_t *st = c->st;
+  struct fi_info *info = st->info;
+  FI_TRY(c, fi_fabric(info->fabric_attr, &st->fabric, NULL), "fi_fabric");
+  FI_TRY(c, fi_domain(st->fabric, info, &st->domain, NULL), "fi_domain");
+  struct fi_cq_attr cq;
+  memset(&cq, 0, sizeof cq);
+  cq.format = FI_CQ_FORMAT_CONTEXT;
+  cq.wait_obj = FI_WAIT_NONE;
+  FI_TRY(c, fi_cq_open(st->domain, &cq, &st->cq, NULL), "fi_cq_open");
+  struct fi_av_attr av;
+  memset(&av, 0, sizeof av);
+  av.type = info->domain_attr->av_type;
+  av.count = (size_t)st->nranks;
+  FI_TRY(c, fi_av_open(st->domain, &av, &st->av, NULL), "fi_av_open");
+  FI_TRY(c, fi_endpoint(st->domain, info, &st->ep, NULL), "fi_endpoint");
+  FI_TRY(c, fi_ep_bind(st->ep, &st->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+  FI_TRY(c, fi_ep_bind(st->ep, &st->av->fid, 0), "fi_ep_bind(av)");
+  FI_TRY(c, fi_enable(st->ep), "fi_enable");
+  uint64_t mr_mode = (uint64_t)info->domain_attr->mr_mode;
+  st->need_mr = (mr_mode & FI_MR_LOCAL) || st->tun.mr_always;
+  st->mr_endpoint = (mr_mode & FI_MR_ENDPOINT) != 0;
+  st->mr_prov_key = (mr_mode & FI_MR_PROV_KEY) != 0;
+  st->next_key = 1;
+  st->inject_size = info->tx_attr->inject_size;
+  st->max_msg = info->ep_attr->max_msg_size ? info->ep_attr->max_msg_size : SIZE_MAX;
+  return PLAIT_SUCCESS;
+}
+
+static void put_le(unsigned char *p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t get_le(const unsigned char *p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; i++) v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+
+/* Every rank's endpoint name (and identity, for liveness) through the
+ * bootstrap, then into the address vector. */
+static plait_result_t exchange(start_ctx_t *c) {
+  ofi_state_t *st = c->st;
+  const plait_bootstrap_t *b = c->args->bootstrap;
+  unsigned char mine[CARD_BYTES];
+  memset(mine, 0, sizeof mine);
+  size_t addrlen = ADDR_MAX;
+  FI_TRY(c, fi_getname(&st->ep->fid, mine + 28, &addrlen), "fi_getname");
+  int64_t pid;
+  uint64_t start, kernel;
+  ofi_self_identity(&pid, &start, &kernel);
+  put_le(mine, addrlen, 4);
+  put_le(mine + 4, (uint64_t)pid, 8);
+  put_le(mine + 12, start, 8);
+  put_le(mine + 20, kernel, 8);
+  size_t n = (size_t)st->nranks;
+  unsigned char *all = malloc(n * CARD_BYTES);
+  st->addrs = calloc(n, sizeof *st->addrs);
+  st->peers = calloc(n, sizeof *st->peers);
+  if (!all || !st->addrs || !st->peers) {
+    free(all);
+    SETUP_FAIL(c, PLAIT_ERR_NO_MEMORY, "out of memory");
+  }
+  plait_result_t rc = b->allgather(b->ctx, mine, CARD_BYTES, all);
+  if (rc) {
+    free(all);
+    SETUP_FAIL(c, rc, "exchanging endpoint names through the bootstrap failed (%s)",
+               st->provider);
+  }
+  for (int r = 0; r < st->nranks; r++) {
+    const unsigned char *card = all + (size_t)r * CARD_BYTES;
+    size_t len = (size_t)get_le(card, 4);
+    st->peers[r].pid = (int64_t)get_le(card + 4, 8);
+    st->peers[r].start_time = get_le(card + 12, 8);
+    uint64_t k = get_le(card + 20, 8);
+    st->peers[r].same_kernel = r != st->rank && k != 0 && k == kernel;
+    if (len == 0 || len > ADDR_MAX) {
+      free(all);
+      SETUP_FAIL(c, PLAIT_ERR_PROTOCOL, "rank %d sent an endpoint name of %zu bytes", r, len);
+    }
+    int got = fi_av_insert(st->av, card + 28, 1, &st->addrs[r], 0, NULL);
+    if (got != 1) {
+      char name[ADDR_MAX * 2];
+      size_t nl = sizeof name;
+      fi_av_straddr(st->av, card + 28, name, &nl);
+      free(all);
+      SETUP_FAIL(c, PLAIT_ERR_TRANSPORT,
+                 "fi_av_insert of rank %d's address %s failed: %s (provider %s; did every "
+                 "rank pick the same provider?)",
+                 r, name, got < 0 ? fi_strerror(-got) : "not inserted", st->provider);
+    }
+  }
+  if (st->log && st->log_level <= PLAIT_LOG_DEBUG) {
+    char name[ADDR_MAX * 2];
+    size_t nl = sizeof name;
+    fi_av_straddr(st->av, mine + 28, name, &nl);
+    const struct fi_info *i = st->info;
+    OFI_DEBUG(st,
+              "rank %d of %d: provider %s, fabric %s, domain %s, address %s, mr_mode 0x%x "
+              "(%s), inject %zu bytes, %s data progress",
+              st->rank, st->nranks, st->provider, i->fabric_attr->name, i->domain_attr->name,
+              name, (unsigned)i->domain_attr->mr_mode,
+              st->need_mr ? "registering" : "no registration", st->inject_size,
+              i->domain_attr->data_progress == FI_PROGRESS_MANUAL ? "manual" : "automatic");
+  }
+  free(all);
+  return PLAIT_SUCCESS;
+}
+
+/* Rank 0's settings for everyone, so that all ranks choose alike. */
+static plait_result_t agree_tunables(start_ctx_t *c) {
+  const plait_bootstrap_t *b = c->args->bootstrap;
+  unsigned char wire[OFI_TUNABLES_WIRE];
+  ofi_tunables_encode(&c->st->tun, wire);
+  plait_result_t rc = b->broadcast(b->ctx, wire, sizeof wire, 0);
+  if (rc) SETUP_FAIL(c, rc, "sharing rank 0's PLAIT_OFI_* settings through the bootstrap failed");
+  ofi_tunables_decode(&c->st->tun, wire);
+  return PLAIT_SUCCESS;
+}
+
+/*
+ * Keeps libfabric loaded for the rest of the process, even when the core
+ * unloads this plugin: libfabric sets up process-wide state (providers,
+ * parameters) on first use that it neither frees nor expects to set up again
+ * when unloaded; kept, a later init also skips its 0.3 s start-up.
+ */
+static void pin_libfabric(void) {
+  Dl_info info;
+  if (dladdr((void *)fi_getinfo, &info) && info.dli_fname)
+    (void)dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
+static plait_result_t start(start_ctx_t *c) {
+  const plait_transport_init_args_t *a = c->args;
+  ofi_state_t *st = c->st;
+  plait_result_t rc = ofi_tunables_read(&st->tun, st->nranks, c->err, c->err_len);
+  if (rc) return rc;
+  if (st->nranks == 1) return PLAIT_SUCCESS; /* every collective is local */
+  if (!a->bootstrap || a->bootstrap->size < sizeof *a->bootstrap || !a->bootstrap->allgather ||
+      !a->bootstrap->broadcast)
+    SETUP_FAIL(c, PLAIT_ERR_INVALID_ARGUMENT, "init: args->bootstrap is missing or too small");
+  if ((rc = agree_tunables(c))) return rc;
+  pin_libfabric();
+  if ((rc = choose(c, &st->info))) return rc;
+  snprintf(st->provider, sizeof st->provider, "%s", st->info->fabric_attr->prov_name);
+  if ((rc = open_endpoint(c))) return rc;
+  return exchange(c);
+}
+
+plait_result_t ofi_start(const plait_transport_init_args_t *args, ofi_state_t **out, char *err,
+                         size_t err_len) {
+  if (!args || args->size < sizeof *args) {
+    snprintf(err, err_len, "init: args is NULL or older than this plugin (size %zu, needs %zu)",
+             args ? args->size : 0, sizeof *args);
+    return PLAIT_ERR_INVALID_ARGUMENT;
+  }
+  if (args->nranks < 1 || args->rank < 0 || args->rank >= args->nranks || !args->reduce ||
+      !args->divide) {
+    snprintf(err, err_len, "init: bad arguments (rank %d of %d, reduce %p, divide %p)",
+             args->rank, args->nranks, (void *)args->reduce, (void *)args->divide);
+    return PLAIT_ERR_INVALID_ARGUMENT;
+  }
+  if (args->nranks > (1 << 20)) {
+    snprintf(err, err_len, "init: %d ranks; the ofi transport's tags take up to %d", args->nranks,
+             1 << 20);
+    return PLAIT_ERR_UNSUPPORTED;
+  }
+  ofi_state_t *st = calloc(1, sizeof *st);
+  if (!st) {
+    snprintf(err, err_len, "init: out of memory");
+    return PLAIT_ERR_NO_MEMORY;
+  }
+  st->rank = args->rank;
+  st->nranks = args->nranks;
+  st->timeout_s = args->timeout_s > 0 ? args->timeout_s : 60;
+  st->log = args->log;
+  st->log_level = args->log_level;
+  st->reduce = args->reduce;
+  st->divide = args->divide;
+  snprintf(st->provider, sizeof st->provider, "none");
+  start_ctx_t c = {args, st, err, err_len};
+  double t0 = ofi_now();
+  plait_result_t rc = start(&c);
+  if (rc) {
+    ofi_stop(st);
+    return rc;
+  }
+  OFI_DEBUG(st, "rank %d of %d started in %.1f ms (provider %s)", st->rank, st->nranks,
+            (ofi_now() - t0) * 1e3, st->provider);
+  *out = st;
+  return PLAIT_SUCCESS;
+}
+
+#define CLOSE(obj)                                                             \
+  do {                                                                         \
+    if (obj) fi_close(&(obj)->fid);                                            \
+    (obj) = NULL;                                                              \
+  } while (0)
+
+void ofi_teardown(ofi_state_t *st) {
+  if (!st) return;
+  CLOSE(st->ep);
+  CLOSE(st->av);
+  CLOSE(st->cq);
+  ofi_mr_close_all(st);
+  CLOSE(st->domain);
+  CLOSE(st->fabric);
+  if (st->info) fi_freeinfo(st->info);
+  st->info = NULL;
+  st->outstanding = NULL;
+  st->done_head = st->done_tail = NULL;
+}
+
+void ofi_stop(ofi_state_t *st) {
+  if (!st) return;
+  ofi_teardown(st);
+  ofi_mr_free_all(st);
+  free(st->addrs);
+  free(st->peers);
+  free(st);
+}

@@ -1,0 +1,22 @@
+/*
+ * init and finalize: choosing the provider, opening fabric, domain,
+ * completion queue, address vector and an FI_EP_RDM endpoint, and exchanging
+ * endpoint names through the core's bootstrap.
+ */
+#ifndef PLAIT_OFI_SETUP_H
+#define PLAIT_OFI_SETUP_H
+
+#include "state.h"
+
+/* On success *out is a started state; on failure err holds the message. */
+plait_result_t ofi_start(const plait_transport_init_args_t *args, ofi_state_t **out, char *err,
+                         size_t err_len);
+
+/* Closes every libfabric object (in-flight transfers are abandoned); the
+ * state stays, with no endpoint. Safe to call twice. */
+void ofi_teardown(ofi_state_t *st);
+
+/* ofi_teardown, then frees the state. NULL is harmless. */
+void ofi_stop(ofi_state_t *st);
+
+#endif

@@ -1,0 +1,99 @@
+/*
+ * The ofi plugin's state: one per successful init, passed back by the core as
+ * the `void *state` of every call. Only the one thread the core calls the
+ * plugin from touches it, so it holds no lock.
+ */
+#ifndef PLAIT_OFI_STATE_H
+#define PLAIT_OFI_STATE_H
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plait/transport.h"
+#include "tunables.h"
+
+/* One posted send or receive. The provider's op_context points at ctx, the
+ * first member, so a completion leads back to the request. */
+typedef struct ofi_req {
+  struct fi_context2 ctx;
+  int peer;      /* the rank it goes to or comes from */
+  int used;      /* posted at some point (ofi_wait_all skips the others) */
+  int is_send;
+  int done;      /* completed (or injected: no completion to wait for) */
+  int posted;    /* on the outstanding list */
+  uint64_t tag;
+  size_t len;
+  int step, chunk, slot; /* for the algorithm that posted it */
+  struct ofi_req *prev, *next;  /* outstanding list */
+  struct ofi_req *done_next;    /* completion queue (FIFO) */
+} ofi_req_t;
+
+/* A memory registration: one per plugin-owned buffer (fusion buffers from
+ * mem_alloc, scratch), looked up by address range. */
+typedef struct ofi_mr {
+  char *base;
+  size_t len;
+  struct fid_mr *mr; /* NULL when the provider needs none */
+  struct ofi_mr *next;
+} ofi_mr_t;
+
+/* What each rank tells the others at init (see setup.c). */
+typedef struct ofi_peer {
+  int64_t pid;
+  uint64_t start_time; /* /proc/<pid>/stat field 22: guards against pid reuse */
+  int same_kernel;     /* same boot id and pid namespace: pid is checkable */
+} ofi_peer_t;
+
+/* A plugin-owned, registered, growable buffer. */
+typedef struct ofi_scratch {
+  char *buf;
+  size_t len;
+} ofi_scratch_t;
+
+typedef struct ofi_state {
+  int rank, nranks;
+  double timeout_s;
+  plait_log_fn log;
+  int log_level;
+  plait_reduce_fn reduce;
+  plait_divide_fn divide;
+  ofi_tunables_t tun;
+
+  /* libfabric objects; all NULL for a job of one rank and after teardown. */
+  struct fi_info *info;
+  struct fid_fabric *fabric;
+  struct fid_domain *domain;
+  struct fid_av *av;
+  struct fid_cq *cq;
+  struct fid_ep *ep;
+  fi_addr_t *addrs; /* by rank */
+  ofi_peer_t *peers; /* by rank */
+  char provider[64];
+  int need_mr;       /* FI_MR_LOCAL (or PLAIT_OFI_MR=always): descriptors */
+  int mr_endpoint;   /* FI_MR_ENDPOINT: bind each MR to the endpoint */
+  int mr_prov_key;
+  uint64_t next_key;
+  size_t inject_size;
+  size_t max_msg;
+
+  ofi_mr_t *mrs; /* registrations of plugin-owned memory */
+  ofi_scratch_t slots, work, tmp;
+
+  /* Progress engine (progress.c). */
+  ofi_req_t *outstanding;            /* posted, not complete */
+  ofi_req_t *done_head, *done_tail;  /* completed, not yet taken */
+  double last_progress;              /* time of the last completion */
+  double last_liveness;              /* time of the last pid check */
+  uint32_t seq;                      /* collective number: part of tags */
+  const char *op;                    /* the collective running ("allreduce") */
+
+  /* After a failure inside a collective the ranks may be out of step: every
+   * later collective fails at once with this code and message. */
+  plait_result_t broken;
+  char broken_msg[1536];
+  char err[1536]; /* message of the last failure: last_error() */
+} ofi_state_t;
+
+#endif

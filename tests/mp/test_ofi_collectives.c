@@ -1,0 +1,380 @@
+/*
+ * The ofi (libfabric) transport plugin, called directly: the same matrix as
+ * the gloo plugin (tests/common/transport_matrix.c: 2, 3 and 4 ranks; sizes
+ * 0, 1, odd, not divisible by the rank count, 8 MiB; every dtype and op) on
+ * FI_PROVIDER=tcp (tcp;ofi_rxm) and FI_PROVIDER=shm, plus each algorithm
+ * forced where the default switch points would not pick it, memory
+ * registration forced on, lost ranks, bad settings, and no threads or file
+ * descriptors left behind. A provider that cannot start here is skipped with
+ * the plugin's reason.
+ */
+#include <criterion/criterion.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "core.h"
+#include "transport_matrix.h"
+
+#define ENV(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* In a Criterion test: skip it, saying why, when the plugin was not built. */
+static void require_plugin(void) {
+  FILE *f = fopen(PLAIT_TEST_LIB_DIR "/libplait-transport-ofi.so", "rb");
+  if (!f)
+    cr_skip_test("the ofi transport plugin was not built (is libfabric-dev installed?): "
+                 "no " PLAIT_TEST_LIB_DIR "/libplait-transport-ofi.so");
+  fclose(f);
+}
+
+static void run_env(const char *prov, int nranks, tm_body_fn body, const char *const *extra) {
+  require_plugin();
+  char fi[64], reason[1024] = "";
+  snprintf(fi, sizeof fi, "FI_PROVIDER=%s", prov);
+  const char *env[16];
+  int k = 0;
+  env[k++] = fi;
+  for (; extra && *extra && k < 15; extra++) env[k++] = *extra;
+  env[k] = NULL;
+  int rc = tm_run("ofi", nranks, body, env, reason, sizeof reason);
+  if (rc == TM_SKIPPED) cr_skip_test("FI_PROVIDER=%s cannot start here: %s", prov, reason);
+  cr_assert_eq(rc, TM_PASSED, "a rank of %d failed on FI_PROVIDER=%s (see its messages above)",
+               nranks, prov);
+}
+
+static void run_job(const char *prov, int nranks, tm_body_fn body) {
+  run_env(prov, nranks, body, NULL);
+}
+
+/* These tests call the plugin directly from the main thread: no coordinator. */
+static void no_coordinator(void) { plait_core_test_without_coordinator(1); }
+TestSuite(ofi, .init = no_coordinator);
+
+#define PER_RANK_COUNT(prov, name, body)                                          \
+  Test(ofi, prov##_##name##_2ranks, .timeout = 60) { run_job(#prov, 2, body); }   \
+  Test(ofi, prov##_##name##_3ranks, .timeout = 60) { run_job(#prov, 3, body); }   \
+  Test(ofi, prov##_##name##_4ranks, .timeout = 60) { run_job(#prov, 4, body); }
+
+#define MATRIX(prov)                                                           \
+  PER_RANK_COUNT(prov, allreduce, tm_allreduce)                                \
+  PER_RANK_COUNT(prov, allgatherv, tm_allgatherv)                              \
+  PER_RANK_COUNT(prov, broadcast, tm_broadcast)                                \
+  PER_RANK_COUNT(prov, alltoallv, tm_alltoallv)                                \
+  PER_RANK_COUNT(prov, reducescatter, tm_reducescatter)                        \
+  PER_RANK_COUNT(prov, barrier, tm_barrier)
+
+MATRIX(shm)
+MATRIX(tcp)
+
+/* A job of one rank opens no endpoint: every call is local. */
+Test(ofi, everything_1rank, .timeout = 60) { run_job("shm", 1, tm_everything); }
+
+Test(ofi, shm_errors_and_memory_2ranks, .timeout = 60) { run_job("shm", 2, tm_errors); }
+Test(ofi, tcp_errors_and_memory_3ranks, .timeout = 60) { run_job("tcp", 3, tm_errors); }
+
+/* ------------------------------------------------------------------------ */
+/* Each algorithm where the default switch points would not pick it          */
+/* ------------------------------------------------------------------------ */
+
+static int body_collectives(tm_ctx_t *c) {
+  return tm_allreduce(c) || tm_allgatherv(c) || tm_broadcast(c) || tm_reducescatter(c);
+}
+
+/* The ring / chain for every size, in 4 KiB chunks with 2 in flight: empty
+ * blocks (count < ranks), many chunks, the windows full. */
+#define LARGE_EVERYWHERE                                                       \
+  ENV("PLAIT_OFI_ALLREDUCE_RING_MIN=0", "PLAIT_OFI_ALLGATHERV_RING_MIN=0",     \
+      "PLAIT_OFI_BROADCAST_CHAIN_MIN=0", "PLAIT_OFI_REDUCESCATTER_RING_MIN=0", \
+      "PLAIT_OFI_CHUNK=4K", "PLAIT_OFI_WINDOW=2")
+/* Recursive doubling, direct and binomial for every size, 8 MiB included. */
+#define SMALL_EVERYWHERE                                                       \
+  ENV("PLAIT_OFI_ALLREDUCE_RING_MIN=1T", "PLAIT_OFI_ALLGATHERV_RING_MIN=1T",   \
+      "PLAIT_OFI_BROADCAST_CHAIN_MIN=1T", "PLAIT_OFI_REDUCESCATTER_RING_MIN=1T")
+
+Test(ofi, shm_large_algorithms_everywhere_3ranks, .timeout = 90) {
+  run_env("shm", 3, body_collectives, LARGE_EVERYWHERE);
+}
+Test(ofi, tcp_large_algorithms_everywhere_4ranks, .timeout = 90) {
+  run_env("tcp", 4, body_collectives, LARGE_EVERYWHERE);
+}
+Test(ofi, shm_small_algorithms_everywhere_3ranks, .timeout = 90) {
+  run_env("shm", 3, body_collectives, SMALL_EVERYWHERE);
+}
+Test(ofi, tcp_small_algorithms_everywhere_4ranks, .timeout = 90) {
+  run_env("tcp", 4, body_collectives, SMALL_EVERYWHERE);
+}
+
+/* shm without CMA moves large messages through a small pool of bounce
+ * buffers (SAR); with more sends than receives in flight the ring once
+ * filled it with messages the receiver was not ready for and hung (at 16 MiB
+ * and more, 2 ranks). */
+static int body_large_ring(tm_ctx_t *c) {
+  return tm_allreduce_one(c, PLAIT_FLOAT32, PLAIT_OP_SUM, 8 * 1024 * 1024) ||
+         tm_allreduce_one(c, PLAIT_INT32, PLAIT_OP_MAX, 5 * 1024 * 1024 + 3);
+}
+
+Test(ofi, shm_without_cma_large_ring_2ranks, .timeout = 90) {
+  run_env("shm", 2, body_large_ring, ENV("FI_SHM_DISABLE_CMA=1"));
+}
+Test(ofi, shm_without_cma_3ranks, .timeout = 90) {
+  run_env("shm", 3, body_collectives, ENV("FI_SHM_DISABLE_CMA=1"));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Memory registration                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* allreduce in memory from mem_alloc (cached registration, as the core's
+ * fusion buffer) and in malloc'd memory (registered per call), ring and
+ * recursive doubling, with PLAIT_OFI_MR=always. */
+static int body_registered(tm_ctx_t *c) {
+  const size_t counts[] = {1001, 3 * 1024 * 1024 + 7};
+  for (int k = 0; k < 2; k++) {
+    size_t n = counts[k];
+    void *p = NULL;
+    plait_result_t rc = c->t->mem_alloc(c->st, n * 4, &p);
+    if (rc != PLAIT_SUCCESS) {
+      plait_test_say(c->rank, "mem_alloc: %s", c->t->last_error(c->st));
+      return 1;
+    }
+    for (int round = 0; round < 3; round++) {
+      tm_fill(PLAIT_FLOAT32, PLAIT_OP_SUM, c->rank, c->nranks, p, n, 0);
+      rc = c->t->allreduce(c->st, p, n, PLAIT_FLOAT32, PLAIT_OP_SUM);
+      long bad = rc ? -1 : tm_check(PLAIT_FLOAT32, PLAIT_OP_SUM, c->nranks, p, n, 0);
+      if (rc || bad >= 0) {
+        plait_test_say(c->rank, "allreduce of %zu in a mem_alloc buffer: %s, bad element %ld",
+                       n, rc ? c->t->last_error(c->st) : "ok", bad);
+        c->t->mem_free(c->st, p);
+        return 1;
+      }
+    }
+    c->t->mem_free(c->st, p);
+    if (tm_allreduce_one(c, PLAIT_INT32, PLAIT_OP_MAX, n)) return 1;
+  }
+  return tm_broadcast(c) || tm_alltoallv(c) || tm_reducescatter(c);
+}
+
+Test(ofi, shm_registration_always_3ranks, .timeout = 60) {
+  run_env("shm", 3, body_registered, ENV("PLAIT_OFI_MR=always"));
+}
+Test(ofi, tcp_registration_always_2ranks, .timeout = 60) {
+  run_env("tcp", 2, body_registered, ENV("PLAIT_OFI_MR=always"));
+}
+
+/* ------------------------------------------------------------------------ */
+/* A rank lost mid-job                                                       */
+/* ------------------------------------------------------------------------ */
+
+static void run_lost_rank(const char *prov, int nranks, tm_loss_t how) {
+  require_plugin();
+  char fi[64], reason[1024] = "";
+  snprintf(fi, sizeof fi, "FI_PROVIDER=%s", prov);
+  plait_test_job_t job;
+  if (tm_run_lost_rank("ofi", nranks, how, ENV(fi), &job, reason, sizeof reason) == TM_SKIPPED)
+    cr_skip_test("FI_PROVIDER=%s cannot start here: %s", prov, reason);
+  for (int r = 0; r < nranks - 1; r++)
+    cr_expect_eq(job.exit_code[r], 0, "surviving rank %d exited with %d", r, job.exit_code[r]);
+  int last = job.status[nranks - 1];
+  if (how == TM_HUNG)
+    cr_expect_eq(job.exit_code[nranks - 1], 0, "the hung rank should have exited 0");
+  else
+    cr_expect(last != -1 && WIFSIGNALED(last), "the last rank should have died of SIGKILL");
+}
+
+Test(ofi, shm_rank_killed_between_ops_2ranks, .timeout = 60) {
+  run_lost_rank("shm", 2, TM_KILLED_BETWEEN_OPS);
+}
+Test(ofi, tcp_rank_killed_between_ops_2ranks, .timeout = 60) {
+  run_lost_rank("tcp", 2, TM_KILLED_BETWEEN_OPS);
+}
+Test(ofi, shm_rank_killed_mid_allreduce_3ranks, .timeout = 60) {
+  run_lost_rank("shm", 3, TM_KILLED_MID_ALLREDUCE);
+}
+Test(ofi, tcp_rank_killed_mid_allreduce_3ranks, .timeout = 60) {
+  run_lost_rank("tcp", 3, TM_KILLED_MID_ALLREDUCE);
+}
+Test(ofi, shm_rank_hung_3ranks, .timeout = 60) { run_lost_rank("shm", 3, TM_HUNG); }
+Test(ofi, tcp_rank_hung_2ranks, .timeout = 60) { run_lost_rank("tcp", 2, TM_HUNG); }
+
+/* ------------------------------------------------------------------------ */
+/* Nothing left behind                                                       */
+/* ------------------------------------------------------------------------ */
+
+static int count_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+/* Two init / collectives / shutdown cycles: no thread may outlive a cycle,
+ * and the second cycle may leave no file descriptor the first did not
+ * (libfabric opens some once per process). */
+static int body_cycle(tm_ctx_t *c) {
+  return tm_allreduce_one(c, PLAIT_FLOAT32, PLAIT_OP_SUM, 3 * 1024 * 1024) ||
+         tm_allreduce_one(c, PLAIT_INT8, PLAIT_OP_MAX, 7) || tm_barrier(c);
+}
+
+static int leak_rank(int rank, int nranks, void *arg) {
+  (void)arg;
+  int threads[3], fds[3];
+  threads[0] = count_entries("/proc/self/task");
+  fds[0] = count_entries("/proc/self/fd");
+  for (int cycle = 1; cycle <= 2; cycle++) {
+    plait_result_t rc = plait_init();
+    if (rc != PLAIT_SUCCESS) {
+      plait_test_say(rank, "plait_init (cycle %d): %s: %s", cycle, plait_result_name(rc),
+                     plait_last_error());
+      return rc == PLAIT_ERR_UNSUPPORTED ? 77 : 1;
+    }
+    tm_ctx_t c = {rank, nranks, NULL, NULL};
+    c.t = plait_core_transport(&c.st);
+    if (!c.t || strcmp(c.t->name, "ofi") != 0 || body_cycle(&c)) return 1;
+    if (plait_shutdown() != PLAIT_SUCCESS) return 1;
+    threads[cycle] = count_entries("/proc/self/task");
+    fds[cycle] = count_entries("/proc/self/fd");
+  }
+  plait_test_say(rank, "threads %d / %d / %d, fds %d / %d / %d (before, after 1, after 2)",
+                 threads[0], threads[1], threads[2], fds[0], fds[1], fds[2]);
+  if (threads[1] != threads[0] || threads[2] != threads[0] || fds[2] != fds[1]) return 1;
+  return 0;
+}
+
+static void run_leaks(const char *prov) {
+  require_plugin();
+  char fi[64];
+  snprintf(fi, sizeof fi, "FI_PROVIDER=%s", prov);
+  const char *env[] = {"PLAIT_TRANSPORT=ofi", "PLAIT_TIMEOUT_S=15", fi, NULL};
+  plait_test_job_t job;
+  memset(&job, 0, sizeof job);
+  job.nranks = 2;
+  job.timeout_s = 50;
+  job.env = env;
+  plait_test_run_ranks(&job, leak_rank, NULL);
+  if (job.exit_code[0] == 77 || job.exit_code[1] == 77)
+    cr_skip_test("FI_PROVIDER=%s cannot start here (see the message above)", prov);
+  for (int r = 0; r < 2; r++)
+    cr_expect_eq(job.exit_code[r], 0, "rank %d: threads or file descriptors left (see above)",
+                 r);
+}
+
+Test(ofi, shm_no_threads_or_fds_left, .timeout = 60) { run_leaks("shm"); }
+Test(ofi, tcp_no_threads_or_fds_left, .timeout = 60) { run_leaks("tcp"); }
+
+/* ------------------------------------------------------------------------ */
+/* Bad settings                                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct expect_init {
+  plait_result_t code;
+  const char *words[4];
+} expect_init_t;
+
+/* plait_init must fail with the code and a message holding every word. */
+static int init_fails(int rank, int nranks, void *arg) {
+  (void)nranks;
+  const expect_init_t *e = arg;
+  plait_result_t rc = plait_init();
+  const char *msg = plait_last_error();
+  if (rc == PLAIT_SUCCESS) {
+    plait_shutdown();
+    plait_test_say(rank, "plait_init succeeded, expected %s", plait_result_name(e->code));
+    return 1;
+  }
+  plait_test_say(rank, "plait_init: %s: %s", plait_result_name(rc), msg);
+  if (rc != e->code && rank == 0) return 1;
+  for (int i = 0; rank == 0 && i < 4 && e->words[i]; i++)
+    if (!strstr(msg, e->words[i])) {
+      plait_test_say(rank, "the message does not say '%s'", e->words[i]);
+      return 1;
+    }
+  return 0;
+}
+
+static void run_init_fails(int nranks, const char *const *env, const expect_init_t *e) {
+  require_plugin();
+  plait_test_job_t job;
+  memset(&job, 0, sizeof job);
+  job.nranks = nranks;
+  job.timeout_s = 30;
+  const char *all[8];
+  int k = 0;
+  for (; env && *env && k < 7; env++) all[k++] = *env;
+  all[k] = NULL;
+  job.env = all;
+  plait_test_run_ranks(&job, init_fails, (void *)e);
+  cr_expect_eq(job.exit_code[0], 0, "rank 0 did not fail as expected (see above)");
+}
+
+Test(ofi, bad_setting_is_named, .timeout = 30) {
+  expect_init_t e = {PLAIT_ERR_CONFIG, {"PLAIT_OFI_CHUNK", "'64Q'", "64K"}};
+  run_init_fails(1, ENV("PLAIT_TRANSPORT=ofi", "PLAIT_OFI_CHUNK=64Q"), &e);
+  expect_init_t w = {PLAIT_ERR_CONFIG, {"PLAIT_OFI_WINDOW", "'0'", "1 to 64"}};
+  run_init_fails(1, ENV("PLAIT_TRANSPORT=ofi", "PLAIT_OFI_WINDOW=0"), &w);
+  expect_init_t m = {PLAIT_ERR_CONFIG, {"PLAIT_OFI_MR", "'sometimes'", "always"}};
+  run_init_fails(1, ENV("PLAIT_TRANSPORT=ofi", "PLAIT_OFI_MR=sometimes"), &m);
+}
+
+Test(ofi, unknown_provider_is_named, .timeout = 30) {
+  expect_init_t e = {PLAIT_ERR_UNSUPPORTED, {"FI_PROVIDER=nosuch", "fi_getinfo", "ofi"}};
+  run_init_fails(2, ENV("PLAIT_TRANSPORT=ofi", "PLAIT_TIMEOUT_S=5", "FI_PROVIDER=nosuch"), &e);
+}
+
+/* Other providers: nothing in the plugin is specific to shm or tcp. */
+Test(ofi, sockets_everything_2ranks, .timeout = 90) { run_job("sockets", 2, tm_everything); }
+
+/* ------------------------------------------------------------------------ */
+/* Ranks on several hosts (simulated with PLAIT_HOSTNAME)                    */
+/* ------------------------------------------------------------------------ */
+
+/* Each rank claims its own host; shm, which reaches one host only, must not
+ * be chosen: unset FI_PROVIDER picks another provider, FI_PROVIDER=shm is
+ * refused with a message saying why. */
+static int two_hosts_rank(int rank, int nranks, void *arg) {
+  int want_shm = arg != NULL;
+  char host[32];
+  snprintf(host, sizeof host, "host%d", rank);
+  setenv("PLAIT_HOSTNAME", host, 1);
+  unsetenv("PLAIT_LOCAL_RANK");
+  unsetenv("PLAIT_LOCAL_SIZE");
+  if (want_shm) setenv("FI_PROVIDER", "shm", 1);
+  else unsetenv("FI_PROVIDER");
+  plait_result_t rc = plait_init();
+  if (want_shm) {
+    const char *msg = plait_last_error();
+    plait_test_say(rank, "plait_init: %s: %s", plait_result_name(rc), msg);
+    if (rc == PLAIT_SUCCESS) plait_shutdown();
+    return !(rc == PLAIT_ERR_UNSUPPORTED && strstr(msg, "several hosts") && strstr(msg, "shm"));
+  }
+  if (rc != PLAIT_SUCCESS) {
+    plait_test_say(rank, "plait_init: %s: %s", plait_result_name(rc), plait_last_error());
+    return 1;
+  }
+  tm_ctx_t c = {rank, nranks, NULL, NULL};
+  c.t = plait_core_transport(&c.st);
+  int fails = !c.t || strcmp(c.t->name, "ofi") != 0 ||
+              tm_allreduce_one(&c, PLAIT_FLOAT32, PLAIT_OP_SUM, 300000) || tm_barrier(&c);
+  return plait_shutdown() != PLAIT_SUCCESS || fails;
+}
+
+static void run_two_hosts(int want_shm) {
+  require_plugin();
+  const char *env[] = {"PLAIT_TRANSPORT=ofi", "PLAIT_TIMEOUT_S=15", NULL};
+  plait_test_job_t job;
+  memset(&job, 0, sizeof job);
+  job.nranks = 2;
+  job.timeout_s = 50;
+  job.env = env;
+  plait_test_run_ranks(&job, two_hosts_rank, want_shm ? (void *)1 : NULL);
+  for (int r = 0; r < 2; r++)
+    cr_expect_eq(job.exit_code[r], 0, "rank %d failed (see above)", r);
+}
+
+Test(ofi, two_hosts_never_pick_shm, .timeout = 60) { run_two_hosts(0); }
+Test(ofi, two_hosts_refuse_fi_provider_shm, .timeout = 60) { run_two_hosts(1); }
