@@ -58,6 +58,9 @@ parser.add_argument("--train-iters", type=int, default=10, help="(c) steps per r
 parser.add_argument("--warmup", type=int, default=2, help="untimed iterations before each")
 parser.add_argument("--only", default="abc", help="which benchmarks to run: any of a, b, c")
 parser.add_argument("--timeout", type=float, default=1800, help="seconds before the job is stopped")
+parser.add_argument("--json", default=None,
+                    help="append each round's median per variant to this file as JSON lines "
+                         "(kind \"comparison\", for ci/bench)")
 parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
 
 
@@ -298,6 +301,8 @@ def worker(args):
                    for a, b in zip(model_p.parameters(), model_d.module.parameters()))
 
     if rank == 0:
+        if args.json:
+            write_json(args, medians, world)
         print_table(groups, medians, args)
         if diff is not None:
             log("plait DistributedOptimizer and DDP models after the same steps: largest "
@@ -324,6 +329,34 @@ SHORT_NAMES = [
     ("torch DistributedDataParallel", "c/ddp"),
     ("one process, no communication", "c/single"),
 ]
+
+
+# Variant -> (system, workload) in ci/bench's comparison records.
+JSON_NAMES = {
+    "plait allreduce_async_ all + synchronize": ("plait.torch", "200x64K"),
+    "torch.distributed all_reduce per tensor": ("torch.distributed-blocking", "200x64K"),
+    "torch.distributed async_op=True all + wait": ("torch.distributed-async", "200x64K"),
+    "plait allreduce_": ("plait.torch", "allreduce-64M"),
+    "torch.distributed all_reduce": ("torch.distributed", "allreduce-64M"),
+    "plait DistributedOptimizer": ("plait.torch", "mlp-10m-train-step"),
+    "torch DistributedDataParallel": ("torch-ddp", "mlp-10m-train-step"),
+    "one process, no communication": ("one-process", "mlp-10m-train-step"),
+}
+
+
+def write_json(args, medians, world):
+    import json
+    import torch
+    with open(args.json, "a") as f:
+        for name, per_round in medians.items():
+            system, workload = JSON_NAMES[name]
+            if args.small_count != 200 or args.small_bytes != 64 * 1024:
+                workload = workload.replace("200x64K", "%dx%dK" % (args.small_count,
+                                                                  args.small_bytes // 1024))
+            for rnd, m in enumerate(per_round):
+                f.write(json.dumps({"kind": "comparison", "system": system, "workload": workload,
+                                    "ranks": world, "round": rnd, "median_s": m,
+                                    "torch": torch.__version__}) + "\n")
 
 
 def print_table(groups, medians, args):

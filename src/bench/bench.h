@@ -31,6 +31,7 @@ typedef struct bench_opts {
   plait_dtype_t dtype;
   plait_op_t op;
   const char *json_path;
+  const char *label; /* --label: replaces the transport's name in the output */
   FILE *json;
   int quiet;
   uint64_t thresholds[BENCH_MAX_LIST];

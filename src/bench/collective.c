@@ -223,7 +223,7 @@ int bench_collective(bench_opts_t *o) {
             (unsigned long long)o->max_bytes);
     return 1;
   }
-  if (o->rank == 0) {
+  if (o->rank == 0 && !o->quiet) {
     printf("# plait-bench %s: %d ranks, transport %s, dtype %s, op %s; time = slowest rank, "
            "per iteration\n", o->command, o->size, o->transport, plait_dtype_name(o->dtype),
            plait_op_name(o->op));
@@ -275,7 +275,8 @@ int bench_collective(bench_opts_t *o) {
     failures += o->check && verdict != 0;
     if (o->rank == 0) {
       char sz[32];
-      printf("%12s %10zu %6d %12.1f %12.1f %12.1f %10.3f %10.3f %8s\n",
+      if (!o->quiet)
+        printf("%12s %10zu %6d %12.1f %12.1f %12.1f %10.3f %10.3f %8s\n",
              bench_format_size(real_bytes, sz, sizeof sz), j.count, iters, med * 1e6, p10 * 1e6,
              p90 * 1e6, algbw, busbw, verdict_text);
       fflush(stdout);

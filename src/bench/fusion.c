@@ -80,7 +80,7 @@ int bench_fusion(bench_opts_t *o) {
     for (size_t k = 0; k < bytes / sizeof(float); k++) mem.buf[i][k] = 1.0f;
   }
   int settings = o->n_mixes * o->n_thresholds * o->n_cycle_times, done = 0;
-  if (o->rank == 0) {
+  if (o->rank == 0 && !o->quiet) {
     printf("# plait-bench fusion: %d ranks, transport %s, %d settings, %d warm-up + %d timed "
            "steps each; float32 average allreduces; step time = slowest rank\n",
            o->size, o->transport, settings, o->warmup, o->steps);
@@ -129,7 +129,8 @@ int bench_fusion(bench_opts_t *o) {
         done++;
         if (o->rank == 0) {
           char th[32];
-          printf("%-16.16s %9zu %7.1f %8s %10g %9.2f %9.2f %9.2f %7.1f %6.1f%% %8.2f %8.2f %8.2f "
+          if (!o->quiet)
+            printf("%-16.16s %9zu %7.1f %8s %10g %9.2f %9.2f %9.2f %7.1f %6.1f%% %8.2f %8.2f %8.2f "
                  "%8.2f   [%d/%d]\n",
                  mix->name, mix->count, mix->total / 1048576.0,
                  o->thresholds[ti] ? bench_format_size(o->thresholds[ti], th, sizeof th) : "off",

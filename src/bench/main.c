@@ -80,6 +80,7 @@ int main(int argc, char **argv) {
   BENCH_CHECK(plait_rank(&o.rank));
   BENCH_CHECK(plait_size(&o.size));
   BENCH_CHECK(plait_transport_name(&o.transport));
+  if (o.label) o.transport = o.label;
   /* Rank 0 writes the JSON; every rank stops if it cannot. */
   double cannot = 0;
   if (o.rank == 0 && o.json_path && !(o.json = fopen(o.json_path, "a"))) {

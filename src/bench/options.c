@@ -39,7 +39,9 @@ void bench_usage(FILE *f) {
       "  --cycle-times LIST    fusion: PLAIT_CYCLE_TIME_MS values (default 1)\n"
       "  --steps N             fusion: timed steps per setting (default 20)\n"
       "  --json FILE           also write one JSON object per result line (rank 0)\n"
-      "  --quiet               no progress lines\n",
+      "  --label NAME          the transport's name in the output (default: the plugin's,\n"
+      "                        e.g. gloo; say ofi-shm to tell providers apart)\n"
+      "  --quiet               print nothing but errors (with --json: results only there)\n",
       f);
 }
 
@@ -134,6 +136,10 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
       if (!found) return fail("--op '%s' is not sum, average, min, max or product%s", v, "");
     } else if (!strcmp(a, "--json")) {
       o->json_path = v;
+    } else if (!strcmp(a, "--label")) {
+      if (!*v || strpbrk(v, "\"\\ "))
+        return fail("--label '%s' must be a word without quotes, backslashes or spaces%s", v, "");
+      o->label = v;
     } else if (!strcmp(a, "--mix")) {
       if (n_mixes == BENCH_MAX_MIXES) return fail("at most 16 --mix options%s%s", "", "");
       mixes[n_mixes++] = v;

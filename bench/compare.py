@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""Side-by-side table for ci/bench: medians over interleaved rounds and
+ratios against plait, per workload.
+
+    bench/compare.py comparison.jsonl [--markdown OUT.md]
+
+Input: JSON lines written during ci/bench's comparison rounds:
+  - {"kind":"comparison","system","workload","median_s",...}: from
+    mpi_allreduce, examples/torch_bench.py and examples/horovod_bench.py;
+  - plait-bench rows, turned into comparison rows here: a fusion row of the
+    uniform-200x64K mix at one threshold -> workload "200x64K", system
+    "plait-<transport>"; an allreduce row of 64 MiB -> workload
+    "allreduce-64M".
+Each input row is one round's median; the table gives the median over rounds,
+the spread of the rounds, and each system's time relative to the fastest
+plait system of that workload (> 1: slower than plait).
+"""
+
+import argparse
+import json
+import statistics
+import sys
+
+
+def rows_from(path):
+    with open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+            except ValueError as e:
+                sys.exit("compare.py: %s:%d: not JSON: %s" % (path, lineno, e))
+            kind = r.get("kind")
+            if kind == "comparison":
+                yield r["system"], r["workload"], float(r["median_s"])
+            elif kind == "fusion" and r.get("mix", "").startswith("uniform-200x64"):
+                yield "plait-" + r["transport"], "200x64K", float(r["step_s_median"])
+            elif kind == "collective" and r.get("collective") == "allreduce" and \
+                    r.get("bytes") == 64 << 20:
+                name = r["transport"]
+                system = name if name == "openmpi" else "plait-" + name
+                yield system, "allreduce-64M", float(r["time_s_median"])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--markdown", help="also write the tables to this file")
+    args = ap.parse_args()
+    data = {}
+    for path in args.files:
+        for system, workload, t in rows_from(path):
+            data.setdefault(workload, {}).setdefault(system, []).append(t)
+    if not data:
+        sys.exit("compare.py: no comparison rows in %s" % ", ".join(args.files))
+    out = []
+    for workload in sorted(data):
+        systems = data[workload]
+        med = {s: statistics.median(v) for s, v in systems.items()}
+        plait = [m for s, m in med.items() if s.startswith("plait")]
+        base = min(plait) if plait else None
+        out.append("### %s" % workload)
+        out.append("")
+        out.append("| system | median time | rounds | round medians (min - max) | vs best plait |")
+        out.append("|---|---|---|---|---|")
+        for s in sorted(med, key=med.get):
+            v = systems[s]
+            ratio = "%.2fx" % (med[s] / base) if base else "-"
+            out.append("| %s | %.2f ms | %d | %.2f - %.2f ms | %s |"
+                       % (s, 1e3 * med[s], len(v), 1e3 * min(v), 1e3 * max(v), ratio))
+        out.append("")
+    text = "\n".join(out)
+    print(text)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
