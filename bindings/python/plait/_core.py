@@ -424,7 +424,8 @@ class Handle:
 
 def submit(fn, name, keep, *args):
     """Calls a plait_*_async function; returns a Handle or raises."""
-    _reap_orphans()
+    if _orphans:  # cheap check first: submissions are on the hot path
+        _reap_orphans()
     h = ctypes.c_void_p()
     check(fn(*args, ctypes.byref(h)))
     return Handle(h, keep, name)
