@@ -6,7 +6,9 @@ ratios against plait, per workload.
 
 Input: JSON lines written during ci/bench's comparison rounds:
   - {"kind":"comparison","system","workload","median_s",...}: from
-    mpi_allreduce, examples/torch_bench.py and examples/horovod_bench.py;
+    mpi_allreduce and examples/torch_bench.py;
+  - {"impl","workload","median_s",...}: from examples/horovod_bench.py
+    (workloads fused, large, unfused);
   - plait-bench rows, turned into comparison rows here: a fusion row of the
     uniform-200x64K mix at one threshold -> workload "200x64K", system
     "plait-<transport>"; an allreduce row of 64 MiB -> workload
@@ -32,7 +34,12 @@ def rows_from(path):
             except ValueError as e:
                 sys.exit("compare.py: %s:%d: not JSON: %s" % (path, lineno, e))
             kind = r.get("kind")
-            if kind == "comparison":
+            if kind is None and "impl" in r:  # examples/horovod_bench.py
+                work = {"fused": "200x64K", "large": "allreduce-64M",
+                        "unfused": "200x64K-unfused"}.get(r["workload"], r["workload"])
+                system = "horovod" if r["impl"] == "horovod" else "plait.torch-hvdbench"
+                yield system, work, float(r["median_s"])
+            elif kind == "comparison":
                 yield r["system"], r["workload"], float(r["median_s"])
             elif kind == "fusion" and r.get("mix", "").startswith("uniform-200x64"):
                 yield "plait-" + r["transport"], "200x64K", float(r["step_s_median"])

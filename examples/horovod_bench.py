@@ -19,7 +19,9 @@ Sums (op=Sum), so no library scales the result; each workload's result is
 checked once before timing. Each workload runs WARMUP untimed steps, then
 STEPS timed ones; a step's time is the slowest rank's (the step times of all
 ranks are allgathered after the timed steps). Rank 0 prints the median, 10th
-and 90th percentile per step and appends one JSON line per workload to --json:
+and 90th percentile per step (and, for plait, what its coordinator did:
+plait.stats() over the timed steps) and appends one JSON line per workload
+to --json:
 
   {"impl": "plait", "workload": "fused", "median_s": ..., "p10_s": ..., "p90_s": ...,
    "steps": 20, "round": 1, "version": "0.1.0", "torch": "1.13.0a0", ...}
@@ -77,6 +79,7 @@ def run(args):
     if args.impl == "plait":
         import plait.torch as hvd
         import plait
+        from plait_fusion_report import fusion_report
         version = plait.__version__
     else:
         import horovod
@@ -154,11 +157,14 @@ def run(args):
         for _ in range(args.warmup):
             fn()
         hvd.barrier()
+        if args.impl == "plait":
+            plait.stats_reset()
         times = []
         for _ in range(steps):
             t0 = time.perf_counter()
             fn()
             times.append(time.perf_counter() - t0)
+        stats = plait.stats() if args.impl == "plait" else None
         # A step lasts until its slowest rank is done.
         every = hvd.allgather(torch.tensor([times], dtype=torch.float64),
                               name="bench.times.%s" % name)
@@ -166,6 +172,9 @@ def run(args):
         p10, med, p90 = percentiles(slowest)
         log("%-8s %s: median %.2f ms per step (p10 %.2f, p90 %.2f) over %d steps"
             % (name, what, 1e3 * med, 1e3 * p10, 1e3 * p90, steps))
+        if args.impl == "plait" and rank == 0:
+            for line in fusion_report(stats, steps):
+                log("         plait: " + line)
         if rank == 0 and args.json:
             rec = {"impl": args.impl, "workload": name, "median_s": med, "p10_s": p10,
                    "p90_s": p90, "steps": steps, "round": args.round, "version": version,
@@ -189,9 +198,11 @@ def report(path):
         print("horovod_bench: no results in %s" % path)
         return 1
     per = {}            # (workload, impl) -> [round medians]
+    by_round = {}       # (workload, impl, round) -> median
     info = {}
     for r in rows:
         per.setdefault((r["workload"], r["impl"]), []).append(r["median_s"])
+        by_round[(r["workload"], r["impl"], r["round"])] = r["median_s"]
         info[r["impl"]] = "%s %s (torch %s)" % (r["impl"], r["version"], r["torch"])
     impls = [i for i in ("plait", "horovod") if i in info]
     print("medians over rounds of each round's median time per step; %s"
@@ -199,7 +210,7 @@ def report(path):
     print()
     header = "| workload | " + " | ".join("%s (min - max over rounds)" % i for i in impls)
     if len(impls) == 2:
-        header += " | plait / Horovod time | plait speed-up"
+        header += " | plait / Horovod (of the medians) | plait / Horovod per round: median (each)"
     print(header + " |")
     print("|---" * (1 + len(impls) + (2 if len(impls) == 2 else 0)) + "|")
     for w in WORKLOADS:
@@ -218,11 +229,19 @@ def report(path):
             continue
         line = "| %s | %s" % (w, " | ".join(cells))
         if len(impls) == 2:
-            if None in meds:
-                line += " | - | -"
-            else:
-                line += " | %.2f | %.2fx" % (meds[0] / meds[1], meds[1] / meds[0])
+            rounds = sorted(k[2] for k in by_round if k[0] == w and k[1] == "plait"
+                            and (w, "horovod", k[2]) in by_round)
+            paired = [by_round[(w, "plait", k)] / by_round[(w, "horovod", k)] for k in rounds]
+            line += " | %s | %s" % (
+                "-" if None in meds else "%.2f" % (meds[0] / meds[1]),
+                "-" if not paired else "%.2f (%s)" % (statistics.median(paired),
+                                                      " ".join("%.2f" % x for x in paired)))
         print(line + " |")
+    if len(impls) == 2:
+        print()
+        print("Ratios of times: below 1 plait is faster, above 1 Horovod is. Per round, the two "
+              "ran back to back, so the\nper-round ratios see the same load; trust their median "
+              "more on a busy machine.")
     return 0
 
 

@@ -294,7 +294,8 @@ int plait_config_unknown(char *buf, size_t buf_size) {
       known = strlen(entries[i].var) == len && !strncmp(entries[i].var, *e, len);
     /* Variables read by plugins and tools are theirs to check. */
     static const char *foreign[] = {"PLAIT_LIBRARY", "PLAIT_OFI_", "PLAIT_NCCL_",
-                                    "PLAIT_GLOO_", "PLAIT_TEST_", "PLAIT_BENCH_"};
+                                    "PLAIT_GLOO_", "PLAIT_TEST_", "PLAIT_BENCH_",
+                                    "PLAIT_CI_", "PLAIT_LIB_DIR"};
     for (size_t i = 0; i < sizeof foreign / sizeof foreign[0] && !known; i++)
       known = !strncmp(*e, foreign[i], strlen(foreign[i]));
     if (!known) {

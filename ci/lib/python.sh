@@ -5,7 +5,7 @@
 #    libopenblas0-pthread (without it that torch uses the reference BLAS and
 #    is about 10x slower);
 #  - a venv with torch 2.x from PyPI (a CUDA build that also runs on the CPU),
-#    created on first use in $PLAIT_VENV_DIR (default: .venv in the checkout,
+#    created on first use in $PLAIT_CI_VENV_DIR (default: .venv in the checkout,
 #    ignored by git) and reused while it works.
 
 PLAIT_PYTHON_DEBIAN_PACKAGES=(python3-torch python3-numpy python3-pytest libopenblas0-pthread)
@@ -14,7 +14,7 @@ PLAIT_TORCH2_REQUIREMENTS=("torch>=2,<3" numpy pytest "setuptools>=70.1")
 # Prints the torch 2 venv's python, creating the venv when missing. Progress
 # goes to stderr; returns 1 (with the reason on stderr) when it cannot.
 plait_torch2_python() {
-  local dir="${PLAIT_VENV_DIR:-$PWD/.venv}/torch2" base="${PLAIT_VENV_BASE_PYTHON:-python3}"
+  local dir="${PLAIT_CI_VENV_DIR:-$PWD/.venv}/torch2" base="${PLAIT_CI_VENV_PYTHON:-python3}"
   if [ -x "$dir/bin/python" ] && "$dir/bin/python" -c "import torch, pytest, numpy" 2>/dev/null; then
     echo "$dir/bin/python"
     return 0
