@@ -37,7 +37,14 @@ def rows_from(path):
             if kind is None and "impl" in r:  # examples/horovod_bench.py
                 work = {"fused": "200x64K", "large": "allreduce-64M",
                         "unfused": "200x64K-unfused"}.get(r["workload"], r["workload"])
-                system = "horovod" if r["impl"] == "horovod" else "plait.torch-hvdbench"
+                if r["impl"] == "horovod":
+                    system = "horovod"
+                else:  # plait.torch through the same script, named by its transport
+                    st = r.get("settings", {})
+                    transport = st.get("PLAIT_TRANSPORT", "gloo")
+                    if transport == "ofi" and st.get("FI_PROVIDER"):
+                        transport += "-" + st["FI_PROVIDER"]
+                    system = "plait.torch-" + transport
                 yield system, work, float(r["median_s"])
             elif kind == "comparison":
                 yield r["system"], r["workload"], float(r["median_s"])

@@ -255,7 +255,10 @@ def plot_bandwidth(plt, recs, memcpy, path):
     collectives = sorted({r["collective"] for r in recs})
     fig, axes = panel_grid(plt, len(collectives), 7.2, 5.0)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    ceiling = max((m["GBps"] for m in memcpy), default=None)
+    # The ceiling per size: a one-thread memcpy of that many bytes (caches
+    # make small copies far faster than memory, so one line would mislead).
+    ceiling = sorted(dedup(list(memcpy), lambda m: m["bytes"], "the memcpy size"),
+                     key=lambda m: m["bytes"]) if memcpy else None
     for ax, coll in zip(axes, collectives):
         these = [r for r in recs if r["collective"] == coll]
         base = ["transport"] + varying(these, "ranks", "dtype")
@@ -287,9 +290,9 @@ def plot_bandwidth(plt, recs, memcpy, path):
             ax.fill_between(x, lo, hi, color=c, alpha=0.15, lw=0)
             ax.plot(x, bus, "s--", color=c, ms=3, alpha=0.8,
                     label=label + ": busbw")
-        if ceiling is not None:
-            ax.axhline(ceiling, color="black", ls=":", lw=1.2,
-                       label="memcpy %.3g GB/s" % ceiling)
+        if ceiling:
+            ax.plot([m["bytes"] for m in ceiling], [m["GBps"] for m in ceiling], ":",
+                    color="black", lw=1.4, label="memcpy, one thread (ceiling)")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: fmt_bytes(v)))

@@ -133,8 +133,10 @@ def run(args):
            sys.executable, torch.__version__, threads,
            " ".join("%.2f" % x for x in os.getloadavg())))
     settings = {k: v for k, v in sorted(os.environ.items())
-                if k.startswith("PLAIT_" if args.impl == "plait" else "HOROVOD_")
-                and k in ("PLAIT_FUSION_THRESHOLD", "PLAIT_CYCLE_TIME_MS", "PLAIT_TRANSPORT",
+                if (k.startswith("PLAIT_" if args.impl == "plait" else "HOROVOD_")
+                    or (k == "FI_PROVIDER" and args.impl == "plait"))
+                and k in ("FI_PROVIDER", "PLAIT_FUSION_THRESHOLD", "PLAIT_CYCLE_TIME_MS",
+                          "PLAIT_TRANSPORT",
                           "PLAIT_CACHE_CAPACITY", "HOROVOD_FUSION_THRESHOLD",
                           "HOROVOD_CYCLE_TIME", "HOROVOD_CACHE_CAPACITY", "HOROVOD_CONTROLLER",
                           "HOROVOD_CPU_OPERATIONS")}
