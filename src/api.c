@@ -210,14 +210,14 @@ PLAIT_API plait_result_t plait_config_set(const char *name, const char *value) {
   if (!name || !value)
     return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_config_set: %s is NULL",
                        name ? "value" : "name");
-  static const char *tunable[] = {"PLAIT_FUSION_THRESHOLD", "PLAIT_CYCLE_TIME_MS",
-                                  "PLAIT_LOG_LEVEL"};
+  static const char *tunable[] = {"PLAIT_FUSION_THRESHOLD", "PLAIT_FUSION_MAX_TENSOR",
+                                  "PLAIT_CYCLE_TIME_MS", "PLAIT_LOG_LEVEL"};
   int ok = 0;
   for (size_t i = 0; i < sizeof tunable / sizeof tunable[0]; i++) ok |= !strcmp(name, tunable[i]);
   if (!ok && plait_config_known(name))
     return plait_error(PLAIT_ERR_UNSUPPORTED, "plait_config_set: %s cannot change while plait "
-                       "runs (only PLAIT_FUSION_THRESHOLD, PLAIT_CYCLE_TIME_MS and "
-                       "PLAIT_LOG_LEVEL can); set it in the environment before plait_init", name);
+                       "runs (only PLAIT_FUSION_THRESHOLD, PLAIT_FUSION_MAX_TENSOR, "
+                       "PLAIT_CYCLE_TIME_MS and PLAIT_LOG_LEVEL can); set it in the environment before plait_init", name);
   if (!ok)
     return plait_error(PLAIT_ERR_CONFIG, "plait_config_set: %s is not a plait variable (see "
                        "plaitrun --help-env)", name);
@@ -231,7 +231,7 @@ PLAIT_API plait_result_t plait_config_set(const char *name, const char *value) {
     rc = plait_config_parse_var(&next, name, value);
     if (rc == PLAIT_SUCCESS) {
       S.cfg = next;
-      plait_coord_tune(S.cfg.fusion_threshold, S.cfg.cycle_time_ms);
+      plait_coord_tune(S.cfg.fusion_threshold, S.cfg.fusion_max_tensor, S.cfg.cycle_time_ms);
       plait_log_set_level(S.cfg.log_level);
     }
   }

@@ -19,6 +19,9 @@
     "folder of libplait.so")                                                   \
   X(fusion_threshold, "PLAIT_FUSION_THRESHOLD", SIZE, "64M",                   \
     "fusion buffer size in bytes (units K, M, G); 0 disables fusion")          \
+  X(fusion_max_tensor, "PLAIT_FUSION_MAX_TENSOR", SIZE, "0",                 \
+    "allreduce tensors larger than this skip the fusion buffer and are "       \
+    "reduced alone, in place; 0: no limit besides the threshold")              \
   X(cycle_time_ms, "PLAIT_CYCLE_TIME_MS", POSITIVE, "1",                       \
     "coordinator cycle time in milliseconds")                                  \
   X(cache_capacity, "PLAIT_CACHE_CAPACITY", COUNT, "1024",                     \

@@ -57,10 +57,13 @@ static coord_t C = {.table.mu = PTHREAD_MUTEX_INITIALIZER};
  * coordinator thread at the start of its next cycle. */
 static atomic_int tune_pending;
 static _Atomic uint64_t tune_threshold;
+static _Atomic uint64_t tune_max_tensor;
 static _Atomic double tune_cycle_time_ms;
 
-void plait_coord_tune(uint64_t fusion_threshold, double cycle_time_ms) {
+void plait_coord_tune(uint64_t fusion_threshold, uint64_t fusion_max_tensor,
+                      double cycle_time_ms) {
   atomic_store(&tune_threshold, fusion_threshold);
+  atomic_store(&tune_max_tensor, fusion_max_tensor);
   atomic_store(&tune_cycle_time_ms, cycle_time_ms);
   atomic_store(&tune_pending, 1);
 }
@@ -70,7 +73,10 @@ static void apply_tuning(void) {
   uint64_t threshold = atomic_load(&tune_threshold);
   C.cycle_time_ms = atomic_load(&tune_cycle_time_ms);
   C.exec.threshold = threshold;
-  if (C.rank == 0) C.neg.threshold = threshold;
+  if (C.rank == 0) {
+    C.neg.threshold = threshold;
+    C.neg.max_tensor = atomic_load(&tune_max_tensor);
+  }
 }
 static atomic_int running_size;
 static atomic_ullong running_caps;

@@ -34,9 +34,10 @@ void plait_coord_stop(void);
  * initialized, after a failure of the job, or on a duplicate name. */
 plait_result_t plait_coord_submit(plait_entry_t **entries, int n);
 
-/* New fusion threshold and cycle time, taken up by the coordinator thread
+/* New fusion threshold, largest fused tensor and cycle time, taken up by the coordinator thread
  * at the start of its next cycle (any thread may call it). */
-void plait_coord_tune(uint64_t fusion_threshold, double cycle_time_ms);
+void plait_coord_tune(uint64_t fusion_threshold, uint64_t fusion_max_tensor,
+                      double cycle_time_ms);
 
 /* Size of the running job, 0 when not running. */
 int plait_coord_size(void);

@@ -196,7 +196,11 @@ static plait_result_t plan_records(plait_negotiator_t *n, plait_record_t **recs,
     const plait_meta_t *m = &rec->metas[ref_rank(n, rec)];
     uint64_t bytes = aligned(plait_meta_bytes(m));
     building_t *bin = NULL;
-    if (!rec->status && m->coll == PLAIT_COLL_ALLREDUCE && n->threshold > 0)
+    /* A tensor over PLAIT_FUSION_MAX_TENSOR runs alone, in place: copying it
+     * through the buffer costs more than the collective it would save. */
+    int fusible = !rec->status && m->coll == PLAIT_COLL_ALLREDUCE && n->threshold > 0 &&
+                  (n->max_tensor == 0 || plait_meta_bytes(m) <= n->max_tensor);
+    if (fusible)
       for (int j = 0; j < *nb && !bin; j++)
         if (bs[j].open && same_bin(&bs[j].recs[0]->metas[ref_rank(n, bs[j].recs[0])], m)) {
           if (bs[j].bytes + bytes <= n->threshold) bin = &bs[j];
@@ -211,7 +215,7 @@ static plait_result_t plan_records(plait_negotiator_t *n, plait_record_t **recs,
       bin->resp.join_rank = -1;
       if (rec->status && rec->message && !(bin->resp.message = strdup(rec->message)))
         return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-      bin->open = !rec->status && m->coll == PLAIT_COLL_ALLREDUCE && n->threshold > 0;
+      bin->open = fusible;
       if (m->coll == PLAIT_COLL_JOIN && !rec->status) {
         bin->resp.join_rank = n->last_joined;
         n->njoined = 0;

@@ -16,6 +16,7 @@ plait_result_t plait_neg_init(plait_negotiator_t *n, int size, const plait_confi
   memset(n, 0, sizeof *n);
   n->size = size;
   n->threshold = cfg->fusion_threshold;
+  n->max_tensor = cfg->fusion_max_tensor;
   n->stall_warn_s = cfg->stall_warn_s;
   n->stall_abort_s = cfg->stall_abort_s;
   n->cache = cache;

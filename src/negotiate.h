@@ -40,6 +40,7 @@ void plait_record_free(plait_record_t *rec, int size);
 typedef struct plait_negotiator {
   int size;
   uint64_t threshold;       /* fusion threshold, bytes; 0: no fusion */
+  uint64_t max_tensor;      /* larger allreduces are never fused; 0: no limit */
   double stall_warn_s, stall_abort_s;
   plait_cache_t *cache;     /* rank 0's response cache */
   plait_namemap_t records;  /* name -> record, until planned */

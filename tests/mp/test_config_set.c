@@ -68,6 +68,21 @@ static int body(int rank, int n, void *arg) {
     plait_test_say(rank, "threshold 8K: %llu responses", (unsigned long long)responses);
     return 7;
   }
+  /* Tensors over PLAIT_FUSION_MAX_TENSOR run alone, whatever the threshold. */
+  if (all_ranks_set("PLAIT_FUSION_THRESHOLD", "64M") ||
+      all_ranks_set("PLAIT_FUSION_MAX_TENSOR", "2K") || batch(3, &responses, &fused))
+    return 16;
+  if (responses != TENSORS || fused != 0) {
+    plait_test_say(rank, "max tensor 2K: %llu responses, %llu fused",
+                   (unsigned long long)responses, (unsigned long long)fused);
+    return 17;
+  }
+  if (all_ranks_set("PLAIT_FUSION_MAX_TENSOR", "4K") || batch(4, &responses, &fused)) return 18;
+  if (responses >= TENSORS / 2 || fused == 0) {
+    plait_test_say(rank, "max tensor 4K: %llu responses", (unsigned long long)responses);
+    return 19;
+  }
+  if (all_ranks_set("PLAIT_FUSION_THRESHOLD", "8K")) return 20;
   char dump[4096];
   if (plait_config_dump(dump, sizeof dump, NULL) || !strstr(dump, "PLAIT_FUSION_THRESHOLD=8192\n") ||
       !strstr(dump, "PLAIT_CYCLE_TIME_MS=50\n"))

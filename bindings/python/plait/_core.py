@@ -506,7 +506,8 @@ def config_dump():
 
 
 def config_set(name, value):
-    """Changes PLAIT_FUSION_THRESHOLD, PLAIT_CYCLE_TIME_MS or PLAIT_LOG_LEVEL
+    """Changes PLAIT_FUSION_THRESHOLD, PLAIT_FUSION_MAX_TENSOR, PLAIT_CYCLE_TIME_MS
+    or PLAIT_LOG_LEVEL
     while plait runs (value as in the environment: "4M", "2.5"). Set the
     fusion threshold on every rank, to the same value."""
     check(lib.plait_config_set(str(name).encode(), str(value).encode()))
