@@ -320,6 +320,14 @@ def _describe(t, code):
     return _core.make_tensor(t.data_ptr() if t.numel() else 0, code, tuple(t.shape), _device(t))
 
 
+def _options(prescale_factor, postscale_factor):
+    """A pointer to plait_op_options_t, or None (the library's defaults) when
+    both factors are 1: no struct to build on the common path."""
+    if prescale_factor == 1.0 and postscale_factor == 1.0:
+        return None
+    return ctypes.byref(_core.options(prescale_factor, postscale_factor))
+
+
 def _resolve_op(op, average, what):
     if average is not None:
         if op is not None:
@@ -362,16 +370,17 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     _check_tensor(tensor, what)
     src = tensor.contiguous()
     in_place = output is tensor
-    dst = src if in_place else torch.empty_like(src, memory_format=torch.contiguous_format)
     rsrc, code = _reducible(src, op, what)
-    rdst, _ = _reducible(dst, op, what)
     name = _auto_name("allreduce", name)
-    opts = _core.options(prescale_factor, postscale_factor)
+    opts = _options(prescale_factor, postscale_factor)
     tin = _describe(rsrc, code)
-    tout = _describe(rdst, code)
+    if in_place:  # the hot path (DistributedOptimizer): one description serves both
+        dst, tout = src, tin
+    else:
+        dst = torch.empty_like(src, memory_format=torch.contiguous_format)
+        tout = _describe(_reducible(dst, op, what)[0], code)
     h = _core.submit(_core.lib.plait_allreduce_async, name, (src, dst, tin, tout, opts),
-                     _core.encode_name(name), ctypes.byref(tin), ctypes.byref(tout), op,
-                     ctypes.byref(opts))
+                     _core.encode_name(name), ctypes.byref(tin), ctypes.byref(tout), op, opts)
 
     def finish(_h):
         if in_place:
