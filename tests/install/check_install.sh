@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the build into a fresh prefix and checks what a user gets:
 # find_package(plait) and pkg-config both build a program that runs; the
-# installed plaitrun runs 2 ranks that find the installed gloo plugin; the
+# installed plaitrun runs 2 ranks that find the installed gloo plugin, and the
+# installed plait-bench under it; the
 # installed libplait exports only plait_* symbols.
 set -euo pipefail
 build="$1"; src="$2"
@@ -9,7 +10,7 @@ prefix="$(mktemp -d)"; work="$(mktemp -d)"
 trap 'rm -rf "$prefix" "$work"' EXIT
 cmake --install "$build" --prefix "$prefix" >/dev/null
 libdir="$(dirname "$(find "$prefix" -name libplait.so | head -1)")"
-for f in include/plait/plait.h include/plait/transport.h bin/plaitrun; do
+for f in include/plait/plait.h include/plait/transport.h bin/plaitrun bin/plait-bench; do
   [ -e "$prefix/$f" ] || { echo "missing after install: $f"; exit 1; }
 done
 for f in libplait.so plait.pc cmake/plait/plaitConfig.cmake; do
@@ -33,4 +34,8 @@ env -u PLAIT_PLUGIN_PATH LD_LIBRARY_PATH="$libdir" "$work/pc" | grep -q "over gl
 env -u PLAIT_PLUGIN_PATH LD_LIBRARY_PATH="$libdir" "$prefix/bin/plaitrun" -np 2 "$work/cm/consumer" | sort | tee "$work/out2"
 grep -q "^\[0\]: consumer: rank 0 of 2 over gloo" "$work/out2"
 grep -q "^\[1\]: consumer: rank 1 of 2 over gloo" "$work/out2"
+# the installed plait-bench, on its own RPATH, under the installed launcher
+env -u PLAIT_PLUGIN_PATH -u LD_LIBRARY_PATH "$prefix/bin/plaitrun" -np 2 "$prefix/bin/plait-bench" \
+  allreduce --min 4K --max 4K --iters 2 | tee "$work/out3"
+grep -q "4 KiB .* ok$" "$work/out3"
 echo "install check passed ($prefix)"
