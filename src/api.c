@@ -186,6 +186,29 @@ PLAIT_API plait_result_t plait_transport_name(const char **name) {
   return PLAIT_SUCCESS;
 }
 
+PLAIT_API plait_result_t plait_transport_algorithm(const char *collective, uint64_t bytes,
+                                                   const char **name) {
+  REQUIRE_OUT(name);
+  static const struct {
+    const char *name;
+    uint64_t cap;
+  } colls[] = {{"allreduce", PLAIT_CAP_ALLREDUCE},         {"allgather", PLAIT_CAP_ALLGATHERV},
+               {"broadcast", PLAIT_CAP_BROADCAST},         {"alltoall", PLAIT_CAP_ALLTOALLV},
+               {"reducescatter", PLAIT_CAP_REDUCESCATTER}, {"barrier", PLAIT_CAP_BARRIER}};
+  uint64_t cap = 0;
+  for (size_t i = 0; collective && i < sizeof colls / sizeof colls[0]; i++)
+    if (!strcmp(collective, colls[i].name)) cap = colls[i].cap;
+  if (!cap)
+    return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_transport_algorithm: collective '%s' "
+                       "is not allreduce, allgather, broadcast, alltoall, reducescatter or "
+                       "barrier", collective ? collective : "(NULL)");
+  REQUIRE_INIT();
+  const plait_transport_t *t = S.plugin.table;
+  const char *a = PLAIT_TRANSPORT_HAS(t, algorithm) ? t->algorithm(S.plugin.state, cap, bytes) : NULL;
+  *name = a ? a : "";
+  return PLAIT_SUCCESS;
+}
+
 PLAIT_API plait_result_t plait_config_dump(char *buf, size_t buf_size, size_t *needed) {
   if (!buf && buf_size)
     return plait_error(PLAIT_ERR_INVALID_ARGUMENT,

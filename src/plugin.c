@@ -50,10 +50,10 @@ plait_result_t plait_plugin_check_table(const plait_transport_v1_t *t, const cha
   if (t->abi_version != PLAIT_TRANSPORT_ABI_VERSION)
     return plait_error(PLAIT_ERR_PLUGIN, "%s: transport ABI version %u, this libplait needs %u",
                        path, t->abi_version, PLAIT_TRANSPORT_ABI_VERSION);
-  if (t->struct_size < sizeof(plait_transport_v1_t))
+  if (t->struct_size < PLAIT_TRANSPORT_V1_MIN_SIZE)
     return plait_error(PLAIT_ERR_PLUGIN, "%s: transport table is %u bytes, version %u needs at "
                        "least %zu", path, t->struct_size, t->abi_version,
-                       sizeof(plait_transport_v1_t));
+                       (size_t)PLAIT_TRANSPORT_V1_MIN_SIZE);
   if (!t->name || !*t->name)
     return plait_error(PLAIT_ERR_PLUGIN, "%s: transport table has no name", path);
   if (!(t->caps & (PLAIT_CAP_HOST_MEMORY | PLAIT_CAP_DEVICE_MEMORY)))

@@ -228,6 +228,18 @@ PLAIT_API plait_result_t plait_cross_size(int *cross_size);
  * the library that stays valid until the next plait_init. */
 PLAIT_API plait_result_t plait_transport_name(const char **name);
 
+/*
+ * The algorithm the transport in use runs for a collective of `bytes` bytes
+ * in all (the whole buffer, as plait-bench counts it): collective is
+ * "allreduce", "allgather", "broadcast", "alltoall", "reducescatter" or
+ * "barrier". *name is e.g. "ring" or "recursive doubling", or "" when the
+ * transport does not say; static storage valid until the next plait_init.
+ * Never blocks; any thread. PLAIT_ERR_INVALID_ARGUMENT for an unknown
+ * collective (the message lists the known ones).
+ */
+PLAIT_API plait_result_t plait_transport_algorithm(const char *collective, uint64_t bytes,
+                                                   const char **name);
+
 /* ------------------------------------------------------------------------ */
 /* Configuration                                                             */
 /* ------------------------------------------------------------------------ */

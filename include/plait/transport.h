@@ -24,6 +24,8 @@
 #ifndef PLAIT_TRANSPORT_H
 #define PLAIT_TRANSPORT_H
 
+#include <stddef.h>
+
 #include "plait/plait.h"
 
 #ifdef __cplusplus
@@ -187,7 +189,23 @@ typedef struct plait_transport_v1 {
   plait_result_t (*mem_free)(void *state, void *ptr);
   plait_result_t (*mem_copy)(void *state, void *dst, const void *src,
                              size_t bytes, plait_copy_kind_t kind);
+
+  /* ---- Appended after the first version: read only when struct_size
+   * reaches past the field (PLAIT_TRANSPORT_HAS). ---- */
+
+  /* Optional (may be NULL): the name of the algorithm this plugin runs for a
+   * collective (one PLAIT_CAP_<collective> bit) of `bytes` bytes in all, e.g.
+   * "ring" or "recursive doubling"; NULL when it cannot say. For benchmarks
+   * and logs. May be called from any thread, concurrently with collectives:
+   * a pure function of its settings. Static storage. */
+  const char *(*algorithm)(void *state, uint64_t collective, uint64_t bytes);
 } plait_transport_v1_t;
+
+/* Bytes of a version-1 table before any appended field. */
+#define PLAIT_TRANSPORT_V1_MIN_SIZE offsetof(plait_transport_v1_t, algorithm)
+/* Whether table t (its struct_size) has field f and f is set. */
+#define PLAIT_TRANSPORT_HAS(t, f)                                              \
+  ((t)->struct_size >= offsetof(plait_transport_v1_t, f) + sizeof((t)->f) && (t)->f)
 
 /* The current version, aliased in one place. */
 typedef plait_transport_v1_t plait_transport_t;

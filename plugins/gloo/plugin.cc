@@ -142,6 +142,16 @@ static plait_result_t gloo_mem_free(void *state, void *ptr) {
   return local(state, "mem_free", [&] { plait_gloo::mem_free(ptr); });
 }
 
+// What runs underneath: gloo::allreduce's default (ring), and this plugin's
+// own reducescatter; gloo does not say for the others.
+static const char *gloo_algorithm(void *, uint64_t collective, uint64_t) {
+  switch (collective) {
+  case PLAIT_CAP_ALLREDUCE: return "ring (gloo)";
+  case PLAIT_CAP_REDUCESCATTER: return "alltoallv + local reduction";
+  default: return nullptr;
+  }
+}
+
 static plait_result_t gloo_mem_copy(void *state, void *dst, const void *src,
                                     size_t bytes, plait_copy_kind_t kind) {
   return local(state, "mem_copy",
@@ -176,6 +186,7 @@ const plait_transport_v1_t plait_transport_v1 = {
     /* mem_alloc */ gloo_mem_alloc,
     /* mem_free */ gloo_mem_free,
     /* mem_copy */ gloo_mem_copy,
+    /* algorithm */ gloo_algorithm,
 };
 
 }  // extern "C"

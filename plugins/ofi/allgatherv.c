@@ -49,7 +49,7 @@ plait_result_t ofi_allgatherv(ofi_state_t *st, void *buf, const size_t *bytes) {
   plait_result_t rc = PLAIT_SUCCESS;
   if (total == 0) {
     /* nothing to move */
-  } else if (total < st->tun.allgatherv_ring_min && largest <= st->max_msg) {
+  } else if (ofi_allgatherv_small(st, total, largest)) {
     rc = direct(st, buf, off, bytes, total);
   } else {
     ofi_ring_t g = {off, bytes, 1, PLAIT_UINT8, PLAIT_OP_SUM, 0, 1, buf, buf, NULL, 0};

@@ -38,7 +38,7 @@ plait_result_t ofi_allreduce(ofi_state_t *st, void *buf, size_t count, plait_dty
                              plait_op_t op) {
   if (st->nranks == 1 || count == 0) return PLAIT_SUCCESS;
   size_t bytes = count * ofi_dtype_size(dtype);
-  if (bytes < st->tun.allreduce_ring_min && bytes <= st->max_msg)
+  if (ofi_allreduce_small(st, bytes))
     return ofi_allreduce_rd(st, buf, count, dtype, op);
   return ring_allreduce(st, buf, count, dtype, op);
 }

@@ -109,7 +109,7 @@ plait_result_t ofi_broadcast(ofi_state_t *st, void *buf, size_t bytes, int root)
   ofi_desc_t d;
   OFI_CHECK(ofi_mr_acquire(st, buf, bytes, &d));
   plait_result_t rc;
-  if (bytes < st->tun.broadcast_chain_min && bytes <= st->max_msg)
+  if (ofi_broadcast_small(st, bytes))
     rc = binomial(st, buf, bytes, root, d.desc);
   else
     rc = chain(st, buf, bytes, root, d.desc);

@@ -35,6 +35,22 @@ typedef struct ofi_ring {
 
 plait_result_t ofi_ring_run(ofi_state_t *st, const ofi_ring_t *ring);
 
+/* The size rules, in one place: the collectives follow them and
+ * plait_transport_v1.algorithm reports them. total: bytes in all; largest:
+ * the largest single message the small algorithm would send. */
+static inline int ofi_allreduce_small(const ofi_state_t *st, size_t bytes) {
+  return bytes < st->tun.allreduce_ring_min && bytes <= st->max_msg;
+}
+static inline int ofi_allgatherv_small(const ofi_state_t *st, size_t total, size_t largest) {
+  return total < st->tun.allgatherv_ring_min && largest <= st->max_msg;
+}
+static inline int ofi_broadcast_small(const ofi_state_t *st, size_t bytes) {
+  return bytes < st->tun.broadcast_chain_min && bytes <= st->max_msg;
+}
+static inline int ofi_reducescatter_small(const ofi_state_t *st, size_t total, size_t largest) {
+  return total < st->tun.reducescatter_ring_min && largest <= st->max_msg;
+}
+
 /* Splits count elements of es bytes into n blocks (the first count % n one
  * element longer). off and len have n entries. */
 void ofi_even_blocks(int n, size_t count, size_t es, size_t *off, size_t *len);

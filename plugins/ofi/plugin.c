@@ -181,6 +181,28 @@ static plait_result_t entry_mem_copy(void *state, void *dst, const void *src, si
 #define OFI_ALL_DTYPES_(name, value, text, bytes) | PLAIT_DTYPE_BIT(name)
 #define OFI_ALL_OPS_(name, value, text) | PLAIT_OP_BIT(name)
 
+/* What the collectives would run for `bytes` in all (the parts of the split
+ * collectives taken as equal). */
+static const char *entry_algorithm(void *state, uint64_t collective, uint64_t bytes) {
+  const ofi_state_t *st = state;
+  if (st == NULL) return NULL;
+  if (st->nranks == 1) return "none (one rank)";
+  size_t part = st->nranks > 0 ? (size_t)(bytes / (uint64_t)st->nranks) : (size_t)bytes;
+  switch (collective) {
+  case PLAIT_CAP_ALLREDUCE:
+    return ofi_allreduce_small(st, (size_t)bytes) ? "recursive doubling" : "pipelined ring";
+  case PLAIT_CAP_ALLGATHERV:
+    return ofi_allgatherv_small(st, (size_t)bytes, part) ? "direct" : "pipelined ring";
+  case PLAIT_CAP_BROADCAST:
+    return ofi_broadcast_small(st, (size_t)bytes) ? "binomial tree" : "pipelined chain";
+  case PLAIT_CAP_REDUCESCATTER:
+    return ofi_reducescatter_small(st, (size_t)bytes, part) ? "direct" : "pipelined ring";
+  case PLAIT_CAP_ALLTOALLV: return "pairwise";
+  case PLAIT_CAP_BARRIER: return "dissemination";
+  default: return NULL;
+  }
+}
+
 /* The one exported symbol (with -fvisibility=hidden and exports.map). */
 __attribute__((visibility("default"))) extern const plait_transport_v1_t plait_transport_v1;
 
@@ -205,4 +227,5 @@ const plait_transport_v1_t plait_transport_v1 = {
     .mem_alloc = entry_mem_alloc,
     .mem_free = entry_mem_free,
     .mem_copy = entry_mem_copy,
+    .algorithm = entry_algorithm,
 };

@@ -79,7 +79,7 @@ plait_result_t ofi_reducescatter(ofi_state_t *st, const void *send, void *recv,
     if (len[0]) memcpy(recv, send, len[0]);
   } else if (total == 0) {
     /* nothing to move */
-  } else if (total < st->tun.reducescatter_ring_min && largest <= st->max_msg) {
+  } else if (ofi_reducescatter_small(st, total, largest)) {
     rc = direct(st, send, recv, off, len, es, dtype, op);
   } else {
     rc = ofi_scratch_reserve(st, &st->work, total);

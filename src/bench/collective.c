@@ -227,8 +227,8 @@ int bench_collective(bench_opts_t *o) {
     printf("# plait-bench %s: %d ranks, transport %s, dtype %s, op %s; time = slowest rank, "
            "per iteration\n", o->command, o->size, o->transport, plait_dtype_name(o->dtype),
            plait_op_name(o->op));
-    printf("%12s %10s %6s %12s %12s %12s %10s %10s %8s\n", "size", "elements", "iters",
-           "median(us)", "p10(us)", "p90(us)", "algbw", "busbw", "check");
+    printf("%12s %10s %6s %12s %12s %12s %10s %10s %8s  %s\n", "size", "elements", "iters",
+           "median(us)", "p10(us)", "p90(us)", "algbw", "busbw", "check", "algorithm");
     printf("%12s %10s %6s %12s %12s %12s %10s %10s %8s\n", "", "", "", "", "", "", "(GB/s)",
            "(GB/s)", "");
     fflush(stdout);
@@ -272,13 +272,15 @@ int bench_collective(bench_opts_t *o) {
     double algbw = med > 0 ? real_bytes / med / 1e9 : 0;
     double busbw = algbw * bus_factor(coll, o->size);
     const char *verdict_text = !o->check ? "off" : verdict == 0 ? "ok" : "FAILED";
+    const char *alg = "";
+    BENCH_CHECK(plait_transport_algorithm(o->command, real_bytes, &alg));
     failures += o->check && verdict != 0;
     if (o->rank == 0) {
       char sz[32];
       if (!o->quiet)
-        printf("%12s %10zu %6d %12.1f %12.1f %12.1f %10.3f %10.3f %8s\n",
+        printf("%12s %10zu %6d %12.1f %12.1f %12.1f %10.3f %10.3f %8s  %s\n",
              bench_format_size(real_bytes, sz, sizeof sz), j.count, iters, med * 1e6, p10 * 1e6,
-             p90 * 1e6, algbw, busbw, verdict_text);
+             p90 * 1e6, algbw, busbw, verdict_text, *alg ? alg : "-");
       fflush(stdout);
       if (o->json)
         fprintf(o->json,
@@ -288,7 +290,7 @@ int bench_collective(bench_opts_t *o) {
                 "\"algbw_GBps\":%.6g,\"busbw_GBps\":%.6g,\"algorithm\":\"%s\",\"check\":\"%s\"}\n",
                 o->command, o->transport, o->size, (unsigned long long)real_bytes, j.count,
                 plait_dtype_name(o->dtype), plait_op_name(o->op), iters, med, p10, p90, algbw,
-                busbw, o->transport, verdict_text);
+                busbw, alg, verdict_text);
     }
     free(t);
     seq++;

@@ -76,6 +76,25 @@ def test_fusion_sweep_changes_fusion(tmp_path):
     assert "[8/8]" in p.stdout  # progress
 
 
+def test_algorithm_column_follows_the_ofi_size_rules(tmp_path):
+    """At 2 ranks the ofi plugin switches from recursive doubling to its ring
+    at PLAIT_OFI_ALLREDUCE_RING_MIN (1M by default at 2 ranks)."""
+    out = tmp_path / "a.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLAIT_")}
+    env.update(PLAIT_PLUGIN_PATH=os.path.join(BUILD, "lib"), PLAIT_TRANSPORT="ofi",
+               FI_PROVIDER="shm")
+    p = subprocess.run([os.path.join(BUILD, "bin", "plaitrun"), "-np", "2",
+                        os.path.join(BUILD, "bin", "plait-bench"), "allreduce", "--min", "4K",
+                        "--max", "4M", "--factor", "1024", "--iters", "2", "--json", str(out)],
+                       env=env, capture_output=True, text=True, timeout=120)
+    if p.returncode != 0 and "cannot" in p.stderr and "shm" in p.stderr:
+        pytest.skip("ofi/shm cannot start here: %s" % p.stderr.strip().splitlines()[-1])
+    assert p.returncode == 0, p.stdout + p.stderr
+    algs = {r["bytes"]: r["algorithm"] for r in records(out)}
+    assert algs == {4096: "recursive doubling", 4 << 20: "pipelined ring"}, algs
+    assert "recursive doubling" in p.stdout
+
+
 def test_plot_accepts_the_output(tmp_path):
     out = tmp_path / "all.jsonl"
     assert bench("allreduce", "--max", "64K", "--factor", "16", "--iters", "2",

@@ -550,3 +550,41 @@ Test(last_error, empty_before_any_failure) {
   cr_expect_str_eq(plait_last_error(), "");
   cr_assert_not_null(plait_last_error());
 }
+
+/* plait_transport_algorithm: what the plugin says, "" from a first-version
+ * plugin whose table ends before the field (the fixture), clear errors. */
+Test(life, transport_algorithm_of_a_first_version_plugin_is_empty) {
+  const char *name = "x";
+  cr_expect_eq(plait_transport_algorithm("allreduce", 1024, &name), PLAIT_ERR_NOT_INITIALIZED);
+  INIT_OK();
+  cr_assert_eq(plait_transport_algorithm("allreduce", 1024, &name), PLAIT_SUCCESS, "%s",
+               plait_last_error());
+  cr_expect_str_eq(name, "");
+  cr_expect_eq(plait_transport_algorithm("allsum", 1024, &name), PLAIT_ERR_INVALID_ARGUMENT);
+  cr_expect(strstr(plait_last_error(), "collective 'allsum' is not allreduce"), "%s",
+            plait_last_error());
+  cr_expect_eq(plait_transport_algorithm(NULL, 1, &name), PLAIT_ERR_INVALID_ARGUMENT);
+  cr_expect_eq(plait_transport_algorithm("barrier", 0, NULL), PLAIT_ERR_INVALID_ARGUMENT);
+  plait_shutdown();
+}
+
+Test(api, transport_algorithm_of_gloo_and_ofi) {
+  plait_test_set_plugin_path();
+  const char *name = NULL;
+  setenv("PLAIT_TRANSPORT", "gloo", 1);
+  INIT_OK();
+  cr_assert_eq(plait_transport_algorithm("allreduce", 64 << 20, &name), PLAIT_SUCCESS);
+  cr_expect_str_eq(name, "ring (gloo)");
+  cr_assert_eq(plait_transport_algorithm("broadcast", 4096, &name), PLAIT_SUCCESS);
+  cr_expect_str_eq(name, "");
+  plait_shutdown();
+  setenv("PLAIT_TRANSPORT", "ofi", 1);
+  if (plait_init() != PLAIT_SUCCESS) {
+    cr_skip_test("the ofi transport cannot start here: %s", plait_last_error());
+    return;
+  }
+  /* One rank moves nothing (the size rules at 2 ranks: tests/bench). */
+  cr_assert_eq(plait_transport_algorithm("allreduce", 4096, &name), PLAIT_SUCCESS);
+  cr_expect_str_eq(name, "none (one rank)");
+  plait_shutdown();
+}

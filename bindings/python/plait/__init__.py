@@ -8,7 +8,8 @@ system's library path (docs/python.md).
 
 from plait._core import (  # noqa: F401
     PlaitError, ERRORS, init, shutdown, is_initialized, rank, size, local_rank,
-    local_size, cross_rank, cross_size, transport_name, config_dump, config_help, config_set,
+    local_size, cross_rank, cross_size, transport_name, transport_algorithm, config_dump,
+    config_help, config_set,
     stats, stats_reset, timeline_start, timeline_stop, version, library_path,
 )
 from plait import _core

@@ -150,6 +150,7 @@ _FUNCTIONS = {
     "plait_cross_rank": (_R, [_IP]),
     "plait_cross_size": (_R, [_IP]),
     "plait_transport_name": (_R, [ctypes.POINTER(_S)]),
+    "plait_transport_algorithm": (_R, [_S, ctypes.c_uint64, ctypes.POINTER(_S)]),
     "plait_config_dump": (_R, [_P, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
     "plait_config_help": (_R, [_P, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
     "plait_config_set": (_R, [_S, _S]),
@@ -487,6 +488,14 @@ def cross_size():
 def transport_name():
     s = ctypes.c_char_p()
     check(lib.plait_transport_name(ctypes.byref(s)))
+    return _text(s.value)
+
+
+def transport_algorithm(collective, nbytes):
+    """The algorithm the transport runs for a collective ("allreduce", ...) of
+    nbytes bytes in all; "" when the transport does not say."""
+    s = ctypes.c_char_p()
+    check(lib.plait_transport_algorithm(str(collective).encode(), int(nbytes), ctypes.byref(s)))
     return _text(s.value)
 
 
