@@ -37,5 +37,5 @@ grep -q "^\[1\]: consumer: rank 1 of 2 over gloo" "$work/out2"
 # the installed plait-bench, on its own RPATH, under the installed launcher
 env -u PLAIT_PLUGIN_PATH -u LD_LIBRARY_PATH "$prefix/bin/plaitrun" -np 2 "$prefix/bin/plait-bench" \
   allreduce --min 4K --max 4K --iters 2 | tee "$work/out3"
-grep -q "4 KiB .* ok$" "$work/out3"
+grep -q "4 KiB .* ok " "$work/out3"
 echo "install check passed ($prefix)"
