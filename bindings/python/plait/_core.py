@@ -401,7 +401,8 @@ class Handle:
 
     def release(self):
         if self._ptr is not None:
-            if self._poll_raw():
+            # After wait() the operation is known to be over: no poll needed.
+            if self._result is not None or self._poll_raw():
                 lib.plait_release(self._ptr)
                 self._ptr = None
                 self.keep = None

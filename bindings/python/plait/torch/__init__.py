@@ -12,17 +12,20 @@ from plait._core import PlaitError  # noqa: F401
 from plait import stats, stats_reset, transport_name, config_dump  # noqa: F401
 from plait import ERRORS as _ERRORS
 from plait.torch.compression import Compression  # noqa: F401
-from plait.torch.mpi_ops import (  # noqa: F401
+from plait.torch._handles import poll, synchronize  # noqa: F401
+from plait.torch.basics import (  # noqa: F401
     init, shutdown, is_initialized, rank, size, local_rank, local_size, cross_rank,
     cross_size, is_homogeneous, start_timeline, stop_timeline, mpi_threads_supported,
     mpi_enabled, mpi_built, gloo_enabled, gloo_built, nccl_built, ddl_built, ccl_built,
     cuda_built, rocm_built, global_process_set, HorovodInternalError,
     Sum, Average, Min, Max, Product, Adasum,
+)
+from plait.torch.mpi_ops import (  # noqa: F401
     allreduce, allreduce_, allreduce_async, allreduce_async_,
     grouped_allreduce, grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
     allgather, allgather_async, broadcast, broadcast_, broadcast_async, broadcast_async_,
     alltoall, alltoall_async, reducescatter, reducescatter_async,
-    join, barrier, poll, synchronize,
+    join, barrier,
 )
 
 from plait.torch.optimizer import DistributedOptimizer  # noqa: F401

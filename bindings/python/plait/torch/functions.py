@@ -10,9 +10,9 @@ from collections.abc import Mapping
 
 import torch
 
-from plait.torch.mpi_ops import (
-    allgather_async, broadcast_, broadcast_async_, global_process_set, rank, size, synchronize,
-)
+from plait.torch._handles import synchronize
+from plait.torch.basics import global_process_set, rank, size
+from plait.torch.mpi_ops import allgather_async, broadcast_, broadcast_async_
 
 try:  # Horovod pickles with cloudpickle (lambdas, local classes); plain pickle otherwise.
     import cloudpickle as _pickler

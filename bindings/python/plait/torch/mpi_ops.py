@@ -13,351 +13,18 @@ Non-contiguous tensors are copied to contiguous memory (and back, for the
 in-place operations).
 """
 
-import atexit
 import ctypes
-import itertools
-import threading
 
 import torch
 
 from plait import _core
-from plait._core import PlaitError
+from plait.torch._handles import _Pending, _auto_name, _register, synchronize
+from plait.torch._tensors import (
+    _COMPLEX, _check_rows, _check_tensor, _describe, _from_output, _movable, _options,
+    _reducible, _resolve_op,
+)
+from plait.torch.basics import Average, Max, Min, Product, Sum, _check_process_set, rank, size
 from plait.torch.compression import Compression
-
-# Reduction operations, with Horovod's names. Values are plait's op codes.
-Sum = _core.op_code("sum")
-Average = _core.op_code("average")
-Min = _core.op_code("min")
-Max = _core.op_code("max")
-Product = _core.op_code("product")
-# Horovod's Adasum has no plait equivalent: refused with a clear error.
-Adasum = -1
-
-_OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max",
-             Product: "Product", Adasum: "Adasum"}
-
-# Horovod's error for a failed collective (e.g. a lost peer).
-HorovodInternalError = PlaitError
-
-# torch dtype -> plait dtype code, for the dtypes plait can reduce.
-_REDUCIBLE = {
-    torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16",
-    torch.int32: "int32", torch.int64: "int64", torch.float16: "float16",
-    torch.bfloat16: "bfloat16", torch.float32: "float32",
-    torch.float64: "float64", torch.bool: "bool",
-}
-if hasattr(torch, "uint16"):  # torch >= 2.3
-    _REDUCIBLE[torch.uint16] = "uint16"
-_REDUCIBLE = {k: _core.dtype_code(v) for k, v in _REDUCIBLE.items()}
-_COMPLEX = {torch.complex64, torch.complex128}
-_BYTES = _core.dtype_code("uint8")
-
-
-# --------------------------------------------------------------------------
-# Life cycle and queries (Horovod's names)
-# --------------------------------------------------------------------------
-
-def init(comm=None, process_sets=None):
-    """Joins the job (plait_init). comm and process_sets are Horovod's MPI
-    and process-set arguments, which plait does not have."""
-    if comm is not None:
-        raise NotImplementedError("plait.torch.init: plait does not use MPI "
-                                  "communicators (comm=%r); launch with plaitrun, "
-                                  "mpirun, srun or torchrun instead" % (comm,))
-    _check_process_set(process_sets)
-    _core.init()
-    global _atexit_registered
-    if not _atexit_registered:
-        # As Horovod: leave the job cleanly when the script ends without
-        # shutdown(), so the other ranks are not told this one was lost.
-        atexit.register(_shutdown_at_exit)
-        _atexit_registered = True
-
-
-_atexit_registered = False
-
-
-def _shutdown_at_exit():
-    try:
-        if _core.is_initialized():
-            shutdown()
-    except PlaitError:
-        pass
-
-
-def shutdown():
-    _handles.clear()
-    _core.shutdown()
-
-
-is_initialized = _core.is_initialized
-rank = _core.rank
-size = _core.size
-local_rank = _core.local_rank
-local_size = _core.local_size
-cross_rank = _core.cross_rank
-cross_size = _core.cross_size
-
-
-def is_homogeneous():
-    """True when every host runs the same number of ranks."""
-    return size() == local_size() * cross_size()
-
-
-def start_timeline(file_path, mark_cycles=False):
-    _core.timeline_start(file_path)
-
-
-def stop_timeline():
-    _core.timeline_stop()
-
-
-def mpi_threads_supported():
-    return False
-
-
-def mpi_enabled():
-    return False
-
-
-def mpi_built():
-    return False
-
-
-def gloo_enabled():
-    return is_initialized() and _core.transport_name() == "gloo"
-
-
-def gloo_built():
-    return True
-
-
-def nccl_built():
-    return False
-
-
-def ddl_built():
-    return False
-
-
-def ccl_built():
-    return False
-
-
-def cuda_built():
-    return False
-
-
-def rocm_built():
-    return False
-
-
-class _GlobalProcessSet:
-    """Horovod's global process set: plait has only this one."""
-    process_set_id = 0
-
-    def size(self):
-        return size()
-
-    def rank(self):
-        return rank()
-
-    def included(self):
-        return True
-
-    def __repr__(self):
-        return "ProcessSet(process_set_id=0, ranks=all)"
-
-
-global_process_set = _GlobalProcessSet()
-
-
-def _check_process_set(process_set):
-    if process_set is None or process_set is global_process_set:
-        return
-    if isinstance(process_set, (list, tuple)) and not process_set:
-        return
-    raise NotImplementedError("plait has no process sets other than the global "
-                              "one (got %r)" % (process_set,))
-
-
-# --------------------------------------------------------------------------
-# Handles
-# --------------------------------------------------------------------------
-
-class _Pending:
-    """An operation in flight: the core handle and what turns it into the
-    Python result once it has finished."""
-    __slots__ = ("handle", "finish")
-
-    def __init__(self, handle, finish):
-        self.handle = handle
-        self.finish = finish
-
-
-_handles = {}
-_handle_ids = itertools.count(1)
-_handles_lock = threading.Lock()
-_name_counters = {}
-
-
-def _register(pending):
-    with _handles_lock:
-        hid = next(_handle_ids)
-        _handles[hid] = pending
-    return hid
-
-
-def _take(handle):
-    with _handles_lock:
-        pending = _handles.pop(handle, None)
-    if pending is None:
-        raise ValueError("plait.torch: %r is not a handle in flight (already "
-                         "synchronized, or never returned by an *_async call)" % (handle,))
-    return pending
-
-
-def poll(handle):
-    """True when the operation behind handle has finished; synchronize() then
-    returns without waiting."""
-    with _handles_lock:
-        pending = _handles.get(handle)
-    if pending is None:
-        raise ValueError("plait.torch: %r is not a handle in flight" % (handle,))
-    return pending.handle.poll()
-
-
-def synchronize(handle):
-    """Waits for the operation (the GIL is released meanwhile) and returns its
-    output; raises PlaitError (e.g. PeerLostError, MismatchError) with the
-    library's message when it failed."""
-    pending = _take(handle)
-    try:
-        pending.handle.wait()
-        return pending.finish(pending.handle)
-    finally:
-        pending.handle.release()
-
-
-def _auto_name(kind, name):
-    if name is not None:
-        if not isinstance(name, str):
-            raise TypeError("plait.torch: name must be a str, not %s" % type(name).__name__)
-        return name
-    with _handles_lock:
-        n = _name_counters.get(kind, 0)
-        _name_counters[kind] = n + 1
-    return "%s.noname.%d" % (kind, n)
-
-
-# --------------------------------------------------------------------------
-# Tensors
-# --------------------------------------------------------------------------
-
-def _device(t):
-    if t.device.type == "cpu":
-        return _core.DEVICE_HOST
-    if t.device.type == "cuda":
-        return t.device.index if t.device.index is not None else torch.cuda.current_device()
-    raise TypeError("plait.torch: tensors on %s are not supported (CPU or CUDA)" % t.device)
-
-
-def _check_tensor(t, what):
-    if not isinstance(t, torch.Tensor):
-        raise TypeError("plait.torch.%s: expected a torch.Tensor, got %s"
-                        % (what, type(t).__name__))
-    if t.is_sparse:
-        raise TypeError("plait.torch.%s: sparse tensors are not supported; "
-                        "densify them first (tensor.to_dense())" % what)
-
-
-def _reducible(t, op, what):
-    """The view of contiguous t that plait reduces, and its dtype code."""
-    if t.dtype in _COMPLEX:
-        if op not in (Sum, Average):
-            raise TypeError("plait.torch.%s: %s on %s is not defined (complex "
-                            "tensors allow Sum and Average)" % (what, _OP_NAMES[op], t.dtype))
-        t = torch.view_as_real(t)
-    code = _REDUCIBLE.get(t.dtype)
-    if code is None:
-        raise TypeError("plait.torch.%s: plait cannot reduce %s; reducible dtypes: %s"
-                        % (what, t.dtype, ", ".join(str(d) for d in _REDUCIBLE)))
-    return t, code
-
-
-def _as_bytes_rows(t):
-    """Contiguous t as a 2-D uint8 tensor of its first-dimension rows (for
-    operations that only move data), and how to turn such rows back."""
-    if t.dim() == 0:
-        t = t.reshape(1)
-    rest = tuple(t.shape[1:])
-    item = t.element_size()
-    width = item
-    for d in rest:
-        width *= d
-    flat = t.reshape(-1).view(torch.uint8) if t.numel() else torch.empty(0, dtype=torch.uint8)
-    rows = flat.reshape(t.shape[0], width)
-
-    def back(raw):
-        n = raw.shape[0]
-        if n == 0 or width == 0:
-            return torch.empty((n,) + rest, dtype=t.dtype)
-        return raw.reshape(-1).view(t.dtype).reshape((n,) + rest)
-    return rows, back
-
-
-def _movable(t):
-    """(view, code, back): t as plait moves it: itself when plait knows its
-    dtype, else as rows of bytes."""
-    code = _REDUCIBLE.get(t.dtype)
-    if code is not None:
-        return t, code, None
-    rows, back = _as_bytes_rows(t)
-    return rows, _BYTES, back
-
-
-def _describe(t, code):
-    return _core.make_tensor(t.data_ptr() if t.numel() else 0, code, tuple(t.shape), _device(t))
-
-
-def _options(prescale_factor, postscale_factor):
-    """A pointer to plait_op_options_t, or None (the library's defaults) when
-    both factors are 1: no struct to build on the common path."""
-    if prescale_factor == 1.0 and postscale_factor == 1.0:
-        return None
-    return ctypes.byref(_core.options(prescale_factor, postscale_factor))
-
-
-def _resolve_op(op, average, what):
-    if average is not None:
-        if op is not None:
-            raise ValueError("plait.torch.%s: give op or average (deprecated), not both" % what)
-        return Average if average else Sum
-    if op is None:
-        return Average
-    if op == Adasum:
-        raise NotImplementedError("plait.torch.%s: Adasum is not implemented by plait; "
-                                  "use Average or Sum" % what)
-    if op not in _OP_NAMES:
-        raise ValueError("plait.torch.%s: unknown op %r; use Sum, Average, Min, Max "
-                         "or Product" % (what, op))
-    return op
-
-
-def _from_output(ct):
-    """A new torch tensor holding a copy of plait's output tensor ct."""
-    dtype = next((k for k, v in _REDUCIBLE.items() if v == ct.dtype), None)
-    out = torch.empty(_core.tensor_shape(ct), dtype=dtype)
-    nbytes = _core.tensor_nbytes(ct)
-    if nbytes:
-        ctypes.memmove(out.data_ptr(), ct.data, nbytes)
-    return out
-
-
-def _check_rows(x, what):
-    if x.dim() == 0:
-        raise ValueError("plait.torch.%s: the tensor needs at least one dimension "
-                         "(got a scalar)" % what)
 
 
 # --------------------------------------------------------------------------
@@ -500,10 +167,9 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, posts
         srcs.append(src)
         dsts.append(dst)
     cnames = (ctypes.c_char_p * n)(*names)
-    opts = _core.options(prescale_factor, postscale_factor)
+    opts = _options(prescale_factor, postscale_factor)
     h = _core.submit(_core.lib.plait_grouped_allreduce_async, base,
-                     (srcs, dsts, ins, outs, cnames, opts), n, cnames, ins, outs, op,
-                     ctypes.byref(opts))
+                     (srcs, dsts, ins, outs, cnames, opts), n, cnames, ins, outs, op, opts)
 
     def finish(_h):
         if not in_place:
@@ -782,10 +448,10 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescal
     src = tensor.contiguous()
     rsrc, code = _reducible(src, op, "reducescatter_async")
     name = _auto_name("reducescatter", name)
-    opts = _core.options(prescale_factor, postscale_factor)
+    opts = _options(prescale_factor, postscale_factor)
     tin = _describe(rsrc, code)
     h = _core.submit(_core.lib.plait_reducescatter_async, name, (src, rsrc, tin, opts),
-                     _core.encode_name(name), ctypes.byref(tin), op, ctypes.byref(opts))
+                     _core.encode_name(name), ctypes.byref(tin), op, opts)
     is_complex = tensor.dtype in _COMPLEX
 
     def finish(hh):

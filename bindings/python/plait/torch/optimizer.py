@@ -20,10 +20,9 @@ from contextlib import contextmanager
 import torch
 
 from plait.torch.compression import Compression
-from plait.torch.mpi_ops import (
-    Adasum, Average, Max, Min, Product, Sum,
-    allreduce_async_, global_process_set, grouped_allreduce_async_, size, synchronize,
-)
+from plait.torch._handles import synchronize
+from plait.torch.basics import Adasum, Average, Max, Min, Product, Sum, global_process_set, size
+from plait.torch.mpi_ops import allreduce_async_, grouped_allreduce_async_
 
 # Horovod's wording, kept so that code matching on it keeps working.
 _TOO_MANY_PASSES = ("Gradients were computed more than backward_passes_per_step times "

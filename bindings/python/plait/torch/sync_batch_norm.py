@@ -15,7 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from plait.torch.mpi_ops import Sum, allgather_async, allreduce_async, size, synchronize
+from plait.torch._handles import synchronize
+from plait.torch.basics import Sum, size
+from plait.torch.mpi_ops import allgather_async, allreduce_async
 
 
 def _reduce_dims(x):

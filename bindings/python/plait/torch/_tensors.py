@@ -1,0 +1,134 @@
+"""torch tensors as plait describes them: dtype mapping, contiguous views,
+the byte view for dtypes plait cannot reduce, outputs plait allocated, and
+argument checks shared by the operations."""
+
+import ctypes
+
+import torch
+
+from plait import _core
+from plait.torch.basics import Adasum, Average, Sum, _OP_NAMES
+
+# torch dtype -> plait dtype code, for the dtypes plait can reduce.
+_REDUCIBLE = {
+    torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16",
+    torch.int32: "int32", torch.int64: "int64", torch.float16: "float16",
+    torch.bfloat16: "bfloat16", torch.float32: "float32",
+    torch.float64: "float64", torch.bool: "bool",
+}
+if hasattr(torch, "uint16"):  # torch >= 2.3
+    _REDUCIBLE[torch.uint16] = "uint16"
+_REDUCIBLE = {k: _core.dtype_code(v) for k, v in _REDUCIBLE.items()}
+_COMPLEX = {torch.complex64, torch.complex128}
+_BYTES = _core.dtype_code("uint8")
+
+
+# --------------------------------------------------------------------------
+# Tensors
+# --------------------------------------------------------------------------
+
+def _device(t):
+    if t.device.type == "cpu":
+        return _core.DEVICE_HOST
+    if t.device.type == "cuda":
+        return t.device.index if t.device.index is not None else torch.cuda.current_device()
+    raise TypeError("plait.torch: tensors on %s are not supported (CPU or CUDA)" % t.device)
+
+
+def _check_tensor(t, what):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError("plait.torch.%s: expected a torch.Tensor, got %s"
+                        % (what, type(t).__name__))
+    if t.is_sparse:
+        raise TypeError("plait.torch.%s: sparse tensors are not supported; "
+                        "densify them first (tensor.to_dense())" % what)
+
+
+def _reducible(t, op, what):
+    """The view of contiguous t that plait reduces, and its dtype code."""
+    if t.dtype in _COMPLEX:
+        if op not in (Sum, Average):
+            raise TypeError("plait.torch.%s: %s on %s is not defined (complex "
+                            "tensors allow Sum and Average)" % (what, _OP_NAMES[op], t.dtype))
+        t = torch.view_as_real(t)
+    code = _REDUCIBLE.get(t.dtype)
+    if code is None:
+        raise TypeError("plait.torch.%s: plait cannot reduce %s; reducible dtypes: %s"
+                        % (what, t.dtype, ", ".join(str(d) for d in _REDUCIBLE)))
+    return t, code
+
+
+def _as_bytes_rows(t):
+    """Contiguous t as a 2-D uint8 tensor of its first-dimension rows (for
+    operations that only move data), and how to turn such rows back."""
+    if t.dim() == 0:
+        t = t.reshape(1)
+    rest = tuple(t.shape[1:])
+    item = t.element_size()
+    width = item
+    for d in rest:
+        width *= d
+    flat = t.reshape(-1).view(torch.uint8) if t.numel() else torch.empty(0, dtype=torch.uint8)
+    rows = flat.reshape(t.shape[0], width)
+
+    def back(raw):
+        n = raw.shape[0]
+        if n == 0 or width == 0:
+            return torch.empty((n,) + rest, dtype=t.dtype)
+        return raw.reshape(-1).view(t.dtype).reshape((n,) + rest)
+    return rows, back
+
+
+def _movable(t):
+    """(view, code, back): t as plait moves it: itself when plait knows its
+    dtype, else as rows of bytes."""
+    code = _REDUCIBLE.get(t.dtype)
+    if code is not None:
+        return t, code, None
+    rows, back = _as_bytes_rows(t)
+    return rows, _BYTES, back
+
+
+def _describe(t, code):
+    return _core.make_tensor(t.data_ptr() if t.numel() else 0, code, tuple(t.shape), _device(t))
+
+
+def _options(prescale_factor, postscale_factor):
+    """A pointer to plait_op_options_t, or None (the library's defaults) when
+    both factors are 1: no struct to build on the common path."""
+    if prescale_factor == 1.0 and postscale_factor == 1.0:
+        return None
+    return ctypes.byref(_core.options(prescale_factor, postscale_factor))
+
+
+def _resolve_op(op, average, what):
+    if average is not None:
+        if op is not None:
+            raise ValueError("plait.torch.%s: give op or average (deprecated), not both" % what)
+        return Average if average else Sum
+    if op is None:
+        return Average
+    if op == Adasum:
+        raise NotImplementedError("plait.torch.%s: Adasum is not implemented by plait; "
+                                  "use Average or Sum" % what)
+    if op not in _OP_NAMES:
+        raise ValueError("plait.torch.%s: unknown op %r; use Sum, Average, Min, Max "
+                         "or Product" % (what, op))
+    return op
+
+
+def _from_output(ct):
+    """A new torch tensor holding a copy of plait's output tensor ct."""
+    dtype = next((k for k, v in _REDUCIBLE.items() if v == ct.dtype), None)
+    out = torch.empty(_core.tensor_shape(ct), dtype=dtype)
+    nbytes = _core.tensor_nbytes(ct)
+    if nbytes:
+        ctypes.memmove(out.data_ptr(), ct.data, nbytes)
+    return out
+
+
+def _check_rows(x, what):
+    if x.dim() == 0:
+        raise ValueError("plait.torch.%s: the tensor needs at least one dimension "
+                         "(got a scalar)" % what)
+
