@@ -566,3 +566,23 @@ int tm_run_lost_rank(const char *transport, int nranks, tm_loss_t how, const cha
   munmap(sh, sizeof *sh);
   return rc;
 }
+
+int tm_check_lost_rank(const plait_test_job_t *job, int nranks, tm_loss_t how, char *why,
+                       size_t why_len) {
+  for (int r = 0; r < nranks - 1; r++) {
+    if (job->exit_code[r] != 0) {
+      snprintf(why, why_len, "surviving rank %d exited with %d", r, job->exit_code[r]);
+      return -1;
+    }
+  }
+  int last = job->status[nranks - 1];
+  if (how == TM_HUNG && job->exit_code[nranks - 1] != 0) {
+    snprintf(why, why_len, "the hung rank should have exited 0, not %d", job->exit_code[nranks - 1]);
+    return -1;
+  }
+  if (how != TM_HUNG && (last == -1 || !WIFSIGNALED(last))) {
+    snprintf(why, why_len, "the last rank should have died of SIGKILL (status %d)", last);
+    return -1;
+  }
+  return 0;
+}

@@ -75,4 +75,10 @@ typedef enum { TM_KILLED_BETWEEN_OPS, TM_KILLED_MID_ALLREDUCE, TM_HUNG } tm_loss
 int tm_run_lost_rank(const char *transport, int nranks, tm_loss_t how, const char *const *env,
                      plait_test_job_t *job, char *reason, size_t reason_len);
 
+/* What that job must show: every survivor exited 0; the lost rank exited 0
+ * (hung, then released) or died of SIGKILL. 0, or -1 with what went wrong in
+ * why. */
+int tm_check_lost_rank(const plait_test_job_t *job, int nranks, tm_loss_t how, char *why,
+                       size_t why_len);
+
 #endif
