@@ -54,14 +54,20 @@ def train_pair(hvd, opt_factory, steps=3, loss_scale=1.0, **kwargs):
                                    named_parameters=model.named_parameters(), **kwargs)
     ref_opt = opt_factory(ref.parameters())
     for s in range(steps):
-        x, y = global_batch(s, hvd.size())
-        opt.zero_grad()
-        mse(model, shard(hvd, x), shard(hvd, y)).backward()
-        opt.step()
-        ref_opt.zero_grad()
-        (loss_scale * mse(ref, x, y)).backward()
-        ref_opt.step()
+        step_pair(hvd, s, model, opt, ref, ref_opt, loss_scale)
     return model, ref
+
+
+def step_pair(hvd, s, model, opt, ref, ref_opt, loss_scale=1.0):
+    """Step s: the distributed model on this rank's shard of the global
+    batch, the reference on the whole batch."""
+    x, y = global_batch(s, hvd.size())
+    opt.zero_grad()
+    mse(model, shard(hvd, x), shard(hvd, y)).backward()
+    opt.step()
+    ref_opt.zero_grad()
+    (loss_scale * mse(ref, x, y)).backward()
+    ref_opt.step()
 
 
 def assert_identical_on_all_ranks(hvd, model, tag):
@@ -129,13 +135,7 @@ def test_scheduler_made_before_wrapping(hvd):
     ref_opt = sgd(ref.parameters())
     ref_sched = torch.optim.lr_scheduler.StepLR(ref_opt, step_size=1, gamma=0.5)
     for s in range(2):
-        x, y = global_batch(s, hvd.size())
-        opt.zero_grad()
-        mse(model, shard(hvd, x), shard(hvd, y)).backward()
-        opt.step()
-        ref_opt.zero_grad()
-        mse(ref, x, y).backward()
-        ref_opt.step()
+        step_pair(hvd, s, model, opt, ref, ref_opt)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "lr_scheduler.step() before optimizer.step()"
             sched.step()
@@ -219,13 +219,7 @@ def test_groups(hvd, groups):
     expected = {"int2": [2, 2], "num_groups3": [2, 1, 1], "lists": [2, 1, 1]}[groups]
     assert [len(u) for u in units] == expected
     for s in range(3):
-        x, y = global_batch(s, hvd.size())
-        opt.zero_grad()
-        mse(model, shard(hvd, x), shard(hvd, y)).backward()
-        opt.step()
-        ref_opt.zero_grad()
-        mse(ref, x, y).backward()
-        ref_opt.step()
+        step_pair(hvd, s, model, opt, ref, ref_opt)
     assert_close_models(model, ref)
     assert_identical_on_all_ranks(hvd, model, "groups_" + groups)
 
