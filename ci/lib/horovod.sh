@@ -24,14 +24,14 @@
 
 PLAIT_HOROVOD_VERSION=0.28.1
 PLAIT_HOROVOD_BASE_PYTHON=/usr/bin/python3
-PLAIT_HOROVOD_DEBIAN_PACKAGES=(python3-torch libtorch-dev python3-dev python3-venv python3-pip
+PLAIT_HOROVOD_DEBIAN_PACKAGES=(python3-torch libtorch-dev python3-dev python3-venv python3-pip pybind11-dev
   python3-numpy libopenblas0-pthread)
 
 # Prints the python of the Horovod venv, building it when missing. Progress
 # goes to stderr; returns 1 with a one-line reason on stderr when Horovod is
 # not available.
 plait_horovod_python() {
-  local root="${PLAIT_CI_VENV_DIR:-$PWD/.venv}"
+  local root="${PLAIT_CI_VENV_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/plait/venvs}"
   local dir="$root/horovod" log="$root/horovod-build.log" marker="$root/horovod.failed"
   local base="$PLAIT_HOROVOD_BASE_PYTHON" tried reason
   if _plait_horovod_usable "$dir/bin/python"; then

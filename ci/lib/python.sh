@@ -5,8 +5,13 @@
 #    libopenblas0-pthread (without it that torch uses the reference BLAS and
 #    is about 10x slower);
 #  - a venv with torch 2.x from PyPI (a CUDA build that also runs on the CPU),
-#    created on first use in $PLAIT_CI_VENV_DIR (default: .venv in the checkout,
-#    ignored by git) and reused while it works.
+#    created on first use in $PLAIT_CI_VENV_DIR and reused while it works.
+#
+# $PLAIT_CI_VENV_DIR defaults to ~/.cache/plait/venvs (XDG_CACHE_HOME), outside
+# the checkout, so that every clone on a machine (CI's included) shares the
+# framework venvs instead of downloading gigabytes again.
+: "${PLAIT_CI_VENV_DIR:=${XDG_CACHE_HOME:-$HOME/.cache}/plait/venvs}"
+export PLAIT_CI_VENV_DIR
 
 PLAIT_PYTHON_DEBIAN_PACKAGES=(python3-torch python3-numpy python3-pytest libopenblas0-pthread)
 PLAIT_TORCH2_REQUIREMENTS=("torch>=2,<3" numpy pytest "setuptools>=70.1")
@@ -14,7 +19,7 @@ PLAIT_TORCH2_REQUIREMENTS=("torch>=2,<3" numpy pytest "setuptools>=70.1")
 # Prints the torch 2 venv's python, creating the venv when missing. Progress
 # goes to stderr; returns 1 (with the reason on stderr) when it cannot.
 plait_torch2_python() {
-  local dir="${PLAIT_CI_VENV_DIR:-$PWD/.venv}/torch2" base="${PLAIT_CI_VENV_PYTHON:-python3}"
+  local dir="$PLAIT_CI_VENV_DIR/torch2" base="${PLAIT_CI_VENV_PYTHON:-python3}"
   if [ -x "$dir/bin/python" ] && "$dir/bin/python" -c "import torch, pytest, numpy" 2>/dev/null; then
     echo "$dir/bin/python"
     return 0
