@@ -48,6 +48,7 @@ typedef struct coord {
   int transport_failed; /* the failure came from running a collective */
   int failed_reporter;  /* rank 0: a peer that reported its transport failed */
   double cycle_time_ms; /* PLAIT_CYCLE_TIME_MS, changeable while running */
+  int ended_by;         /* the rank whose plait_shutdown ended coordination, -1 */
 } coord_t;
 
 
@@ -109,6 +110,16 @@ static void collect_entry(const char *key, void *value, void *arg) {
   c->out[(*c->k)++] = value;
 }
 
+/* What an operation still pending when coordination ended says: the rank
+ * whose plait_shutdown ended it, when known, else msg. */
+static void pending_message(char *out, size_t len, const char *name, const char *msg) {
+  if (C.ended_by >= 0)
+    snprintf(out, len, "'%s' was pending: rank %d shut down (plait_shutdown) before every rank "
+             "submitted it", name, C.ended_by);
+  else
+    snprintf(out, len, "%s", msg);
+}
+
 /* Every entry still waiting fails with rc; later submissions too. */
 static void fail_everything(plait_result_t rc, const char *msg) {
   plait_table_close(&C.table, rc, msg);
@@ -120,13 +131,18 @@ static void fail_everything(plait_result_t rc, const char *msg) {
   size_t n = C.local.count, k = 0;
   plait_entry_t **all = n ? malloc(sizeof *all * n) : NULL;
   if (all) plait_namemap_each(&C.local, collect_entry, &(collect_t){all, &k});
-  for (size_t i = 0; i < k; i++) plait_exec_finish(&C.exec, all[i], rc, msg);
+  char why[PLAIT_WIRE_MAX_STRING + 256];
+  for (size_t i = 0; i < k; i++) {
+    pending_message(why, sizeof why, all[i]->name, msg);
+    plait_exec_finish(&C.exec, all[i], rc, why);
+  }
   free(all);
   while (C.local.count) { /* only if the snapshot could not be allocated */
     plait_entry_t *first = NULL;
     for (size_t b = 0; b < C.local.nbuckets && !first; b++)
       if (C.local.buckets[b]) first = C.local.buckets[b]->value;
-    plait_exec_finish(&C.exec, first, rc, msg);
+    pending_message(why, sizeof why, first->name, msg);
+    plait_exec_finish(&C.exec, first, rc, why);
   }
 }
 
@@ -194,9 +210,12 @@ static void mark_queued(const plait_response_list_t *l) {
 /* Runs a response list (every rank, same order). */
 static plait_result_t run_list(const plait_response_list_t *l) {
   mark_queued(l);
-  if (l->flags & PLAIT_RESP_SHUTDOWN) /* refuse new work before any handle completes */
-    plait_table_close(&C.table, PLAIT_ERR_SHUTDOWN,
-                      "plait was shut down (plait_shutdown) on this or another rank");
+  if (l->flags & PLAIT_RESP_SHUTDOWN) { /* refuse new work before any handle completes */
+    char why[128];
+    C.ended_by = l->shutdown_rank;
+    snprintf(why, sizeof why, "plait was shut down: rank %d called plait_shutdown", l->shutdown_rank);
+    plait_table_close(&C.table, PLAIT_ERR_SHUTDOWN, why);
+  }
   for (uint32_t i = 0; i < l->n; i++) {
     plait_result_t rc = plait_exec_run(&C.exec, &l->r[i]);
     if (rc) {
@@ -451,11 +470,36 @@ static plait_result_t cycle(void) {
 
 /* After a collective failed, the transport's message often cannot say which
  * rank is gone (a timeout, or a survivor that was not that rank's neighbour).
- * Every rank > 0 reports the failure to rank 0; rank 0 waits a moment for
- * those reports: ranks whose connection closed, or that stay silent, are the
- * lost ones. Rank 0's verdict (ABORT) then reaches every survivor, so all of
- * them name the same rank. */
+ * Every rank > 0 reports the failure to rank 0; rank 0 waits for those
+ * reports: ranks whose connection closed, or that stay silent, are the lost
+ * ones. Rank 0's verdict (ABORT) then reaches every survivor, so all of
+ * them name the same rank.
+ *
+ * A closed connection is proof; once one is seen, the others get a short
+ * grace to report. Silence is not proof: a live survivor may still be
+ * inside its own transport call (it entered the collective later, e.g.
+ * starved of CPU) and reports only when that call times out, up to
+ * PLAIT_TIMEOUT_S later. So while no connection has closed, rank 0 waits
+ * PLAIT_TIMEOUT_S for reports before it names the silent ranks. */
 static double grace_s(void) { return C.cfg->timeout_s < 3 ? C.cfg->timeout_s : 3; }
+static double silent_wait_s(void) { return C.cfg->timeout_s > grace_s() ? C.cfg->timeout_s : grace_s(); }
+
+/* Reads one frame of rank r during the blame round: 1 when it is that
+ * rank's failure report, 0 for anything else it had sent before (requests,
+ * heartbeats: they prove nothing about now), 2 when the connection closed. */
+static uint8_t blame_read(int r, double deadline) {
+  plait_frame_t f;
+  if (plait_control_read_frame(C.ctrl->fds[r], PLAIT_WIRE_MAX_PAYLOAD, deadline, "peer", &f))
+    return 2;
+  uint8_t state = 0;
+  plait_request_list_t req;
+  if (f.type == PLAIT_MSG_REQUESTS && !plait_requests_decode(f.payload, f.length, &req)) {
+    state = (req.flags & PLAIT_REQ_FAILED) ? 1 : 0;
+    plait_requests_free(&req);
+  }
+  plait_frame_free(&f);
+  return state;
+}
 
 static plait_result_t root_blame(plait_result_t rc) {
   char orig[1600];
@@ -464,7 +508,7 @@ static plait_result_t root_blame(plait_result_t rc) {
   uint8_t *state = calloc((size_t)n, 1); /* 0 unknown, 1 here, 2 closed */
   if (!state) return rc;
   if (C.failed_reporter > 0) state[C.failed_reporter] = 1;
-  double deadline = plait_now() + grace_s();
+  double start = plait_now(), deadline = start + silent_wait_s();
   for (int left = n - 1 - (C.failed_reporter > 0); left > 0 && plait_now() < deadline;) {
     int k = 0;
     for (int r = 1; r < n; r++)
@@ -473,11 +517,10 @@ static plait_result_t root_blame(plait_result_t rc) {
     for (int i = 0, r = 1; i < k; r++) {
       if (state[r]) continue;
       if (!C.pfd[i++].revents) continue;
-      plait_frame_t f;
-      state[r] = plait_control_read_frame(C.ctrl->fds[r], PLAIT_WIRE_MAX_PAYLOAD, deadline, "peer",
-                                          &f) ? 2 : 1;
-      if (state[r] == 1) plait_frame_free(&f);
+      state[r] = blame_read(r, deadline);
+      if (!state[r]) continue;
       left--;
+      if (state[r] == 2 && deadline > start + grace_s()) deadline = start + grace_s();
     }
   }
   uint8_t *closed = calloc((size_t)n, 1), *silent = calloc((size_t)n, 1);
@@ -510,8 +553,9 @@ static plait_result_t peer_learn_verdict(plait_result_t rc) {
   if (plait_requests_encode(&w, &req) == PLAIT_SUCCESS)
     plait_net_write_full(C.ctrl->fds[0], w.data, w.len, plait_now() + 1.0);
   plait_wr_free(&w);
-  /* rank 0 may itself wait up to PLAIT_TIMEOUT_S in the transport first */
-  double deadline = plait_now() + C.cfg->timeout_s + grace_s() + 1;
+  /* rank 0 may itself wait up to PLAIT_TIMEOUT_S in the transport first,
+   * then for the reports */
+  double deadline = plait_now() + C.cfg->timeout_s + silent_wait_s() + 1;
   for (;;) {
     plait_frame_t f;
     plait_result_t r = plait_control_read_frame(C.ctrl->fds[0], PLAIT_WIRE_MAX_PAYLOAD, deadline,
@@ -560,6 +604,7 @@ plait_result_t plait_coord_start(const plait_coord_args_t *a) {
   C.rank = a->rank;
   C.size = a->size;
   C.t = a->transport;
+  C.ended_by = -1;
   plait_stats_clear();
   PLAIT_CHECK(plait_table_open(&C.table));
   plait_result_t rc = plait_cache_init(&C.cache, (int)(a->cfg->cache_capacity > 1 << 24
