@@ -45,6 +45,12 @@ static int print_help_env(void) {
     return PLAITRUN_EXIT_INTERNAL;
   }
   fputs(text, stdout);
+  /* The plugins declare and check their own variables; the core does not
+   * know them (docs/configuration.md lists them). */
+  fputs("\nTransport plugins read their own variables and warn about unknown ones of\n"
+        "their prefix when they start: PLAIT_OFI_* (the ofi plugin; listed in\n"
+        "docs/configuration.md, \"Read by the ofi transport plugin\"). The gloo plugin\n"
+        "reads none.\n", stdout);
   free(text);
   return fflush(stdout) == 0 ? 0 : PLAITRUN_EXIT_INTERNAL;
 }

@@ -465,3 +465,18 @@ Test(plaitrun, help_env_lists_libplait_variables, .timeout = 90) {
   cr_assert_not_null(strstr(run.out.data, "PLAIT_FUSION_THRESHOLD"), "%s", run.out.data);
   run_free(&run);
 }
+
+/* What --help-env says is true: no transport that has no plugin, no setting
+ * that does nothing, and where the plugins' variables are. */
+Test(plaitrun, help_env_promises_nothing_unbuilt, .timeout = 90) {
+  run_t run = {.args = {"--help-env"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0, "stderr: %s", run.err.data);
+  cr_expect_null(strstr(run.out.data, "nccl"), "%s", run.out.data);
+  cr_expect_null(strstr(run.out.data, "online"), "%s", run.out.data);
+  const char *autotune = strstr(run.out.data, "PLAIT_AUTOTUNE");
+  cr_assert_not_null(autotune, "%s", run.out.data);
+  cr_expect_not_null(strstr(autotune, "not implemented"), "%s", autotune);
+  cr_expect_not_null(strstr(run.out.data, "PLAIT_OFI_*"), "%s", run.out.data);
+  run_free(&run);
+}
