@@ -79,6 +79,10 @@ def test_fusion_sweep_changes_fusion(tmp_path):
 def test_algorithm_column_follows_the_ofi_size_rules(tmp_path):
     """At 2 ranks the ofi plugin switches from recursive doubling to its ring
     at PLAIT_OFI_ALLREDUCE_RING_MIN (1M by default at 2 ranks)."""
+    plugin = os.path.join(BUILD, "lib", "libplait-transport-ofi.so")
+    if not os.path.exists(plugin):
+        pytest.skip("the ofi plugin is not built here (%s is missing: no libfabric at "
+                    "configure time)" % plugin)
     out = tmp_path / "a.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PLAIT_")}
     env.update(PLAIT_PLUGIN_PATH=os.path.join(BUILD, "lib"), PLAIT_TRANSPORT="ofi",
@@ -87,8 +91,12 @@ def test_algorithm_column_follows_the_ofi_size_rules(tmp_path):
                         os.path.join(BUILD, "bin", "plait-bench"), "allreduce", "--min", "4K",
                         "--max", "4M", "--factor", "1024", "--iters", "2", "--json", str(out)],
                        env=env, capture_output=True, text=True, timeout=120)
-    if p.returncode != 0 and "cannot" in p.stderr and "shm" in p.stderr:
-        pytest.skip("ofi/shm cannot start here: %s" % p.stderr.strip().splitlines()[-1])
+    # The one reason to skip: the plugin's own words for a provider that is
+    # not there (plugins/ofi/setup.c); any other failure fails.
+    no_shm = "no libfabric provider (FI_PROVIDER=shm) offers"
+    if p.returncode != 0 and no_shm in p.stderr:
+        pytest.skip("ofi/shm cannot start here: %s" %
+                    next(x for x in p.stderr.splitlines() if no_shm in x))
     assert p.returncode == 0, p.stdout + p.stderr
     algs = {r["bytes"]: r["algorithm"] for r in records(out)}
     assert algs == {4096: "recursive doubling", 4 << 20: "pipelined ring"}, algs
