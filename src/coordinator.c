@@ -470,36 +470,11 @@ static plait_result_t cycle(void) {
 
 /* After a collective failed, the transport's message often cannot say which
  * rank is gone (a timeout, or a survivor that was not that rank's neighbour).
- * Every rank > 0 reports the failure to rank 0; rank 0 waits for those
- * reports: ranks whose connection closed, or that stay silent, are the lost
- * ones. Rank 0's verdict (ABORT) then reaches every survivor, so all of
- * them name the same rank.
- *
- * A closed connection is proof; once one is seen, the others get a short
- * grace to report. Silence is not proof: a live survivor may still be
- * inside its own transport call (it entered the collective later, e.g.
- * starved of CPU) and reports only when that call times out, up to
- * PLAIT_TIMEOUT_S later. So while no connection has closed, rank 0 waits
- * PLAIT_TIMEOUT_S for reports before it names the silent ranks. */
+ * Every rank > 0 reports the failure to rank 0; rank 0 waits a moment for
+ * those reports: ranks whose connection closed, or that stay silent, are the
+ * lost ones. Rank 0's verdict (ABORT) then reaches every survivor, so all of
+ * them name the same rank. */
 static double grace_s(void) { return C.cfg->timeout_s < 3 ? C.cfg->timeout_s : 3; }
-static double silent_wait_s(void) { return C.cfg->timeout_s > grace_s() ? C.cfg->timeout_s : grace_s(); }
-
-/* Reads one frame of rank r during the blame round: 1 when it is that
- * rank's failure report, 0 for anything else it had sent before (requests,
- * heartbeats: they prove nothing about now), 2 when the connection closed. */
-static uint8_t blame_read(int r, double deadline) {
-  plait_frame_t f;
-  if (plait_control_read_frame(C.ctrl->fds[r], PLAIT_WIRE_MAX_PAYLOAD, deadline, "peer", &f))
-    return 2;
-  uint8_t state = 0;
-  plait_request_list_t req;
-  if (f.type == PLAIT_MSG_REQUESTS && !plait_requests_decode(f.payload, f.length, &req)) {
-    state = (req.flags & PLAIT_REQ_FAILED) ? 1 : 0;
-    plait_requests_free(&req);
-  }
-  plait_frame_free(&f);
-  return state;
-}
 
 static plait_result_t root_blame(plait_result_t rc) {
   char orig[1600];
@@ -508,7 +483,7 @@ static plait_result_t root_blame(plait_result_t rc) {
   uint8_t *state = calloc((size_t)n, 1); /* 0 unknown, 1 here, 2 closed */
   if (!state) return rc;
   if (C.failed_reporter > 0) state[C.failed_reporter] = 1;
-  double start = plait_now(), deadline = start + silent_wait_s();
+  double deadline = plait_now() + grace_s();
   for (int left = n - 1 - (C.failed_reporter > 0); left > 0 && plait_now() < deadline;) {
     int k = 0;
     for (int r = 1; r < n; r++)
@@ -517,10 +492,11 @@ static plait_result_t root_blame(plait_result_t rc) {
     for (int i = 0, r = 1; i < k; r++) {
       if (state[r]) continue;
       if (!C.pfd[i++].revents) continue;
-      state[r] = blame_read(r, deadline);
-      if (!state[r]) continue;
+      plait_frame_t f;
+      state[r] = plait_control_read_frame(C.ctrl->fds[r], PLAIT_WIRE_MAX_PAYLOAD, deadline, "peer",
+                                          &f) ? 2 : 1;
+      if (state[r] == 1) plait_frame_free(&f);
       left--;
-      if (state[r] == 2 && deadline > start + grace_s()) deadline = start + grace_s();
     }
   }
   uint8_t *closed = calloc((size_t)n, 1), *silent = calloc((size_t)n, 1);
@@ -553,9 +529,8 @@ static plait_result_t peer_learn_verdict(plait_result_t rc) {
   if (plait_requests_encode(&w, &req) == PLAIT_SUCCESS)
     plait_net_write_full(C.ctrl->fds[0], w.data, w.len, plait_now() + 1.0);
   plait_wr_free(&w);
-  /* rank 0 may itself wait up to PLAIT_TIMEOUT_S in the transport first,
-   * then for the reports */
-  double deadline = plait_now() + C.cfg->timeout_s + silent_wait_s() + 1;
+  /* rank 0 may itself wait up to PLAIT_TIMEOUT_S in the transport first */
+  double deadline = plait_now() + C.cfg->timeout_s + grace_s() + 1;
   for (;;) {
     plait_frame_t f;
     plait_result_t r = plait_control_read_frame(C.ctrl->fds[0], PLAIT_WIRE_MAX_PAYLOAD, deadline,
