@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "config_horovod.h"
 #include "error.h"
 #include "plait/transport.h"
 
@@ -186,7 +187,9 @@ plait_result_t plait_config_load(plait_config_t *cfg) {
                          accepts(e->type));
     }
   }
-  return PLAIT_SUCCESS;
+  plait_result_t rc = plait_config_horovod_apply(cfg); /* HOROVOD_* where PLAIT_* is unset */
+  if (rc) plait_config_free(cfg);
+  return rc;
 }
 
 int plait_config_known(const char *var) {
@@ -279,6 +282,10 @@ plait_result_t plait_config_format(const plait_config_t *cfg, char *buf, size_t 
     format_value(&s, &entries[i], cfg);
     sink_printf(&s, "\n");
   }
+  size_t notes = plait_config_horovod_notes(NULL, 0); /* "# HOROVOD_X=... taken as ..." */
+  size_t room = s.used < s.size ? s.size - s.used : 0;
+  plait_config_horovod_notes(room ? s.buf + s.used : NULL, room);
+  s.used += notes;
   return sink_finish(&s, needed);
 }
 
