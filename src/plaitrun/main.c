@@ -1,6 +1,7 @@
 /*
  * plaitrun: starts N local ranks of a plait job. See docs/plaitrun.md.
  */
+#include "horovod_flags.h"
 #include "job.h"
 #include "jobenv.h"
 #include "options.h"
@@ -70,10 +71,16 @@ int main(int argc, char **argv) {
     return print_help_env();
   case PLAITRUN_ACTION_VERSION:
     return print_version();
+  case PLAITRUN_ACTION_CHECK_BUILD:
+    return plaitrun_print_check_build();
   case PLAITRUN_ACTION_RUN:
     break;
   }
   ensure_std_fds();
+  if (plaitrun_horovod_apply_env(&opts, err, sizeof err) != 0) {
+    fprintf(stderr, "plaitrun: %s\n", err);
+    return PLAITRUN_EXIT_INTERNAL;
+  }
   if (plaitrun_jobenv_prepare(opts.nranks, err, sizeof err) != 0) {
     fprintf(stderr, "plaitrun: %s\n", err);
     return PLAITRUN_EXIT_INTERNAL;
