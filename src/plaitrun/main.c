@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 /* The ranks' pipes must not land on 0, 1 or 2: make sure those are open. */
@@ -23,6 +24,30 @@ static void ensure_std_fds(void) {
       close(opened);
     }
   }
+}
+
+/* After --help-env: which HOROVOD_* variables of this environment libplait
+ * takes, and as what (the "# ..." lines that end plait_config_dump). */
+static void print_horovod_notes(void) {
+  size_t needed = 0;
+  if (plait_config_dump(NULL, 0, &needed) != PLAIT_ERR_BUFFER_TOO_SMALL || needed == 0) return;
+  char *dump = malloc(needed);
+  if (dump == NULL || plait_config_dump(dump, needed, NULL) != PLAIT_SUCCESS) {
+    free(dump);
+    return;
+  }
+  int first = 1;
+  for (char *line = dump; line && *line;) {
+    char *end = strchr(line, '\n');
+    if (end) *end = '\0';
+    if (line[0] == '#') {
+      if (first) printf("\nHorovod variables in this environment (docs/configuration.md):\n");
+      printf("  %s\n", line + 2);
+      first = 0;
+    }
+    line = end ? end + 1 : NULL;
+  }
+  free(dump);
 }
 
 static int print_help_env(void) {
@@ -47,6 +72,7 @@ static int print_help_env(void) {
   }
   fputs(text, stdout);
   free(text);
+  print_horovod_notes();
   return fflush(stdout) == 0 ? 0 : PLAITRUN_EXIT_INTERNAL;
 }
 

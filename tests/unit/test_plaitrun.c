@@ -635,3 +635,12 @@ Test(plaitrun, fusion_threshold_flag_takes_effect_in_a_real_job, .timeout = 120)
   free(off);
   free(on);
 }
+
+Test(plaitrun, help_env_says_which_horovod_variables_are_taken, .timeout = 90) {
+  run_t run = {.args = {"--help-env"}, .env = {"HOROVOD_CYCLE_TIME=2.5"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0, "stderr: %s", run.err.data);
+  cr_expect_not_null(strstr(run.out.data, "HOROVOD_CYCLE_TIME=2.5 taken as PLAIT_CYCLE_TIME_MS=2.5"),
+                     "%s", run.out.data);
+  run_free(&run);
+}
