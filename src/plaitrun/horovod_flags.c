@@ -413,7 +413,10 @@ int plaitrun_horovod_apply_env(const plaitrun_options_t *o, char *err, size_t er
       }
       continue;
     }
-    if (o->verbose) fprintf(stderr, "plaitrun: %s: %s=%s\n", e->flag, e->name, e->value);
+    if (o->verbose)
+      fprintf(stderr, "plaitrun: %s: %s=%s\n", e->flag, e->name, e->value);
+    else if (before && strcmp(before, e->value))
+      fprintf(stderr, "plaitrun: %s overrides %s=%s\n", e->flag, e->name, before);
     if (setenv(e->name, e->value, 1) != 0) {
       set_err(err, err_size, "setenv %s: %s", e->name, strerror(errno));
       return -1;

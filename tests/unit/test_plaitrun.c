@@ -496,6 +496,8 @@ Test(plaitrun, horovodrun_flags_set_what_horovodrun_sets, .timeout = 90) {
   /* the flag wins over the environment, as under horovodrun, and says so */
   cr_expect_not_null(strstr(run.err.data, "--fusion-threshold-mb overrides "
                                           "PLAIT_FUSION_THRESHOLD=1M"), "%s", run.err.data);
+  cr_expect_not_null(strstr(run.err.data, "--gloo overrides PLAIT_TRANSPORT=ofi"), "%s",
+                     run.err.data);
   run_free(&run);
 }
 
