@@ -283,6 +283,7 @@ static plait_result_t gather_entries(plait_exec_t *x, const plait_response_t *r,
     if (!r->status && !stands_in)
       return plait_error(PLAIT_ERR_PROTOCOL, "rank 0 scheduled %s '%s', which rank %d never "
                          "submitted", plait_coll_name((plait_coll_t)r->coll), r->e[i].name, x->rank);
+    if (!r->status && r->coll == PLAIT_COLL_BARRIER) plait_table_count_barrier(x->table);
   }
   return PLAIT_SUCCESS;
 }

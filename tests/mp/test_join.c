@@ -93,6 +93,13 @@ static int body(int rank, int n, void *arg) {
   OK(plait_wait(h, 60));
   plait_release(h);
   CHECK(y[0] == (float)(n - 1), "broadcast after the join: %g", y[0]);
+  /* and a barrier of every rank: the joined ranks counted the barrier they
+   * took part in, so every rank names this one alike */
+  OK(plait_barrier_async(NULL, &h));
+  plait_result_t brc = plait_wait(h, 20);
+  CHECK(brc == PLAIT_SUCCESS, "barrier of every rank after the join: %s: %s",
+        plait_result_name(brc), plait_last_error());
+  plait_release(h);
   return 0;
 }
 
