@@ -282,7 +282,12 @@ static plait_result_t take(const mapped_t *m, plait_config_t *cfg, notes_t *note
     cfg->cycle_time_ms = 0;
     return PLAIT_SUCCESS;
   }
-  return plait_config_parse_var(cfg, m->plait, text);
+  if (plait_config_parse_var(cfg, m->plait, text) == PLAIT_SUCCESS) return PLAIT_SUCCESS;
+  char why[512];
+  const char *expected = strstr(plait_last_error(), "expected ");
+  snprintf(why, sizeof why, "%s", expected ? expected : plait_last_error());
+  return plait_error(PLAIT_ERR_CONFIG, "%s='%s' is not valid for %s: %s (see "
+                     "docs/configuration.md)", m->hvd, v, m->plait, why);
 }
 
 /* horovodrun's Gloo rendezvous: an HTTP store at ADDR:PORT that plait cannot

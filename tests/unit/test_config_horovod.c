@@ -128,7 +128,8 @@ Test(horovod_env, bad_values_are_config_errors_naming_the_variable) {
                                    {"HOROVOD_CYCLE_TIME", "-2"},
                                    {"HOROVOD_GLOO_TIMEOUT_SECONDS", "0"},
                                    {"HOROVOD_RANK", "one"},
-                                   {"HOROVOD_SIZE", "2x"}};
+                                   {"HOROVOD_SIZE", "2x"},
+                                   {"HOROVOD_STALL_CHECK_TIME_SECONDS", "99999999999"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     plait_test_clear_env();
     setenv(cases[i][0], cases[i][1], 1);
