@@ -81,10 +81,12 @@ static plait_result_t slurm_local_size(int *out, int *found) {
 
 static plait_result_t from_convention(const plait_config_t *cfg, plait_topology_t *t) {
   if (cfg->rank >= 0 || cfg->size >= 0) {
+    const char *pre = plait_config_horovod_origin(cfg->rank >= 0 ? "PLAIT_RANK" : "PLAIT_SIZE")
+                          ? "HOROVOD" : "PLAIT";
     if (cfg->rank < 0 || cfg->size < 0)
       return plait_error(PLAIT_ERR_CONFIG,
-                         "PLAIT_RANK and PLAIT_SIZE must be set together (PLAIT_%s is missing)",
-                         cfg->rank < 0 ? "RANK" : "SIZE");
+                         "%s_RANK and %s_SIZE must be set together (%s_%s is missing)", pre, pre,
+                         pre, cfg->rank < 0 ? "RANK" : "SIZE");
     int hvd = plait_config_horovod_origin("PLAIT_RANK") != NULL; /* HOROVOD_RANK, horovodrun */
     t->source = hvd ? "horovodrun" : "plaitrun";
     t->rank_var = hvd ? "HOROVOD_RANK" : "PLAIT_RANK";

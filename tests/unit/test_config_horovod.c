@@ -250,3 +250,11 @@ Test(horovod_env, settle_logs_once_at_init) {
   cr_expect(first && !strstr(first + 1, taken), "logged twice:\n%s", text);
   cr_expect(strstr(text, "HOROVOD_HIERARCHICAL_ALLREDUCE=1 has no plait equivalent"), "%s", text);
 }
+
+Test(horovod_env, rank_without_size_names_horovods_variables) {
+  setenv("HOROVOD_RANK", "0", 1);
+  plait_test_set_plugin_path();
+  cr_assert_eq(plait_init(), PLAIT_ERR_CONFIG);
+  cr_expect(strstr(plait_last_error(), "HOROVOD_RANK and HOROVOD_SIZE must be set together "
+                                       "(HOROVOD_SIZE is missing)"), "%s", plait_last_error());
+}
