@@ -362,6 +362,10 @@ static int known_elsewhere(const char *e, size_t len) {
 /* Variables with no equivalent, and HOROVOD_* names plait does not know. */
 static void report_rest(notes_t *notes) {
   if (!notes) return;
+  const char *marks = getenv("HOROVOD_TIMELINE_MARK_CYCLES");
+  if (marks)
+    note(notes, 'I', "HOROVOD_TIMELINE_MARK_CYCLES=%s: plait's timeline marks every cycle that "
+         "did work (CYCLE on the coordinator row) whatever its value", marks);
   for (size_t i = 0; i < N_UNSUPPORTED; i++) {
     const unsupported_t *u = &UNSUPPORTED[i];
     const char *v = getenv(u->var);

@@ -186,6 +186,7 @@ Test(horovod_env, no_equivalent_reported_by_name_not_an_error) {
   setenv("HOROVOD_DISABLE_GROUP_FUSION", "1", 1);
   setenv("HOROVOD_NO_SUCH_KNOB", "x", 1);
   setenv("HOROVOD_WITH_PYTORCH", "1", 1); /* build time: harmless */
+  setenv("HOROVOD_TIMELINE_MARK_CYCLES", "1", 1);
   plait_config_t cfg = load_ok();
   cr_expect_eq(cfg.autotune, 0, "autotuning is not switched on by HOROVOD_AUTOTUNE");
   plait_config_free(&cfg);
@@ -199,6 +200,8 @@ Test(horovod_env, no_equivalent_reported_by_name_not_an_error) {
   cr_expect(strstr(n, "# HOROVOD_NO_SUCH_KNOB is not a Horovod 0.28 variable plait knows"), "%s",
             n);
   cr_expect_null(strstr(n, "HOROVOD_WITH_PYTORCH"), "%s", n);
+  cr_expect(strstr(n, "# HOROVOD_TIMELINE_MARK_CYCLES=1: plait's timeline marks every cycle"),
+            "%s", n);
   free(n);
 }
 
