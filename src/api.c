@@ -7,6 +7,7 @@
 
 #include "bootstrap.h"
 #include "config.h"
+#include "config_horovod.h"
 #include "control.h"
 #include "coordinator.h"
 #include "core.h"
@@ -81,6 +82,7 @@ static plait_result_t init_locked(void) {
   plait_result_t rc;
   PLAIT_CHECK_GOTO(rc, plait_topology_from_env(&s->cfg, &s->topo), fail_cfg);
   plait_log_set_rank(s->topo.rank);
+  plait_config_horovod_settle(&s->cfg, s->topo.rank); /* logs the HOROVOD_* variables taken */
   char unknown[512];
   if (plait_config_unknown(unknown, sizeof unknown))
     PLAIT_WARN("config", "unknown variable(s) ignored: %s (see plaitrun --help-env)", unknown);

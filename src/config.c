@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "config_horovod.h"
 #include "error.h"
 #include "plait/transport.h"
 
@@ -186,6 +187,11 @@ plait_result_t plait_config_load(plait_config_t *cfg) {
                          accepts(e->type));
     }
   }
+  plait_result_t rc = plait_config_horovod_apply(cfg); /* HOROVOD_* where PLAIT_* is unset */
+  if (rc) {
+    plait_config_free(cfg);
+    return rc;
+  }
   if (cfg->autotune) { /* a setting that would do nothing is refused, not ignored */
     const char *v = getenv("PLAIT_AUTOTUNE");
     plait_config_free(cfg);
@@ -288,6 +294,10 @@ plait_result_t plait_config_format(const plait_config_t *cfg, char *buf, size_t 
     format_value(&s, &entries[i], cfg);
     sink_printf(&s, "\n");
   }
+  size_t notes = plait_config_horovod_notes(NULL, 0); /* "# HOROVOD_X=... taken as ..." */
+  size_t room = s.used < s.size ? s.size - s.used : 0;
+  plait_config_horovod_notes(room ? s.buf + s.used : NULL, room);
+  s.used += notes;
   return sink_finish(&s, needed);
 }
 

@@ -278,10 +278,12 @@ static plait_result_t gather_entries(plait_exec_t *x, const plait_response_t *r,
       continue;
     }
     int stands_in = x->joined && r->e[i].has_meta &&
-                    (r->coll == PLAIT_COLL_ALLREDUCE || r->coll == PLAIT_COLL_ALLGATHER);
+                    (r->coll == PLAIT_COLL_ALLREDUCE || r->coll == PLAIT_COLL_ALLGATHER ||
+                     r->coll == PLAIT_COLL_BARRIER);
     if (!r->status && !stands_in)
       return plait_error(PLAIT_ERR_PROTOCOL, "rank 0 scheduled %s '%s', which rank %d never "
                          "submitted", plait_coll_name((plait_coll_t)r->coll), r->e[i].name, x->rank);
+    if (!r->status && r->coll == PLAIT_COLL_BARRIER) plait_table_count_barrier(x->table);
   }
   return PLAIT_SUCCESS;
 }
@@ -305,11 +307,11 @@ static plait_result_t run_kind(plait_exec_t *x, const plait_response_t *r, plait
     add_times(0, plait_now() - t0, 0, bytes, 0, 1, 0);
     return PLAIT_SUCCESS;
   }
-  case PLAIT_COLL_BARRIER:
-    plait_tl_begin(e->name, x->activity[r->coll]);
+  case PLAIT_COLL_BARRIER: /* a joined rank (e NULL) takes part too */
+    plait_tl_begin(r->e[0].name, x->activity[r->coll]);
     rc = x->t->barrier(x->ts);
-    plait_tl_end(e->name, x->activity[r->coll]);
-    if (rc) return transport_error(x, rc, "barrier", e->name);
+    plait_tl_end(r->e[0].name, x->activity[r->coll]);
+    if (rc) return transport_error(x, rc, "barrier", r->e[0].name);
     add_times(0, plait_now() - t0, 0, 0, 0, 1, 0);
     return PLAIT_SUCCESS;
   case PLAIT_COLL_JOIN:
@@ -334,7 +336,8 @@ plait_result_t plait_exec_run(plait_exec_t *x, const plait_response_t *r) {
     return PLAIT_SUCCESS;
   }
   if (rc == PLAIT_SUCCESS && r->n && (es[0] || r->coll == PLAIT_COLL_ALLREDUCE ||
-                                      r->coll == PLAIT_COLL_ALLGATHER))
+                                      r->coll == PLAIT_COLL_ALLGATHER ||
+                                      r->coll == PLAIT_COLL_BARRIER))
     rc = run_kind(x, r, es);
   if (rc) { /* the job failed: the coordinator fails these with everything else */
     free(es);
