@@ -93,6 +93,9 @@ def test_timeline_written_by_rank_0_only(hvd):
     hvd.stop_timeline()
     hvd.start_timeline(os.path.join(d, "own.%r.json"))
     hvd.allreduce(torch.ones(4), name="fid.tl.own")
+    # A timeline started with one path for all replaces every rank's own.
+    hvd.start_timeline(os.path.join(d, "again.json"))
+    hvd.allreduce(torch.ones(4), name="fid.tl.again")
     hvd.stop_timeline()
     hvd.barrier()
     if hvd.rank() == 0:
@@ -102,7 +105,10 @@ def test_timeline_written_by_rank_0_only(hvd):
         assert "fid.tl.2" in json.dumps(events)
         for r in range(hvd.size()):
             with open(os.path.join(d, "own.%d.json" % r)) as f:
-                assert "fid.tl.own" in f.read()
+                own = f.read()
+            assert "fid.tl.own" in own and "fid.tl.again" not in own, r
+        with open(os.path.join(d, "again.json")) as f:
+            assert "fid.tl.again" in f.read()
     hvd.barrier()
 
 

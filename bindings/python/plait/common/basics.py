@@ -197,6 +197,8 @@ def start_timeline(file_path, mark_cycles=False):
         _core.timeline_start(path.replace("%r", str(r)))
     elif r == 0:
         _core.timeline_start(path)
+    else:
+        _core.timeline_stop()  # the new timeline replaces this rank's own, if any
 
 
 def _set_mark_cycles(on):
