@@ -100,6 +100,8 @@ def _check(process_set, what="this operation"):
         return
     if isinstance(process_set, ProcessSet):
         raise NotImplementedError("%s: process_set=%s: %s" % (what, process_set, _MISSING))
+    if isinstance(process_set, (list, tuple)):  # ranks where a ProcessSet belongs
+        raise NotImplementedError("%s: process_set=%r: %s" % (what, process_set, _MISSING))
     raise TypeError("%s: process_set must be a ProcessSet (e.g. hvd.global_process_set), "
                     "not %s" % (what, type(process_set).__name__))
 
