@@ -12,7 +12,6 @@ import pytest
 import torch
 
 import plait
-import plait.torch as hvd
 from plait.common.exceptions import HorovodInternalError
 
 
