@@ -24,7 +24,8 @@ typedef enum {
   K_RANKNUM,     /* a rank or count: must be a clean integer >= 0 */
   K_LEVEL,       /* Horovod's log level names */
   K_TEXT,        /* taken as is */
-  K_TIMELINE     /* a path, or DYNAMIC */
+  K_TIMELINE,    /* a path, or DYNAMIC */
+  K_FLAG         /* strtol > 0 is on, anything else off */
 } kind_t;
 
 typedef struct {
@@ -47,6 +48,7 @@ static const mapped_t MAPPED[] = {
     {"HOROVOD_LOCAL_RANK", "PLAIT_LOCAL_RANK", K_RANKNUM},
     {"HOROVOD_LOCAL_SIZE", "PLAIT_LOCAL_SIZE", K_RANKNUM},
     {"HOROVOD_HOSTNAME", "PLAIT_HOSTNAME", K_TEXT},
+    {"HOROVOD_TIMELINE_MARK_CYCLES", "PLAIT_TIMELINE_MARK_CYCLES", K_FLAG},
 };
 #define N_MAPPED (sizeof MAPPED / sizeof MAPPED[0])
 
@@ -105,7 +107,6 @@ static const char *HARMLESS[] = {
     "HOROVOD_CROSS_RANK",          /* plait derives cross rank and size at rendezvous */
     "HOROVOD_CROSS_SIZE",
     "HOROVOD_GLOO_IFACE",            /* plait's Gloo uses the address that reached rank 0 */
-    "HOROVOD_TIMELINE_MARK_CYCLES",  /* plait's timeline always marks cycles that did work */
     "HOROVOD_MPI_THREADS_DISABLE",   /* plait does not use MPI */
     "HOROVOD_LOG_HIDE_TIME",         /* format of Horovod's own log lines */
     "HOROVOD_DISABLE_NVTX_RANGES",   /* no NVTX ranges in plait */
@@ -242,6 +243,9 @@ static int convert(const mapped_t *m, const char *v, char *out, size_t cap, note
   case K_TEXT:
     snprintf(out, cap, "%s", v);
     return 1;
+  case K_FLAG:
+    snprintf(out, cap, "%d", plait_horovod_strtol(v, &clean) > 0);
+    break;
   case K_TIMELINE:
     if (!strcmp(v, "DYNAMIC")) {
       note(notes, 'I', "%s=DYNAMIC: no timeline until plait_timeline_start (hvd.start_timeline), "
@@ -362,10 +366,6 @@ static int known_elsewhere(const char *e, size_t len) {
 /* Variables with no equivalent, and HOROVOD_* names plait does not know. */
 static void report_rest(notes_t *notes) {
   if (!notes) return;
-  const char *marks = getenv("HOROVOD_TIMELINE_MARK_CYCLES");
-  if (marks)
-    note(notes, 'I', "HOROVOD_TIMELINE_MARK_CYCLES=%s: plait's timeline marks every cycle that "
-         "did work (CYCLE on the coordinator row) whatever its value", marks);
   for (size_t i = 0; i < N_UNSUPPORTED; i++) {
     const unsupported_t *u = &UNSUPPORTED[i];
     const char *v = getenv(u->var);

@@ -31,6 +31,9 @@
     "response cache entries; 0 disables the cache")                            \
   X(timeline, "PLAIT_TIMELINE", TEXT, "",                                      \
     "path of a Chrome-trace JSON timeline to write (%r: the rank); empty: none")              \
+  X(timeline_mark_cycles, "PLAIT_TIMELINE_MARK_CYCLES", BOOL, "0",             \
+    "mark the coordinator cycles that did work on the timeline (CYCLE "        \
+    "instants); can change while running")                                     \
   X(stall_warn_s, "PLAIT_STALL_WARN_S", SECONDS, "60",                         \
     "warn about tensors some ranks have not submitted after this many "        \
     "seconds; 0 disables")                                                     \

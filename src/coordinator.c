@@ -459,7 +459,7 @@ static plait_result_t cycle(void) {
   s->cycles++;
   s->busy_cycles += busy != 0;
   plait_stats_unlock();
-  if (busy) plait_tl_mark("CYCLE");
+  if (busy) plait_tl_mark_cycle();
   if (rc == PLAIT_SUCCESS) rc = check_silence();
   if (rc == PLAIT_SUCCESS && C.sent_shutdown &&
       plait_now() - C.shutdown_sent_at > 2 * C.cfg->timeout_s + 1)

@@ -257,8 +257,8 @@ PLAIT_API plait_result_t plait_config_dump(char *buf, size_t buf_size,
 
 /*
  * Changes a setting while plait runs, on this rank, without restarting:
- * PLAIT_FUSION_THRESHOLD, PLAIT_FUSION_MAX_TENSOR, PLAIT_CYCLE_TIME_MS or
- * PLAIT_LOG_LEVEL, with a
+ * PLAIT_FUSION_THRESHOLD, PLAIT_FUSION_MAX_TENSOR, PLAIT_CYCLE_TIME_MS,
+ * PLAIT_LOG_LEVEL or PLAIT_TIMELINE_MARK_CYCLES, with a
  * value written as in the environment ("4M", "2.5", "debug"), parsed as
  * strictly. The coordinator takes the new values up at the start of its next
  * cycle: operations negotiated from then on use them. The fusion threshold

@@ -189,6 +189,7 @@ Test(horovod_env, no_equivalent_reported_by_name_not_an_error) {
   setenv("HOROVOD_TIMELINE_MARK_CYCLES", "1", 1);
   plait_config_t cfg = load_ok();
   cr_expect_eq(cfg.autotune, 0, "autotuning is not switched on by HOROVOD_AUTOTUNE");
+  cr_expect_eq(cfg.timeline_mark_cycles, 1, "HOROVOD_TIMELINE_MARK_CYCLES=1 marks cycles");
   plait_config_free(&cfg);
   char *n = notes();
   cr_expect(strstr(n, "# HOROVOD_HIERARCHICAL_ALLREDUCE=1 has no plait equivalent and is "
@@ -200,7 +201,7 @@ Test(horovod_env, no_equivalent_reported_by_name_not_an_error) {
   cr_expect(strstr(n, "# HOROVOD_NO_SUCH_KNOB is not a Horovod 0.28 variable plait knows"), "%s",
             n);
   cr_expect_null(strstr(n, "HOROVOD_WITH_PYTORCH"), "%s", n);
-  cr_expect(strstr(n, "# HOROVOD_TIMELINE_MARK_CYCLES=1: plait's timeline marks every cycle"),
+  cr_expect(strstr(n, "# HOROVOD_TIMELINE_MARK_CYCLES=1 taken as PLAIT_TIMELINE_MARK_CYCLES=1"),
             "%s", n);
   free(n);
 }
