@@ -53,7 +53,7 @@ def test_grouped_allgather(hvd, asynchronous):
         out = hvd.synchronize(h)
     else:
         out = hvd.grouped_allgather(mine, name="gag.%d" % asynchronous)
-    assert isinstance(out, list) and len(out) == 3
+    assert isinstance(out, tuple) and len(out) == 3  # Horovod's: a tuple either way
     assert torch.equal(out[0], torch.cat(a))
     assert torch.equal(out[1], torch.cat(b))
     assert torch.equal(out[2], torch.cat(c))
@@ -71,12 +71,23 @@ def test_grouped_reducescatter(hvd, op, asynchronous):
         out = hvd.synchronize(hvd.grouped_reducescatter_async([a[r], b[r]], **kwargs))
     else:
         out = hvd.grouped_reducescatter([a[r], b[r]], **kwargs)
-    assert isinstance(out, list) and len(out) == 2
+    # Horovod's: synchronize() gives a tuple, grouped_reducescatter a list.
+    assert isinstance(out, tuple if asynchronous else list) and len(out) == 2
     for got, inputs in zip(out, (a, b)):
         total = sum(t * 0.5 for t in inputs) * (4.0 / n if op == "Average" else 4.0)
         rows = inputs[0].shape[0]
         counts = [rows // n + (1 if k < rows % n else 0) for k in range(n)]
         assert torch.equal(got, torch.split(total, counts)[r])
+
+
+def test_grouped_allreduce_result_types(hvd):
+    """As Horovod: synchronize() of a grouped handle and the in-place form
+    give a tuple, grouped_allreduce a list."""
+    xs = [torch.ones(2), torch.ones(3)]
+    assert isinstance(hvd.synchronize(hvd.grouped_allreduce_async(xs, name="t.a")), tuple)
+    assert isinstance(hvd.synchronize(hvd.grouped_allreduce_async_(xs, name="t.b")), tuple)
+    assert isinstance(hvd.grouped_allreduce_(xs, name="t.c"), tuple)
+    assert isinstance(hvd.grouped_allreduce(xs, name="t.d"), list)
 
 
 def test_grouped_ops_check_their_arguments(hvd):

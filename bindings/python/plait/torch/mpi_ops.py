@@ -85,7 +85,7 @@ def _register_group(handles):
     parts = [_take(h) for h in handles]
 
     def finish(group):
-        return [p.finish(p.handle) for p in group.parts]
+        return tuple(p.finish(p.handle) for p in group.parts)
     return _register(_Pending(_Group(parts), finish))
 
 
@@ -275,13 +275,13 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, posts
     h = _core.submit(_core.lib.plait_grouped_allreduce_async, names[0].decode("utf-8"),
                      (srcs, dsts, ins, outs, cnames, opts), n, cnames, ins, outs, op, opts)
 
-    def finish(_h):
+    def finish(_h):  # a tuple, as Horovod's synchronize() of a group
         if not in_place:
-            return dsts
+            return tuple(dsts)
         for t, s in zip(tensors, srcs):
             if s.data_ptr() != t.data_ptr():
                 t.copy_(s)
-        return tensors
+        return tuple(tensors)
     return _register(_Pending(h, finish))
 
 
@@ -418,7 +418,7 @@ def allgather(tensor, name=None, process_set=None):
 
 def grouped_allgather_async(tensors, name=None, process_set=None):
     """Starts an allgather of each tensor of a list; synchronize() returns
-    the list of results. Tensors are named as in Horovod
+    the tuple of results. Tensors are named as in Horovod
     ('grouped_allgather.<name>_<i>of<n>')."""
     _check_process_set(process_set)
     tensors = _check_group(tensors, "grouped_allgather_async")
@@ -463,13 +463,13 @@ class _GroupedAllgather(torch.autograd.Function):
 
 
 def grouped_allgather(tensors, name=None, process_set=None):
-    """Allgathers each tensor of a list; returns the list of results.
-    Differentiable, as allgather."""
+    """Allgathers each tensor of a list; returns the tuple of results (as
+    Horovod). Differentiable, as allgather."""
     _check_process_set(process_set)
     tensors = _check_group(tensors, "grouped_allgather")
     for t in tensors:
         _check_rows(t, "grouped_allgather")
-    return list(_GroupedAllgather.apply(name, *tensors))
+    return _GroupedAllgather.apply(name, *tensors)  # a tuple, as Horovod's
 
 
 # --------------------------------------------------------------------------
@@ -711,7 +711,7 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
 def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=None,
                                 prescale_factor=1.0, postscale_factor=1.0):
     """Starts a reducescatter of each tensor of a list; synchronize() returns
-    the list of this rank's blocks. Tensors are named as in Horovod
+    the tuple of this rank's blocks. Tensors are named as in Horovod
     ('grouped_reducescatter.<name>_<i>of<n>')."""
     _check_process_set(process_set)
     op = _resolve_op(op, None, "grouped_reducescatter_async")
