@@ -33,7 +33,9 @@ from plait.torch._tensors import (
     _COMPLEX, _check_rows, _check_tensor, _describe, _from_output, _movable, _options,
     _reducible, _resolve_op,
 )
-from plait.torch.basics import Average, Max, Min, Product, Sum, _check_process_set, rank, size
+from plait.torch.basics import (
+    Average, Max, Min, Product, Sum, _check_process_set, global_process_set, rank, size,
+)
 from plait.torch.compression import Compression
 
 
@@ -132,7 +134,7 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                    postscale_factor=1.0, process_set=None):
+                    postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing tensor over all ranks into a new tensor; returns a handle.
     op: Average (default), Sum, Min, Max or Product."""
     _check_process_set(process_set)
@@ -142,7 +144,7 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                     postscale_factor=1.0, process_set=None):
+                     postscale_factor=1.0, process_set=global_process_set):
     """In-place allreduce_async: tensor holds the result after synchronize()."""
     _check_process_set(process_set)
     op = _resolve_op(op, average, "allreduce_async_")
@@ -151,7 +153,7 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-               postscale_factor=1.0, process_set=None):
+               postscale_factor=1.0, process_set=global_process_set):
     """In-place allreduce; returns tensor."""
     return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
                                         postscale_factor, process_set))
@@ -232,7 +234,7 @@ class _Allreduce(torch.autograd.Function):
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
-              prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+              prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Reduces tensor over all ranks; returns a new tensor (tensor is not
     modified). Differentiable. op: Average (default), Sum, Min, Max, Product."""
     _check_process_set(process_set)
@@ -286,7 +288,7 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, posts
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                            postscale_factor=1.0, process_set=None):
+                            postscale_factor=1.0, process_set=global_process_set):
     """Starts an allreduce of a list of tensors negotiated and run as one
     unit; synchronize() returns the list of new tensors."""
     _check_process_set(process_set)
@@ -296,7 +298,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                             postscale_factor=1.0, process_set=None):
+                             postscale_factor=1.0, process_set=global_process_set):
     _check_process_set(process_set)
     op = _resolve_op(op, average, "grouped_allreduce_async_")
     return _grouped_allreduce_async(tensors, True, name, op, prescale_factor,
@@ -304,7 +306,7 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                       postscale_factor=1.0, process_set=None):
+                       postscale_factor=1.0, process_set=global_process_set):
     return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
                                                 postscale_factor, process_set))
 
@@ -340,7 +342,7 @@ class _GroupedAllreduce(torch.autograd.Function):
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
-                      prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+                      prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Reduces a list of tensors as one unit; returns a list of new tensors.
     Differentiable."""
     _check_process_set(process_set)
@@ -372,7 +374,7 @@ def _allgather_async(tensor, name, what, kind="allgather"):
     return _register(_Pending(h, finish))
 
 
-def allgather_async(tensor, name=None, process_set=None):
+def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts concatenating tensor from every rank along the first dimension
     (which may differ between ranks); synchronize() returns the result."""
     _check_process_set(process_set)
@@ -406,7 +408,7 @@ class _Allgather(torch.autograd.Function):
         return reduced.narrow(0, offset, ctx.rows), None
 
 
-def allgather(tensor, name=None, process_set=None):
+def allgather(tensor, name=None, process_set=global_process_set):
     """Concatenates tensor from every rank along the first dimension.
     Differentiable (Horovod's gradient: this rank's rows of the averaged
     gradient of the output)."""
@@ -416,7 +418,7 @@ def allgather(tensor, name=None, process_set=None):
     return _Allgather.apply(tensor, name)
 
 
-def grouped_allgather_async(tensors, name=None, process_set=None):
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     """Starts an allgather of each tensor of a list; synchronize() returns
     the tuple of results. Tensors are named as in Horovod
     ('grouped_allgather.<name>_<i>of<n>')."""
@@ -462,7 +464,7 @@ class _GroupedAllgather(torch.autograd.Function):
                                for g, o, r in zip(reduced, offsets, ctx.rows))
 
 
-def grouped_allgather(tensors, name=None, process_set=None):
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
     """Allgathers each tensor of a list; returns the tuple of results (as
     Horovod). Differentiable, as allgather."""
     _check_process_set(process_set)
@@ -498,19 +500,19 @@ def _broadcast_async(tensor, in_place, root_rank, name, what):
     return _register(_Pending(h, finish))
 
 
-def broadcast_async(tensor, root_rank, name=None, process_set=None):
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts replacing a copy of tensor with root_rank's; synchronize()
     returns the copy."""
     _check_process_set(process_set)
     return _broadcast_async(tensor, False, root_rank, name, "broadcast_async")
 
 
-def broadcast_async_(tensor, root_rank, name=None, process_set=None):
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     _check_process_set(process_set)
     return _broadcast_async(tensor, True, root_rank, name, "broadcast_async_")
 
 
-def broadcast_(tensor, root_rank, name=None, process_set=None):
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     """Replaces tensor with root_rank's, in place; returns tensor."""
     return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
@@ -533,7 +535,7 @@ class _Broadcast(torch.autograd.Function):
         return reduced, None, None
 
 
-def broadcast(tensor, root_rank, name=None, process_set=None):
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """root_rank's tensor on every rank, as a new tensor. Differentiable
     (Horovod's gradient: the root gets the averaged gradient, the others
     zero)."""
@@ -560,7 +562,7 @@ def _splits_array(splits, n, what):
     return arr, values
 
 
-def alltoall_async(tensor, splits=None, name=None, process_set=None):
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """Starts sending splits[r] first-dimension rows of tensor to rank r (equal
     parts when splits is None); synchronize() returns, as Horovod's, the
     tuple (received rows in rank order, how many came from each rank); the
@@ -609,7 +611,7 @@ class _Alltoall(torch.autograd.Function):
         return g, None, None
 
 
-def alltoall(tensor, splits=None, name=None, process_set=None):
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """Sends splits[r] rows of tensor to rank r; returns the rows received in
     rank order, and when splits is given also the received splits (int32,
     or splits' dtype when splits is a tensor), as Horovod does.
@@ -646,7 +648,7 @@ def _reducescatter_async(tensor, name, op, prescale_factor, postscale_factor, wh
     return _register(_Pending(h, finish))
 
 
-def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescale_factor=1.0,
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
                         postscale_factor=1.0):
     """Starts reducing tensor over all ranks; rank r receives its block of
     first-dimension rows (the first rows % size ranks get one more)."""
@@ -695,7 +697,7 @@ class _Reducescatter(torch.autograd.Function):
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
-                  process_set=None, prescale_factor=1.0, postscale_factor=1.0):
+                  process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     """Reduces tensor over all ranks and returns this rank's block of rows.
     op: Average (Horovod's default) or Sum, Min, Max, Product. Differentiable
     for Sum and Average (Horovod's gradient)."""
@@ -708,7 +710,7 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
     return compression.decompress(out, cctx)
 
 
-def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=None,
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
     """Starts a reducescatter of each tensor of a list; synchronize() returns
     the tuple of this rank's blocks. Tensors are named as in Horovod
@@ -748,7 +750,7 @@ class _GroupedReducescatter(torch.autograd.Function):
 
 
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
-                          process_set=None, prescale_factor=1.0, postscale_factor=1.0):
+                          process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     """Reducescatters each tensor of a list; returns the list of this rank's
     blocks. Differentiable for Sum and Average, as reducescatter."""
     _check_process_set(process_set)
@@ -764,7 +766,7 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
 # sparse allreduce
 # --------------------------------------------------------------------------
 
-def sparse_allreduce_async(tensor, name, op, process_set=None):
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     """Horovod's sparse allreduce of a sparse COO tensor: every rank's indices
     and values are allgathered ('<name>.indices', '<name>.values'; values
     divided by size for Average). Returns a function that waits and returns
@@ -800,7 +802,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=None):
 # join, barrier
 # --------------------------------------------------------------------------
 
-def join(device=-1):
+def join(device=-1) -> int:
     """This rank has no more batches: it takes part in the other ranks'
     allreduces (with the op's identity) and allgathers (with no rows) until
     every rank has joined. Returns the last rank to join."""
@@ -812,7 +814,7 @@ def join(device=-1):
         h.release()
 
 
-def barrier(process_set=None):
+def barrier(process_set=global_process_set):
     """Returns when every rank has reached the barrier."""
     _check_process_set(process_set)
     h = _core.submit(_core.lib.plait_barrier_async, "barrier", None, None)
