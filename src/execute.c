@@ -101,15 +101,19 @@ static void fill_identity(plait_dtype_t dt, plait_op_t op, void *dst, size_t cou
   for (size_t i = 0; i < count; i++) memcpy((char *)dst + i * es, v, es);
 }
 
+/* The factor applied after the reduction: AVERAGE folds 1/size into the
+ * postscale factor (postscale / size, in double), as Horovod 0.28 does, so
+ * that the result is one scaling of the sum, bit for bit Horovod's. */
+double plait_exec_postscale(const plait_meta_t *m, int size) {
+  return m->op == PLAIT_OP_AVERAGE ? m->postscale / (double)size : m->postscale;
+}
+
 /* AVERAGE and postscale, in place on count elements. */
 static plait_result_t finish_values(plait_exec_t *x, const plait_meta_t *m, void *buf,
                                     size_t count) {
-  if (!count) return PLAIT_SUCCESS;
-  if (m->op == PLAIT_OP_AVERAGE)
-    PLAIT_CHECK(plait_divide((plait_dtype_t)m->dtype, buf, buf, count, (uint32_t)x->size));
-  if (m->postscale != 1.0)
-    PLAIT_CHECK(plait_scale((plait_dtype_t)m->dtype, buf, buf, count, m->postscale));
-  return PLAIT_SUCCESS;
+  double post = plait_exec_postscale(m, x->size);
+  if (!count || post == 1.0) return PLAIT_SUCCESS;
+  return plait_scale((plait_dtype_t)m->dtype, buf, buf, count, post);
 }
 
 static plait_op_t wire_op(const plait_meta_t *m) {

@@ -559,3 +559,16 @@ def test_elastic_names_import_and_refuse():
                 lambda: plait.common.elastic.ObjectState(None, None)):
         with pytest.raises(NotImplementedError, match="elastic training is not implemented"):
             use()
+
+
+def test_op_constants_have_horovods_values():
+    """Horovod 0.28.1's horovod.torch: Average 0, Sum 1, Adasum 2, Min 3, Max 4,
+    Product 5 (printed by the Horovod build of ci/lib/horovod.sh); a script
+    that stores or compares them as integers sees the same numbers."""
+    hvd = plait.torch
+    got = (hvd.Average, hvd.Sum, hvd.Adasum, hvd.Min, hvd.Max, hvd.Product)
+    assert got == (0, 1, 2, 3, 4, 5), got
+    from plait.common.basics import c_op
+    for op, name in ((hvd.Average, "average"), (hvd.Sum, "sum"), (hvd.Min, "min"),
+                     (hvd.Max, "max"), (hvd.Product, "product")):
+        assert c_op(op) == _core.op_code(name)

@@ -34,14 +34,23 @@ __all__ = [
     "Average", "Sum", "Adasum", "Min", "Max", "Product",
 ]
 
-# Reduction operations, with Horovod's names. Values are plait's op codes.
-Sum = _core.op_code("sum")
-Average = _core.op_code("average")
-Min = _core.op_code("min")
-Max = _core.op_code("max")
-Product = _core.op_code("product")
-# Horovod's Adasum has no plait equivalent: operations refuse it clearly.
-Adasum = -1
+# Reduction operations, with Horovod's names and Horovod 0.28's values (a script
+# may store or compare them as integers); c_op() gives plait's C op code.
+Average = 0
+Sum = 1
+Adasum = 2  # no plait equivalent: operations refuse it clearly
+Min = 3
+Max = 4
+Product = 5
+
+_C_OPS = {Average: _core.op_code("average"), Sum: _core.op_code("sum"),
+          Min: _core.op_code("min"), Max: _core.op_code("max"),
+          Product: _core.op_code("product")}
+
+
+def c_op(op):
+    """plait's C op code (plait_op_t) for one of the constants above."""
+    return _C_OPS[op]
 
 # --------------------------------------------------------------------------
 # Life cycle

@@ -30,6 +30,8 @@ from plait.torch.mpi_ops import (  # noqa: F401
     allgather, allgather_async, broadcast, broadcast_, broadcast_async, broadcast_async_,
     alltoall, alltoall_async, reducescatter, reducescatter_async,
     join, barrier,
+    grouped_allgather, grouped_allgather_async, grouped_reducescatter,
+    grouped_reducescatter_async, sparse_allreduce_async,
 )
 
 # horovod.torch operations that plait.torch.mpi_ops gains in another change
