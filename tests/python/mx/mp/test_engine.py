@@ -2,10 +2,10 @@
 never block MXNet's engine threads, and are ordered against other work on
 the same arrays.
 
-Rank 1 pushes a plait operation that cannot finish until rank 0 submits its
-part, and rank 0 submits only after rank 1 has told it (through another
-plait operation) that rank 1's later MXNet work was pushed, or ran. So, on
-rank 1, the plait operation is certainly still in flight when that work is
+The other ranks push a plait operation that cannot finish until rank 0
+submits its part, and rank 0 submits only after they have told it (through
+another plait operation, rooted at rank 1) that their later MXNet work was
+pushed, or ran. So, on those ranks, the plait operation is certainly still in flight when that work is
 pushed: if MXNet did not order it after the plait operation, it would see
 the old value; if plait blocked MXNet's engine threads, the independent
 work could not run and the job would stall (and fail, never hang:
@@ -28,7 +28,7 @@ def test_later_op_sees_the_result(hvd):
     out = hvd.allreduce_(x, op=hvd.Sum, name="later")
     y = x + 1                      # queued behind the allreduce on x
     z = (mx.nd.ones((1000,)) * 7).asnumpy()   # independent work runs meanwhile
-    if r == 1:
+    if r != 0:
         _go(hvd, "go.later")
     assert out is x
     total = n * (n + 1) / 2
@@ -45,7 +45,7 @@ def test_write_after_submission_does_not_change_what_was_sent(hvd):
     out = hvd.allreduce(x, op=hvd.Sum, name="write")   # reads x in the engine
     x[:] = 100                                          # a write pushed after it
     x += 1
-    if r == 1:
+    if r != 0:
         _go(hvd, "go.write")
     np.testing.assert_array_equal(out.asnumpy(), n * (n + 1) / 2)
     np.testing.assert_array_equal(x.asnumpy(), 101)
@@ -66,7 +66,7 @@ def test_broadcast_ordering(hvd):
         _go(hvd, "go.bc")
     hvd.broadcast_(x, root_rank=1, name="bc.order")
     y = x * 3
-    if r == 1:
+    if r != 0:
         _go(hvd, "go.bc")
     np.testing.assert_array_equal(y.asnumpy(), 3)
 
@@ -94,7 +94,7 @@ def test_input_dropped_by_python_while_in_flight(hvd):
     import gc
     gc.collect()
     filler = [mx.nd.ones((4096,)) * 9 for _ in range(8)]
-    if r == 1:
+    if r != 0:
         _go(hvd, "go.drop")
     np.testing.assert_array_equal(out.asnumpy(), n * (n + 1) / 2)
     del filler
