@@ -118,6 +118,12 @@ def _register_errors():
 _register_errors()
 
 
+def invalid(message):
+    """The error for bad arguments that Horovod's C++ refuses (an MXNetError
+    there): plait's InvalidArgumentError, a ValueError, and an MXNetError."""
+    return mx.base.error_types["PLAIT_ERR_INVALID_ARGUMENT"](message)
+
+
 # --------------------------------------------------------------------------
 # dtypes: every dtype an MXNet NDArray has
 # --------------------------------------------------------------------------
@@ -135,8 +141,8 @@ def dtype_code(arr, what):
     try:
         return _core.dtype_code(_DTYPES[np.dtype(arr.dtype)])
     except (KeyError, TypeError):
-        raise ValueError("plait.mxnet.%s: NDArray dtype %s is not supported (plait moves %s)"
-                         % (what, arr.dtype, ", ".join(sorted(_DTYPES.values())))) from None
+        raise invalid("plait.mxnet.%s: NDArray dtype %s is not supported (plait moves %s)"
+                      % (what, arr.dtype, ", ".join(sorted(_DTYPES.values())))) from None
 
 
 def check_array(arr, what):
@@ -144,11 +150,11 @@ def check_array(arr, what):
         raise TypeError("plait.mxnet.%s: expected an mxnet.nd.NDArray, got %s"
                         % (what, type(arr).__name__))
     if arr.stype != "default":
-        raise ValueError("plait.mxnet.%s: %s NDArrays are not supported (dense arrays only: "
-                         "convert with .tostype('default'))" % (what, arr.stype))
+        raise invalid("plait.mxnet.%s: %s NDArrays are not supported (dense arrays only: "
+                      "convert with .tostype('default'))" % (what, arr.stype))
     if arr.context.device_type != "cpu":
-        raise ValueError("plait.mxnet.%s: the NDArray is on %s; plait.mxnet runs on CPU "
-                         "arrays" % (what, arr.context))
+        raise invalid("plait.mxnet.%s: the NDArray is on %s; plait.mxnet runs on CPU "
+                      "arrays" % (what, arr.context))
 
 
 def describe(arr, code):

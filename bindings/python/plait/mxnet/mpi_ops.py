@@ -76,8 +76,8 @@ def _check(arr, what):
 
 def _check_reducible(code, op, what):
     if code == _core.dtype_code("bool") and op == Average:
-        raise ValueError("plait.mxnet.%s: Average of a bool NDArray is not defined; use Sum "
-                         "(logical or), Min, Max or Product" % what)
+        raise _engine.invalid("plait.mxnet.%s: Average of a bool NDArray is not defined; use "
+                              "Sum (logical or), Min, Max or Product" % what)
 
 
 def _check_factors(prescale_factor, postscale_factor, what):
@@ -101,8 +101,8 @@ def _allreduce(tensors, outputs, names, op, priority, prescale_factor, postscale
     for t in tensors:
         key = t.handle.value
         if key in seen:
-            raise ValueError("plait.mxnet.%s: the same NDArray appears twice in the group"
-                             % what)
+            raise _engine.invalid("plait.mxnet.%s: the same NDArray appears twice in the "
+                                  "group" % what)
         seen.add(key)
     _engine.push(_engine.ALLREDUCE, names, tensors, outputs,
                  [_engine.describe(t, c) for t, c in zip(tensors, codes)], op=c_op(op),
@@ -184,8 +184,8 @@ def _check_root(root_rank, what):
         raise TypeError("plait.mxnet.%s: root_rank must be an int, not %r" % (what, root_rank))
     n = size()
     if not 0 <= root_rank < n:
-        raise ValueError("plait.mxnet.%s: root_rank %d is not a rank of this job (0..%d)"
-                         % (what, root_rank, n - 1))
+        raise _engine.invalid("plait.mxnet.%s: root_rank %d is not a rank of this job "
+                              "(0..%d)" % (what, root_rank, n - 1))
 
 
 def broadcast_(tensor, root_rank, name=None, priority=0, process_set=global_process_set):
@@ -257,8 +257,8 @@ def _splits_list(splits, n):
     else:
         values = [int(v) for v in splits]
     if len(values) != n:
-        raise ValueError("plait.mxnet.alltoall: splits has %d entries but there are %d ranks"
-                         % (len(values), n))
+        raise _engine.invalid("plait.mxnet.alltoall: splits has %d entries but there are %d "
+                              "ranks" % (len(values), n))
     return values
 
 
@@ -274,8 +274,8 @@ def alltoall(tensor, splits=None, name=None, priority=0, process_set=global_proc
     if splits is not None:
         values = _splits_list(splits, n)
     elif tensor.shape[0] % n != 0:
-        raise ValueError("plait.mxnet.alltoall: without splits the first dimension (%d) must "
-                         "divide by the number of ranks (%d)" % (tensor.shape[0], n))
+        raise _engine.invalid("plait.mxnet.alltoall: without splits the first dimension (%d) "
+                              "must divide by the number of ranks (%d)" % (tensor.shape[0], n))
     out, received = _gathered(_engine.ALLTOALL, tensor, _op_name("alltoall", name), priority,
                               "alltoall", splits=values)
     if splits is None:

@@ -5,11 +5,11 @@ the same arrays.
 The other ranks push a plait operation that cannot finish until rank 0
 submits its part, and rank 0 submits only after they have told it (through
 another plait operation, rooted at rank 1) that their later MXNet work was
-pushed, or ran. So, on those ranks, the plait operation is certainly still in flight when that work is
-pushed: if MXNet did not order it after the plait operation, it would see
-the old value; if plait blocked MXNet's engine threads, the independent
-work could not run and the job would stall (and fail, never hang:
-PLAIT_STALL_ABORT_S)."""
+pushed, or ran. So, on those ranks, the plait operation is certainly still
+in flight when that work is pushed: if MXNet did not order it after the
+plait operation, it would see the old value; if plait blocked MXNet's engine
+threads, the independent work could not run and the job would stall (and
+fail, never hang: PLAIT_STALL_ABORT_S)."""
 
 import mxnet as mx
 import numpy as np

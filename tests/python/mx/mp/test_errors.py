@@ -40,3 +40,14 @@ def test_dtype_mismatch_in_place(hvd):
 def test_unsupported_dtype_and_device(hvd):
     with pytest.raises(ValueError, match="plait.mxnet.allreduce"):
         hvd.allreduce(mx.nd.ones((2, 2)).tostype("csr"))
+
+
+def test_argument_errors_are_value_and_mxnet_errors(hvd):
+    # Horovod refuses these in C++ (an MXNetError); plait's are also ValueErrors
+    for call in (lambda: hvd.broadcast_(mx.nd.ones(3), hvd.size() + 3, name="root"),
+                 lambda: hvd.allreduce(mx.nd.ones((3,), dtype="bool"), op=hvd.Average),
+                 lambda: hvd.alltoall(mx.nd.ones((4,)), splits=[1] * (hvd.size() + 1))):
+        with pytest.raises(ValueError) as err:
+            call()
+        assert isinstance(err.value, mx.base.MXNetError)
+        assert isinstance(err.value, plait.InvalidArgumentError)
