@@ -35,10 +35,10 @@ from plait.mxnet.mpi_ops import (  # noqa: F401
 )
 
 
-def split_list(items, n):
-    """items in n chunks of nearly equal length (the first ones one longer)."""
-    d, r = divmod(len(items), n)
-    return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
+def split_list(l, n):  # noqa: E741 - Horovod's parameter names
+    """List l in n chunks of nearly equal length (the first ones one longer)."""
+    d, r = divmod(len(l), n)
+    return [l[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
 
 
 def _average_in_framework():
