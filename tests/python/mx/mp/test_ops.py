@@ -235,3 +235,16 @@ def _scalar():
     import mxnet as mx_
     with mx_.util.np_shape(True):
         return mx_.nd.ones(())
+
+
+def test_join_uneven(hvd):
+    """Rank 0 has two more batches: the others join, and take part in its
+    allreduces with the op's identity; join returns the last rank to join."""
+    r = hvd.rank()
+    if r == 0:
+        outs = [hvd.allreduce(mx.nd.ones((3,)) * 5, op=hvd.Sum, name="join.%d" % i)
+                for i in range(2)]
+        for o in outs:
+            np.testing.assert_array_equal(o.asnumpy(), 5)
+    assert hvd.join() == 0
+    hvd.barrier()

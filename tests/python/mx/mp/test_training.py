@@ -165,3 +165,29 @@ def test_trainer_unwraps_distributed_optimizer(hvd):
     dopt = hvd.DistributedOptimizer(mx.optimizer.SGD(learning_rate=0.1))
     with pytest.warns(UserWarning, match="unwrapped"):
         hvd.DistributedTrainer(net.collect_params(), dopt)
+
+
+def test_distributed_trainer_fp16_compression(hvd):
+    """Compression.fp16: the float32 gradients travel as float16 and are cast
+    back; the result is the one-process one within float16's precision."""
+    n, r = hvd.size(), hvd.rank()
+    opt = {"learning_rate": 0.5, "momentum": 0.9}
+    net = _net(seed=100 + r)
+    hvd.broadcast_parameters(net.collect_params(), root_rank=0, prefix="fp16.")
+    trainer = hvd.DistributedTrainer(net.collect_params(), "sgd", opt,
+                                     compression=hvd.Compression.fp16, prefix="fp16.")
+    x, y = _data(n)
+    loss_fn = gluon.loss.L2Loss()
+    for s in range(STEPS):
+        xs, ys = x[s][r * B:(r + 1) * B], y[s][r * B:(r + 1) * B]
+        with autograd.record():
+            loss = loss_fn(net(mx.nd.array(xs)), mx.nd.array(ys))
+        loss.backward()
+        trainer.step(B)
+    got = _params(net)
+    ref = _reference_from_rank0(hvd, n, opt, r)
+    for a, b in zip(got, ref):
+        assert a.dtype == np.float32
+        np.testing.assert_allclose(a, b, rtol=2e-2, atol=2e-3)
+    gathered = hvd.allgather_object([a.tobytes() for a in got], name="fp16.same")
+    assert all(g == gathered[0] for g in gathered)
