@@ -14,6 +14,8 @@ barrier() and join() are plait's additions (horovod.mxnet has neither):
 plait.torch's, for NDArray scripts.
 """
 
+import threading
+
 import mxnet as mx
 
 from plait import _core
@@ -32,13 +34,15 @@ from plait.mxnet import _engine
 
 _OPS = (Average, Sum, Min, Max, Product)
 _counters = {}
+_counters_lock = threading.Lock()
 
 
 def _op_name(kind, name):
     """Horovod's operation name: '<kind>.<name>', or '<kind>.noname.<n>'."""
     if name is None:
-        n = _counters.get(kind, 0)
-        _counters[kind] = n + 1
+        with _counters_lock:
+            n = _counters.get(kind, 0)
+            _counters[kind] = n + 1
         return "%s.noname.%d" % (kind, n)
     if isinstance(name, bytes):
         name = name.decode("utf-8")
@@ -350,7 +354,8 @@ def join():
 
 
 def _forget_counters():
-    _counters.clear()
+    with _counters_lock:
+        _counters.clear()
 
 
 _basics.add_shutdown_hook(_forget_counters)
