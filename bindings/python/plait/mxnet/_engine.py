@@ -118,6 +118,16 @@ def _register_errors():
 _register_errors()
 
 
+def failure(code, message):
+    """plait's class for result code (with MXNetError), as wait_to_read()
+    raises it for the operations with NDArray outputs."""
+    name = _core.RESULT_NAMES.get(code)
+    cls = mx.base.error_types.get(name)
+    if cls is None:
+        return _core.error(code, message or None)
+    return cls(message or _core.lib.plait_strerror(code).decode())
+
+
 def invalid(message):
     """The error for bad arguments that Horovod's C++ refuses (an MXNetError
     there): plait's InvalidArgumentError, a ValueError, and an MXNetError."""
@@ -217,7 +227,7 @@ class Ticket:
         rc = lib.plait_mx_ticket_wait(self._ptr, -1.0, ctypes.byref(msg))
         if rc != _core.SUCCESS:
             text = msg.value.decode("utf-8", "replace") if msg.value else ""
-            raise _core.error(rc, text or None)
+            raise failure(rc, text)
 
     def handle(self):
         return lib.plait_mx_ticket_handle(self._ptr)

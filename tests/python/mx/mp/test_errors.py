@@ -25,8 +25,10 @@ def test_mismatch_raised_from_wait_to_read(hvd):
 
 def test_mismatch_of_gathered_op_raised_at_call(hvd):
     r = hvd.rank()
-    with pytest.raises(plait.MismatchError, match="allgather.gather_mismatch"):
+    with pytest.raises(plait.MismatchError, match="allgather.gather_mismatch") as err:
         hvd.allgather(mx.nd.ones((2, 2 + r)), name="gather_mismatch")
+    assert isinstance(err.value, mx.base.MXNetError)
+    assert isinstance(err.value, hvd.HorovodInternalError)
 
 
 def test_dtype_mismatch_in_place(hvd):
