@@ -75,14 +75,14 @@ def ps_init(trainer, kv, batch_size):
     minus a race of MXNet 1.9.1 on CPU.
 
     Trainer._init_params calls kv.broadcast(key) per parameter: worker 0
-    pushes the value, waits for comm_buf_[key] (which on CPU with one
-    context is not the buffer the push reads: KVStoreDist sends the parameter
-    itself), and meets the others at a barrier; their pull can then reach
-    the server before worker 0's push, and the server aborts with "Check
-    failed: !stored.is_none(): init <key> first". Seen here in 3 runs out of
-    3 under load. So: init all keys at once, wait until the push has read the
-    parameters (i.e. the server answered it), barrier, pull, and tell the
-    trainer its parameters are initialised. Steps are Trainer's own."""
+    pushes the value and meets the others at a barrier, then all pull. Here
+    a pull reached the server before worker 0's push of that key, and the
+    server aborted with "Check failed: !stored.is_none(): init <key> first"
+    (3 runs out of 3, a different key each time; cf. apache/mxnet#7893).
+    So: init all keys at once, wait until every pending read of the
+    parameters (the init push, answered by the server) is done, barrier,
+    pull, and tell the trainer its parameters are initialised. The steps
+    are Trainer's own."""
     import mxnet as mx
     trainer._optimizer.rescale_grad = trainer._scale / batch_size  # as step() before _init_kvstore
     trainer._init_kvstore()   # sends the optimizer to the server
@@ -104,6 +104,12 @@ def worker(args):
     import mxnet as mx
     from mxnet import autograd, gluon
     from mxnet.gluon.model_zoo import vision
+
+    # The model first: a worker that cannot build it fails before it joins
+    # (its peers, the scheduler and the server then wait until stopped).
+    mx.random.seed(args.seed)
+    net = vision.get_model(args.model, classes=args.classes)
+    net.initialize(mx.init.Xavier(magnitude=2.0))  # deferred: drawn at the first forward
 
     hvd = kv = None
     if impl in ("plait", "horovod"):
@@ -132,9 +138,6 @@ def worker(args):
     data = [(mx.nd.array(x), mx.nd.array(y)) for x, y in data]
     global_batch = args.batch * args.ranks
 
-    mx.random.seed(args.seed)
-    net = vision.get_model(args.model, classes=args.classes)
-    net.initialize(mx.init.Xavier(magnitude=2.0))
     # Deferred initialisation by a forward pass in training mode: in
     # inference mode oneDNN reorders the weights in place into its own
     # layout, which MXNet 1.9.1's dist kvstore cannot push ("We can't
