@@ -453,7 +453,8 @@ def driver(args):
                     results.setdefault(c, []).append(row)
                     print("   %.1f ms per step (median), final loss %.4f, ranks' parameters %s, "
                           "%.0f s" % (1e3 * statistics.median(row["step_s"]), row["final_loss"],
-                                      "identical" if row["params_identical"]
+                                      "- (one process)" if row["ranks"] == 1
+                                      else "identical" if row["params_identical"]
                                       else "differ by up to %.3g" % row["params_max_diff"],
                                       time.monotonic() - t0), flush=True)
                     if args.json:
