@@ -13,9 +13,16 @@ Input: JSON lines written during ci/bench's comparison rounds:
     uniform-200x64K mix at one threshold -> workload "200x64K", system
     "plait-<transport>"; an allreduce row of 64 MiB -> workload
     "allreduce-64M".
+  - {"kind":"missing","system","reason"}: a system that was meant to be
+    measured and was not (Horovod not built, Open MPI missing, a run that
+    failed): written by ci/bench.
 Each input row is one round's median; the table gives the median over rounds,
 the spread of the rounds, and each system's time relative to the fastest
 plait system of that workload (> 1: slower than plait).
+
+A system that is missing, or named with --expect and has no row at all, is
+never left out silently: a "NOT MEASURED: <system>: <reason>" line comes
+first (on stdout and stderr) and every table gets a NOT MEASURED row for it.
 """
 
 import argparse
@@ -34,7 +41,9 @@ def rows_from(path):
             except ValueError as e:
                 sys.exit("compare.py: %s:%d: not JSON: %s" % (path, lineno, e))
             kind = r.get("kind")
-            if kind is None and "impl" in r:  # examples/horovod_bench.py
+            if kind == "missing":
+                yield r.get("system", "?"), None, r.get("reason") or "no reason given"
+            elif kind is None and "impl" in r:  # examples/horovod_bench.py
                 work = {"fused": "200x64K", "large": "allreduce-64M",
                         "unfused": "200x64K-unfused"}.get(r["workload"], r["workload"])
                 if r["impl"] == "horovod":
@@ -61,14 +70,29 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("files", nargs="+")
     ap.add_argument("--markdown", help="also write the tables to this file")
+    ap.add_argument("--expect", action="append", default=[], metavar="SYSTEM",
+                    help="a system (or prefix: horovod, openmpi, torch) that should have "
+                         "rows; reported NOT MEASURED when it has none (repeatable)")
     args = ap.parse_args()
     data = {}
+    missing = {}  # system -> reason
     for path in args.files:
         for system, workload, t in rows_from(path):
-            data.setdefault(workload, {}).setdefault(system, []).append(t)
-    if not data:
+            if workload is None:
+                missing.setdefault(system, t)
+            else:
+                data.setdefault(workload, {}).setdefault(system, []).append(t)
+    measured = {s for systems in data.values() for s in systems}
+    for e in args.expect:
+        if not any(s == e or s.startswith(e + "-") or s.startswith(e + ".") for s in measured):
+            missing.setdefault(e, "no result was recorded for it (its run wrote no rows)")
+    if not data and not missing:
         sys.exit("compare.py: no comparison rows in %s" % ", ".join(args.files))
-    out = []
+    out = ["NOT MEASURED: %s: %s" % (s, missing[s]) for s in sorted(missing)]
+    for line in out:
+        print(line, file=sys.stderr)
+    if out:
+        out.append("")
     for workload in sorted(data):
         systems = data[workload]
         med = {s: statistics.median(v) for s, v in systems.items()}
@@ -83,6 +107,8 @@ def main():
             ratio = "%.2fx" % (med[s] / base) if base else "-"
             out.append("| %s | %.2f ms | %d | %.2f - %.2f ms | %s |"
                        % (s, 1e3 * med[s], len(v), 1e3 * min(v), 1e3 * max(v), ratio))
+        for s in sorted(missing):
+            out.append("| %s | NOT MEASURED: %s | - | - | - |" % (s, missing[s].replace("|", "/")))
         out.append("")
     text = "\n".join(out)
     print(text)

@@ -196,6 +196,20 @@ def run(args):
 
 def report(path):
     rows = [json.loads(line) for line in open(path) if line.strip()]
+    # {"kind": "missing", "system": "horovod", "reason": ...}: written by
+    # ci/bench-horovod when an implementation could not be measured.
+    missing = {r.get("system"): r.get("reason", "no reason given")
+               for r in rows if r.get("kind") == "missing"}
+    rows = [r for r in rows if r.get("kind") != "missing"]
+    present = {r["impl"] for r in rows}
+    for impl in ("plait", "horovod"):
+        if impl not in present:
+            missing.setdefault(impl, "no %s rows in %s" % (impl, path))
+    for impl in sorted(missing):
+        line = "%s: NOT MEASURED: %s" % ("Horovod" if impl == "horovod" else impl,
+                                         missing[impl])
+        print(line)
+        print(line, file=sys.stderr)
     if not rows:
         print("horovod_bench: no results in %s" % path)
         return 1
@@ -210,11 +224,13 @@ def report(path):
     print("medians over rounds of each round's median time per step; %s"
           % "; ".join(info[i] for i in impls))
     print()
+    absent = [i for i in ("plait", "horovod") if i not in info]
     header = "| workload | " + " | ".join("%s (min - max over rounds)" % i for i in impls)
+    header += "".join(" | %s" % i for i in absent)
     if len(impls) == 2:
         header += " | plait / Horovod (of the medians) | plait / Horovod per round: median (each)"
     print(header + " |")
-    print("|---" * (1 + len(impls) + (2 if len(impls) == 2 else 0)) + "|")
+    print("|---" * (1 + len(impls) + len(absent) + (2 if len(impls) == 2 else 0)) + "|")
     for w in WORKLOADS:
         cells, meds = [], []
         for i in impls:
@@ -230,6 +246,7 @@ def report(path):
         if all(m is None for m in meds):
             continue
         line = "| %s | %s" % (w, " | ".join(cells))
+        line += "".join(" | NOT MEASURED" for _ in absent)
         if len(impls) == 2:
             rounds = sorted(k[2] for k in by_round if k[0] == w and k[1] == "plait"
                             and (w, "horovod", k[2]) in by_round)

@@ -7,6 +7,7 @@
 
 #include "bootstrap.h"
 #include "config.h"
+#include "config_horovod.h"
 #include "control.h"
 #include "coordinator.h"
 #include "core.h"
@@ -81,6 +82,7 @@ static plait_result_t init_locked(void) {
   plait_result_t rc;
   PLAIT_CHECK_GOTO(rc, plait_topology_from_env(&s->cfg, &s->topo), fail_cfg);
   plait_log_set_rank(s->topo.rank);
+  plait_config_horovod_settle(&s->cfg, s->topo.rank); /* logs the HOROVOD_* variables taken */
   char unknown[512];
   if (plait_config_unknown(unknown, sizeof unknown))
     PLAIT_WARN("config", "unknown variable(s) ignored: %s (see plaitrun --help-env)", unknown);
@@ -91,6 +93,7 @@ static plait_result_t init_locked(void) {
   plait_coord_args_t ca = {&s->cfg, &s->ctrl, s->plugin.table, s->plugin.state, s->topo.rank,
                            s->topo.size};
   if (!without_coordinator) PLAIT_CHECK_GOTO(rc, plait_coord_start(&ca), fail_plugin);
+  plait_tl_set_mark_cycles(s->cfg.timeline_mark_cycles);
   if (s->cfg.timeline && *s->cfg.timeline) {
     char path[4096]; /* "%r" in the path becomes the rank: one file per rank */
     size_t o = 0;
@@ -234,13 +237,15 @@ PLAIT_API plait_result_t plait_config_set(const char *name, const char *value) {
     return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_config_set: %s is NULL",
                        name ? "value" : "name");
   static const char *tunable[] = {"PLAIT_FUSION_THRESHOLD", "PLAIT_FUSION_MAX_TENSOR",
-                                  "PLAIT_CYCLE_TIME_MS", "PLAIT_LOG_LEVEL"};
+                                  "PLAIT_CYCLE_TIME_MS", "PLAIT_LOG_LEVEL",
+                                  "PLAIT_TIMELINE_MARK_CYCLES"};
   int ok = 0;
   for (size_t i = 0; i < sizeof tunable / sizeof tunable[0]; i++) ok |= !strcmp(name, tunable[i]);
   if (!ok && plait_config_known(name))
     return plait_error(PLAIT_ERR_UNSUPPORTED, "plait_config_set: %s cannot change while plait "
                        "runs (only PLAIT_FUSION_THRESHOLD, PLAIT_FUSION_MAX_TENSOR, "
-                       "PLAIT_CYCLE_TIME_MS and PLAIT_LOG_LEVEL can); set it in the environment before plait_init", name);
+                       "PLAIT_CYCLE_TIME_MS, PLAIT_LOG_LEVEL and PLAIT_TIMELINE_MARK_CYCLES "
+                       "can); set it in the environment before plait_init", name);
   if (!ok)
     return plait_error(PLAIT_ERR_CONFIG, "plait_config_set: %s is not a plait variable (see "
                        "plaitrun --help-env)", name);
@@ -256,6 +261,7 @@ PLAIT_API plait_result_t plait_config_set(const char *name, const char *value) {
       S.cfg = next;
       plait_coord_tune(S.cfg.fusion_threshold, S.cfg.fusion_max_tensor, S.cfg.cycle_time_ms);
       plait_log_set_level(S.cfg.log_level);
+      plait_tl_set_mark_cycles(S.cfg.timeline_mark_cycles);
     }
   }
   pthread_mutex_unlock(&life_lock);

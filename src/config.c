@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "config_horovod.h"
 #include "error.h"
 #include "plait/transport.h"
 
@@ -186,6 +187,20 @@ plait_result_t plait_config_load(plait_config_t *cfg) {
                          accepts(e->type));
     }
   }
+  plait_result_t rc = plait_config_horovod_apply(cfg); /* HOROVOD_* where PLAIT_* is unset */
+  if (rc) {
+    plait_config_free(cfg);
+    return rc;
+  }
+  if (cfg->autotune) { /* a setting that would do nothing is refused, not ignored */
+    const char *v = getenv("PLAIT_AUTOTUNE");
+    plait_config_free(cfg);
+    return plait_error(PLAIT_ERR_UNSUPPORTED, "PLAIT_AUTOTUNE%s%s%s asks for autotuning, which "
+                       "is not implemented in plait yet; unset it (or set 0) and tune "
+                       "PLAIT_FUSION_THRESHOLD and PLAIT_CYCLE_TIME_MS by hand "
+                       "(plait-bench fusion measures them)", v ? "='" : "", v ? v : "",
+                       v ? "'" : "");
+  }
   return PLAIT_SUCCESS;
 }
 
@@ -279,6 +294,10 @@ plait_result_t plait_config_format(const plait_config_t *cfg, char *buf, size_t 
     format_value(&s, &entries[i], cfg);
     sink_printf(&s, "\n");
   }
+  size_t notes = plait_config_horovod_notes(NULL, 0); /* "# HOROVOD_X=... taken as ..." */
+  size_t room = s.used < s.size ? s.size - s.used : 0;
+  plait_config_horovod_notes(room ? s.buf + s.used : NULL, room);
+  s.used += notes;
   return sink_finish(&s, needed);
 }
 
@@ -292,10 +311,11 @@ int plait_config_unknown(char *buf, size_t buf_size) {
     int known = 0;
     for (size_t i = 0; i < N_ENTRIES && !known; i++)
       known = strlen(entries[i].var) == len && !strncmp(entries[i].var, *e, len);
-    /* Variables read by plugins and tools are theirs to check. */
-    static const char *foreign[] = {"PLAIT_LIBRARY", "PLAIT_OFI_", "PLAIT_NCCL_",
-                                    "PLAIT_GLOO_", "PLAIT_TEST_", "PLAIT_BENCH_",
-                                    "PLAIT_CI_", "PLAIT_LIB_DIR"};
+    /* Variables read by plugins and tools are theirs to check: the gloo and
+     * ofi plugins report unknown names of their prefix at init. */
+    static const char *foreign[] = {"PLAIT_LIBRARY", "PLAIT_OFI_", "PLAIT_GLOO_",
+                                    "PLAIT_TEST_", "PLAIT_BENCH_", "PLAIT_CI_",
+                                    "PLAIT_LIB_DIR"};
     for (size_t i = 0; i < sizeof foreign / sizeof foreign[0] && !known; i++)
       known = !strncmp(*e, foreign[i], strlen(foreign[i]));
     if (!known) {

@@ -1,7 +1,10 @@
 /*
  * The one configuration table: X(field, "VARIABLE", type, "default", "help").
- * Every PLAIT_* variable is declared here and nowhere else; docs/
- * configuration.md and `plaitrun --help-env` are generated from it.
+ * Every PLAIT_* variable of the core is declared here and nowhere else;
+ * `plaitrun --help-env` prints it, and the table in docs/configuration.md
+ * must list exactly these names with these types and defaults (checked by
+ * tests/unit/test_docs.c). Plugins
+ * declare and check their own (PLAIT_OFI_*: plugins/ofi/tunables.c).
  *
  * Types: NAME (lowercase word), TEXT (any string), SIZE (bytes, with K/M/G/T
  * units), COUNT (integer >= 0), RANKNUM (integer >= 0, unset = -1),
@@ -12,7 +15,7 @@
 
 #define PLAIT_CONFIG_TABLE(X)                                                  \
   X(transport, "PLAIT_TRANSPORT", NAME, "gloo",                                \
-    "transport plugin to load: gloo, ofi or nccl "                             \
+    "transport plugin to load: gloo or ofi "                                   \
     "(libplait-transport-<name>.so)")                                          \
   X(plugin_path, "PLAIT_PLUGIN_PATH", TEXT, "",                                \
     "colon-separated folders searched for transport plugins before the "       \
@@ -28,6 +31,9 @@
     "response cache entries; 0 disables the cache")                            \
   X(timeline, "PLAIT_TIMELINE", TEXT, "",                                      \
     "path of a Chrome-trace JSON timeline to write (%r: the rank); empty: none")              \
+  X(timeline_mark_cycles, "PLAIT_TIMELINE_MARK_CYCLES", BOOL, "0",             \
+    "mark the coordinator cycles that did work on the timeline (CYCLE "        \
+    "instants); can change while running")                                     \
   X(stall_warn_s, "PLAIT_STALL_WARN_S", SECONDS, "60",                         \
     "warn about tensors some ranks have not submitted after this many "        \
     "seconds; 0 disables")                                                     \
@@ -46,7 +52,8 @@
     "job secret proven by HMAC challenge-response, never sent; plaitrun "      \
     "makes one (required when size > 1)")                                      \
   X(autotune, "PLAIT_AUTOTUNE", BOOL, "0",                                     \
-    "tune fusion threshold and cycle time online")                             \
+    "autotuning is not implemented yet: a true value fails plait_init with "   \
+    "PLAIT_ERR_UNSUPPORTED")                                                   \
   X(rank, "PLAIT_RANK", RANKNUM, "",                                           \
     "this process's rank (set by plaitrun; else taken from the launcher)")     \
   X(size, "PLAIT_SIZE", RANKNUM, "", "number of ranks (set by plaitrun)")      \

@@ -48,6 +48,7 @@ typedef struct coord {
   int transport_failed; /* the failure came from running a collective */
   int failed_reporter;  /* rank 0: a peer that reported its transport failed */
   double cycle_time_ms; /* PLAIT_CYCLE_TIME_MS, changeable while running */
+  int ended_by;         /* the rank whose plait_shutdown ended coordination, -1 */
 } coord_t;
 
 
@@ -109,6 +110,16 @@ static void collect_entry(const char *key, void *value, void *arg) {
   c->out[(*c->k)++] = value;
 }
 
+/* What an operation still pending when coordination ended says: the rank
+ * whose plait_shutdown ended it, when known, else msg. */
+static void pending_message(char *out, size_t len, const char *name, const char *msg) {
+  if (C.ended_by >= 0)
+    snprintf(out, len, "'%s' was pending: rank %d shut down (plait_shutdown) before every rank "
+             "submitted it", name, C.ended_by);
+  else
+    snprintf(out, len, "%s", msg);
+}
+
 /* Every entry still waiting fails with rc; later submissions too. */
 static void fail_everything(plait_result_t rc, const char *msg) {
   plait_table_close(&C.table, rc, msg);
@@ -120,13 +131,18 @@ static void fail_everything(plait_result_t rc, const char *msg) {
   size_t n = C.local.count, k = 0;
   plait_entry_t **all = n ? malloc(sizeof *all * n) : NULL;
   if (all) plait_namemap_each(&C.local, collect_entry, &(collect_t){all, &k});
-  for (size_t i = 0; i < k; i++) plait_exec_finish(&C.exec, all[i], rc, msg);
+  char why[PLAIT_WIRE_MAX_STRING + 256];
+  for (size_t i = 0; i < k; i++) {
+    pending_message(why, sizeof why, all[i]->name, msg);
+    plait_exec_finish(&C.exec, all[i], rc, why);
+  }
   free(all);
   while (C.local.count) { /* only if the snapshot could not be allocated */
     plait_entry_t *first = NULL;
     for (size_t b = 0; b < C.local.nbuckets && !first; b++)
       if (C.local.buckets[b]) first = C.local.buckets[b]->value;
-    plait_exec_finish(&C.exec, first, rc, msg);
+    pending_message(why, sizeof why, first->name, msg);
+    plait_exec_finish(&C.exec, first, rc, why);
   }
 }
 
@@ -194,9 +210,12 @@ static void mark_queued(const plait_response_list_t *l) {
 /* Runs a response list (every rank, same order). */
 static plait_result_t run_list(const plait_response_list_t *l) {
   mark_queued(l);
-  if (l->flags & PLAIT_RESP_SHUTDOWN) /* refuse new work before any handle completes */
-    plait_table_close(&C.table, PLAIT_ERR_SHUTDOWN,
-                      "plait was shut down (plait_shutdown) on this or another rank");
+  if (l->flags & PLAIT_RESP_SHUTDOWN) { /* refuse new work before any handle completes */
+    char why[128];
+    C.ended_by = l->shutdown_rank;
+    snprintf(why, sizeof why, "plait was shut down: rank %d called plait_shutdown", l->shutdown_rank);
+    plait_table_close(&C.table, PLAIT_ERR_SHUTDOWN, why);
+  }
   for (uint32_t i = 0; i < l->n; i++) {
     plait_result_t rc = plait_exec_run(&C.exec, &l->r[i]);
     if (rc) {
@@ -440,7 +459,7 @@ static plait_result_t cycle(void) {
   s->cycles++;
   s->busy_cycles += busy != 0;
   plait_stats_unlock();
-  if (busy) plait_tl_mark("CYCLE");
+  if (busy) plait_tl_mark_cycle();
   if (rc == PLAIT_SUCCESS) rc = check_silence();
   if (rc == PLAIT_SUCCESS && C.sent_shutdown &&
       plait_now() - C.shutdown_sent_at > 2 * C.cfg->timeout_s + 1)
@@ -560,6 +579,7 @@ plait_result_t plait_coord_start(const plait_coord_args_t *a) {
   C.rank = a->rank;
   C.size = a->size;
   C.t = a->transport;
+  C.ended_by = -1;
   plait_stats_clear();
   PLAIT_CHECK(plait_table_open(&C.table));
   plait_result_t rc = plait_cache_init(&C.cache, (int)(a->cfg->cache_capacity > 1 << 24

@@ -101,15 +101,19 @@ static void fill_identity(plait_dtype_t dt, plait_op_t op, void *dst, size_t cou
   for (size_t i = 0; i < count; i++) memcpy((char *)dst + i * es, v, es);
 }
 
+/* The factor applied after the reduction: AVERAGE folds 1/size into the
+ * postscale factor (postscale / size, in double), as Horovod 0.28 does, so
+ * that the result is one scaling of the sum, bit for bit Horovod's. */
+double plait_exec_postscale(const plait_meta_t *m, int size) {
+  return m->op == PLAIT_OP_AVERAGE ? m->postscale / (double)size : m->postscale;
+}
+
 /* AVERAGE and postscale, in place on count elements. */
 static plait_result_t finish_values(plait_exec_t *x, const plait_meta_t *m, void *buf,
                                     size_t count) {
-  if (!count) return PLAIT_SUCCESS;
-  if (m->op == PLAIT_OP_AVERAGE)
-    PLAIT_CHECK(plait_divide((plait_dtype_t)m->dtype, buf, buf, count, (uint32_t)x->size));
-  if (m->postscale != 1.0)
-    PLAIT_CHECK(plait_scale((plait_dtype_t)m->dtype, buf, buf, count, m->postscale));
-  return PLAIT_SUCCESS;
+  double post = plait_exec_postscale(m, x->size);
+  if (!count || post == 1.0) return PLAIT_SUCCESS;
+  return plait_scale((plait_dtype_t)m->dtype, buf, buf, count, post);
 }
 
 static plait_op_t wire_op(const plait_meta_t *m) {
@@ -278,10 +282,12 @@ static plait_result_t gather_entries(plait_exec_t *x, const plait_response_t *r,
       continue;
     }
     int stands_in = x->joined && r->e[i].has_meta &&
-                    (r->coll == PLAIT_COLL_ALLREDUCE || r->coll == PLAIT_COLL_ALLGATHER);
+                    (r->coll == PLAIT_COLL_ALLREDUCE || r->coll == PLAIT_COLL_ALLGATHER ||
+                     r->coll == PLAIT_COLL_BARRIER);
     if (!r->status && !stands_in)
       return plait_error(PLAIT_ERR_PROTOCOL, "rank 0 scheduled %s '%s', which rank %d never "
                          "submitted", plait_coll_name((plait_coll_t)r->coll), r->e[i].name, x->rank);
+    if (!r->status && r->coll == PLAIT_COLL_BARRIER) plait_table_count_barrier(x->table);
   }
   return PLAIT_SUCCESS;
 }
@@ -305,11 +311,11 @@ static plait_result_t run_kind(plait_exec_t *x, const plait_response_t *r, plait
     add_times(0, plait_now() - t0, 0, bytes, 0, 1, 0);
     return PLAIT_SUCCESS;
   }
-  case PLAIT_COLL_BARRIER:
-    plait_tl_begin(e->name, x->activity[r->coll]);
+  case PLAIT_COLL_BARRIER: /* a joined rank (e NULL) takes part too */
+    plait_tl_begin(r->e[0].name, x->activity[r->coll]);
     rc = x->t->barrier(x->ts);
-    plait_tl_end(e->name, x->activity[r->coll]);
-    if (rc) return transport_error(x, rc, "barrier", e->name);
+    plait_tl_end(r->e[0].name, x->activity[r->coll]);
+    if (rc) return transport_error(x, rc, "barrier", r->e[0].name);
     add_times(0, plait_now() - t0, 0, 0, 0, 1, 0);
     return PLAIT_SUCCESS;
   case PLAIT_COLL_JOIN:
@@ -334,7 +340,8 @@ plait_result_t plait_exec_run(plait_exec_t *x, const plait_response_t *r) {
     return PLAIT_SUCCESS;
   }
   if (rc == PLAIT_SUCCESS && r->n && (es[0] || r->coll == PLAIT_COLL_ALLREDUCE ||
-                                      r->coll == PLAIT_COLL_ALLGATHER))
+                                      r->coll == PLAIT_COLL_ALLGATHER ||
+                                      r->coll == PLAIT_COLL_BARRIER))
     rc = run_kind(x, r, es);
   if (rc) { /* the job failed: the coordinator fails these with everything else */
     free(es);

@@ -41,5 +41,8 @@ plait_result_t plait_exec_allgather(plait_exec_t *x, const plait_response_t *r, 
 plait_result_t plait_exec_alltoall(plait_exec_t *x, const plait_response_t *r, plait_entry_t *e);
 plait_result_t plait_exec_reducescatter(plait_exec_t *x, plait_entry_t *e);
 void *plait_exec_alloc_host(size_t bytes);
+/* The factor a reduction's result is scaled by: the postscale factor, and
+ * for AVERAGE postscale / size (Horovod's arithmetic). */
+double plait_exec_postscale(const plait_meta_t *m, int size);
 
 #endif

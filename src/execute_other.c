@@ -143,10 +143,9 @@ plait_result_t plait_exec_reducescatter(plait_exec_t *x, plait_entry_t *e) {
     plait_tl_end(e->name, x->activity[PLAIT_COLL_REDUCESCATTER]);
     if (rc) rc = fail(x, rc, "reducescatter", e->name);
   }
-  if (rc == PLAIT_SUCCESS && mine && m->op == PLAIT_OP_AVERAGE)
-    rc = plait_divide((plait_dtype_t)m->dtype, out, out, mine, (uint32_t)n);
-  if (rc == PLAIT_SUCCESS && mine && m->postscale != 1.0)
-    rc = plait_scale((plait_dtype_t)m->dtype, out, out, mine, m->postscale);
+  double post = plait_exec_postscale(m, n);
+  if (rc == PLAIT_SUCCESS && mine && post != 1.0)
+    rc = plait_scale((plait_dtype_t)m->dtype, out, out, mine, post);
   free(scaled);
   free(counts);
   if (rc) {

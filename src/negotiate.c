@@ -170,8 +170,13 @@ static void check_agreement(plait_negotiator_t *n, plait_record_t *rec) {
   rec->message = msg;
 }
 
+/* Collectives a joined rank takes part in: allreduce (with the op's identity),
+ * allgather (no rows) and barrier. Horovod 0.28.1 fails allgather, broadcast,
+ * alltoall and reducescatter while a rank has joined, and its joined rank
+ * crashes in a barrier (docs/horovod-comparison.md, "Join"). */
 static int counts_joined(const plait_meta_t *m) {
-  return m->coll == PLAIT_COLL_ALLREDUCE || m->coll == PLAIT_COLL_ALLGATHER;
+  return m->coll == PLAIT_COLL_ALLREDUCE || m->coll == PLAIT_COLL_ALLGATHER ||
+         m->coll == PLAIT_COLL_BARRIER;
 }
 
 static plait_result_t push_ready(plait_negotiator_t *n, plait_record_t *rec) {
@@ -280,8 +285,9 @@ static plait_result_t settle_joined(plait_negotiator_t *n, plait_record_t *rec) 
       plait_format_ranks(who, sizeof who, n->size, missing);
       if (msg)
         snprintf(msg, 512, "%s '%s' cannot run: %s joined (plait_join) and only take%s part in "
-                 "allreduce and allgather", plait_coll_name((plait_coll_t)rec->metas[ref].coll),
-                 rec->name, who, nmissing == 1 ? "s" : "");
+                 "allreduce, allgather and barrier (%s is not supported with join, as in Horovod)",
+                 plait_coll_name((plait_coll_t)rec->metas[ref].coll), rec->name, who,
+                 nmissing == 1 ? "s" : "", plait_coll_name((plait_coll_t)rec->metas[ref].coll));
       rec->status = PLAIT_ERR_MISMATCH;
       rec->message = msg;
       plait_namemap_remove(&n->records, rec->name);

@@ -241,8 +241,16 @@ static inline int64_t plait_sat_i64(double r) {
   return (int64_t)r;
 }
 
+/*
+ * Horovod 0.28's CPU scaling (ScaleBufferCPUImpl), bit for bit: integers are
+ * multiplied in double and truncated toward zero; float32 and float16 are
+ * multiplied in float by the factor rounded to float (float16 converted to
+ * float and rounded back to nearest even), float64 in double. bfloat16 (which
+ * Horovod cannot scale on the CPU) follows float16. Where Horovod's integer
+ * cast would overflow (undefined behaviour in C++), plait saturates.
+ */
 #define PLAIT_SCALE_INT(LO, HI) plait_sat((double)x * p, LO, HI)
-#define PLAIT_SCALE_H(TO_F, FROM_F) FROM_F((float)((double)TO_F(x) * p))
+#define PLAIT_SCALE_H(TO_F, FROM_F) FROM_F((float)p * TO_F(x))
 
 PLAIT_UNARY_KERNEL(plait_u8_scale, uint8_t, double,
                    PLAIT_SCALE_INT(0.0, UINT8_MAX))
@@ -260,7 +268,7 @@ PLAIT_UNARY_KERNEL(plait_f16_scale, uint16_t, double,
                    PLAIT_SCALE_H(plait_half_to_float, plait_float_to_half))
 PLAIT_UNARY_KERNEL(plait_bf16_scale, uint16_t, double,
                    PLAIT_SCALE_H(plait_bf16_to_float, plait_float_to_bf16))
-PLAIT_UNARY_KERNEL(plait_f32_scale, float, double, (double)x * p)
+PLAIT_UNARY_KERNEL(plait_f32_scale, float, double, (float)p * x)
 PLAIT_UNARY_KERNEL(plait_f64_scale, double, double, x * p)
 
 static const plait_scale_kernel_t plait_scale_kernels[PLAIT_DTYPE_COUNT_] = {

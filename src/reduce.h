@@ -41,9 +41,10 @@ plait_result_t plait_reduce(plait_dtype_t dtype, plait_op_t op, void *dst,
 /*
  * dst[i] = src[i] * factor.
  *  - float64: x * factor.
- *  - float32: (float)((double)x * factor): the product is formed in double
- *    and rounded once to float32.
- *  - float16, bfloat16: as float32, then rounded to nearest even.
+ *  - float32: (float)factor * x, a float multiplication (Horovod 0.28's
+ *    ScaleBufferCPUImpl, which plait matches bit for bit).
+ *  - float16, bfloat16: converted to float32, multiplied as float32, then
+ *    rounded to nearest even.
  *  - Integers: (double)x * factor truncated toward zero, saturating at the
  *    type's limits; a NaN product (factor NaN, or 0 * Inf) gives 0. int64
  *    values beyond 2^53 lose precision in the double.

@@ -132,3 +132,9 @@ void plait_table_clear_wake(plait_table_t *t) {
   if (read(t->wake_fd, &v, sizeof v) < 0) { /* nothing pending */
   }
 }
+
+void plait_table_count_barrier(plait_table_t *t) {
+  pthread_mutex_lock(&t->mu);
+  t->barriers++;
+  pthread_mutex_unlock(&t->mu);
+}

@@ -44,6 +44,10 @@ void plait_table_forget(plait_table_t *t, const char *name);
 void plait_table_close(plait_table_t *t, plait_result_t rc, const char *msg);
 
 /* Clears the wake-up signal (the coordinator calls it before draining). */
+/* A joined rank took part in the others' barrier: it counts it as its own, so
+ * the next barrier every rank submits gets the same internal name on all. */
+void plait_table_count_barrier(plait_table_t *t);
+
 void plait_table_clear_wake(plait_table_t *t);
 
 #endif

@@ -281,6 +281,12 @@ static void emit(const char *tensor, const char *what, char ph) {
 void plait_tl_begin(const char *tensor, const char *activity) { emit(tensor, activity, TL_BEGIN); }
 void plait_tl_end(const char *tensor, const char *activity) { emit(tensor, activity, TL_END); }
 void plait_tl_mark(const char *what) { emit(NULL, what, TL_MARK); }
+
+static atomic_int g_mark_cycles;
+void plait_tl_set_mark_cycles(int on) { atomic_store(&g_mark_cycles, on != 0); }
+void plait_tl_mark_cycle(void) {
+  if (atomic_load_explicit(&g_mark_cycles, memory_order_relaxed)) emit(NULL, "CYCLE", TL_MARK);
+}
 int plait_tl_active(void) { return atomic_load_explicit(&g_active, memory_order_relaxed); }
 
 /* ---- Writing ---- */

@@ -39,5 +39,9 @@ void plait_tl_begin(const char *tensor, const char *activity);
 void plait_tl_end(const char *tensor, const char *activity);
 /* An instant event on the coordinator's own row, e.g. "CYCLE". */
 void plait_tl_mark(const char *what);
+/* The coordinator's "CYCLE" instant, written only while marking cycles is on
+ * (PLAIT_TIMELINE_MARK_CYCLES; off at first). Any thread. */
+void plait_tl_mark_cycle(void);
+void plait_tl_set_mark_cycles(int on);
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config_horovod.h"
 #include "error.h"
 #include "net.h"
 
@@ -80,13 +81,16 @@ static plait_result_t slurm_local_size(int *out, int *found) {
 
 static plait_result_t from_convention(const plait_config_t *cfg, plait_topology_t *t) {
   if (cfg->rank >= 0 || cfg->size >= 0) {
+    const char *pre = plait_config_horovod_origin(cfg->rank >= 0 ? "PLAIT_RANK" : "PLAIT_SIZE")
+                          ? "HOROVOD" : "PLAIT";
     if (cfg->rank < 0 || cfg->size < 0)
       return plait_error(PLAIT_ERR_CONFIG,
-                         "PLAIT_RANK and PLAIT_SIZE must be set together (PLAIT_%s is missing)",
-                         cfg->rank < 0 ? "RANK" : "SIZE");
-    t->source = "plaitrun";
-    t->rank_var = "PLAIT_RANK";
-    t->size_var = "PLAIT_SIZE";
+                         "%s_RANK and %s_SIZE must be set together (%s_%s is missing)", pre, pre,
+                         pre, cfg->rank < 0 ? "RANK" : "SIZE");
+    int hvd = plait_config_horovod_origin("PLAIT_RANK") != NULL; /* HOROVOD_RANK, horovodrun */
+    t->source = hvd ? "horovodrun" : "plaitrun";
+    t->rank_var = hvd ? "HOROVOD_RANK" : "PLAIT_RANK";
+    t->size_var = plait_config_horovod_origin("PLAIT_SIZE") ? "HOROVOD_SIZE" : "PLAIT_SIZE";
     t->rank = cfg->rank;
     t->size = cfg->size;
     t->local_rank = cfg->local_rank;

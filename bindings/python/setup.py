@@ -47,7 +47,7 @@ setup(
     name="plait",
     version=version(),
     description="Collective communication for data-parallel training (Horovod's API)",
-    packages=["plait", "plait.torch"],
+    packages=["plait", "plait.common", "plait.torch", "plait.torch.elastic"],
     python_requires=">=3.8",
     cmdclass={"build_py": BuildWithLibrary},
     zip_safe=False,

@@ -144,9 +144,10 @@ typedef enum plait_dtype {
 
 /*
  * Reductions. SUM, MIN, MAX, PRODUCT are exact on integers (wrapping on
- * overflow, as in C on unsigned types). AVERAGE is SUM divided by the number
- * of ranks: rounded to nearest on floating types, truncated toward zero on
- * integer types. On bool, SUM and MAX are logical OR, MIN and PRODUCT logical
+ * overflow, as in C on unsigned types). AVERAGE is SUM scaled, as Horovod
+ * 0.28 does it, by postscale_factor / (number of ranks) computed in double
+ * (see plait_op_options_t for how a factor scales each dtype): integers
+ * truncate toward zero. On bool, SUM and MAX are logical OR, MIN and PRODUCT logical
  * AND, and AVERAGE is not allowed. float16 and bfloat16 are reduced in float32
  * and rounded back to nearest-even at each step.
  */
@@ -257,8 +258,8 @@ PLAIT_API plait_result_t plait_config_dump(char *buf, size_t buf_size,
 
 /*
  * Changes a setting while plait runs, on this rank, without restarting:
- * PLAIT_FUSION_THRESHOLD, PLAIT_FUSION_MAX_TENSOR, PLAIT_CYCLE_TIME_MS or
- * PLAIT_LOG_LEVEL, with a
+ * PLAIT_FUSION_THRESHOLD, PLAIT_FUSION_MAX_TENSOR, PLAIT_CYCLE_TIME_MS,
+ * PLAIT_LOG_LEVEL or PLAIT_TIMELINE_MARK_CYCLES, with a
  * value written as in the environment ("4M", "2.5", "debug"), parsed as
  * strictly. The coordinator takes the new values up at the start of its next
  * cycle: operations negotiated from then on use them. The fusion threshold
@@ -323,7 +324,12 @@ typedef struct plait_handle plait_handle_t;
 typedef void (*plait_callback_fn)(plait_handle_t *handle, plait_result_t result,
                                   void *user_data);
 
-/* Options common to every operation; pass NULL for the defaults. */
+/* Options common to every operation; pass NULL for the defaults. A scale
+ * factor of exactly 1 is skipped; otherwise each element is scaled as
+ * Horovod 0.28 does on the CPU: integers multiplied in double and truncated
+ * toward zero (saturating at the type's limits), float32, float16 and
+ * bfloat16 multiplied in float by the factor rounded to float (16-bit types
+ * rounded back to nearest even), float64 in double. */
 typedef struct plait_op_options {
   size_t struct_size;      /* sizeof(plait_op_options_t) */
   double prescale_factor;  /* allreduce, reducescatter: input x factor before */

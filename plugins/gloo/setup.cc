@@ -10,13 +10,17 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <string>
 
 #include "errors.h"
 #include "log.h"
 #include "ops.h"
 #include "peers.h"
 #include "store.h"
+
+#include <unistd.h>  // environ
 
 #if !GLOO_HAVE_TRANSPORT_TCP
 #error "the plait gloo plugin needs gloo's TCP transport"
@@ -116,6 +120,22 @@ static void connect(State &s, const plait_transport_init_args_t &a,
             s.peer_addresses[(size_t)r].gloo_names.size() == 1 ? "" : "s");
 }
 
+// The gloo plugin reads no PLAIT_GLOO_* variable (the core leaves that
+// prefix to it): any that is set is a typo or meant for another build.
+static void report_unknown_variables(const State &s) {
+  std::string names;
+  for (char **e = environ; e != nullptr && *e != nullptr; e++) {
+    if (std::strncmp(*e, "PLAIT_GLOO_", 11) != 0) continue;
+    if (!names.empty()) names += ", ";
+    names.append(*e, std::strcspn(*e, "="));
+  }
+  if (!names.empty())
+    PLAIT_GLOO_WARN(s,
+                    "unknown variable(s) ignored: %s (the gloo plugin reads no "
+                    "PLAIT_GLOO_* variable; it uses PLAIT_TIMEOUT_S)",
+                    names.c_str());
+}
+
 State *start(const plait_transport_init_args_t *args, PeerAddresses &peers) {
   check_init_args(args);
   auto s = std::make_unique<State>();
@@ -127,6 +147,7 @@ State *start(const plait_transport_init_args_t *args, PeerAddresses &peers) {
   s->reduce = args->reduce;
   s->divide = args->divide;
   s->peer_addresses.resize((size_t)s->nranks);
+  report_unknown_variables(*s);
   if (s->nranks > 1) {
     if (!(s->timeout_s > 0))
       PLAIT_GLOO_WARN(*s,

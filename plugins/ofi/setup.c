@@ -278,6 +278,11 @@ static plait_result_t start(start_ctx_t *c) {
   ofi_state_t *st = c->st;
   plait_result_t rc = ofi_tunables_read(&st->tun, st->nranks, c->err, c->err_len);
   if (rc) return rc;
+  char unknown[512];
+  if (ofi_tunables_unknown(unknown, sizeof unknown))
+    OFI_WARN(st, "unknown variable(s) ignored: %s (the ofi plugin reads PLAIT_OFI_CHUNK, "
+             "PLAIT_OFI_WINDOW, PLAIT_OFI_MR and PLAIT_OFI_{ALLREDUCE,ALLGATHERV,"
+             "REDUCESCATTER}_RING_MIN, PLAIT_OFI_BROADCAST_CHAIN_MIN)", unknown);
   if (st->nranks == 1) return PLAIT_SUCCESS; /* every collective is local */
   if (!a->bootstrap || a->bootstrap->size < sizeof *a->bootstrap || !a->bootstrap->allgather ||
       !a->bootstrap->broadcast)

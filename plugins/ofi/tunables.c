@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+extern char **environ;
+
 #define KIB ((uint64_t)1024)
 #define MIB (KIB * KIB)
 
@@ -90,6 +92,32 @@ plait_result_t ofi_tunables_read(ofi_tunables_t *t, int nranks, char *err, size_
   }
   t->mr_always = mr && strcmp(mr, "always") == 0;
   return PLAIT_SUCCESS;
+}
+
+/* Every PLAIT_OFI_* variable this plugin reads (docs/configuration.md). */
+static const char *const known[] = {
+    "PLAIT_OFI_CHUNK", "PLAIT_OFI_WINDOW", "PLAIT_OFI_ALLREDUCE_RING_MIN",
+    "PLAIT_OFI_ALLGATHERV_RING_MIN", "PLAIT_OFI_BROADCAST_CHAIN_MIN",
+    "PLAIT_OFI_REDUCESCATTER_RING_MIN", "PLAIT_OFI_MR"};
+
+int ofi_tunables_unknown(char *buf, size_t len) {
+  int n = 0;
+  size_t used = 0;
+  if (len) buf[0] = '\0';
+  for (char **e = environ; e && *e; e++) {
+    if (strncmp(*e, "PLAIT_OFI_", 10) != 0) continue;
+    size_t name_len = strcspn(*e, "=");
+    int ok = 0;
+    for (size_t i = 0; i < sizeof known / sizeof known[0] && !ok; i++)
+      ok = strlen(known[i]) == name_len && strncmp(known[i], *e, name_len) == 0;
+    if (ok) continue;
+    if (used < len) {
+      int w = snprintf(buf + used, len - used, "%s%.*s", n ? ", " : "", (int)name_len, *e);
+      if (w > 0) used += (size_t)w;
+    }
+    n++;
+  }
+  return n;
 }
 
 static void put64(unsigned char *p, uint64_t v) {

@@ -1,6 +1,6 @@
 /*
- * The plugin's own settings, PLAIT_OFI_* environment variables (the core does
- * not report them as unknown). Parsed strictly at init; rank 0's values are
+ * The plugin's own settings, PLAIT_OFI_* environment variables (the core
+ * leaves that prefix to the plugin, which reports the ones it does not know). Parsed strictly at init; rank 0's values are
  * then broadcast so every rank picks the same algorithm for the same call.
  * Documented in docs/transport-ofi.md and docs/configuration.md.
  */
@@ -36,6 +36,11 @@ typedef struct ofi_tunables {
  * PLAIT_ERR_CONFIG with a message naming the variable, the value and what it
  * accepts. */
 plait_result_t ofi_tunables_read(ofi_tunables_t *t, int nranks, char *err, size_t err_len);
+
+/* Names the PLAIT_OFI_* variables set in the environment that the plugin does
+ * not read (typos), comma-separated into buf (truncated to len); returns how
+ * many there are. */
+int ofi_tunables_unknown(char *buf, size_t len);
 
 /* Explicit little-endian encoding, for the bootstrap broadcast. */
 #define OFI_TUNABLES_WIRE 56

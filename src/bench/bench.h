@@ -38,6 +38,8 @@ typedef struct bench_opts {
   int n_thresholds;
   double cycle_times[BENCH_MAX_LIST];
   int n_cycle_times;
+  uint64_t max_tensors[BENCH_MAX_LIST]; /* PLAIT_FUSION_MAX_TENSOR values; */
+  int n_max_tensors;                    /* 0: not swept, the job's own value */
   bench_mix_t mixes[BENCH_MAX_MIXES];
   int n_mixes;
   /* The job, once plait is up. */

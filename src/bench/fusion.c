@@ -1,12 +1,14 @@
 /*
  * plait-bench fusion: what the fusion buffer does for a step of many
  * allreduces (a tensor-size mix, e.g. a model's gradients in backward order),
- * swept over fusion thresholds and cycle times in one launch.
+ * swept over fusion thresholds, cycle times and (optionally) the largest
+ * fused tensor, PLAIT_FUSION_MAX_TENSOR, in one launch; every result records
+ * the settings it ran with.
  *
  * Each step submits every tensor of the mix at once, in order, then waits for
  * all of them, as a backward pass with DistributedOptimizer does. Between
- * settings every rank changes PLAIT_FUSION_THRESHOLD and PLAIT_CYCLE_TIME_MS
- * with plait_config_set after a barrier, so one launch measures them all
+ * settings every rank changes PLAIT_FUSION_THRESHOLD, PLAIT_CYCLE_TIME_MS and
+ * PLAIT_FUSION_MAX_TENSOR with plait_config_set after a barrier, so one launch measures them all
  * under the same conditions. A step's time is the slowest rank's; the
  * breakdown comes from plait_stats on rank 0 (it plans the fused responses).
  */
@@ -51,6 +53,14 @@ static void set_everywhere(const char *var, const char *value) {
   BENCH_CHECK(bench_barrier());
 }
 
+/* The job's PLAIT_FUSION_MAX_TENSOR, from the values in effect. */
+static uint64_t max_tensor_in_effect(void) {
+  char dump[8192];
+  if (plait_config_dump(dump, sizeof dump, NULL) != PLAIT_SUCCESS) return 0;
+  const char *p = strstr(dump, "PLAIT_FUSION_MAX_TENSOR=");
+  return p ? strtoull(p + strlen("PLAIT_FUSION_MAX_TENSOR="), NULL, 10) : 0;
+}
+
 int bench_fusion(bench_opts_t *o) {
   size_t most = 0;
   for (int m = 0; m < o->n_mixes; m++)
@@ -79,13 +89,14 @@ int bench_fusion(bench_opts_t *o) {
     }
     for (size_t k = 0; k < bytes / sizeof(float); k++) mem.buf[i][k] = 1.0f;
   }
-  int settings = o->n_mixes * o->n_thresholds * o->n_cycle_times, done = 0;
+  int n_max = o->n_max_tensors ? o->n_max_tensors : 1;
+  int settings = o->n_mixes * o->n_thresholds * o->n_cycle_times * n_max, done = 0;
   if (o->rank == 0 && !o->quiet) {
     printf("# plait-bench fusion: %d ranks, transport %s, %d settings, %d warm-up + %d timed "
            "steps each; float32 average allreduces; step time = slowest rank\n",
            o->size, o->transport, settings, o->warmup, o->steps);
-    printf("%-16s %9s %7s %8s %10s %9s %9s %9s %7s %7s %8s %8s %8s %8s\n", "mix", "tensors",
-           "MiB", "fusion", "cycle(ms)", "step(ms)", "p10", "p90", "t/resp", "fill", "negot",
+    printf("%-16s %9s %7s %8s %8s %10s %9s %9s %9s %7s %7s %8s %8s %8s %8s\n", "mix", "tensors",
+           "MiB", "fusion", "max", "cycle(ms)", "step(ms)", "p10", "p90", "t/resp", "fill", "negot",
            "copyin", "transp", "copyout");
     fflush(stdout);
   }
@@ -98,9 +109,15 @@ int bench_fusion(bench_opts_t *o) {
       char text[64];
       snprintf(text, sizeof text, "%g", o->cycle_times[ci]);
       set_everywhere("PLAIT_CYCLE_TIME_MS", text);
-      for (int ti = 0; ti < o->n_thresholds; ti++) {
+      for (int setting = 0; setting < o->n_thresholds * n_max; setting++) {
+        int ti = setting / n_max, xi = setting % n_max;
         snprintf(text, sizeof text, "%llu", (unsigned long long)o->thresholds[ti]);
         set_everywhere("PLAIT_FUSION_THRESHOLD", text);
+        if (o->n_max_tensors) {
+          snprintf(text, sizeof text, "%llu", (unsigned long long)o->max_tensors[xi]);
+          set_everywhere("PLAIT_FUSION_MAX_TENSOR", text);
+        }
+        uint64_t max_tensor = max_tensor_in_effect();
         for (int w = 0; w < o->warmup; w++) BENCH_CHECK(one_step(mix, &mem, seq++));
         BENCH_CHECK(bench_barrier());
         plait_stats_t before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
@@ -128,25 +145,27 @@ int bench_fusion(bench_opts_t *o) {
         double cout = (after.copy_out_s - before.copy_out_s) / steps;
         done++;
         if (o->rank == 0) {
-          char th[32];
+          char th[32], mt[32];
           if (!o->quiet)
-            printf("%-16.16s %9zu %7.1f %8s %10g %9.2f %9.2f %9.2f %7.1f %6.1f%% %8.2f %8.2f %8.2f "
-                 "%8.2f   [%d/%d]\n",
+            printf("%-16.16s %9zu %7.1f %8s %8s %10g %9.2f %9.2f %9.2f %7.1f %6.1f%% %8.2f %8.2f "
+                 "%8.2f %8.2f   [%d/%d]\n",
                  mix->name, mix->count, mix->total / 1048576.0,
                  o->thresholds[ti] ? bench_format_size(o->thresholds[ti], th, sizeof th) : "off",
+                 max_tensor ? bench_format_size(max_tensor, mt, sizeof mt) : "-",
                  o->cycle_times[ci], med * 1e3, p10 * 1e3, p90 * 1e3, per_resp, fill * 100,
                  neg * 1e3, cin * 1e3, tr * 1e3, cout * 1e3, done, settings);
           fflush(stdout);
           if (o->json)
             fprintf(o->json,
                     "{\"kind\":\"fusion\",\"mix\":\"%s\",\"transport\":\"%s\",\"ranks\":%d,"
-                    "\"threshold_bytes\":%llu,\"cycle_time_ms\":%g,\"tensors_per_step\":%zu,"
+                    "\"threshold_bytes\":%llu,\"fusion_max_tensor_bytes\":%llu,"
+                    "\"cycle_time_ms\":%g,\"tensors_per_step\":%zu,"
                     "\"bytes_per_step\":%llu,\"steps\":%d,\"step_s_median\":%.9g,"
                     "\"step_s_p10\":%.9g,\"step_s_p90\":%.9g,\"responses_per_step\":%.6g,"
                     "\"tensors_per_response\":%.6g,\"fusion_fill\":%.6g,\"negotiate_s\":%.9g,"
                     "\"copy_in_s\":%.9g,\"transport_s\":%.9g,\"copy_out_s\":%.9g}\n",
                     mix->name, o->transport, o->size, (unsigned long long)o->thresholds[ti],
-                    o->cycle_times[ci], mix->count, (unsigned long long)mix->total, o->steps, med,
+                    (unsigned long long)max_tensor, o->cycle_times[ci], mix->count, (unsigned long long)mix->total, o->steps, med,
                     p10, p90, responses / steps, per_resp, fill, neg, cin, tr, cout);
         }
       }

@@ -37,6 +37,8 @@ void bench_usage(FILE *f) {
       "  --thresholds LIST     fusion: PLAIT_FUSION_THRESHOLD values (default\n"
       "                        0,1M,4M,16M,64M)\n"
       "  --cycle-times LIST    fusion: PLAIT_CYCLE_TIME_MS values (default 1)\n"
+      "  --max-tensors LIST    fusion: PLAIT_FUSION_MAX_TENSOR values (default: the\n"
+      "                        job's own, not swept); each result records it\n"
       "  --steps N             fusion: timed steps per setting (default 20)\n"
       "  --json FILE           also write one JSON object per result line (rank 0)\n"
       "  --label NAME          the transport's name in the output (default: the plugin's,\n"
@@ -101,7 +103,7 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
   o->op = PLAIT_OP_SUM;
   const char *mixes[BENCH_MAX_MIXES];
   int n_mixes = 0;
-  const char *thresholds = "0,1M,4M,16M,64M", *cycles = "1";
+  const char *thresholds = "0,1M,4M,16M,64M", *cycles = "1", *max_tensors = NULL;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--no-check")) { o->check = 0; continue; }
@@ -147,6 +149,8 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
       thresholds = v;
     } else if (!strcmp(a, "--cycle-times")) {
       cycles = v;
+    } else if (!strcmp(a, "--max-tensors")) {
+      max_tensors = v;
     } else {
       return fail("unknown option '%s'%s", a, "");
     }
@@ -154,7 +158,9 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
   if (o->min_bytes > o->max_bytes) return fail("--min is larger than --max%s%s", "", "");
   if (!strcmp(o->command, "fusion")) {
     if (parse_sizes("--thresholds", thresholds, o->thresholds, &o->n_thresholds) ||
-        parse_times("--cycle-times", cycles, o->cycle_times, &o->n_cycle_times))
+        parse_times("--cycle-times", cycles, o->cycle_times, &o->n_cycle_times) ||
+        (max_tensors &&
+         parse_sizes("--max-tensors", max_tensors, o->max_tensors, &o->n_max_tensors)))
       return -1;
     if (n_mixes == 0) mixes[n_mixes++] = "uniform:200x64K";
     for (int m = 0; m < n_mixes; m++) {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@ typedef struct rank_proc {
   pid_t pid;                   /* 0 until started */
   int running;                 /* started and not yet reaped */
   int fds[2];                  /* read ends for stdout, stderr; -1 when closed */
+  int files[2];                /* --output-filename: where they go; -1 when none */
   plaitrun_linebuf_t lines[2]; /* to plaitrun's stdout, stderr */
 } rank_proc_t;
 
@@ -314,6 +316,47 @@ static void start_ranks(job_t *job) {
   }
 }
 
+/* mkdir -p: each folder of path, then path itself. */
+static int make_dirs(char *path) {
+  for (char *p = path + 1;; p++) {
+    if (*p != '/' && *p != '\0') continue;
+    char saved = *p;
+    *p = '\0';
+    int rc = mkdir(path, 0777);
+    *p = saved;
+    if (rc != 0 && errno != EEXIST) return -1;
+    if (saved == '\0') return 0;
+  }
+}
+
+/* --output-filename DIR: the rank's output goes to DIR/rank.<r>/stdout and
+ * stderr, r padded with zeros to the width of the last rank, as horovodrun
+ * lays them out. */
+static int open_output_files(const char *dir, int rank, int nranks, int files[2]) {
+  char path[4096];
+  int width = snprintf(NULL, 0, "%d", nranks - 1);
+  if (snprintf(path, sizeof path, "%s/rank.%0*d", dir, width, rank) >= (int)sizeof path - 8) {
+    fprintf(stderr, "plaitrun: --output-filename %s: the path is too long\n", dir);
+    return -1;
+  }
+  if (make_dirs(path) != 0) {
+    fprintf(stderr, "plaitrun: --output-filename: cannot create %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  size_t base = strlen(path);
+  static const char *names[2] = {"/stdout", "/stderr"};
+  for (int s = 0; s < 2; s++) {
+    snprintf(path + base, sizeof path - base, "%s", names[s]);
+    files[s] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (files[s] < 0) {
+      fprintf(stderr, "plaitrun: --output-filename: cannot open %s: %s\n", path,
+              strerror(errno));
+      return -1;
+    }
+  }
+  return 0;
+}
+
 static int job_init(job_t *job, const plaitrun_options_t *opts) {
   memset(job, 0, sizeof *job);
   job->opts = opts;
@@ -330,8 +373,15 @@ static int job_init(job_t *job, const plaitrun_options_t *opts) {
   for (int i = 0; i < job->nranks; i++) {
     rank_proc_t *r = &job->ranks[i];
     r->fds[0] = r->fds[1] = -1;
+    r->files[0] = r->files[1] = -1;
     plaitrun_linebuf_init(&r->lines[0], STDOUT_FILENO, i, opts->prefix);
     plaitrun_linebuf_init(&r->lines[1], STDERR_FILENO, i, opts->prefix);
+  }
+  for (int i = 0; opts->output_dir && i < job->nranks; i++) {
+    rank_proc_t *r = &job->ranks[i];
+    if (open_output_files(opts->output_dir, i, job->nranks, r->files) != 0) return -1;
+    plaitrun_linebuf_init(&r->lines[0], r->files[0], i, 0);
+    plaitrun_linebuf_init(&r->lines[1], r->files[1], i, 0);
   }
   job->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (job->devnull < 0) {
@@ -350,6 +400,7 @@ static void job_free(job_t *job) {
   for (int i = 0; job->ranks && i < job->nranks; i++) {
     for (int s = 0; s < 2; s++) {
       if (job->ranks[i].fds[s] >= 0) close(job->ranks[i].fds[s]);
+      if (job->ranks[i].files[s] >= 0) close(job->ranks[i].files[s]);
       plaitrun_linebuf_free(&job->ranks[i].lines[s]);
     }
   }

@@ -1,6 +1,7 @@
 /*
  * plaitrun: starts N local ranks of a plait job. See docs/plaitrun.md.
  */
+#include "horovod_flags.h"
 #include "job.h"
 #include "jobenv.h"
 #include "options.h"
@@ -10,6 +11,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 /* The ranks' pipes must not land on 0, 1 or 2: make sure those are open. */
@@ -22,6 +24,30 @@ static void ensure_std_fds(void) {
       close(opened);
     }
   }
+}
+
+/* After --help-env: which HOROVOD_* variables of this environment libplait
+ * takes, and as what (the "# ..." lines that end plait_config_dump). */
+static void print_horovod_notes(void) {
+  size_t needed = 0;
+  if (plait_config_dump(NULL, 0, &needed) != PLAIT_ERR_BUFFER_TOO_SMALL || needed == 0) return;
+  char *dump = malloc(needed);
+  if (dump == NULL || plait_config_dump(dump, needed, NULL) != PLAIT_SUCCESS) {
+    free(dump);
+    return;
+  }
+  int first = 1;
+  for (char *line = dump; line && *line;) {
+    char *end = strchr(line, '\n');
+    if (end) *end = '\0';
+    if (line[0] == '#') {
+      if (first) printf("\nHorovod variables in this environment (docs/configuration.md):\n");
+      printf("  %s\n", line + 2);
+      first = 0;
+    }
+    line = end ? end + 1 : NULL;
+  }
+  free(dump);
 }
 
 static int print_help_env(void) {
@@ -45,7 +71,14 @@ static int print_help_env(void) {
     return PLAITRUN_EXIT_INTERNAL;
   }
   fputs(text, stdout);
+  /* The plugins declare and check their own variables; the core does not
+   * know them (docs/configuration.md lists them). */
+  fputs("\nTransport plugins read their own variables and warn about unknown ones of\n"
+        "their prefix when they start: PLAIT_OFI_* (the ofi plugin; listed in\n"
+        "docs/configuration.md, \"Read by the ofi transport plugin\"). The gloo plugin\n"
+        "reads none.\n", stdout);
   free(text);
+  print_horovod_notes();
   return fflush(stdout) == 0 ? 0 : PLAITRUN_EXIT_INTERNAL;
 }
 
@@ -70,10 +103,16 @@ int main(int argc, char **argv) {
     return print_help_env();
   case PLAITRUN_ACTION_VERSION:
     return print_version();
+  case PLAITRUN_ACTION_CHECK_BUILD:
+    return plaitrun_print_check_build();
   case PLAITRUN_ACTION_RUN:
     break;
   }
   ensure_std_fds();
+  if (plaitrun_horovod_apply_env(&opts, err, sizeof err) != 0) {
+    fprintf(stderr, "plaitrun: %s\n", err);
+    return PLAITRUN_EXIT_INTERNAL;
+  }
   if (plaitrun_jobenv_prepare(opts.nranks, err, sizeof err) != 0) {
     fprintf(stderr, "plaitrun: %s\n", err);
     return PLAITRUN_EXIT_INTERNAL;

@@ -1,5 +1,7 @@
 #include "options.h"
 
+#include "horovod_flags.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -13,8 +15,7 @@ typedef enum opt_id {
   OPT_NO_PREFIX,
   OPT_HELP,
   OPT_HELP_ENV,
-  OPT_VERSION,
-  OPT_HOSTS
+  OPT_VERSION
 } opt_id_t;
 
 typedef enum opt_arg {
@@ -39,10 +40,8 @@ static const opt_def_t OPTION_TABLE[] = {
     {"-h", OPT_HELP, ARG_NONE},
     {"--help", OPT_HELP, ARG_NONE},
     {"--help-env", OPT_HELP_ENV, ARG_NONE},
+    {"--num-proc", OPT_NP, ARG_REQUIRED},
     {"--version", OPT_VERSION, ARG_NONE},
-    {"-H", OPT_HOSTS, ARG_REQUIRED},
-    {"--hosts", OPT_HOSTS, ARG_REQUIRED},
-    {"-hosts", OPT_HOSTS, ARG_REQUIRED},
 };
 
 void plaitrun_print_usage(FILE *out) {
@@ -68,6 +67,13 @@ void plaitrun_print_usage(FILE *out) {
       "  -h, --help           print this help\n"
       "  --                   end of options: what follows is the command\n"
       "Options that take a value also accept --name=value.\n"
+      "\n"
+      "horovodrun's flags are taken too: -H/--hosts and --hostfile (this host\n"
+      "only), --fusion-threshold-mb, --cycle-time-ms, --cache-capacity,\n"
+      "--timeline-filename, --log-level, --start-timeout, --no-stall-check,\n"
+      "--gloo, --output-filename DIR, --verbose, -cb/--check-build, ...; the ones\n"
+      "plait cannot honour (--mpi, --autotune, elastic ones) are refused with the\n"
+      "reason. See docs/plaitrun.md for the full list.\n"
       "\n"
       "When a rank exits non-zero or is killed, the other ranks get SIGTERM and,\n"
       "after the grace time, SIGKILL. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent\n"
@@ -169,10 +175,6 @@ static int apply_option(const opt_def_t *def, const char *name, const char *valu
   case OPT_VERSION:
     opts->action = PLAITRUN_ACTION_VERSION;
     return 0;
-  case OPT_HOSTS:
-    set_err(err, err_size, "%s: starting ranks on other hosts is not supported yet; "
-            "use mpirun, srun or torchrun for that (see docs/plaitrun.md)", name);
-    return -1;
   }
   return 0;
 }
@@ -188,6 +190,8 @@ static int parse_one(int argc, char **argv, int *i, plaitrun_options_t *opts,
   size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
   const opt_def_t *def = find_option(arg, name_len);
   if (def == NULL) {
+    int taken = plaitrun_horovod_flag(argc, argv, i, opts, err, err_size);
+    if (taken != 0) return taken < 0 ? -1 : 0;
     set_err(err, err_size, "unknown option '%s'", arg);
     return -1;
   }
@@ -235,5 +239,5 @@ int plaitrun_parse_args(int argc, char **argv, plaitrun_options_t *opts,
     return -1;
   }
   opts->command = &argv[i];
-  return 0;
+  return plaitrun_horovod_check(opts, err, err_size);
 }

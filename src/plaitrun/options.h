@@ -25,8 +25,19 @@ typedef enum plaitrun_action {
   PLAITRUN_ACTION_RUN,
   PLAITRUN_ACTION_HELP,
   PLAITRUN_ACTION_HELP_ENV,
-  PLAITRUN_ACTION_VERSION
+  PLAITRUN_ACTION_VERSION,
+  PLAITRUN_ACTION_CHECK_BUILD
 } plaitrun_action_t;
+
+/* A variable plaitrun sets (or unsets) in the ranks' environment because of a
+ * horovodrun flag (horovod_flags.h). */
+#define PLAITRUN_MAX_ENV 48
+typedef struct plaitrun_env {
+  char name[64];
+  char value[1024];
+  int unset; /* 1: remove name from the environment */
+  const char *flag; /* the flag that asked for it */
+} plaitrun_env_t;
 
 typedef struct plaitrun_options {
   plaitrun_action_t action;
@@ -34,6 +45,12 @@ typedef struct plaitrun_options {
   double grace_s; /* SIGTERM -> SIGKILL delay when stopping the job */
   int prefix;     /* 1: prefix each output line with "[rank]: " */
   char **command; /* NULL-terminated, points into argv; NULL when absent */
+  /* horovodrun's flags (horovod_flags.c) */
+  int slots;               /* total slots of -H / --hostfile; 0 when not given */
+  int verbose;             /* --verbose: say what each flag set */
+  const char *output_dir;  /* --output-filename: <dir>/rank.<r>/stdout|stderr */
+  int n_env;
+  plaitrun_env_t env[PLAITRUN_MAX_ENV];
 } plaitrun_options_t;
 
 /*

@@ -43,7 +43,7 @@ extern char **environ;
 static int is_job_var(const char *e, size_t len) {
   /* The harness's own settings (PLAIT_TEST_TRANSPORT) are not the job's. */
   if (!strncmp(e, "PLAIT_TEST_", 11)) return 0;
-  static const char *prefixes[] = {"PLAIT_", "OMPI_", "PMI_", "PMIX_", "SLURM_"};
+  static const char *prefixes[] = {"PLAIT_", "OMPI_", "PMI_", "PMIX_", "SLURM_", "HOROVOD_"};
   static const char *exact[] = {"MPI_LOCALRANKID", "MPI_LOCALNRANKS", "RANK", "WORLD_SIZE",
                                 "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                                 "GROUP_RANK", "TORCHELASTIC_USE_AGENT_STORE"};

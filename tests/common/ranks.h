@@ -42,7 +42,7 @@ int plait_test_run_ranks(plait_test_job_t *job, plait_test_rank_fn fn, void *arg
 int plait_test_free_port(void);
 
 /* Unsets every variable that would make this process part of a bigger job
- * or change plait's configuration: PLAIT_*, the Open MPI, PMI, PMIx and Slurm
+ * or change plait's configuration: PLAIT_*, HOROVOD_*, the Open MPI, PMI, PMIx and Slurm
  * ones, and torchrun's. Tests may well run inside an MPI or Slurm job. */
 void plait_test_clear_env(void);
 

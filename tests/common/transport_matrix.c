@@ -102,10 +102,12 @@ static int job_env(const char *transport, const char *timeout, const char *const
   return k;
 }
 
-/* TM_SKIPPED when a rank's plugin said it cannot start here. */
+/* TM_SKIPPED when a rank's plugin said it cannot start here because no
+ * libfabric provider fits this host (plugins/ofi/setup.c's three messages);
+ * any other failure to start, PLAIT_ERR_UNSUPPORTED or not, fails. */
 static int skipped(const tm_shared_t *sh, int nranks, char *reason, size_t reason_len) {
   for (int r = 0; r < nranks; r++)
-    if (sh->init_rc[r] == PLAIT_ERR_UNSUPPORTED) {
+    if (sh->init_rc[r] == PLAIT_ERR_UNSUPPORTED && strstr(sh->init_msg[r], "libfabric provider")) {
       snprintf(reason, reason_len, "rank %d: %s", r, sh->init_msg[r]);
       return 1;
     }

@@ -192,12 +192,17 @@ static inline double ops_round_float(plait_dtype_t d, float f) {
   return f;
 }
 
-/* x * factor as plait_op_options_t scales an element of d: integers truncate
- * toward zero; float32 rounds once from double; 16-bit floats round once more. */
+/* x * factor as plait_op_options_t scales an element of d (Horovod 0.28's
+ * CPU scaling): integers in double, truncated toward zero; float32 and the
+ * 16-bit floats in float, by the factor rounded to float (16-bit floats then
+ * rounded to their type); float64 in double. */
 static inline double ops_scale(plait_dtype_t d, double x, double factor) {
   if (factor == 1.0) return x;
   if (d == PLAIT_FLOAT64) return x * factor;
-  if (ops_is_float(d)) return ops_round_float(d, (float)(x * factor));
+  if (ops_is_float(d)) {
+    volatile float p = (float)factor * (float)x; /* a float product, nothing wider */
+    return ops_round_float(d, p);
+  }
   return trunc(x * factor);
 }
 
@@ -224,7 +229,8 @@ static inline double ops_value(plait_dtype_t d, plait_op_t op, int r, size_t i, 
 
 /*
  * The result of reducing vals[0..n) (each already prescaled) with op in
- * dtype d, as plait.h defines it, before postscale.
+ * dtype d, before postscale (AVERAGE: the sum; its 1/n is part of the
+ * postscale factor, see ops_postscale).
  */
 static inline double ops_reduce(plait_dtype_t d, plait_op_t op, const double *vals, int n) {
   double acc = vals[0];
@@ -239,10 +245,13 @@ static inline double ops_reduce(plait_dtype_t d, plait_op_t op, const double *va
     default: break;
     }
   }
-  if (op != PLAIT_OP_AVERAGE) return acc;
-  if (d == PLAIT_FLOAT64) return acc / n;
-  if (ops_is_float(d)) return ops_round_float(d, (float)acc / (float)n);
-  return (double)((int64_t)acc / n); /* C division truncates toward zero */
+  return acc;
+}
+
+/* The factor the reduced values are scaled by: AVERAGE divides the postscale
+ * factor by the number of ranks, in double (Horovod's arithmetic). */
+static inline double ops_postscale(plait_op_t op, int n, double post) {
+  return op == PLAIT_OP_AVERAGE ? post / n : post;
 }
 
 /* Expected element i of an allreduce of ops_value data over n ranks. */
@@ -251,7 +260,7 @@ static inline double ops_expect(plait_dtype_t d, plait_op_t op, int n, size_t i,
   double vals[PLAIT_TEST_MAX_RANKS];
   if (n < 1 || n > PLAIT_TEST_MAX_RANKS) return NAN;
   for (int r = 0; r < n; r++) vals[r] = ops_scale(d, ops_value(d, op, r, i, salt), pre);
-  return ops_scale(d, ops_reduce(d, op, vals, n), post);
+  return ops_scale(d, ops_reduce(d, op, vals, n), ops_postscale(op, n, post));
 }
 
 static inline void ops_fill(plait_dtype_t d, plait_op_t op, int r, void *buf, size_t count,

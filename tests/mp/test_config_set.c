@@ -1,8 +1,9 @@
-/* plait_config_set: changing the fusion threshold and cycle time of a
- * running job, as plait-bench does between settings, and its errors. */
+/* plait_config_set: changing the fusion threshold, cycle time and log level
+ * of a running job, as plait-bench does between settings, and its errors. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "plait/plait.h"
 #include "ranks.h"
@@ -42,6 +43,79 @@ static int all_ranks_set(const char *name, const char *value) {
   return plait_config_set(name, value) ? -1 : 0;
 }
 
+/* The cycle time changed while running is the one the coordinator uses.
+ * With PLAIT_CYCLE_TIME_MS=3000, a coordinator woken by a submission waits
+ * until 3 s after its previous cycle (an idle one wakes at least once a
+ * second) before it announces: SPREAD tensors submitted 50 ms apart, 200 ms
+ * in all, are announced together and fused into one collective. At the
+ * default 1 ms each would be announced alone (SPREAD collectives). */
+#define SPREAD 5
+static int spread_batch(int rank) {
+  if (all_ranks_set("PLAIT_CYCLE_TIME_MS", "3000")) return -1;
+  plait_stats_t before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
+  if (plait_stats(&before)) return -1;
+  static float data[SPREAD][COUNT];
+  plait_handle_t *h[SPREAD];
+  for (int i = 0; i < SPREAD; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "spread.%d", i);
+    plait_tensor_t t;
+    plait_tensor_1d(&t, data[i], COUNT, PLAIT_FLOAT32);
+    if (plait_allreduce_async(name, &t, &t, PLAIT_OP_SUM, NULL, &h[i])) return -1;
+    usleep(50000);
+  }
+  for (int i = 0; i < SPREAD; i++) {
+    if (plait_wait(h[i], 30)) return -1;
+    plait_release(h[i]);
+  }
+  if (plait_stats(&after)) return -1;
+  uint64_t responses = after.responses - before.responses;
+  plait_test_say(rank, "cycle time 3000 ms: %d tensors submitted 50 ms apart ran as %llu "
+                 "collective(s)", SPREAD, (unsigned long long)responses);
+  if (responses != 1) return -1;
+  return all_ranks_set("PLAIT_CYCLE_TIME_MS", "50");
+}
+
+/* A runtime change of PLAIT_LOG_LEVEL takes effect: the coordinator's trace
+ * line for each response ("exec" subsystem) appears at trace and not at
+ * error. stderr goes to a file meanwhile. */
+static int log_level_changes(int rank) {
+  fflush(stderr);
+  FILE *tmp = tmpfile();
+  int saved = dup(2);
+  if (!tmp || saved < 0 || dup2(fileno(tmp), 2) < 0) return -1;
+  float x[4] = {0};
+  plait_tensor_t t;
+  plait_tensor_1d(&t, x, 4, PLAIT_FLOAT32);
+  plait_handle_t *h;
+  int bad = plait_config_set("PLAIT_LOG_LEVEL", "trace") ||
+            plait_allreduce_async("loud", &t, &t, PLAIT_OP_SUM, NULL, &h) || plait_wait(h, 20);
+  if (!bad) plait_release(h);
+  bad = bad || plait_config_set("PLAIT_LOG_LEVEL", "error") ||
+        plait_allreduce_async("quiet", &t, &t, PLAIT_OP_SUM, NULL, &h) || plait_wait(h, 20);
+  if (!bad) plait_release(h);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  char text[1 << 16];
+  rewind(tmp);
+  size_t n = fread(text, 1, sizeof text - 1, tmp);
+  text[n] = '\0';
+  fclose(tmp);
+  if (bad) {
+    plait_test_say(rank, "log level: %s", plait_last_error());
+    return -1;
+  }
+  int loud = strstr(text, "TRACE exec] allreduce 'loud'") != NULL;
+  int quiet = strstr(text, "'quiet'") == NULL;
+  if (!loud || !quiet) {
+    plait_test_say(rank, "log level: trace line for 'loud' %s, for 'quiet' %s; stderr was:\n%s",
+                   loud ? "seen" : "missing", quiet ? "absent" : "present", text);
+    return -1;
+  }
+  return 0;
+}
+
 static int body(int rank, int n, void *arg) {
   (void)n, (void)arg;
   if (plait_init()) return 1;
@@ -53,9 +127,8 @@ static int body(int rank, int n, void *arg) {
                    (unsigned long long)fused);
     return 3;
   }
-  /* A long cycle lets the whole batch gather; 64M fuses it. */
-  if (all_ranks_set("PLAIT_FUSION_THRESHOLD", "64M") ||
-      all_ranks_set("PLAIT_CYCLE_TIME_MS", "50") || batch(1, &responses, &fused))
+  /* 64M fuses a batch in flight at once. */
+  if (all_ranks_set("PLAIT_FUSION_THRESHOLD", "64M") || batch(1, &responses, &fused))
     return 4;
   if (responses >= TENSORS / 2 || fused == 0) {
     plait_test_say(rank, "threshold 64M: %llu responses, %llu fused",
@@ -82,7 +155,7 @@ static int body(int rank, int n, void *arg) {
     plait_test_say(rank, "max tensor 4K: %llu responses", (unsigned long long)responses);
     return 19;
   }
-  if (all_ranks_set("PLAIT_FUSION_THRESHOLD", "8K")) return 20;
+  if (spread_batch(rank) || all_ranks_set("PLAIT_FUSION_THRESHOLD", "8K")) return 20;
   char dump[4096];
   if (plait_config_dump(dump, sizeof dump, NULL) || !strstr(dump, "PLAIT_FUSION_THRESHOLD=8192\n") ||
       !strstr(dump, "PLAIT_CYCLE_TIME_MS=50\n"))
@@ -99,6 +172,7 @@ static int body(int rank, int n, void *arg) {
     return 11;
   if (plait_config_set(NULL, "1") != PLAIT_ERR_INVALID_ARGUMENT) return 12;
   if (plait_config_set("PLAIT_CYCLE_TIME_MS", "0") != PLAIT_ERR_CONFIG) return 13;
+  if (log_level_changes(rank)) return 21;
   if (plait_config_dump(dump, sizeof dump, NULL) || !strstr(dump, "PLAIT_FUSION_THRESHOLD=8192\n") ||
       !strstr(dump, "PLAIT_CYCLE_TIME_MS=50\n"))
     return 14;

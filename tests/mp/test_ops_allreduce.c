@@ -15,9 +15,9 @@
  * workload (12 allreduces and a group of 5), with fusion on and off.
  *
  * Data are small integers from ops_value(dtype, op, rank, index), so sums
- * and products are exact in every dtype; AVERAGE is reproduced with the same
- * roundings the header documents (truncation for integers, one rounding of
- * the float32 quotient for float16/bfloat16).
+ * and products are exact in every dtype; AVERAGE is reproduced as Horovod
+ * computes it: the sum scaled by postscale / size (integers truncated toward
+ * zero, floats scaled in float by the factor rounded to float).
  */
 #include <criterion/criterion.h>
 

@@ -228,9 +228,28 @@ def test_offline_pip_install(tmp_path):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("PLAIT_") and k != "PYTHONPATH"}
     env["PYTHONPATH"] = site[0]
+    bundled_dir = os.path.join(site[0], "plait", "_lib")
+    # Without plaitrun and without PLAIT_LIBRARY: the package's own lookup
+    # must find the bundled library, and the library the bundled plugin
+    # beside it (a job of one rank).
+    code = textwrap.dedent("""
+        import plait, torch
+        import plait.torch as hvd
+        hvd.init()
+        out = hvd.allreduce(torch.ones(3) * 2, op=hvd.Sum)
+        print("ALONE", out.tolist(), plait.library_path)
+        hvd.shutdown()
+        """)
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    line = next((x for x in p.stdout.splitlines() if x.startswith("ALONE")), "")
+    assert line == "ALONE [2.0, 2.0, 2.0] %s" % os.path.join(bundled_dir, "libplait.so"), \
+        p.stdout + p.stderr
+    # Under plaitrun, which sets PLAIT_LIBRARY to its own library (that would
+    # win): point it at the bundled copy, so the job runs the bundled files.
     plaitrun = os.path.join(BUILD, "bin", "plaitrun")
-    # PLAIT_LIBRARY set by plaitrun would win: point it at the bundled copy.
-    env["PLAIT_LIBRARY"] = os.path.join(site[0], "plait", "_lib", "libplait.so")
+    env["PLAIT_LIBRARY"] = os.path.join(bundled_dir, "libplait.so")
     lines = _installed_job_check(env, plaitrun, sys.executable)
     for line in lines:
-        assert os.path.join(site[0], "plait", "_lib") in line, line
+        assert bundled_dir in line, line

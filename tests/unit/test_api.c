@@ -579,10 +579,14 @@ Test(api, transport_algorithm_of_gloo_and_ofi) {
   cr_expect_str_eq(name, "");
   plait_shutdown();
   setenv("PLAIT_TRANSPORT", "ofi", 1);
-  if (plait_init() != PLAIT_SUCCESS) {
-    cr_skip_test("the ofi transport cannot start here: %s", plait_last_error());
+  /* A job of one rank does not touch libfabric: only a plugin that was not
+   * built (no libfabric at configure time) is a reason to skip. */
+  if (access(PLAIT_TEST_LIB_DIR "/libplait-transport-ofi.so", F_OK) != 0) {
+    cr_skip_test("the ofi plugin is not built here (" PLAIT_TEST_LIB_DIR
+                 "/libplait-transport-ofi.so is missing: no libfabric at configure time)");
     return;
   }
+  INIT_OK();
   /* One rank moves nothing (the size rules at 2 ranks: tests/bench). */
   cr_assert_eq(plait_transport_algorithm("allreduce", 4096, &name), PLAIT_SUCCESS);
   cr_expect_str_eq(name, "none (one rank)");

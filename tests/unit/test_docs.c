@@ -1,4 +1,6 @@
-/* The documentation names every configuration variable in the table. */
+/* docs/configuration.md and the configuration table (src/config_table.h,
+ * the one source of truth) agree: the table of variables there lists
+ * exactly the table's variables, each with its type and default. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,17 +21,57 @@ static char *slurp(const char *path) {
   return s;
 }
 
-Test(docs, configuration_md_lists_every_variable) {
-  char *doc = slurp(PLAIT_SOURCE_DIR "/docs/configuration.md");
-  static const char *vars[] = {
-#define X(field, var, type, def, help) var,
-      PLAIT_CONFIG_TABLE(X)
+typedef struct {
+  const char *var, *type, *def;
+} var_t;
+
+static const var_t vars[] = {
+#define X(field, var, type, def, help) {var, #type, def},
+    PLAIT_CONFIG_TABLE(X)
 #undef X
-  };
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-    char row[128];
-    snprintf(row, sizeof row, "| `%s` |", vars[i]);
-    cr_expect(strstr(doc, row), "docs/configuration.md has no table row for %s", vars[i]);
+};
+#define N_VARS (sizeof vars / sizeof vars[0])
+
+/* The core's table of variables: from "## Variables" to the next heading. */
+static char *core_section(char *doc) {
+  char *start = strstr(doc, "\n## Variables\n");
+  cr_assert(start, "docs/configuration.md has no '## Variables' section");
+  start++;
+  char *end = strstr(start + 1, "\n#");
+  if (end) end[1] = '\0';
+  return start;
+}
+
+Test(docs, configuration_md_lists_every_variable_with_type_and_default) {
+  char *doc = slurp(PLAIT_SOURCE_DIR "/docs/configuration.md");
+  char *sec = core_section(doc);
+  for (size_t i = 0; i < N_VARS; i++) {
+    char row[160];
+    snprintf(row, sizeof row, "| `%s` | %s | ", vars[i].var, vars[i].type);
+    char *at = strstr(sec, row);
+    cr_expect(at, "docs/configuration.md has no row starting \"%s\"", row);
+    if (!at || !*vars[i].def) continue; /* an empty default is explained in words */
+    char def[96];
+    snprintf(def, sizeof def, "`%s` |", vars[i].def);
+    cr_expect(!strncmp(at + strlen(row), def, strlen(def)),
+              "docs/configuration.md: %s's default is not %s", vars[i].var, def);
   }
+  free(doc);
+}
+
+Test(docs, configuration_md_lists_no_variable_outside_the_table) {
+  char *doc = slurp(PLAIT_SOURCE_DIR "/docs/configuration.md");
+  char *sec = core_section(doc);
+  int rows = 0;
+  for (char *p = strstr(sec, "\n| `PLAIT_"); p; p = strstr(p + 1, "\n| `PLAIT_")) {
+    char name[96];
+    if (sscanf(p, "\n| `%95[A-Z0-9_]`", name) != 1) continue;
+    rows++;
+    int known = 0;
+    for (size_t i = 0; i < N_VARS && !known; i++) known = !strcmp(vars[i].var, name);
+    cr_expect(known, "docs/configuration.md documents %s, which src/config_table.h does not "
+              "declare", name);
+  }
+  cr_expect_eq((size_t)rows, N_VARS, "%d rows for %zu variables", rows, N_VARS);
   free(doc);
 }

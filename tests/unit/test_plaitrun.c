@@ -465,3 +465,199 @@ Test(plaitrun, help_env_lists_libplait_variables, .timeout = 90) {
   cr_assert_not_null(strstr(run.out.data, "PLAIT_FUSION_THRESHOLD"), "%s", run.out.data);
   run_free(&run);
 }
+
+/* What --help-env says is true: no transport that has no plugin, no setting
+ * that does nothing, and where the plugins' variables are. */
+Test(plaitrun, help_env_promises_nothing_unbuilt, .timeout = 90) {
+  run_t run = {.args = {"--help-env"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0, "stderr: %s", run.err.data);
+  cr_expect_null(strstr(run.out.data, "nccl"), "%s", run.out.data);
+  cr_expect_null(strstr(run.out.data, "online"), "%s", run.out.data);
+  const char *autotune = strstr(run.out.data, "PLAIT_AUTOTUNE");
+  cr_assert_not_null(autotune, "%s", run.out.data);
+  cr_expect_not_null(strstr(autotune, "not implemented"), "%s", autotune);
+  cr_expect_not_null(strstr(run.out.data, "PLAIT_OFI_*"), "%s", run.out.data);
+  run_free(&run);
+}
+
+/* ------------------------------------------------------------------------ */
+/* horovodrun's flags (src/plaitrun/horovod_flags.c)                         */
+/* ------------------------------------------------------------------------ */
+
+#define HVD_ENV_SCRIPT                                                                       \
+  "echo \"FT=$HOROVOD_FUSION_THRESHOLD CT=$HOROVOD_CYCLE_TIME CC=$HOROVOD_CACHE_CAPACITY "    \
+  "TL=$HOROVOD_TIMELINE LL=$HOROVOD_LOG_LEVEL SD=$HOROVOD_STALL_CHECK_DISABLE "              \
+  "GT=$HOROVOD_GLOO_TIMEOUT_SECONDS ST=$HOROVOD_START_TIMEOUT TR=$PLAIT_TRANSPORT "          \
+  "PF=${PLAIT_FUSION_THRESHOLD-unset} PS=${PLAIT_STALL_WARN_S-unset}\""
+
+Test(plaitrun, horovodrun_flags_set_what_horovodrun_sets, .timeout = 90) {
+  run_t run = {.args = {"-np", "2", "-H", "localhost:2", "--fusion-threshold-mb", "32",
+                        "--cycle-time-ms", "2.5", "--cache-capacity=7", "--timeline-filename",
+                        "tl.json", "--log-level", "info", "--no-stall-check",
+                        "--gloo-timeout-seconds", "40", "--start-timeout", "50", "--gloo",
+                        "/bin/sh", "-c", HVD_ENV_SCRIPT},
+               .env = {"PLAIT_FUSION_THRESHOLD=1M", "PLAIT_STALL_WARN_S=5",
+                       "PLAIT_TRANSPORT=ofi"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0, "stderr: %s", run.err.data);
+  const char *want = "FT=33554432 CT=2.5 CC=7 TL=tl.json LL=INFO SD=1 GT=40 ST=50 TR=gloo "
+                     "PF=unset PS=unset\n";
+  for (int r = 0; r < 2; r++) {
+    char line[512];
+    snprintf(line, sizeof line, "[%d]: %s", r, want);
+    cr_expect_not_null(strstr(run.out.data, line), "want %s in:\n%s", line, run.out.data);
+  }
+  /* the flag wins over the environment, as under horovodrun, and says so */
+  cr_expect_not_null(strstr(run.err.data, "--fusion-threshold-mb overrides "
+                                          "PLAIT_FUSION_THRESHOLD=1M"), "%s", run.err.data);
+  cr_expect_not_null(strstr(run.err.data, "--gloo overrides PLAIT_TRANSPORT=ofi"), "%s",
+                     run.err.data);
+  run_free(&run);
+}
+
+Test(plaitrun, horovodrun_flags_without_effect_are_accepted, .timeout = 90) {
+  run_t run = {.args = {"--num-proc", "2", "--disable-cache", "-p", "22", "-i", "/no/key",
+                        "--network-interface", "lo", "--no-hierarchical-allreduce",
+                        "--no-hierarchical-allgather", "--no-autotune", "--tcp",
+                        "--mpi-threads-disable", "--log-without-timestamp",
+                        "--timeline-mark-cycles", "--verbose", "--stall-check", "/bin/sh", "-c",
+                        "echo ok$PLAIT_RANK"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0, "stderr: %s", run.err.data);
+  cr_expect_not_null(strstr(run.out.data, "[1]: ok1\n"), "%s", run.out.data);
+  /* --verbose says what each flag did */
+  cr_expect_not_null(strstr(run.err.data, "--stall-check: HOROVOD_STALL_CHECK_DISABLE=0"), "%s",
+                     run.err.data);
+  run_free(&run);
+}
+
+Test(plaitrun, horovodrun_flags_plait_cannot_honour_exit_2_with_why, .timeout = 90) {
+  static const bad_args_case_t cases[] = {
+      {{"-np", "2", "--mpi", "true"}, "--mpi is not supported: plait does not use MPI"},
+      {{"-np", "2", "--autotune", "true"}, "--autotune is not supported: plait has no autotuning"},
+      {{"-np", "2", "--hierarchical-allreduce", "true"}, "no hierarchical allreduce"},
+      {{"-np", "2", "--min-np", "1", "true"}, "--min-np is not supported: plait has no elastic"},
+      {{"-np", "2", "--config-file", "c.yaml", "true"}, "--config-file is not supported"},
+      {{"-np", "2", "--mpi-args=-x", "true"}, "--mpi-args is not supported"},
+      {{"-np", "2", "--num-nccl-streams", "2", "true"}, "no NCCL transport"},
+      {{"-np", "2", "-H", "elsewhere.example:2", "true"}, "'elsewhere.example' is another host"},
+      {{"-np", "3", "-H", "localhost:2", "true"}, "-np 3 is more than the 2 slots"},
+      {{"-np", "2", "-H", "localhost", "true"}, "has no slot count"},
+      {{"-np", "2", "--fusion-threshold-mb", "-1", "true"}, "--fusion-threshold-mb '-1'"},
+      {{"-np", "2", "--cycle-time-ms", "fast", "true"}, "--cycle-time-ms 'fast'"},
+      {{"-np", "2", "--log-level", "loud", "true"}, "--log-level 'loud'"},
+      {{"-np", "2", "--hostfile", "/nonexistent/hosts", "true"}, "--hostfile /nonexistent/hosts"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    run_t run = {0};
+    memcpy(run.args, cases[i].args, sizeof cases[i].args);
+    run_plaitrun(&run);
+    cr_expect_eq(run.exit_code, 2, "case %zu: exit %d", i, run.exit_code);
+    cr_expect_not_null(strstr(run.err.data, cases[i].message), "case %zu: stderr: %s", i,
+                       run.err.data);
+    cr_expect_str_eq(run.out.data, "", "case %zu", i);
+    run_free(&run);
+  }
+}
+
+Test(plaitrun, hostfile_of_this_host, .timeout = 90) {
+  char path[] = "/tmp/plaitrun_hostfile_XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  const char *text = "# this host\nlocalhost slots=2\n";
+  cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  close(fd);
+  run_t run = {.args = {"-np", "2", "-hostfile", path, "/bin/sh", "-c", "echo ok$PLAIT_RANK"}};
+  run_plaitrun(&run);
+  cr_expect_eq(run.exit_code, 0, "stderr: %s", run.err.data);
+  run_free(&run);
+  run_t more = {.args = {"-np", "3", "--hostfile", path, "true"}};
+  run_plaitrun(&more);
+  cr_expect_eq(more.exit_code, 2);
+  cr_expect_not_null(strstr(more.err.data, "-np 3 is more than the 2 slots"), "%s", more.err.data);
+  run_free(&more);
+  unlink(path);
+}
+
+static char *slurp_file(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  static char buf[4096];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
+Test(plaitrun, output_filename_writes_each_ranks_streams, .timeout = 90) {
+  char dir[] = "/tmp/plaitrun_out_XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char out_dir[256];
+  snprintf(out_dir, sizeof out_dir, "%s/logs", dir); /* created by plaitrun */
+  run_t run = {.args = {"-np", "11", "--output-filename", out_dir, "/bin/sh", "-c",
+                        "echo out$PLAIT_RANK; echo err$PLAIT_RANK >&2"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0, "stderr: %s", run.err.data);
+  cr_expect_str_eq(run.out.data, "", "output goes to the files");
+  /* ranks padded to the width of the last one, as horovodrun does */
+  char path[512];
+  snprintf(path, sizeof path, "%s/rank.03/stdout", out_dir);
+  char *text = slurp_file(path);
+  cr_expect_not_null(text, "%s missing", path);
+  if (text) cr_expect_str_eq(text, "out3\n");
+  snprintf(path, sizeof path, "%s/rank.10/stderr", out_dir);
+  text = slurp_file(path);
+  cr_expect_not_null(text, "%s missing", path);
+  if (text) cr_expect_str_eq(text, "err10\n");
+  run_free(&run);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_expect_eq(system(cmd), 0);
+}
+
+Test(plaitrun, check_build_and_short_version, .timeout = 90) {
+  run_t run = {.args = {"-cb"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0, "stderr: %s", run.err.data);
+  cr_expect_not_null(strstr(run.out.data, "[X] gloo"), "%s", run.out.data);
+  run_free(&run);
+  run_t v = {.args = {"-v"}};
+  run_plaitrun(&v);
+  cr_assert_eq(v.exit_code, 0);
+  cr_expect_not_null(strstr(v.out.data, "libplait "), "%s", v.out.data);
+  run_free(&v);
+}
+
+/* End to end: a real job (examples/fusion.c) started the horovodrun way; the
+ * flag must change what the coordinator did. */
+static void fusion_job(const char *mb, char **out) {
+  run_t run = {.args = {"-np", "2", "-H", "localhost:2", "--fusion-threshold-mb", mb,
+                        "--cycle-time-ms", "50", PLAIT_TEST_BIN_DIR "/fusion", "-k", "40", "-s",
+                        "4096", "-n", "2", "-w", "1"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0, "stderr: %s\nstdout: %s", run.err.data, run.out.data);
+  *out = strdup(run.out.data);
+  run_free(&run);
+}
+
+Test(plaitrun, fusion_threshold_flag_takes_effect_in_a_real_job, .timeout = 120) {
+  char *off, *on;
+  fusion_job("0", &off);
+  cr_expect_not_null(strstr(off, "threshold 0, cycle 50 ms"), "%s", off);
+  cr_expect_not_null(strstr(off, "per batch        40.0 collectives, 0.0 fused"), "%s", off);
+  fusion_job("64", &on);
+  cr_expect_not_null(strstr(on, "threshold 67108864, cycle 50 ms"), "%s", on);
+  cr_expect_null(strstr(on, " 0.0 fused"), "64 MiB must fuse:\n%s", on);
+  free(off);
+  free(on);
+}
+
+Test(plaitrun, help_env_says_which_horovod_variables_are_taken, .timeout = 90) {
+  run_t run = {.args = {"--help-env"}, .env = {"HOROVOD_CYCLE_TIME=2.5"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0, "stderr: %s", run.err.data);
+  cr_expect_not_null(strstr(run.out.data, "HOROVOD_CYCLE_TIME=2.5 taken as PLAIT_CYCLE_TIME_MS=2.5"),
+                     "%s", run.out.data);
+  run_free(&run);
+}

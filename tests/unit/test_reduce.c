@@ -414,20 +414,25 @@ static void check_all_reduce(plait_dtype_t d) {
   }
 }
 
-/* Reference scale of one element. */
+/* Reference scale of one element: Horovod 0.28's ScaleBufferCPUImpl (the
+ * factor rounded to float for float32 and float16, whose product is a float
+ * multiplication; bfloat16 as float16). volatile keeps the float product
+ * from being formed in any wider precision. */
 static void ref_scale_elem(plait_dtype_t d, const void *p, void *out,
                            double f) {
+  volatile float ff = (float)f, prod;
   switch (d) {
     case PLAIT_FLOAT16:
-      *(uint16_t *)out =
-          ref_f2h((float)((double)ref_h2f(*(const uint16_t *)p) * f));
+      prod = ff * ref_h2f(*(const uint16_t *)p);
+      *(uint16_t *)out = ref_f2h(prod);
       return;
     case PLAIT_BFLOAT16:
-      *(uint16_t *)out =
-          ref_f2bf((float)((double)ref_bf2f(*(const uint16_t *)p) * f));
+      prod = ff * ref_bf2f(*(const uint16_t *)p);
+      *(uint16_t *)out = ref_f2bf(prod);
       return;
     case PLAIT_FLOAT32:
-      *(float *)out = (float)((double)*(const float *)p * f);
+      prod = ff * *(const float *)p;
+      *(float *)out = prod;
       return;
     case PLAIT_FLOAT64:
       *(double *)out = *(const double *)p * f;
@@ -962,6 +967,32 @@ Test(scale_edges, saturation_and_truncation) {
               d[3] == 0x0000);
     cr_assert_eq(plait_scale(PLAIT_FLOAT16, d, h, 4, 2.0), 0);
     cr_assert(d[0] == 0x4000 && d[1] == 0x7c00 && d[3] == 0x0002);
+  }
+}
+
+/* Known values of Horovod 0.28's CPU scaling (the factor rounded to float
+ * for float32/float16, a float product; integers truncated in double),
+ * where forming the product in double and rounding once would differ. */
+Test(scale_edges, horovod_float_factor) {
+  {
+    const uint32_t xb[] = {0xbf3427feu, 0x3d29456eu};
+    const uint32_t want[] = {0xbd901fffu, 0x3b876abfu}; /* double first: ...ffe, ...abe */
+    float x[2], d[2];
+    memcpy(x, xb, sizeof x);
+    cr_assert_eq(plait_scale(PLAIT_FLOAT32, d, x, 2, 0.1), 0);
+    for (int i = 0; i < 2; i++) {
+      uint32_t got;
+      memcpy(&got, &d[i], sizeof got);
+      cr_assert_eq(got, want[i], "float32 %08x * 0.1 gave %08x, want %08x", xb[i], got,
+                   want[i]);
+    }
+  }
+  {
+    const int32_t x[] = {7, -7, 3, 10};
+    int32_t d[4];
+    cr_assert_eq(plait_scale(PLAIT_INT32, d, x, 4, 0.1), 0);
+    /* 7 * 0.1 = 0.7000000000000001 -> 0; 3 * 0.1 -> 0; 10 * 0.1 = 1.0 -> 1 */
+    cr_assert(d[0] == 0 && d[1] == 0 && d[2] == 0 && d[3] == 1);
   }
 }
 

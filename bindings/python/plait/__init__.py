@@ -1,7 +1,10 @@
 """plait: collective communication for data-parallel training.
 
 The framework-neutral layer: life cycle, queries, configuration, statistics
-and the timeline. Frameworks: plait.torch (Horovod's horovod.torch API).
+and the timeline, as the C library has them. plait.common is Horovod's
+framework-independent layer (horovod.common: exceptions, life cycle and
+queries with Horovod's semantics, process sets), shared by the frameworks:
+plait.torch (Horovod's horovod.torch API).
 The C library is found through PLAIT_LIBRARY, beside this package, or on the
 system's library path (docs/python.md).
 """

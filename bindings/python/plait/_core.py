@@ -16,6 +16,8 @@ import ctypes.util
 import os
 import threading
 
+from plait.common.exceptions import HorovodInternalError
+
 # The header's constants (checked against the header by the tests).
 ABI_VERSION = 1
 MAX_DIMS = 16
@@ -218,10 +220,13 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 SUCCESS = RESULTS["PLAIT_SUCCESS"]
 
 
-class PlaitError(RuntimeError):
+class PlaitError(Exception):
     """A plait call failed. str() is the library's message (plait_last_error),
     e.g. a mismatch message naming the tensor, each value and its ranks.
-    .code is the plait_result_t, .name its name ("PLAIT_ERR_MISMATCH")."""
+    .code is the plait_result_t, .name its name ("PLAIT_ERR_MISMATCH").
+
+    Every result code has its own subclass (ERRORS), which also derives from
+    the class Horovod 0.28.1 raises in the same situation (_HOROVOD_BASES)."""
 
     def __init__(self, code, message):
         self.code = code
@@ -236,6 +241,27 @@ def _class_name(result_name):
     return "Plait" + name if hasattr(builtins, name) else name
 
 
+# What Horovod 0.28.1 raises for the same situation (its torch binding turns
+# C++ std::invalid_argument into ValueError, and every other failure of an
+# enqueue or of synchronize() into HorovodInternalError; its queries raise
+# ValueError before init). A code not listed (the failures of a running
+# job, and codes the library appends later) is a HorovodInternalError.
+_HOROVOD_BASES = {
+    # bad arguments at submission: a name already in flight, bad splits,
+    # a root rank out of range (Horovod: Status::InvalidArgument)
+    "PLAIT_ERR_INVALID_ARGUMENT": (ValueError,),
+    # ops before init: HorovodInternalError; rank()/size() before init: ValueError
+    "PLAIT_ERR_NOT_INITIALIZED": (HorovodInternalError, ValueError),
+    "PLAIT_ERR_ALREADY_INITIALIZED": (ValueError,),
+    "PLAIT_ERR_CONFIG": (ValueError,),          # a bad setting: init fails (ValueError)
+    "PLAIT_ERR_PLUGIN": (ValueError,),          # a transport not built: init fails
+    "PLAIT_ERR_UNSUPPORTED": (ValueError,),     # "Tensor type ... is not supported"
+    "PLAIT_ERR_BUFFER_TOO_SMALL": (ValueError,),
+    "PLAIT_ERR_NO_MEMORY": (HorovodInternalError, MemoryError),
+    "PLAIT_ERR_TIMEOUT": (HorovodInternalError, TimeoutError),
+}
+
+
 # One subclass per result code, named from the library's list:
 # PLAIT_ERR_PEER_LOST -> PeerLostError, PLAIT_ERR_MISMATCH -> MismatchError,
 # PLAIT_ERR_TIMEOUT -> PlaitTimeoutError (also a builtin TimeoutError).
@@ -244,9 +270,7 @@ for _rname, _code in RESULTS.items():
     if _code == SUCCESS:
         continue
     _name = _class_name(_rname)
-    _bases = (PlaitError,)
-    if _name.startswith("Plait") and isinstance(getattr(builtins, _name[5:]), type):
-        _bases = (PlaitError, getattr(builtins, _name[5:]))
+    _bases = (PlaitError,) + _HOROVOD_BASES.get(_rname, (HorovodInternalError,))
     ERRORS[_code] = type(_name, _bases, {"__module__": "plait"})
 
 
@@ -516,10 +540,10 @@ def config_dump():
 
 
 def config_set(name, value):
-    """Changes PLAIT_FUSION_THRESHOLD, PLAIT_FUSION_MAX_TENSOR, PLAIT_CYCLE_TIME_MS
-    or PLAIT_LOG_LEVEL
-    while plait runs (value as in the environment: "4M", "2.5"). Set the
-    fusion threshold on every rank, to the same value."""
+    """Changes PLAIT_FUSION_THRESHOLD, PLAIT_FUSION_MAX_TENSOR, PLAIT_CYCLE_TIME_MS,
+    PLAIT_LOG_LEVEL or PLAIT_TIMELINE_MARK_CYCLES while plait runs (value as in
+    the environment: "4M", "2.5"). Set the fusion threshold on every rank, to
+    the same value."""
     check(lib.plait_config_set(str(name).encode(), str(value).encode()))
 
 

@@ -390,19 +390,66 @@ class Bag(torch.nn.Module):
         return self.emb(idx).sum(1)
 
 
-def test_sparse_gradients(hvd):
+def local_sparse_grads(n, idx, target, per):
+    """Every rank's own (unreduced) sparse gradient of Bag's embedding."""
+    grads = []
+    for k in range(n):
+        m = Bag()
+        sl = slice(k * per, (k + 1) * per)
+        ((m(idx[sl]) - target[sl]) ** 2).mean().backward()
+        grads.append(m.emb.weight.grad)
+    return grads
+
+
+def test_sparse_gradients_as_horovod(hvd):
+    """Without sparse_as_dense, Horovod allgathers every rank's indices and
+    values (values / size for Average) and p.grad becomes that sparse sum."""
+    n, r = hvd.size(), hvd.rank()
+    g = torch.Generator().manual_seed(7)
+    idx = torch.randint(0, 10, (n * 2, 4), generator=g)
+    target = torch.randn(n * 2, 3, generator=g, dtype=torch.float64)
+    mine = slice(r * 2, r * 2 + 2)
+    for op in ("Average", "Sum"):
+        model = Bag()
+        ref = copy.deepcopy(model)
+        opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.5),
+                                       named_parameters=model.named_parameters(),
+                                       op=getattr(hvd, op))
+        ((model(idx[mine]) - target[mine]) ** 2).mean().backward()
+        opt.step()
+        grad = model.emb.weight.grad
+        assert grad.is_sparse
+        local = local_sparse_grads(n, idx, target, 2)
+        values = torch.cat([t._values() for t in local])
+        if op == "Average":
+            values = values / n
+        want = torch.sparse_coo_tensor(torch.cat([t._indices() for t in local], 1), values,
+                                       grad.shape)
+        torch.testing.assert_close(grad.to_dense(), want.to_dense(), rtol=0, atol=0)
+        ref_opt = torch.optim.SGD(ref.parameters(), lr=0.5)
+        loss = ((ref(idx) - target) ** 2).mean()
+        (loss * (n if op == "Sum" else 1)).backward()
+        ref_opt.step()
+        assert_close_models(model, ref)
+
+
+def test_sparse_gradients_in_a_group_refused(hvd):
+    model = Bag()
+    lin = torch.nn.Linear(3, 1).double()
+    params = list(model.parameters()) + list(lin.parameters())
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(params, lr=0.5), groups=[params])
+    idx = torch.zeros(1, 4, dtype=torch.int64)
+    with pytest.raises(ValueError, match="sparse gradient.*in a group"):
+        lin(model(idx)).sum().backward()
+    opt._plait_reset()
+
+
+def test_sparse_gradients_as_dense(hvd):
     n = hvd.size()
     g = torch.Generator().manual_seed(7)
     idx = torch.randint(0, 10, (n * 2, 4), generator=g)
     target = torch.randn(n * 2, 3, generator=g, dtype=torch.float64)
     mine = slice(hvd.rank() * 2, hvd.rank() * 2 + 2)
-
-    model = Bag()
-    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.5),
-                                   named_parameters=model.named_parameters())
-    with pytest.raises(ValueError, match="'emb.weight' has a sparse gradient.*sparse_as_dense"):
-        ((model(idx[mine]) - target[mine]) ** 2).mean().backward()
-
     model = Bag()
     ref = copy.deepcopy(model)
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.5),

@@ -93,9 +93,9 @@ def broadcast_parameters(params, root_rank):
                             % ("'%s'" % key if key is not None else "item %d" % i,
                                type(t).__name__))
         if key is None:
-            name = "broadcast.parameters.%d" % i
+            name = "parameters.%d" % i  # the operation: 'broadcast.parameters.<i>'
         else:
-            name = "broadcast.%s" % (key,)
+            name = str(key)  # Horovod's: the operation is 'broadcast.<key>'
             if name in seen:
                 raise ValueError("plait.torch.broadcast_parameters: the name '%s' appears "
                                  "twice" % (key,))
@@ -112,7 +112,7 @@ def _has_state(optimizer):
     return any(optimizer.state.get(p) for g in optimizer.param_groups for p in g['params'])
 
 
-def _initialize_state(optimizer):
+def _initialize_state(optimizer, sparse_params=()):
     """Horovod's trick: an optimizer that has not stepped yet has no state to
     broadcast into, so take one step with zero gradients to create it. Here
     the step leaves parameters and gradients as they were (weight decay is
@@ -124,7 +124,8 @@ def _initialize_state(optimizer):
             if p.requires_grad:
                 saved.append((p, p.detach().clone(), p.grad))
                 g = torch.zeros_like(p)
-                if isinstance(optimizer, torch.optim.SparseAdam):
+                if isinstance(optimizer, torch.optim.SparseAdam) or (
+                        isinstance(optimizer, torch.optim.SGD) and id(p) in sparse_params):
                     g = g.to_sparse()
                 p.grad = g
     decays = [g.get('weight_decay') for g in optimizer.param_groups]
@@ -171,7 +172,7 @@ def _state_manifest(optimizer):
             "options": options, "state": state}
 
 
-def broadcast_optimizer_state(optimizer, root_rank):
+def broadcast_optimizer_state(optimizer, root_rank, model=None):
     """Gives every rank root_rank's optimizer state: the param groups'
     options (lr, momentum, betas, ...) and each parameter's state (momentum
     buffers, Adam's moments and step, whether 'step' is a tensor or an int).
@@ -181,6 +182,10 @@ def broadcast_optimizer_state(optimizer, root_rank):
     pickled in one broadcast_object; tensors are broadcast in place. A rank
     whose state lacks an entry the root has gets it; entries the root lacks
     are dropped. Works on a DistributedOptimizer as well (without allreduce).
+
+    model: as Horovod's, only used to find nn.Embedding(sparse=True)
+    parameters, which get a sparse zero gradient for the initialisation step
+    of a torch.optim.SGD (SparseAdam's are always sparse).
 
     Raises ValueError for torch.optim.LBFGS (as Horovod) or when the ranks'
     param groups differ in shape.
@@ -193,7 +198,12 @@ def broadcast_optimizer_state(optimizer, root_rank):
                          "torch.optim.LBFGS state")
     _check_root(root_rank, "broadcast_optimizer_state")
     if not _has_state(optimizer):
-        _initialize_state(optimizer)
+        sparse = set()
+        if model is not None:
+            for m in model.modules():
+                if isinstance(m, torch.nn.Embedding) and m.sparse:
+                    sparse.update(id(p) for p in m.parameters())
+        _initialize_state(optimizer, sparse)
 
     manifest = broadcast_object(_state_manifest(optimizer) if rank() == root_rank else None,
                                 root_rank, name="broadcast_optimizer_state.manifest")
@@ -229,7 +239,7 @@ def broadcast_optimizer_state(optimizer, root_rank):
                         and t.dtype == dtype and t.device == device):
                     t = torch.empty(shape, dtype=dtype, device=device)
                     st[key] = t
-                pairs.append(("broadcast.optimizer_state.%d.%d.%s" % (gi, pi, key), t))
+                pairs.append(("optimizer_state.%d.%d.%s" % (gi, pi, key), t))
     _broadcast_named(pairs, root_rank)
 
 
@@ -253,13 +263,15 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     Arguments:
         obj: any picklable object (only root_rank's is used).
         root_rank: the rank whose object is sent.
-        name: names the broadcasts ('broadcast_object.<name>.sz' and
-            '.t'). Unlike Horovod, the default does not depend on obj (which
-            other ranks often pass as None), so the ranks always match.
+        name: names the broadcasts, as Horovod: '<name>.sz' and
+            '<name>.t' (the operations 'broadcast.<name>.sz', ...). Unlike
+            Horovod's (type(obj).__name__), the default, 'broadcast_object',
+            does not depend on obj (which other ranks often pass as None), so
+            the ranks always match.
     """
     _check_process_set(process_set, "broadcast_object")
     _check_root(root_rank, "broadcast_object")
-    base = "broadcast_object" if name is None else "broadcast_object.%s" % (name,)
+    base = "broadcast_object" if name is None else str(name)
     if rank() == root_rank:
         payload = _to_bytes_tensor(obj)
         n = torch.tensor([payload.numel()], dtype=torch.int64)
@@ -277,9 +289,9 @@ def allgather_object(obj, name=None):
     """Returns the list of every rank's obj, in rank order (each pickled as
     by broadcast_object and gathered as bytes).
 
-    name: names the allgathers ('allgather_object.<name>.sz' and '.t');
-    by default the names do not depend on obj."""
-    base = "allgather_object" if name is None else "allgather_object.%s" % (name,)
+    name: names the allgathers as Horovod ('<name>.sz' and '<name>.t');
+    the default, 'allgather_object', does not depend on obj."""
+    base = "allgather_object" if name is None else str(name)
     payload = _to_bytes_tensor(obj)
     h_sizes = allgather_async(torch.tensor([payload.numel()], dtype=torch.int64),
                               name=base + ".sz")

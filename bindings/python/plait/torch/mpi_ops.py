@@ -3,8 +3,18 @@
 Every operation is submitted to plait's coordinator thread and completes
 asynchronously; the *_async functions return an integer handle for poll() and
 synchronize(), exactly as in Horovod. Tensors are matched across ranks by
-name; without a name, each kind of operation numbers its calls, so every rank
-must then issue them in the same order.
+name, which is Horovod's: name='x' on an allreduce is the operation
+'allreduce.x' (so an allreduce and an allgather may share a name), a grouped
+operation's tensors are '<kind>.<name>_<i>of<n>'; without a name, each kind
+of operation numbers its calls ('allreduce.noname.<n>'), so every rank must
+then issue them in the same order.
+
+Gradients are Horovod 0.28.1's, formula for formula (allreduce: the same
+allreduce of the gradient; allgather, grouped_allgather and broadcast: the
+averaged gradient; reducescatter: the allgathered gradient, times size for
+Sum, times the scale factors), except for allreduce's Min, Max and Product,
+whose backward in Horovod reduces the gradients with the same op: plait
+gives the true gradient there (docs/horovod-comparison.md).
 
 CPU tensors of every dtype torch has are accepted: reductions need a dtype
 plait can reduce (complex tensors reduce as pairs of reals for Sum and
@@ -18,13 +28,79 @@ import ctypes
 import torch
 
 from plait import _core
-from plait.torch._handles import _Pending, _auto_name, _register, synchronize
+from plait.torch._handles import _Pending, _auto_name, _register, _take, synchronize
 from plait.torch._tensors import (
     _COMPLEX, _check_rows, _check_tensor, _describe, _from_output, _movable, _options,
     _reducible, _resolve_op,
 )
-from plait.torch.basics import Average, Max, Min, Product, Sum, _check_process_set, rank, size
+from plait.torch.basics import (
+    Average, Max, Min, Product, Sum, _check_process_set, global_process_set, rank, size,
+)
+from plait.common.basics import c_op
 from plait.torch.compression import Compression
+
+
+def _op_name(kind, name):
+    """Horovod's operation name: '<kind>.<name>', or '<kind>.noname.<n>'."""
+    if name is None:
+        return _auto_name(kind, None)
+    if not isinstance(name, str):
+        raise TypeError("plait.torch: name must be a str, not %s" % type(name).__name__)
+    return "%s.%s" % (kind, name)
+
+
+def _grad_name(name):
+    """The name of a backward pass's operation: '<name>.grad' (None stays
+    None: unnamed operations are numbered in the order issued)."""
+    return None if name is None else name + ".grad"
+
+
+class _Group:
+    """Several plait operations behind one integer handle (grouped allgather
+    and reducescatter, which plait's core runs tensor by tensor)."""
+    __slots__ = ("parts",)
+
+    def __init__(self, parts):
+        self.parts = parts
+
+    def poll(self):
+        return all(p.handle.poll() for p in self.parts)
+
+    def wait(self):
+        error = None
+        for p in self.parts:  # all of them, so none is left in flight
+            try:
+                p.handle.wait()
+            except Exception as e:  # noqa: BLE001 - re-raised below
+                if error is None:
+                    error = e
+        if error is not None:
+            raise error
+
+    def release(self):
+        for p in self.parts:
+            p.handle.release()
+
+
+def _register_group(handles):
+    """One handle for several *_async handles; synchronize() returns the
+    list of their results."""
+    parts = [_take(h) for h in handles]
+
+    def finish(group):
+        return tuple(p.finish(p.handle) for p in group.parts)
+    return _register(_Pending(_Group(parts), finish))
+
+
+def _check_group(tensors, what):
+    if isinstance(tensors, torch.Tensor):
+        raise TypeError("plait.torch.%s: expected a list of tensors, got a tensor" % what)
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("plait.torch.%s: the group is empty" % what)
+    for t in tensors:
+        _check_tensor(t, what)
+    return tensors
 
 
 # --------------------------------------------------------------------------
@@ -38,7 +114,7 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     src = tensor.contiguous()
     in_place = output is tensor
     rsrc, code = _reducible(src, op, what)
-    name = _auto_name("allreduce", name)
+    name = _op_name("allreduce", name)
     opts = _options(prescale_factor, postscale_factor)
     tin = _describe(rsrc, code)
     if in_place:  # the hot path (DistributedOptimizer): one description serves both
@@ -47,7 +123,7 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
         dst = torch.empty_like(src, memory_format=torch.contiguous_format)
         tout = _describe(_reducible(dst, op, what)[0], code)
     h = _core.submit(_core.lib.plait_allreduce_async, name, (src, dst, tin, tout, opts),
-                     _core.encode_name(name), ctypes.byref(tin), ctypes.byref(tout), op, opts)
+                     _core.encode_name(name), ctypes.byref(tin), ctypes.byref(tout), c_op(op), opts)
 
     def finish(_h):
         if in_place:
@@ -59,7 +135,7 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                    postscale_factor=1.0, process_set=None):
+                    postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing tensor over all ranks into a new tensor; returns a handle.
     op: Average (default), Sum, Min, Max or Product."""
     _check_process_set(process_set)
@@ -69,7 +145,7 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                     postscale_factor=1.0, process_set=None):
+                     postscale_factor=1.0, process_set=global_process_set):
     """In-place allreduce_async: tensor holds the result after synchronize()."""
     _check_process_set(process_set)
     op = _resolve_op(op, average, "allreduce_async_")
@@ -78,59 +154,88 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-               postscale_factor=1.0, process_set=None):
+               postscale_factor=1.0, process_set=global_process_set):
     """In-place allreduce; returns tensor."""
     return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
                                         postscale_factor, process_set))
 
 
-def _others_product(x, name):
-    """For each element, the product of every other rank's value (for the
-    gradient of Product), exact with zeros."""
-    zero = (x == 0)
-    nonzero = torch.where(zero, torch.ones_like(x), x)
-    prod_nz = synchronize(_allreduce_async(nonzero, None, name + ".grad.prod", Product,
-                                           1.0, 1.0, "allreduce"))
-    zeros = synchronize(_allreduce_async(zero.to(torch.int32), None, name + ".grad.zeros",
-                                         Sum, 1.0, 1.0, "allreduce"))
-    others = prod_nz / nonzero
-    return torch.where(zeros - zero.to(torch.int32) > 0, torch.zeros_like(x), others)
+def _sum(t, name):
+    return synchronize(_allreduce_async(t, None, name, Sum, 1.0, 1.0, "allreduce"))
+
+
+def _sub(name, suffix):
+    return None if name is None else name + suffix
+
+
+def _prescaled(x, pre):
+    """x * pre rounded as the core's prescale (Horovod's ScaleBuffer): in
+    float32 by the factor rounded to float32 for float32, float16 and
+    bfloat16; in double for float64."""
+    if pre == 1.0:
+        return x
+    if x.dtype == torch.float64:
+        return x * pre
+    return (x.float() * torch.tensor(pre, dtype=torch.float32)).to(x.dtype)
+
+
+def _true_grad(x, total, op, pre, post, name):
+    """The gradient for Min, Max and Product (plait's, not Horovod's): of
+    y = post * op_k(pre * x_k) with respect to this rank's x, given total,
+    the sum over ranks of the gradients of y.
+
+    Product: post * pre * the product of the other ranks' pre * x (exact with
+    zeros). Min/Max: post * pre on the ranks whose pre * x is the extreme,
+    shared equally between tied ranks, zero elsewhere; the extreme is
+    found by reducing pre * x itself, so the comparison is exact whatever
+    the factors (_prescaled rounds as the core's prescale)."""
+    s = _prescaled(x, pre)
+    scale = pre * post
+    if op == Product:
+        zero = (s == 0)
+        nonzero = torch.where(zero, torch.ones_like(s), s)
+        prod_nz = synchronize(_allreduce_async(nonzero, None, _sub(name, ".prod"), Product,
+                                               1.0, 1.0, "allreduce"))
+        zeros = _sum(zero.to(torch.int32), _sub(name, ".zeros"))
+        others = torch.where(zeros - zero.to(torch.int32) > 0, torch.zeros_like(s),
+                             prod_nz / nonzero)
+        return total * others * scale
+    extreme = synchronize(_allreduce_async(s, None, _sub(name, ".extreme"), op, 1.0, 1.0,
+                                           "allreduce"))
+    hit = (s == extreme).to(total.dtype)
+    hits = _sum(hit, _sub(name, ".ties"))
+    return total * hit / hits.clamp(min=1) * scale
 
 
 class _Allreduce(torch.autograd.Function):
-    """Gradient of the sum over ranks of each rank's loss."""
+    """Horovod's HorovodAllreduce; Min, Max and Product: the true gradient."""
 
     @staticmethod
     def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
         ctx.op = op
-        ctx.scale = prescale_factor * postscale_factor
+        ctx.pre, ctx.post = prescale_factor, postscale_factor
         ctx.name = name
         out = synchronize(_allreduce_async(tensor, None, name, op, prescale_factor,
                                            postscale_factor, "allreduce"))
         if op in (Min, Max, Product):
-            ctx.save_for_backward(tensor, out)
+            ctx.save_for_backward(tensor)
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        gname = None if ctx.name is None else ctx.name + ".grad"
+        gname = _grad_name(ctx.name)
         if ctx.op in (Sum, Average):
-            g = synchronize(_allreduce_async(grad, None, gname, ctx.op, 1.0, 1.0, "allreduce"))
-            return g * ctx.scale, None, None, None, None
-        x, out = ctx.saved_tensors
-        total = synchronize(_allreduce_async(grad, None, gname, Sum, 1.0, 1.0, "allreduce"))
-        if ctx.op == Product:
-            base = gname or _auto_name("allreduce", None)
-            return total * _others_product(x, base) * ctx.scale, None, None, None, None
-        # Min/Max: the ranks holding the extreme share the gradient equally.
-        hit = (x * ctx.scale == out).to(grad.dtype)
-        hits = synchronize(_allreduce_async(hit, None, None if gname is None else gname + ".ties",
-                                            Sum, 1.0, 1.0, "allreduce"))
-        return total * hit / hits.clamp(min=1) * ctx.scale, None, None, None, None
+            # Horovod: the same allreduce (op and factors) of the gradient.
+            return (allreduce(grad, name=gname, op=ctx.op, prescale_factor=ctx.pre,
+                              postscale_factor=ctx.post), None, None, None, None)
+        x, = ctx.saved_tensors
+        total = _sum(grad, gname)
+        return (_true_grad(x, total, ctx.op, ctx.pre, ctx.post, gname),
+                None, None, None, None)
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
-              prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+              prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Reduces tensor over all ranks; returns a new tensor (tensor is not
     modified). Differentiable. op: Average (default), Sum, Min, Max, Product."""
     _check_process_set(process_set)
@@ -145,19 +250,21 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
 # grouped allreduce
 # --------------------------------------------------------------------------
 
+def _group_names(kind, name, n):
+    """Horovod's names for a group of n: '<kind>.<name>_<i>of<n>', i from 1."""
+    base = _op_name(kind, name)
+    return ["%s_%dof%d" % (base, i + 1, n) for i in range(n)]
+
+
 def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, postscale_factor,
                              what):
-    tensors = list(tensors)
-    if not tensors:
-        raise ValueError("plait.torch.%s: the group is empty" % what)
-    base = _auto_name("grouped_allreduce", name)
+    tensors = _check_group(tensors, what)
     n = len(tensors)
-    names = [("%s.%d" % (base, i)).encode("utf-8") for i in range(n)]
+    names = [nm.encode("utf-8") for nm in _group_names("grouped_allreduce", name, n)]
     ins = (_core.Tensor * n)()
     outs = (_core.Tensor * n)()
     srcs, dsts = [], []
     for i, t in enumerate(tensors):
-        _check_tensor(t, what)
         src = t.contiguous()
         dst = src if in_place else torch.empty_like(src, memory_format=torch.contiguous_format)
         rsrc, code = _reducible(src, op, what)
@@ -168,21 +275,21 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, posts
         dsts.append(dst)
     cnames = (ctypes.c_char_p * n)(*names)
     opts = _options(prescale_factor, postscale_factor)
-    h = _core.submit(_core.lib.plait_grouped_allreduce_async, base,
-                     (srcs, dsts, ins, outs, cnames, opts), n, cnames, ins, outs, op, opts)
+    h = _core.submit(_core.lib.plait_grouped_allreduce_async, names[0].decode("utf-8"),
+                     (srcs, dsts, ins, outs, cnames, opts), n, cnames, ins, outs, c_op(op), opts)
 
-    def finish(_h):
+    def finish(_h):  # a tuple, as Horovod's synchronize() of a group
         if not in_place:
-            return dsts
+            return tuple(dsts)
         for t, s in zip(tensors, srcs):
             if s.data_ptr() != t.data_ptr():
                 t.copy_(s)
-        return tensors
+        return tuple(tensors)
     return _register(_Pending(h, finish))
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                            postscale_factor=1.0, process_set=None):
+                            postscale_factor=1.0, process_set=global_process_set):
     """Starts an allreduce of a list of tensors negotiated and run as one
     unit; synchronize() returns the list of new tensors."""
     _check_process_set(process_set)
@@ -192,7 +299,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                             postscale_factor=1.0, process_set=None):
+                             postscale_factor=1.0, process_set=global_process_set):
     _check_process_set(process_set)
     op = _resolve_op(op, average, "grouped_allreduce_async_")
     return _grouped_allreduce_async(tensors, True, name, op, prescale_factor,
@@ -200,36 +307,45 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                       postscale_factor=1.0, process_set=None):
+                       postscale_factor=1.0, process_set=global_process_set):
     return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
                                                 postscale_factor, process_set))
 
 
 class _GroupedAllreduce(torch.autograd.Function):
+    """Horovod's HorovodGroupedAllreduce; Min, Max and Product: the true
+    gradient of each tensor, as for allreduce."""
+
     @staticmethod
     def forward(ctx, name, op, prescale_factor, postscale_factor, *tensors):
         ctx.op = op
-        ctx.scale = prescale_factor * postscale_factor
+        ctx.pre, ctx.post = prescale_factor, postscale_factor
         ctx.name = name
+        if op in (Min, Max, Product):
+            ctx.save_for_backward(*tensors)
         return tuple(synchronize(_grouped_allreduce_async(
             tensors, False, name, op, prescale_factor, postscale_factor, "grouped_allreduce")))
 
     @staticmethod
     def backward(ctx, *grads):
-        if ctx.op not in (Sum, Average):
-            raise NotImplementedError("plait.torch.grouped_allreduce: gradients are "
-                                      "defined for Sum and Average only")
-        gname = None if ctx.name is None else ctx.name + ".grad"
-        out = synchronize(_grouped_allreduce_async(
-            [g.contiguous() for g in grads], False, gname, ctx.op, 1.0, 1.0,
-            "grouped_allreduce"))
-        return (None, None, None, None) + tuple(g * ctx.scale for g in out)
+        gname = _grad_name(ctx.name)
+        head = (None, None, None, None)
+        if ctx.op in (Sum, Average):
+            return head + tuple(grouped_allreduce(list(grads), name=gname, op=ctx.op,
+                                                  prescale_factor=ctx.pre,
+                                                  postscale_factor=ctx.post))
+        xs = ctx.saved_tensors
+        totals = synchronize(_grouped_allreduce_async(
+            [g.contiguous() for g in grads], False, gname, Sum, 1.0, 1.0, "grouped_allreduce"))
+        return head + tuple(
+            _true_grad(x, t, ctx.op, ctx.pre, ctx.post, _sub(gname, ".%d" % i))
+            for i, (x, t) in enumerate(zip(xs, totals)))
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
-                      prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+                      prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Reduces a list of tensors as one unit; returns a list of new tensors.
-    Differentiable for Sum and Average."""
+    Differentiable."""
     _check_process_set(process_set)
     op = _resolve_op(op, average, "grouped_allreduce")
     tensors = list(tensors)
@@ -243,15 +359,12 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
 # allgather
 # --------------------------------------------------------------------------
 
-def allgather_async(tensor, name=None, process_set=None):
-    """Starts concatenating tensor from every rank along the first dimension
-    (which may differ between ranks); synchronize() returns the result."""
-    _check_process_set(process_set)
-    _check_tensor(tensor, "allgather_async")
-    _check_rows(tensor, "allgather_async")
+def _allgather_async(tensor, name, what, kind="allgather"):
+    _check_tensor(tensor, what)
+    _check_rows(tensor, what)
     src = tensor.contiguous()
     view, code, back = _movable(src)
-    name = _auto_name("allgather", name)
+    name = name if kind is None else _op_name(kind, name)
     tin = _describe(view, code)
     h = _core.submit(_core.lib.plait_allgather_async, name, (src, view, tin),
                      _core.encode_name(name), ctypes.byref(tin), None)
@@ -262,31 +375,104 @@ def allgather_async(tensor, name=None, process_set=None):
     return _register(_Pending(h, finish))
 
 
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    """Starts concatenating tensor from every rank along the first dimension
+    (which may differ between ranks); synchronize() returns the result."""
+    _check_process_set(process_set)
+    return _allgather_async(tensor, name, "allgather_async")
+
+
+def _rank_offsets(rows_list, name):
+    """For each tensor, the first row of this rank's rows in the gathered
+    tensor (every rank's row counts are allgathered as int32, as Horovod)."""
+    counts = synchronize(grouped_allgather_async(
+        [torch.tensor([r], dtype=torch.int32) for r in rows_list], name))
+    r = rank()
+    return [int(c[:r].sum()) if r else 0 for c in counts]
+
+
 class _Allgather(torch.autograd.Function):
+    """Horovod's HorovodAllgather: the gradient is the allreduced (Average)
+    gradient of the output, sliced to this rank's rows."""
+
     @staticmethod
     def forward(ctx, tensor, name):
         ctx.rows = tensor.shape[0]
         ctx.name = name
-        return synchronize(allgather_async(tensor, name))
+        return synchronize(_allgather_async(tensor, name, "allgather"))
 
     @staticmethod
     def backward(ctx, grad):
-        gname = None if ctx.name is None else ctx.name + ".grad"
-        total = synchronize(_allreduce_async(grad, None, gname, Sum, 1.0, 1.0, "allgather"))
-        rows = synchronize(allgather_async(torch.tensor([ctx.rows], dtype=torch.int64),
-                                           None if gname is None else gname + ".rows"))
-        offset = int(rows[:rank()].sum())
-        return total.narrow(0, offset, ctx.rows), None
+        gname = _grad_name(ctx.name)
+        reduced = allreduce(grad, name=gname, op=Average)
+        offset, = _rank_offsets([ctx.rows], _sub(gname, ".rows"))
+        return reduced.narrow(0, offset, ctx.rows), None
 
 
-def allgather(tensor, name=None, process_set=None):
+def allgather(tensor, name=None, process_set=global_process_set):
     """Concatenates tensor from every rank along the first dimension.
-    Differentiable: the gradient is the sum over ranks of the gradient of the
-    output, sliced to this rank's rows."""
+    Differentiable (Horovod's gradient: this rank's rows of the averaged
+    gradient of the output)."""
     _check_process_set(process_set)
     _check_tensor(tensor, "allgather")
     _check_rows(tensor, "allgather")
     return _Allgather.apply(tensor, name)
+
+
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    """Starts an allgather of each tensor of a list; synchronize() returns
+    the tuple of results. Tensors are named as in Horovod
+    ('grouped_allgather.<name>_<i>of<n>')."""
+    _check_process_set(process_set)
+    tensors = _check_group(tensors, "grouped_allgather_async")
+    for t in tensors:
+        _check_rows(t, "grouped_allgather_async")
+    names = _group_names("grouped_allgather", name, len(tensors))
+    handles = []
+    try:
+        for t, nm in zip(tensors, names):
+            handles.append(_allgather_async(t, nm, "grouped_allgather_async", kind=None))
+    except Exception:
+        _drain(handles)
+        raise
+    return _register_group(handles)
+
+
+def _drain(handles):
+    for h in handles:
+        try:
+            synchronize(h)
+        except Exception:  # noqa: BLE001 - the first error is being raised
+            pass
+
+
+class _GroupedAllgather(torch.autograd.Function):
+    """Horovod's HorovodGroupedAllgather: grouped allreduce (Average) of the
+    gradients, each sliced to this rank's rows."""
+
+    @staticmethod
+    def forward(ctx, name, *tensors):
+        ctx.rows = [t.shape[0] for t in tensors]
+        ctx.name = name
+        return tuple(synchronize(grouped_allgather_async(list(tensors), name)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        gname = _grad_name(ctx.name)
+        reduced = grouped_allreduce(list(grads), name=gname, op=Average)
+        offsets = _rank_offsets(ctx.rows, _sub(gname, ".rows"))
+        return (None,) + tuple(g.narrow(0, o, r)
+                               for g, o, r in zip(reduced, offsets, ctx.rows))
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """Allgathers each tensor of a list; returns the tuple of results (as
+    Horovod). Differentiable, as allgather."""
+    _check_process_set(process_set)
+    tensors = _check_group(tensors, "grouped_allgather")
+    for t in tensors:
+        _check_rows(t, "grouped_allgather")
+    return _GroupedAllgather.apply(name, *tensors)  # a tuple, as Horovod's
 
 
 # --------------------------------------------------------------------------
@@ -301,7 +487,7 @@ def _broadcast_async(tensor, in_place, root_rank, name, what):
     buf = tensor.clone(memory_format=torch.contiguous_format) if not in_place \
         else tensor.contiguous()
     view, code, back = _movable(buf)
-    name = _auto_name("broadcast", name)
+    name = _op_name("broadcast", name)
     t = _describe(view, code)
     h = _core.submit(_core.lib.plait_broadcast_async, name, (buf, view, t),
                      _core.encode_name(name), ctypes.byref(t), root_rank, None)
@@ -315,24 +501,27 @@ def _broadcast_async(tensor, in_place, root_rank, name, what):
     return _register(_Pending(h, finish))
 
 
-def broadcast_async(tensor, root_rank, name=None, process_set=None):
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts replacing a copy of tensor with root_rank's; synchronize()
     returns the copy."""
     _check_process_set(process_set)
     return _broadcast_async(tensor, False, root_rank, name, "broadcast_async")
 
 
-def broadcast_async_(tensor, root_rank, name=None, process_set=None):
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     _check_process_set(process_set)
     return _broadcast_async(tensor, True, root_rank, name, "broadcast_async_")
 
 
-def broadcast_(tensor, root_rank, name=None, process_set=None):
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     """Replaces tensor with root_rank's, in place; returns tensor."""
     return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 
 class _Broadcast(torch.autograd.Function):
+    """Horovod's HorovodBroadcast: the root gets the averaged gradient, the
+    others that times 0."""
+
     @staticmethod
     def forward(ctx, tensor, root_rank, name):
         ctx.root_rank = root_rank
@@ -341,16 +530,16 @@ class _Broadcast(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        gname = None if ctx.name is None else ctx.name + ".grad"
-        total = synchronize(_allreduce_async(grad, None, gname, Sum, 1.0, 1.0, "broadcast"))
+        reduced = allreduce(grad, name=_grad_name(ctx.name), op=Average)
         if rank() != ctx.root_rank:
-            total = torch.zeros_like(total)
-        return total, None, None
+            reduced = reduced * 0  # as Horovod: NaN and Inf stay NaN
+        return reduced, None, None
 
 
-def broadcast(tensor, root_rank, name=None, process_set=None):
-    """root_rank's tensor on every rank, as a new tensor. Differentiable: the
-    root's gradient is the sum over ranks; the others' is zero."""
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """root_rank's tensor on every rank, as a new tensor. Differentiable
+    (Horovod's gradient: the root gets the averaged gradient, the others
+    zero)."""
     _check_process_set(process_set)
     _check_tensor(tensor, "broadcast")
     return _Broadcast.apply(tensor, root_rank, name)
@@ -374,84 +563,84 @@ def _splits_array(splits, n, what):
     return arr, values
 
 
-def alltoall_async(tensor, splits=None, name=None, process_set=None):
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """Starts sending splits[r] first-dimension rows of tensor to rank r (equal
-    parts when splits is None); synchronize() returns the received rows in
-    rank order, and with splits given, also how many came from each rank."""
+    parts when splits is None); synchronize() returns, as Horovod's, the
+    tuple (received rows in rank order, how many came from each rank); the
+    latter is int32, or splits' dtype when splits is a tensor."""
     _check_process_set(process_set)
     _check_tensor(tensor, "alltoall_async")
     _check_rows(tensor, "alltoall_async")
     n = size()
+    if splits is None and tensor.shape[0] % n != 0:
+        raise ValueError("plait.torch.alltoall_async: without splits the first dimension (%d) "
+                         "must divide by the number of ranks (%d)" % (tensor.shape[0], n))
     arr, _ = _splits_array(splits, n, "alltoall_async")
+    split_dtype = splits.dtype if isinstance(splits, torch.Tensor) else torch.int32
     src = tensor.contiguous()
     view, code, back = _movable(src)
-    name = _auto_name("alltoall", name)
+    name = _op_name("alltoall", name)
     tin = _describe(view, code)
     h = _core.submit(_core.lib.plait_alltoall_async, name, (src, view, tin, arr),
                      _core.encode_name(name), ctypes.byref(tin), arr, None)
-    want_splits = splits is not None
 
     def finish(hh):
         out = _from_output(hh.output())
         if back is not None:
             out = back(out)
-        if want_splits:
-            return out, torch.tensor(hh.splits(n), dtype=torch.int32)
-        return out
+        return out, torch.tensor(hh.splits(n), dtype=split_dtype)
     return _register(_Pending(h, finish))
 
 
 class _Alltoall(torch.autograd.Function):
+    """Horovod's HorovodAlltoall: gradients go back along the received
+    splits."""
+
     @staticmethod
     def forward(ctx, tensor, splits, name):
         ctx.name = name
-        out, received = synchronize(alltoall_async(
-            tensor, splits if splits is not None else [tensor.shape[0] // size()] * size(),
-            name))
+        out, received = synchronize(alltoall_async(tensor, splits, name))
         ctx.received = received
+        if splits is None:
+            return out
         ctx.mark_non_differentiable(received)
         return out, received
 
     @staticmethod
-    def backward(ctx, grad, _grad_splits):
-        gname = None if ctx.name is None else ctx.name + ".grad"
-        g, _ = synchronize(alltoall_async(grad.contiguous(), ctx.received, gname))
+    def backward(ctx, grad, *_unused):
+        g, _ = alltoall(grad, splits=ctx.received, name=_grad_name(ctx.name))
         return g, None, None
 
 
-def alltoall(tensor, splits=None, name=None, process_set=None):
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """Sends splits[r] rows of tensor to rank r; returns the rows received in
-    rank order, and when splits is given also the received splits (an int32
-    tensor), as Horovod does. Differentiable."""
+    rank order, and when splits is given also the received splits (int32,
+    or splits' dtype when splits is a tensor), as Horovod does.
+    Differentiable."""
     _check_process_set(process_set)
     _check_tensor(tensor, "alltoall")
     _check_rows(tensor, "alltoall")
     if splits is None and tensor.shape[0] % size() != 0:
         raise ValueError("plait.torch.alltoall: without splits the first dimension (%d) "
                          "must divide by the number of ranks (%d)" % (tensor.shape[0], size()))
-    out, received = _Alltoall.apply(tensor, splits, name)
-    return (out, received) if splits is not None else out
+    return _Alltoall.apply(tensor, splits, name)
 
 
 # --------------------------------------------------------------------------
 # reducescatter
 # --------------------------------------------------------------------------
 
-def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescale_factor=1.0,
-                        postscale_factor=1.0):
-    """Starts reducing tensor over all ranks; rank r receives its block of
-    first-dimension rows (the first rows % size ranks get one more)."""
-    _check_process_set(process_set)
-    _check_tensor(tensor, "reducescatter_async")
-    _check_rows(tensor, "reducescatter_async")
-    op = _resolve_op(op, None, "reducescatter_async")
+def _reducescatter_async(tensor, name, op, prescale_factor, postscale_factor, what,
+                         kind="reducescatter"):
+    _check_tensor(tensor, what)
+    _check_rows(tensor, what)
     src = tensor.contiguous()
-    rsrc, code = _reducible(src, op, "reducescatter_async")
-    name = _auto_name("reducescatter", name)
+    rsrc, code = _reducible(src, op, what)
+    name = name if kind is None else _op_name(kind, name)
     opts = _options(prescale_factor, postscale_factor)
     tin = _describe(rsrc, code)
     h = _core.submit(_core.lib.plait_reducescatter_async, name, (src, rsrc, tin, opts),
-                     _core.encode_name(name), ctypes.byref(tin), op, opts)
+                     _core.encode_name(name), ctypes.byref(tin), c_op(op), opts)
     is_complex = tensor.dtype in _COMPLEX
 
     def finish(hh):
@@ -460,35 +649,59 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescal
     return _register(_Pending(h, finish))
 
 
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
+                        postscale_factor=1.0):
+    """Starts reducing tensor over all ranks; rank r receives its block of
+    first-dimension rows (the first rows % size ranks get one more)."""
+    _check_process_set(process_set)
+    op = _resolve_op(op, None, "reducescatter_async")
+    return _reducescatter_async(tensor, name, op, prescale_factor, postscale_factor,
+                                "reducescatter_async")
+
+
+def _reducescatter_grad(grad, op, pre, post):
+    """Horovod's HorovodReducescatter.backward before its allgather: times
+    size for Sum, then the prescale, then the postscale factor."""
+    if op == Sum:
+        grad = grad * size()
+    if pre != 1.0:
+        grad = grad * pre
+    if post != 1.0:
+        grad = grad * post
+    return grad
+
+
+def _check_rs_grad(op, what):
+    if op not in (Sum, Average):
+        raise NotImplementedError("plait.torch.%s: gradients are defined for Sum and "
+                                  "Average only (Horovod's reducescatter allows no other "
+                                  "op)" % what)
+
+
 class _Reducescatter(torch.autograd.Function):
+    """Horovod's HorovodReducescatter: allgather of the gradient times size
+    (Sum only) and the scale factors."""
+
     @staticmethod
     def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
-        if op not in (Sum, Average):
-            ctx.op = None
-        else:
-            ctx.op = op
-        ctx.scale = prescale_factor * postscale_factor
+        ctx.op = op
+        ctx.pre, ctx.post = prescale_factor, postscale_factor
         ctx.name = name
-        return synchronize(reducescatter_async(tensor, name, op, None, prescale_factor,
-                                               postscale_factor))
+        return synchronize(_reducescatter_async(tensor, name, op, prescale_factor,
+                                                postscale_factor, "reducescatter"))
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx.op is None:
-            raise NotImplementedError("plait.torch.reducescatter: gradients are defined "
-                                      "for Sum and Average only")
-        gname = None if ctx.name is None else ctx.name + ".grad"
-        g = synchronize(allgather_async(grad.contiguous(), gname))
-        if ctx.op == Average:
-            g = g / size()
-        return g * ctx.scale, None, None, None, None
+        _check_rs_grad(ctx.op, "reducescatter")
+        g = _reducescatter_grad(grad, ctx.op, ctx.pre, ctx.post)
+        return allgather(g, name=_grad_name(ctx.name)), None, None, None, None
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
-                  process_set=None, prescale_factor=1.0, postscale_factor=1.0):
+                  process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     """Reduces tensor over all ranks and returns this rank's block of rows.
     op: Average (Horovod's default) or Sum, Min, Max, Product. Differentiable
-    for Sum and Average."""
+    for Sum and Average (Horovod's gradient)."""
     _check_process_set(process_set)
     op = _resolve_op(op, None, "reducescatter")
     _check_tensor(tensor, "reducescatter")
@@ -498,11 +711,99 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
     return compression.decompress(out, cctx)
 
 
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    """Starts a reducescatter of each tensor of a list; synchronize() returns
+    the tuple of this rank's blocks. Tensors are named as in Horovod
+    ('grouped_reducescatter.<name>_<i>of<n>')."""
+    _check_process_set(process_set)
+    op = _resolve_op(op, None, "grouped_reducescatter_async")
+    tensors = _check_group(tensors, "grouped_reducescatter_async")
+    names = _group_names("grouped_reducescatter", name, len(tensors))
+    handles = []
+    try:
+        for t, nm in zip(tensors, names):
+            handles.append(_reducescatter_async(t, nm, op, prescale_factor, postscale_factor,
+                                                "grouped_reducescatter_async", kind=None))
+    except Exception:
+        _drain(handles)
+        raise
+    return _register_group(handles)
+
+
+class _GroupedReducescatter(torch.autograd.Function):
+    """Horovod's HorovodGroupedReducescatter."""
+
+    @staticmethod
+    def forward(ctx, name, op, prescale_factor, postscale_factor, *tensors):
+        ctx.op = op
+        ctx.pre, ctx.post = prescale_factor, postscale_factor
+        ctx.name = name
+        return tuple(synchronize(grouped_reducescatter_async(
+            list(tensors), name, op, None, prescale_factor, postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        _check_rs_grad(ctx.op, "grouped_reducescatter")
+        gs = [_reducescatter_grad(g, ctx.op, ctx.pre, ctx.post) for g in grads]
+        return (None, None, None, None) + tuple(grouped_allgather(gs,
+                                                                  name=_grad_name(ctx.name)))
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """Reducescatters each tensor of a list; returns the list of this rank's
+    blocks. Differentiable for Sum and Average, as reducescatter."""
+    _check_process_set(process_set)
+    op = _resolve_op(op, None, "grouped_reducescatter")
+    tensors = _check_group(tensors, "grouped_reducescatter")
+    pairs = [compression.compress(t) for t in tensors]
+    outs = _GroupedReducescatter.apply(name, op, prescale_factor, postscale_factor,
+                                       *[p[0] for p in pairs])
+    return [compression.decompress(o, p[1]) for o, p in zip(outs, pairs)]
+
+
+# --------------------------------------------------------------------------
+# sparse allreduce
+# --------------------------------------------------------------------------
+
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """Horovod's sparse allreduce of a sparse COO tensor: every rank's indices
+    and values are allgathered ('<name>.indices', '<name>.values'; values
+    divided by size for Average). Returns a function that waits and returns
+    the (uncoalesced) sparse sum, as Horovod's does."""
+    _check_process_set(process_set)
+    if not isinstance(tensor, torch.Tensor) or not tensor.is_sparse:
+        raise TypeError("plait.torch.sparse_allreduce_async: expected a sparse COO tensor, "
+                        "got %s" % (type(tensor).__name__ if not isinstance(tensor, torch.Tensor)
+                                    else "a dense tensor"))
+    op = _resolve_op(op, None, "sparse_allreduce_async")
+    t = tensor
+    h_indices = allgather_async(t._indices().transpose(0, 1).contiguous(),
+                                name="%s.indices" % (name,))
+    h_values = allgather_async(t._values(), name="%s.values" % (name,))
+    done = []
+
+    def handle():
+        if not done:
+            values = synchronize(h_values)
+            indices = synchronize(h_indices)
+            if op == Average:
+                values = values / size()
+            if indices.dim() == 0 or values.dim() == 0:
+                done.append(t.new().resize_as_(t))
+            else:
+                done.append(torch.sparse_coo_tensor(indices.transpose(0, 1), values, t.size(),
+                                                    dtype=values.dtype))
+        return done[0]
+    return handle
+
+
 # --------------------------------------------------------------------------
 # join, barrier
 # --------------------------------------------------------------------------
 
-def join(device=-1):
+def join(device=-1) -> int:
     """This rank has no more batches: it takes part in the other ranks'
     allreduces (with the op's identity) and allgathers (with no rows) until
     every rank has joined. Returns the last rank to join."""
@@ -514,7 +815,7 @@ def join(device=-1):
         h.release()
 
 
-def barrier(process_set=None):
+def barrier(process_set=global_process_set):
     """Returns when every rank has reached the barrier."""
     _check_process_set(process_set)
     h = _core.submit(_core.lib.plait_barrier_async, "barrier", None, None)

@@ -22,7 +22,7 @@ import torch
 from plait.torch.compression import Compression
 from plait.torch._handles import synchronize
 from plait.torch.basics import Adasum, Average, Max, Min, Product, Sum, global_process_set, size
-from plait.torch.mpi_ops import allreduce_async_, grouped_allreduce_async_
+from plait.torch.mpi_ops import allreduce_async_, grouped_allreduce_async_, sparse_allreduce_async
 
 # Horovod's wording, kept so that code matching on it keeps working.
 _TOO_MANY_PASSES = ("Gradients were computed more than backward_passes_per_step times "
@@ -103,10 +103,12 @@ class _DistributedOptimizer:
 
     @staticmethod
     def _plait_name_parameters(named_parameters, params, where):
-        """parameter -> allreduce name, checking named_parameters."""
+        """parameter -> name of its allreduce (Horovod's: the name given in
+        named_parameters, so the operation is 'allreduce.<name>'), checking
+        named_parameters."""
         if named_parameters is None:
-            # Horovod 0.28's two indices (param group, position); they cannot
-            # clash with mpi_ops' own 'allreduce.noname.<n>' for unnamed calls.
+            # Horovod 0.28's names: 'allreduce.noname.<group>.<position>' (the
+            # operation is then 'allreduce.allreduce.noname.<g>.<i>', as there).
             return {p: "allreduce.noname.%d.%d" % where[p] for p in params}
         named = list(named_parameters)
         for item in named:
@@ -124,9 +126,11 @@ class _DistributedOptimizer:
         if dups:
             raise ValueError("DistributedOptimizer: parameter names in named_parameters must "
                              "be unique. Found duplicates: %s" % ", ".join(sorted(dups)))
+        # A tensor named twice gets the name that sorts last, as in Horovod
+        # ({v: k for k, v in sorted(named_parameters)}).
         names = {}
-        for name, p in named:
-            names.setdefault(p, "allreduce." + name)  # a tensor named twice: its first name
+        for name, p in sorted(named, key=lambda kv: kv[0]):
+            names[p] = name
         unnamed = [p for p in params if p not in names]
         if unnamed:
             raise ValueError("DistributedOptimizer: named_parameters was specified, but %d "
@@ -211,34 +215,43 @@ class _DistributedOptimizer:
             self._plait_submit(unit)
 
     def _plait_scaling(self):
-        """(op, prescale, postscale) for a gradient allreduce."""
-        f = self.gradient_predivide_factor
-        if self.op == Average and f != 1.0:
-            # Horovod's split average: divide by f before the sum, multiply by
-            # f / size after it.
-            return Sum, 1.0 / f, f / size()
+        """(op, prescale, postscale) for a gradient allreduce: Horovod's split
+        average, 1/f before the sum and f after it (the core then scales by
+        f / size)."""
+        if self.op == Average:
+            f = self.gradient_predivide_factor
+            return Average, 1.0 / f, float(f)
         return self.op, 1.0, 1.0
 
     def _plait_send_tensor(self, p):
-        """The dense gradient of p to reduce; a zero one where backward
-        produced none (a parameter unused in this step) so that the ranks
-        still submit the same allreduces."""
+        """The gradient of p to reduce (dense unless it is sparse and
+        sparse_as_dense is off); a zero one where backward produced none (a
+        parameter unused in this step) so that the ranks still submit the
+        same allreduces."""
         if p.grad is None:
             p.grad = torch.zeros_like(p, memory_format=torch.contiguous_format)
         g = p.grad
-        if g.is_sparse:
-            if not self.sparse_as_dense:
-                raise ValueError("DistributedOptimizer: parameter '%s' has a sparse gradient "
-                                 "(e.g. nn.Embedding(sparse=True)); plait reduces dense "
-                                 "tensors only: pass sparse_as_dense=True"
-                                 % self._plait_names[p][len("allreduce."):])
+        if g.is_sparse and self.sparse_as_dense:
             g = g.to_dense()
         return g
 
     def _plait_submit(self, unit):
+        tensors = [self._plait_send_tensor(p) for p in unit]
+        if len(unit) == 1 and tensors[0].is_sparse:
+            # Horovod's sparse allreduce: indices and values allgathered
+            # (no compression, no predivide factor), a callable handle.
+            h = sparse_allreduce_async(tensors[0], name=self._plait_names[unit[0]], op=self.op)
+            self._plait_handles[unit] = (h, tensors, [None])
+            return
+        for p, t in zip(unit, tensors):
+            if t.is_sparse:
+                raise ValueError("DistributedOptimizer: parameter '%s' has a sparse gradient "
+                                 "(e.g. nn.Embedding(sparse=True)) and is in a group; groups "
+                                 "reduce dense tensors: pass sparse_as_dense=True or leave "
+                                 "it out of groups" % self._plait_names[p])
         sent, ctxs = [], []
-        for p in unit:
-            t, ctx = self._plait_compression.compress(self._plait_send_tensor(p))
+        for t in tensors:
+            t, ctx = self._plait_compression.compress(t)
             sent.append(t)
             ctxs.append(ctx)
         op, pre, post = self._plait_scaling()
@@ -246,18 +259,19 @@ class _DistributedOptimizer:
             h = allreduce_async_(sent[0], name=self._plait_names[unit[0]], op=op,
                                  prescale_factor=pre, postscale_factor=post)
         else:
-            name = "grouped_" + self._plait_names[unit[0]]
-            h = grouped_allreduce_async_(sent, name=name, op=op, prescale_factor=pre,
-                                         postscale_factor=post)
+            # Horovod names a group after its first parameter.
+            h = grouped_allreduce_async_(sent, name=self._plait_names[unit[0]], op=op,
+                                         prescale_factor=pre, postscale_factor=post)
         self._plait_handles[unit] = (h, sent, ctxs)
 
     @staticmethod
     def _plait_store(p, reduced):
         """Puts the reduced gradient into p.grad."""
         g = p.grad
-        if g.is_sparse:
+        if g.is_sparse:  # Horovod: p.grad.zero_().add_(sparse result)
+            reduced = reduced.to(g.dtype)
             g.zero_()
-            g.add_(reduced.to(g.dtype).to_sparse())
+            g.add_(reduced if reduced.is_sparse else reduced.to_sparse())
         elif reduced is not g:
             g.copy_(reduced)
 
@@ -279,7 +293,7 @@ class _DistributedOptimizer:
                 if unit[0] not in started:  # units start whole or not at all
                     self._plait_submit(unit)
             for unit, (h, _sent, ctxs) in list(self._plait_handles.items()):
-                out = synchronize(h)
+                out = h() if callable(h) else synchronize(h)  # callable: sparse
                 outs = [out] if len(unit) == 1 else out
                 for p, o, ctx in zip(unit, outs, ctxs):
                     self._plait_store(p, self._plait_compression.decompress(o, ctx))
@@ -399,9 +413,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         optimizer: the optimizer to wrap. The result shares its param_groups
             and state and is an instance of its class.
         named_parameters: (name, parameter) pairs, usually
-            model.named_parameters(); gradient allreduces are named
-            'allreduce.<name>' (without it: 'allreduce.noname.<group>.<i>',
-            so every rank must then build its optimizer identically). Names must be
+            model.named_parameters(); gradient allreduces are named as in
+            Horovod, 'allreduce.<name>' (without it:
+            'allreduce.allreduce.noname.<group>.<i>', so every rank must then
+            build its optimizer identically; a group: 'grouped_allreduce.<name
+            of its first parameter>_<i>of<n>'). Names must be
             unique and must cover every parameter of the optimizer.
         compression: Compression.none or Compression.fp16 (gradients sent as
             float16 and restored to their dtype).
@@ -417,8 +433,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
             parameters, in rank 0's order) or a list of lists of parameters;
             each group is reduced as one grouped allreduce once all of its
             gradients are ready. Parameters in no list are reduced alone.
-        sparse_as_dense: reduce sparse gradients as dense tensors (required
-            for sparse gradients: plait has no sparse allreduce).
+        sparse_as_dense: reduce sparse gradients as dense tensors; without
+            it a sparse gradient (nn.Embedding(sparse=True)) is reduced as
+            Horovod does, by allgathering every rank's indices and values
+            (divided by size for Average), and p.grad becomes that
+            uncoalesced sparse sum.
         process_set: only the global process set exists in plait.
 
     Returns:

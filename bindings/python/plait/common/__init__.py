@@ -1,0 +1,13 @@
+"""plait.common: the framework-independent layer of the Horovod-compatible
+bindings (horovod.common's counterpart), shared by plait.torch and the other
+framework bindings:
+
+    plait.common.exceptions    HorovodInternalError, HostsUpdatedInterrupt, ...
+    plait.common.basics        life cycle, queries, timeline and build queries
+                               with Horovod 0.28's semantics
+    plait.common.process_sets  ProcessSet, global_process_set, add/remove_process_set
+    plait.common.elastic       elastic training's names (refused until plait has it)
+
+Importing this package loads nothing else (plait._core imports
+plait.common.exceptions while it loads).
+"""

@@ -1,0 +1,365 @@
+"""Life cycle, queries, timeline and build queries with Horovod 0.28's
+semantics (horovod.common.basics -> plait.common.basics), for every framework
+binding (plait.torch; later plait.tensorflow and plait.mxnet).
+
+As in Horovod 0.28.1 (horovod/common/basics.py, operations.cc):
+- init() is idempotent: a second call while plait runs does nothing (its
+  arguments are still checked the same way); init() after shutdown() starts a
+  new session. An init that fails raises ValueError (plait's class for the
+  failure, e.g. PlaitTimeoutError, made a ValueError too).
+- shutdown() before init, or twice, does nothing, and it never raises: a
+  failure found while leaving (e.g. a peer already lost) is a RuntimeWarning.
+- rank(), size(), ... before init raise ValueError (plait.NotInitializedError).
+- The build queries say what this installation of plait has: gloo_built() is
+  True only when the Gloo transport plugin is found and loads, as plait_init
+  would find it.
+"""
+
+import atexit
+import ctypes
+import glob
+import os
+import threading
+import warnings
+
+from plait import _core
+from plait._core import PlaitError
+from plait.common import process_sets as _ps
+
+__all__ = [
+    "init", "shutdown", "is_initialized", "start_timeline", "stop_timeline", "size",
+    "local_size", "cross_size", "rank", "local_rank", "cross_rank", "is_homogeneous",
+    "mpi_threads_supported", "mpi_enabled", "mpi_built", "gloo_enabled", "gloo_built",
+    "nccl_built", "ddl_built", "ccl_built", "cuda_built", "rocm_built", "transport_built",
+    "Average", "Sum", "Adasum", "Min", "Max", "Product",
+]
+
+# Reduction operations, with Horovod's names and Horovod 0.28's values (a script
+# may store or compare them as integers); c_op() gives plait's C op code.
+Average = 0
+Sum = 1
+Adasum = 2  # no plait equivalent: operations refuse it clearly
+Min = 3
+Max = 4
+Product = 5
+
+_C_OPS = {Average: _core.op_code("average"), Sum: _core.op_code("sum"),
+          Min: _core.op_code("min"), Max: _core.op_code("max"),
+          Product: _core.op_code("product")}
+
+
+def c_op(op):
+    """plait's C op code (plait_op_t) for one of the constants above."""
+    return _C_OPS[op]
+
+# --------------------------------------------------------------------------
+# Life cycle
+# --------------------------------------------------------------------------
+
+_lock = threading.RLock()
+_atexit_registered = False
+_shutdown_hooks = []
+
+
+def add_shutdown_hook(fn):
+    """fn() runs in shutdown() before plait stops (e.g. plait.torch forgets
+    its handles). Framework bindings register here once, at import."""
+    if fn not in _shutdown_hooks:
+        _shutdown_hooks.append(fn)
+
+
+def _check_comm(comm):
+    """comm as Horovod takes it: None, a list of ranks, or an mpi4py
+    communicator. Returns the list of ranks (empty: all)."""
+    if comm is None:
+        return []
+    if isinstance(comm, (str, bytes)) or not _ps._is_iterable(comm):
+        raise ValueError("init(comm=%r): a communicator needs MPI, and plait does not use MPI "
+                         "(mpi_built() is False); start the ranks with plaitrun, mpirun, srun "
+                         "or torchrun and call init() without comm" % (comm,))
+    ranks = list(comm)
+    if any(not isinstance(r, int) or isinstance(r, bool) for r in ranks):
+        raise ValueError("init(comm=%r): expected a list of integer ranks" % (comm,))
+    return ranks
+
+
+_init_failure_classes = {}
+
+
+def _as_init_failure(e):
+    """Horovod raises ValueError when init fails: plait's class for the
+    failure, made a ValueError as well (same name, code and message)."""
+    if isinstance(e, ValueError):
+        return e
+    cls = type(e)
+    mixed = _init_failure_classes.get(cls)
+    if mixed is None:
+        mixed = type(cls.__name__, (cls, ValueError), {"__module__": cls.__module__})
+        _init_failure_classes[cls] = mixed
+    return mixed(e.code, str(e))
+
+
+def init(comm=None, process_sets=None):
+    """Joins the job (idempotent, as Horovod's).
+
+    comm: None, or a list of ranks: plait runs on every rank of the launch,
+    so the list must name them all (a subset is refused with
+    NotImplementedError). An MPI communicator is refused with ValueError (as
+    Horovod built without MPI does).
+    process_sets: None, "dynamic", or a list of ProcessSet objects; plait has
+    the global set only, so a non-empty list is refused with
+    NotImplementedError (plait.common.process_sets).
+    """
+    global _atexit_registered
+    ranks = _check_comm(comm)
+    dynamic = _ps._check_init_sets(process_sets)
+    with _lock:
+        fresh = not _core.is_initialized()
+        if fresh:
+            try:
+                _core.init()
+            except PlaitError as e:
+                raise _as_init_failure(e) from None
+        if not _atexit_registered:
+            # As Horovod: leave the job cleanly when the script ends without
+            # shutdown(), so the other ranks are not told this one was lost.
+            atexit.register(_shutdown_at_exit)
+            _atexit_registered = True
+        _ps._started(dynamic, fresh)
+    # A second init ignores comm, as Horovod's does.
+    if fresh and ranks and sorted(ranks) != list(range(_core.size())):
+        raise NotImplementedError(
+            "init(comm=%r): plait runs every collective on all %d ranks of the launch and "
+            "cannot restrict the job to some of them; start only the ranks you need"
+            % (comm, _core.size()))
+
+
+def _shutdown_at_exit():
+    try:
+        shutdown()
+    except Exception:  # the interpreter is going away: nothing left to tell
+        pass
+
+
+def shutdown():
+    """Leaves the job. Does nothing before init or after shutdown; never
+    raises (a failure found on the way out is a RuntimeWarning)."""
+    with _lock:
+        if not _core.is_initialized():
+            return
+        for hook in _shutdown_hooks:
+            hook()
+        try:
+            _core.shutdown()
+        except PlaitError as e:
+            warnings.warn("plait: shutdown: %s: %s" % (type(e).__name__, e), RuntimeWarning,
+                          stacklevel=2)
+
+
+def is_initialized():
+    """True between init() and shutdown()."""
+    return _core.is_initialized()
+
+
+# --------------------------------------------------------------------------
+# Queries (ValueError before init, as Horovod: plait.NotInitializedError)
+# --------------------------------------------------------------------------
+
+size = _core.size
+local_size = _core.local_size
+cross_size = _core.cross_size
+rank = _core.rank
+local_rank = _core.local_rank
+cross_rank = _core.cross_rank
+
+
+def is_homogeneous():
+    """True when every host runs the same number of ranks (this rank's view:
+    size == local_size * cross_size)."""
+    return _core.size() == _core.local_size() * _core.cross_size()
+
+
+# --------------------------------------------------------------------------
+# Timeline
+# --------------------------------------------------------------------------
+
+def start_timeline(file_path, mark_cycles=False):
+    """Starts writing the timeline (Chrome trace JSON) to file_path; a
+    timeline already running is closed and replaced, as in Horovod.
+
+    As in Horovod, rank 0 writes the file and the other ranks write nothing
+    (every rank may pass the same path). plait's timeline shows the events of
+    the rank that writes it; put "%r" in the path to have every rank write
+    its own file ("%r" becomes the rank), as PLAIT_TIMELINE does.
+    mark_cycles: mark the coordinator cycles that did work (CYCLE instants).
+    Unlike Horovod, no HOROVOD_TIMELINE=DYNAMIC is needed beforehand.
+    Raises ValueError (plait.NotInitializedError) before init."""
+    if not isinstance(file_path, (str, bytes, os.PathLike)):
+        raise TypeError("start_timeline: file_path must be a path (str), not %s"
+                        % type(file_path).__name__)
+    path = os.fsdecode(file_path)
+    r = _core.rank()  # ValueError before init, as Horovod's
+    if not path:
+        raise ValueError("start_timeline: file_path is empty")
+    _set_mark_cycles(bool(mark_cycles))
+    if "%r" in path:
+        _core.timeline_start(path.replace("%r", str(r)))
+    elif r == 0:
+        _core.timeline_start(path)
+    else:
+        _core.timeline_stop()  # the new timeline replaces this rank's own, if any
+
+
+def _set_mark_cycles(on):
+    _core.config_set("PLAIT_TIMELINE_MARK_CYCLES", "1" if on else "0")
+
+
+def stop_timeline():
+    """Stops the timeline and closes its file (valid JSON). Does nothing when
+    no timeline runs; ValueError (plait.NotInitializedError) before init."""
+    _core.timeline_stop()
+
+
+# --------------------------------------------------------------------------
+# Build queries: what this installation of plait has
+# --------------------------------------------------------------------------
+
+_TRANSPORT_ABI_VERSION = 1            # include/plait/transport.h PLAIT_TRANSPORT_ABI_VERSION
+_TRANSPORT_SYMBOL = "plait_transport_v1"   # PLAIT_TRANSPORT_SYMBOL_V1
+_CAP_DEVICE_MEMORY = 1 << 1           # PLAIT_CAP_DEVICE_MEMORY
+
+
+class _TransportHead(ctypes.Structure):
+    """The first fields of plait_transport_v1_t (include/plait/transport.h)."""
+    _fields_ = [("abi_version", ctypes.c_uint32), ("struct_size", ctypes.c_uint32),
+                ("name", ctypes.c_char_p), ("caps", ctypes.c_uint64)]
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _library_folder():
+    """The folder of the libplait this process loaded (where plait_init looks
+    for plugins after PLAIT_PLUGIN_PATH)."""
+    try:
+        dladdr = ctypes.CDLL(None).dladdr
+        dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+        info = _DlInfo()
+        addr = ctypes.cast(_core.lib.plait_version, ctypes.c_void_p).value
+        if dladdr(addr, ctypes.byref(info)) and info.dli_fname and b"/" in info.dli_fname:
+            return os.path.dirname(os.path.realpath(os.fsdecode(info.dli_fname)))
+    except (AttributeError, OSError):
+        pass
+    return os.path.dirname(os.path.realpath(_core.library_path))
+
+
+def _plugin_dirs():
+    """plait_init's search path: PLAIT_PLUGIN_PATH, then libplait's folder."""
+    dirs = [d for d in os.environ.get("PLAIT_PLUGIN_PATH", "").split(":") if d]
+    dirs.append(_library_folder())
+    return dirs
+
+
+def _load_plugin(name):
+    """The transport table and library handle plait_init would use for
+    transport name, as (head, dll); None when it would fail."""
+    for folder in _plugin_dirs():
+        path = os.path.join(folder, "libplait-transport-%s.so" % name)
+        if not os.path.exists(path):
+            continue
+        try:
+            dll = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        except OSError:
+            continue  # plait_init also goes on to the next folder
+        try:
+            head = _TransportHead.in_dll(dll, _TRANSPORT_SYMBOL)
+        except ValueError:
+            return None  # a broken plugin stops plait_init's search
+        if head.abi_version != _TRANSPORT_ABI_VERSION:
+            return None
+        return head, dll
+    return None
+
+
+def transport_built(name):
+    """True when the transport plugin name (gloo, ofi, nccl) is found and
+    loads as plait_init would load it (plait's own query; Horovod has one
+    per library)."""
+    return _load_plugin(name) is not None
+
+
+def _installed_transports():
+    names = set()
+    for folder in _plugin_dirs():
+        for path in glob.glob(os.path.join(folder, "libplait-transport-*.so")):
+            names.add(os.path.basename(path)[len("libplait-transport-"):-len(".so")])
+    return sorted(names)
+
+
+def mpi_threads_supported():
+    """As Horovod without MPI: ValueError (plait does not use MPI)."""
+    raise ValueError("mpi_threads_supported: plait does not use MPI (mpi_enabled() is False)")
+
+
+def mpi_enabled():
+    """False: plait does not use MPI (ranks may still be started by mpirun)."""
+    return False
+
+
+def mpi_built():
+    """False: plait is not built on MPI."""
+    return False
+
+
+def gloo_enabled():
+    """True while plait runs on the Gloo transport."""
+    return _core.is_initialized() and _core.transport_name() == "gloo"
+
+
+def gloo_built():
+    """True when the Gloo transport plugin is installed and loads."""
+    return transport_built("gloo")
+
+
+def nccl_built():
+    """As Horovod: the NCCL version code (e.g. 21803) when plait has its NCCL
+    transport (the plugin is found and loads), else 0."""
+    found = _load_plugin("nccl")
+    if found is None:
+        return 0
+    try:
+        get_version = found[1].ncclGetVersion
+    except AttributeError:
+        return 1
+    version = ctypes.c_int(0)
+    get_version.argtypes = [ctypes.POINTER(ctypes.c_int)]
+    get_version.restype = ctypes.c_int
+    if get_version(ctypes.byref(version)) != 0 or version.value <= 0:
+        return 1
+    return version.value
+
+
+def ddl_built():
+    """False: plait has no IBM DDL support."""
+    return False
+
+
+def ccl_built():
+    """False: plait has no oneCCL support."""
+    return False
+
+
+def cuda_built():
+    """True when an installed transport plugin handles CUDA device memory."""
+    for name in _installed_transports():
+        found = _load_plugin(name)
+        if found is not None and found[0].caps & _CAP_DEVICE_MEMORY:
+            return True
+    return False
+
+
+def rocm_built():
+    """False: plait has no ROCm support."""
+    return False

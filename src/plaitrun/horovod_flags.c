@@ -1,0 +1,468 @@
+#include "horovod_flags.h"
+
+#include <plait/plait.h>
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+typedef enum {
+  H_ENV,         /* sets var to the (checked) value */
+  H_NOOP,        /* accepted, no effect; why says so */
+  H_REFUSE,      /* usage error naming the flag; why says why */
+  H_HOSTS,       /* -H host:slots,... (this host only) */
+  H_HOSTFILE,    /* lines "host slots=N" */
+  H_VERBOSE,
+  H_OUTPUT,      /* --output-filename DIR */
+  H_CHECK_BUILD,
+  H_VERSION
+} how_t;
+
+typedef enum {
+  V_NONE,    /* a switch: value is the fixed text */
+  V_INT,     /* whole number >= 0 */
+  V_INT_POS, /* whole number > 0 */
+  V_MB,      /* whole number of MiB >= 0, set as bytes */
+  V_FLOAT,   /* number >= 0 */
+  V_TEXT,
+  V_LEVEL,   /* horovodrun's --log-level choices */
+  V_ANY      /* a value that is taken and dropped */
+} val_t;
+
+typedef struct {
+  const char *names[3]; /* the flag's spellings */
+  how_t how;
+  val_t val;
+  const char *var;      /* H_ENV: the variable horovodrun sets */
+  const char *fixed;    /* H_ENV with V_NONE: its value */
+  const char *unset[2]; /* H_ENV: PLAIT_* equivalents the flag overrides */
+  const char *why;      /* H_NOOP / H_REFUSE */
+} hflag_t;
+
+#define AUTOTUNE_WHY                                                                         \
+  "plait has no autotuning yet (PLAIT_AUTOTUNE=1 is refused at init); set "           \
+  "--fusion-threshold-mb and --cycle-time-ms instead"
+#define ELASTIC_WHY "plait has no elastic mode: a lost rank fails the job, naming the rank"
+#define ONE_HOST_WHY "plaitrun starts every rank on this host"
+
+static const hflag_t FLAGS[] = {
+    {{"-v"}, H_VERSION, V_NONE, 0, 0, {0}, 0},
+    {{"-cb", "--check-build"}, H_CHECK_BUILD, V_NONE, 0, 0, {0}, 0},
+    {{"--verbose"}, H_VERBOSE, V_NONE, 0, 0, {0}, 0},
+    {{"-H", "--hosts", "-hosts"}, H_HOSTS, V_TEXT, 0, 0, {0}, 0},
+    {{"-hostfile", "--hostfile"}, H_HOSTFILE, V_TEXT, 0, 0, {0}, 0},
+    {{"--output-filename"}, H_OUTPUT, V_TEXT, 0, 0, {0}, 0},
+    /* tunable parameters */
+    {{"--fusion-threshold-mb"}, H_ENV, V_MB, "HOROVOD_FUSION_THRESHOLD", 0,
+     {"PLAIT_FUSION_THRESHOLD"}, 0},
+    {{"--cycle-time-ms"}, H_ENV, V_FLOAT, "HOROVOD_CYCLE_TIME", 0, {"PLAIT_CYCLE_TIME_MS"}, 0},
+    {{"--cache-capacity"}, H_ENV, V_INT, "HOROVOD_CACHE_CAPACITY", 0, {"PLAIT_CACHE_CAPACITY"}, 0},
+    {{"--hierarchical-allreduce"}, H_REFUSE, V_NONE, 0, 0, {0},
+     "plait has no hierarchical allreduce: each collective runs over all ranks at once"},
+    {{"--hierarchical-allgather"}, H_REFUSE, V_NONE, 0, 0, {0},
+     "plait has no hierarchical allgather: each collective runs over all ranks at once"},
+    {{"--no-hierarchical-allreduce"}, H_NOOP, V_NONE, 0, 0, {0},
+     "plait never uses a hierarchical allreduce"},
+    {{"--no-hierarchical-allgather"}, H_NOOP, V_NONE, 0, 0, {0},
+     "plait never uses a hierarchical allgather"},
+    /* autotuning */
+    {{"--autotune"}, H_REFUSE, V_NONE, 0, 0, {0}, AUTOTUNE_WHY},
+    {{"--no-autotune"}, H_NOOP, V_NONE, 0, 0, {0}, "plait never autotunes (not built yet)"},
+    {{"--autotune-log-file"}, H_REFUSE, V_ANY, 0, 0, {0}, AUTOTUNE_WHY},
+    {{"--autotune-warmup-samples"}, H_REFUSE, V_ANY, 0, 0, {0}, AUTOTUNE_WHY},
+    {{"--autotune-steps-per-sample"}, H_REFUSE, V_ANY, 0, 0, {0}, AUTOTUNE_WHY},
+    {{"--autotune-bayes-opt-max-samples"}, H_REFUSE, V_ANY, 0, 0, {0}, AUTOTUNE_WHY},
+    {{"--autotune-gaussian-process-noise"}, H_REFUSE, V_ANY, 0, 0, {0}, AUTOTUNE_WHY},
+    /* elastic */
+    {{"--min-np", "--min-num-proc"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
+    {{"--max-np", "--max-num-proc"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
+    {{"--slots-per-host"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
+    {{"--elastic-timeout"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
+    {{"--reset-limit"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
+    {{"--blacklist-cooldown-range"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
+    {{"--host-discovery-script"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
+    /* timeline */
+    {{"--timeline-filename"}, H_ENV, V_TEXT, "HOROVOD_TIMELINE", 0, {"PLAIT_TIMELINE"}, 0},
+    {{"--timeline-mark-cycles"}, H_ENV, V_NONE, "HOROVOD_TIMELINE_MARK_CYCLES", "1", {0}, 0},
+    {{"--no-timeline-mark-cycles"}, H_ENV, V_NONE, "HOROVOD_TIMELINE_MARK_CYCLES", "0", {0}, 0},
+    /* stall check */
+    {{"--no-stall-check"}, H_ENV, V_NONE, "HOROVOD_STALL_CHECK_DISABLE", "1",
+     {"PLAIT_STALL_WARN_S", "PLAIT_STALL_ABORT_S"}, 0},
+    {{"--stall-check"}, H_ENV, V_NONE, "HOROVOD_STALL_CHECK_DISABLE", "0", {0}, 0},
+    {{"--stall-check-warning-time-seconds"}, H_ENV, V_INT, "HOROVOD_STALL_CHECK_TIME_SECONDS", 0,
+     {"PLAIT_STALL_WARN_S"}, 0},
+    {{"--stall-check-shutdown-time-seconds"}, H_ENV, V_INT, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS",
+     0, {"PLAIT_STALL_ABORT_S"}, 0},
+    /* library */
+    {{"--mpi-threads-disable"}, H_NOOP, V_NONE, 0, 0, {0}, "plait does not use MPI"},
+    {{"--no-mpi-threads-disable"}, H_NOOP, V_NONE, 0, 0, {0}, "plait does not use MPI"},
+    {{"--mpi-args"}, H_REFUSE, V_ANY, 0, 0, {0},
+     "plaitrun does not start ranks with mpirun; run mpirun yourself (docs/plaitrun.md)"},
+    {{"--binding-args"}, H_REFUSE, V_ANY, 0, 0, {0},
+     "plaitrun does not bind ranks to cores; use taskset or mpirun's binding"},
+    {{"--tcp"}, H_NOOP, V_NONE, 0, 0, {0},
+     "plait's gloo transport runs over TCP already (with PLAIT_TRANSPORT=ofi, FI_PROVIDER=tcp)"},
+    {{"--num-nccl-streams"}, H_REFUSE, V_ANY, 0, 0, {0}, "plait has no NCCL transport yet"},
+    {{"--thread-affinity"}, H_REFUSE, V_ANY, 0, 0, {0},
+     "plait does not pin its coordinator thread to a core"},
+    {{"--gloo-timeout-seconds"}, H_ENV, V_INT_POS, "HOROVOD_GLOO_TIMEOUT_SECONDS", 0,
+     {"PLAIT_TIMEOUT_S"}, 0},
+    /* logging */
+    {{"--log-level"}, H_ENV, V_LEVEL, "HOROVOD_LOG_LEVEL", 0, {"PLAIT_LOG_LEVEL"}, 0},
+    {{"--log-with-timestamp", "--no-log-hide-timestamp"}, H_NOOP, V_NONE, 0, 0, {0},
+     "plait's log lines have one fixed form"},
+    {{"--log-without-timestamp", "--log-hide-timestamp"}, H_NOOP, V_NONE, 0, 0, {0},
+     "plait's log lines have one fixed form"},
+    {{"-prefix-timestamp", "--prefix-output-with-timestamp"}, H_REFUSE, V_NONE, 0, 0, {0},
+     "plaitrun prefixes lines with the rank only (not supported yet)"},
+    /* start-up, network, ssh */
+    {{"--start-timeout"}, H_ENV, V_INT_POS, "HOROVOD_START_TIMEOUT", 0, {"PLAIT_START_TIMEOUT_S"},
+     0},
+    {{"--network-interfaces", "--network-interface"}, H_NOOP, V_ANY, 0, 0, {0},
+     ONE_HOST_WHY ": its ranks talk over loopback"},
+    {{"--disable-cache"}, H_NOOP, V_NONE, 0, 0, {0},
+     "plaitrun keeps no cache of host checks (it makes none)"},
+    {{"-p", "--ssh-port"}, H_NOOP, V_ANY, 0, 0, {0}, ONE_HOST_WHY ": no ssh"},
+    {{"-i", "--ssh-identity-file"}, H_NOOP, V_ANY, 0, 0, {0}, ONE_HOST_WHY ": no ssh"},
+    {{"--config-file"}, H_REFUSE, V_ANY, 0, 0, {0},
+     "YAML configuration files are not read; give the flags, or HOROVOD_*/PLAIT_* variables"},
+    /* controllers */
+    {{"--gloo"}, H_ENV, V_NONE, "PLAIT_TRANSPORT", "gloo", {0}, 0},
+    {{"--mpi"}, H_REFUSE, V_NONE, 0, 0, {0},
+     "plait does not use MPI: ranks coordinate over plait's own control plane and run "
+     "collectives over PLAIT_TRANSPORT (gloo by default, as horovodrun --gloo); to start ranks "
+     "with mpirun, run mpirun yourself (docs/plaitrun.md)"},
+    {{"--jsrun"}, H_REFUSE, V_NONE, 0, 0, {0},
+     "plaitrun does not start ranks with jsrun; run jsrun yourself"},
+};
+#define N_FLAGS (sizeof FLAGS / sizeof FLAGS[0])
+
+static void set_err(char *err, size_t err_size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t err_size, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, err_size, fmt, ap);
+  va_end(ap);
+}
+
+static const hflag_t *find(const char *arg, size_t len) {
+  for (size_t f = 0; f < N_FLAGS; f++)
+    for (int k = 0; k < 3 && FLAGS[f].names[k]; k++)
+      if (strlen(FLAGS[f].names[k]) == len && !strncmp(FLAGS[f].names[k], arg, len))
+        return &FLAGS[f];
+  return NULL;
+}
+
+static int add_env(plaitrun_options_t *o, const char *flag, const char *name, const char *value,
+                   int unset, char *err, size_t err_size) {
+  for (int k = 0; k < o->n_env; k++) /* a later flag replaces an earlier one */
+    if (!strcmp(o->env[k].name, name)) {
+      snprintf(o->env[k].value, sizeof o->env[k].value, "%s", value ? value : "");
+      o->env[k].unset = unset;
+      o->env[k].flag = flag;
+      return 0;
+    }
+  if (o->n_env >= PLAITRUN_MAX_ENV || strlen(value ? value : "") >= sizeof o->env[0].value) {
+    set_err(err, err_size, "%s: too many or too long settings", flag);
+    return -1;
+  }
+  plaitrun_env_t *e = &o->env[o->n_env++];
+  snprintf(e->name, sizeof e->name, "%s", name);
+  snprintf(e->value, sizeof e->value, "%s", value ? value : "");
+  e->unset = unset;
+  e->flag = flag;
+  return 0;
+}
+
+static int parse_whole(const char *v, long long lo, long long *out) {
+  if (!isdigit((unsigned char)v[0])) return -1;
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  if (errno || *end || x < lo || x > (1LL << 40)) return -1;
+  *out = x;
+  return 0;
+}
+
+/* Checks the value as horovodrun's argparse and validate_config_args do, and
+ * writes the text horovodrun would put in the variable. */
+static int check_value(const hflag_t *h, const char *flag, const char *v, char *out, size_t cap,
+                       char *err, size_t err_size) {
+  long long ll;
+  char *end;
+  double d;
+  switch (h->val) {
+  case V_NONE: snprintf(out, cap, "%s", h->fixed); return 0;
+  case V_INT:
+  case V_INT_POS:
+    if (parse_whole(v, h->val == V_INT_POS ? 1 : 0, &ll)) break;
+    snprintf(out, cap, "%lld", ll);
+    return 0;
+  case V_MB:
+    if (parse_whole(v, 0, &ll) || ll > (1LL << 30)) break;
+    snprintf(out, cap, "%lld", ll * 1024 * 1024);
+    return 0;
+  case V_FLOAT:
+    errno = 0;
+    d = strtod(v, &end);
+    if (!*v || isspace((unsigned char)*v) || errno || *end || !isfinite(d) || d < 0 || d > 1e9)
+      break;
+    snprintf(out, cap, "%s", v);
+    return 0;
+  case V_LEVEL: {
+    static const char *levels[] = {"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL"};
+    for (int k = 0; k < 6; k++)
+      if (!strcasecmp(v, levels[k])) {
+        snprintf(out, cap, "%s", levels[k]);
+        return 0;
+      }
+    set_err(err, err_size, "%s '%s': expected one of TRACE, DEBUG, INFO, WARNING, ERROR, FATAL",
+            flag, v);
+    return -1;
+  }
+  case V_TEXT:
+  case V_ANY:
+    if (!*v) {
+      set_err(err, err_size, "%s: the value is empty", flag);
+      return -1;
+    }
+    snprintf(out, cap, "%s", v);
+    return 0;
+  }
+  set_err(err, err_size, "%s '%s': expected %s", flag, v,
+          h->val == V_FLOAT ? "a number of milliseconds >= 0 (e.g. 1 or 2.5)"
+          : h->val == V_MB  ? "a whole number of MiB >= 0 (0 disables fusion)"
+          : h->val == V_INT_POS ? "a whole number of seconds > 0"
+                                : "a whole number >= 0");
+  return -1;
+}
+
+static int is_this_host(const char *name) {
+  if (!strcmp(name, "localhost") || !strncmp(name, "127.", 4) || !strcmp(name, "::1") ||
+      !strcmp(name, "localhost.localdomain"))
+    return 1;
+  char me[256];
+  if (gethostname(me, sizeof me) != 0) return 0;
+  me[sizeof me - 1] = '\0';
+  if (!strcmp(name, me)) return 1;
+  size_t short_len = strcspn(me, ".");
+  return strlen(name) == short_len && !strncmp(name, me, short_len);
+}
+
+/* One "host:slots" (or "host slots=N" from a host file, already rewritten). */
+static int take_host(const char *flag, const char *host, const char *slots_text,
+                     plaitrun_options_t *o, char *err, size_t err_size) {
+  long long slots;
+  if (!slots_text || parse_whole(slots_text, 1, &slots) || slots > PLAITRUN_MAX_RANKS) {
+    set_err(err, err_size, "%s: '%s' has no slot count from 1 to %d (expected host:slots, e.g. "
+            "localhost:2)", flag, host, PLAITRUN_MAX_RANKS);
+    return -1;
+  }
+  if (!is_this_host(host)) {
+    set_err(err, err_size, "%s: '%s' is another host: %s; start ranks on other hosts with "
+            "mpirun, srun or torchrun (docs/plaitrun.md)", flag, host, ONE_HOST_WHY);
+    return -1;
+  }
+  o->slots += (int)slots;
+  return 0;
+}
+
+static int take_hosts(const char *flag, const char *list, plaitrun_options_t *o, char *err,
+                      size_t err_size) {
+  char copy[4096];
+  if (snprintf(copy, sizeof copy, "%s", list) >= (int)sizeof copy) {
+    set_err(err, err_size, "%s: the host list is too long", flag);
+    return -1;
+  }
+  o->slots = 0;
+  char *save = NULL;
+  int n = 0;
+  for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    char *colon = strrchr(item, ':');
+    if (colon) *colon = '\0';
+    if (take_host(flag, item, colon ? colon + 1 : NULL, o, err, err_size)) return -1;
+    n++;
+  }
+  if (!n) {
+    set_err(err, err_size, "%s: no host in '%s' (expected host:slots, e.g. localhost:2)", flag,
+            list);
+    return -1;
+  }
+  return 0;
+}
+
+static int take_hostfile(const char *flag, const char *path, plaitrun_options_t *o, char *err,
+                         size_t err_size) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    set_err(err, err_size, "%s %s: %s", flag, path, strerror(errno));
+    return -1;
+  }
+  o->slots = 0;
+  char line[1024];
+  int n = 0, rc = 0;
+  while (rc == 0 && fgets(line, sizeof line, f)) {
+    char host[512], slots[64];
+    char *p = line;
+    while (isspace((unsigned char)*p)) p++;
+    if (!*p || *p == '#') continue;
+    if (sscanf(p, "%511s slots=%63s", host, slots) != 2) {
+      line[strcspn(line, "\n")] = '\0';
+      set_err(err, err_size, "%s %s: line '%s' is not '<hostname> slots=<slots>'", flag, path,
+              line);
+      rc = -1;
+      break;
+    }
+    rc = take_host(flag, host, slots, o, err, err_size);
+    n++;
+  }
+  fclose(f);
+  if (rc == 0 && n == 0) {
+    set_err(err, err_size, "%s %s: no host in the file", flag, path);
+    rc = -1;
+  }
+  return rc;
+}
+
+int plaitrun_horovod_flag(int argc, char **argv, int *i, plaitrun_options_t *o, char *err,
+                          size_t err_size) {
+  const char *arg = argv[*i];
+  const char *eq = strchr(arg, '=');
+  size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+  const hflag_t *h = find(arg, len);
+  if (!h) return 0;
+  const char *flag = h->names[0];
+  for (int k = 0; k < 3 && h->names[k]; k++)
+    if (strlen(h->names[k]) == len && !strncmp(h->names[k], arg, len)) flag = h->names[k];
+  const char *value = eq ? eq + 1 : NULL;
+  if (h->val == V_NONE && value) {
+    set_err(err, err_size, "option '%s' takes no value", flag);
+    return -1;
+  }
+  if (h->how == H_REFUSE) {
+    set_err(err, err_size, "%s is not supported: %s", flag, h->why);
+    return -1;
+  }
+  if (h->val != V_NONE && !value) {
+    if (*i + 1 >= argc) {
+      set_err(err, err_size, "option '%s' needs a value", flag);
+      return -1;
+    }
+    *i += 1;
+    value = argv[*i];
+  }
+  *i += 1;
+  char text[1024];
+  switch (h->how) {
+  case H_VERSION: o->action = PLAITRUN_ACTION_VERSION; return 1;
+  case H_CHECK_BUILD: o->action = PLAITRUN_ACTION_CHECK_BUILD; return 1;
+  case H_VERBOSE: o->verbose = 1; return 1;
+  case H_HOSTS: return take_hosts(flag, value, o, err, err_size) ? -1 : 1;
+  case H_HOSTFILE: return take_hostfile(flag, value, o, err, err_size) ? -1 : 1;
+  case H_OUTPUT:
+    if (!*value) {
+      set_err(err, err_size, "%s: the folder name is empty", flag);
+      return -1;
+    }
+    o->output_dir = value;
+    return 1;
+  case H_NOOP:
+    if (o->verbose) fprintf(stderr, "plaitrun: %s: no effect: %s\n", flag, h->why);
+    return 1;
+  case H_ENV:
+    if (check_value(h, flag, value, text, sizeof text, err, err_size)) return -1;
+    if (add_env(o, flag, h->var, text, 0, err, err_size)) return -1;
+    for (int k = 0; k < 2 && h->unset[k]; k++)
+      if (add_env(o, flag, h->unset[k], NULL, 1, err, err_size)) return -1;
+    return 1;
+  case H_REFUSE: break;
+  }
+  return -1;
+}
+
+int plaitrun_horovod_check(const plaitrun_options_t *o, char *err, size_t err_size) {
+  if (o->slots && o->nranks > o->slots) {
+    set_err(err, err_size, "-np %d is more than the %d slot%s the hosts give (-H/--hostfile)",
+            o->nranks, o->slots, o->slots == 1 ? "" : "s");
+    return -1;
+  }
+  return 0;
+}
+
+int plaitrun_horovod_apply_env(const plaitrun_options_t *o, char *err, size_t err_size) {
+  for (int k = 0; k < o->n_env; k++) {
+    const plaitrun_env_t *e = &o->env[k];
+    const char *before = getenv(e->name);
+    if (e->unset) {
+      if (before && o->verbose)
+        fprintf(stderr, "plaitrun: %s: %s=%s removed from the ranks' environment (the flag wins, "
+                "as under horovodrun)\n", e->flag, e->name, before);
+      else if (before)
+        fprintf(stderr, "plaitrun: %s overrides %s=%s\n", e->flag, e->name, before);
+      if (unsetenv(e->name) != 0) {
+        set_err(err, err_size, "unsetenv %s: %s", e->name, strerror(errno));
+        return -1;
+      }
+      continue;
+    }
+    if (o->verbose)
+      fprintf(stderr, "plaitrun: %s: %s=%s\n", e->flag, e->name, e->value);
+    else if (before && strcmp(before, e->value))
+      fprintf(stderr, "plaitrun: %s overrides %s=%s\n", e->flag, e->name, before);
+    if (setenv(e->name, e->value, 1) != 0) {
+      set_err(err, err_size, "setenv %s: %s", e->name, strerror(errno));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* The folder of libplait (where plugins are looked up last). */
+static int lib_dir(char *out, size_t cap) {
+  Dl_info info;
+  if (!dladdr((void *)plait_version_string, &info) || !info.dli_fname) return -1;
+  snprintf(out, cap, "%s", info.dli_fname);
+  char *slash = strrchr(out, '/');
+  if (!slash) return -1;
+  *slash = '\0';
+  return 0;
+}
+
+static int plugin_found(const char *name, char *where, size_t cap) {
+  char dirs[8192] = "";
+  const char *pp = getenv("PLAIT_PLUGIN_PATH");
+  if (pp) snprintf(dirs, sizeof dirs, "%s:", pp);
+  char lib[4096];
+  if (lib_dir(lib, sizeof lib) == 0) strncat(dirs, lib, sizeof dirs - strlen(dirs) - 1);
+  char *save = NULL;
+  for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+    snprintf(where, cap, "%s/libplait-transport-%s.so", d, name);
+    if (access(where, R_OK) == 0) return 1;
+  }
+  return 0;
+}
+
+int plaitrun_print_check_build(void) {
+  printf("plait v%s (horovodrun --check-build's equivalent):\n\n", plait_version_string());
+  printf("    Available Frameworks:\n        [X] PyTorch (plait.torch; torch must be importable "
+         "by the ranks' Python)\n        [ ] TensorFlow\n        [ ] MXNet\n\n");
+  printf("    Available Controllers:\n        [X] plait (its own authenticated TCP control "
+         "plane)\n        [ ] MPI\n        [ ] Gloo (plait's control plane does its part)\n\n");
+  printf("    Available Tensor Operations (transport plugins):\n");
+  static const char *names[] = {"gloo", "ofi", "nccl"};
+  for (int k = 0; k < 3; k++) {
+    char where[4200];
+    int found = plugin_found(names[k], where, sizeof where);
+    printf("        [%c] %s%s%s\n", found ? 'X' : ' ', names[k], found ? ": " : "",
+           found ? where : "");
+  }
+  return fflush(stdout) == 0 ? 0 : PLAITRUN_EXIT_INTERNAL;
+}

@@ -1,0 +1,92 @@
+"""hvd.join() against Horovod 0.28.1 (measured with horovodrun --gloo, torch
+CPU tensors; docs/horovod-comparison.md "Join").
+
+Every rank but the last joins at once; the last one runs an operation while
+the others have joined, then joins too:
+
+- allreduce: the joined ranks give the op's identity, and average still
+  divides by every rank (Horovod: 0.5 for ones at 2 ranks);
+- broadcast (any root), alltoall, reducescatter: raise HorovodInternalError
+  on the active rank, saying the operation is not supported with join
+  (Horovod: "Broadcast is not supported with Join at this time."), and the
+  job goes on;
+- allgather: only the active rank's rows (Horovod raises; plait does better);
+- barrier: completes (Horovod's joined rank crashes with SIGSEGV).
+"""
+
+import pytest
+import torch
+
+
+def _active(hvd):
+    return hvd.rank() == hvd.size() - 1
+
+
+def _others_join_then(hvd, fn):
+    """Runs fn on the last rank while the others have joined; returns what fn
+    returned there (None elsewhere). Every rank gets the last rank back from
+    join."""
+    out = None
+    if _active(hvd):
+        out = fn()
+    assert hvd.join() == hvd.size() - 1
+    return out
+
+
+def test_allreduce_average_divides_by_every_rank(hvd):
+    n = hvd.size()
+    out = _others_join_then(hvd, lambda: hvd.allreduce(torch.ones(3), name="jf.avg"))
+    if _active(hvd):
+        assert torch.allclose(out, torch.full((3,), 1.0 / n))
+
+
+def test_allreduce_sum_min_max_use_identities(hvd):
+    def run():
+        x = torch.tensor([2.0, -3.0])
+        return [hvd.allreduce(x, op=op, name="jf.op.%d" % k).tolist()
+                for k, op in enumerate((hvd.Sum, hvd.Min, hvd.Max))]
+    out = _others_join_then(hvd, run)
+    if _active(hvd):
+        assert out == [[2.0, -3.0]] * 3
+
+
+@pytest.mark.parametrize("what", ["broadcast_root_active", "broadcast_root_joined",
+                                  "alltoall", "reducescatter"])
+def test_unsupported_with_join_raises_and_job_goes_on(hvd, what):
+    n = hvd.size()
+
+    def run():
+        x = torch.arange(float(2 * n))
+        with pytest.raises(hvd.HorovodInternalError) as err:
+            if what == "broadcast_root_active":
+                hvd.broadcast(x, root_rank=n - 1, name="jf." + what)
+            elif what == "broadcast_root_joined":
+                hvd.broadcast(x, root_rank=0, name="jf." + what)
+            elif what == "alltoall":
+                hvd.alltoall(x, name="jf." + what)
+            else:
+                hvd.reducescatter(x, name="jf." + what)
+        msg = str(err.value)
+        assert "not supported with join" in msg, msg
+        assert "jf." + what in msg and "joined" in msg, msg
+        return True
+    assert _others_join_then(hvd, run) in (True, None)
+    # every rank takes part again
+    y = hvd.broadcast(torch.full((2,), float(hvd.rank())), root_rank=0, name="jf.after." + what)
+    assert y.tolist() == [0.0, 0.0]
+
+
+def test_allgather_gives_only_the_active_rows(hvd):
+    n = hvd.size()
+    out = _others_join_then(
+        hvd, lambda: hvd.allgather(torch.full((2, 3), float(n)), name="jf.gather"))
+    if _active(hvd):
+        assert out.shape == (2, 3)
+        assert out.eq(float(n)).all()
+
+
+def test_barrier_completes(hvd):
+    assert _others_join_then(hvd, lambda: hvd.barrier() or "done") in ("done", None)
+    # a barrier of every rank afterwards: the joined ranks counted the one they
+    # took part in, so all name this one alike
+    hvd.barrier()
