@@ -10,7 +10,7 @@ rank), so the result mixes every rank's."""
 import pytest
 import torch
 
-import horovod_numerics as hn
+import hvd_expected as hn
 
 
 def grad_of(r, shape, dtype=torch.float64):

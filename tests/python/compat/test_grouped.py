@@ -5,7 +5,7 @@ together, each tensor reduced as its own operation would be."""
 import pytest
 import torch
 
-import horovod_numerics as hn
+import hvd_expected as hn
 
 
 def group(r):

@@ -8,7 +8,7 @@ Join at this time")."""
 import pytest
 import torch
 
-import horovod_numerics as hn
+import hvd_expected as hn
 
 pytestmark = pytest.mark.uneven
 

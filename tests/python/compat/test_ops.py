@@ -8,7 +8,7 @@ import warnings
 import pytest
 import torch
 
-import horovod_numerics as hn
+import hvd_expected as hn
 
 # Horovod 0.28's CPU kernels (horovod/torch/mpi_ops_v2.cc): reductions take
 # int32, int64, float16, float32, float64; allgather, broadcast and alltoall

@@ -10,7 +10,7 @@ import warnings
 import pytest
 import torch
 
-import horovod_numerics as hn
+import hvd_expected as hn
 
 LR = 0.5
 

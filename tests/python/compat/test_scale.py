@@ -6,7 +6,7 @@ torch.equal."""
 import pytest
 import torch
 
-import horovod_numerics as hn
+import hvd_expected as hn
 
 DTYPES = [torch.int32, torch.int64, torch.float16, torch.float32, torch.float64]
 FACTORS = [(0.5, 1.0), (1.0, 0.3), (0.37, 2.9), (-1.5, 0.1), (3.0, 1.0 / 3.0)]
