@@ -112,7 +112,9 @@ def impl():
 
 def _reason(report):
     crash = getattr(report.longrepr, "reprcrash", None)
-    if crash is not None:
+    if isinstance(report.longrepr, tuple):  # a skip: (file, line, message)
+        text = report.longrepr[2]
+    elif crash is not None:
         text = crash.message
     else:
         text = str(report.longrepr)

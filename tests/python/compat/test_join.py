@@ -3,7 +3,8 @@ others' allreduces go on with the joined ranks contributing zeros (Average
 still divides by the full size); join() returns the rank that joined
 last. Allgather, broadcast, alltoall and reducescatter while a rank has
 joined fail with HorovodInternalError in Horovod 0.28 ("not supported with
-Join at this time")."""
+Join at this time"); plait gathers what the other ranks have (row
+join-allgather)."""
 
 import pytest
 import torch
@@ -68,7 +69,7 @@ def test_join_with_optimizer(hvd):
     assert torch.equal(net.weight.detach(), w) and torch.equal(net.bias.detach(), b)
 
 
-@pytest.mark.parametrize("kind", ["allgather", "broadcast", "alltoall", "reducescatter"])
+@pytest.mark.parametrize("kind", ["broadcast", "alltoall", "reducescatter"])
 def test_join_while_others_use_other_ops(hvd, kind):
     # Rank 0 joins at once; the others try an operation that Horovod 0.28
     # refuses while a rank has joined, then join too.
@@ -78,7 +79,6 @@ def test_join_while_others_use_other_ops(hvd, kind):
     else:
         x = torch.ones(n - 1, 2)
         calls = {
-            "allgather": lambda: hvd.allgather(x, name="join.ag"),
             "broadcast": lambda: hvd.broadcast(x, root_rank=1, name="join.bc"),
             "alltoall": lambda: hvd.alltoall(torch.ones(n, 2), name="join.a2a"),
             "reducescatter": lambda: hvd.reducescatter(torch.ones(n, 2), name="join.rs"),
@@ -89,6 +89,27 @@ def test_join_while_others_use_other_ops(hvd, kind):
     assert 1 <= last < n if n > 1 else last == 0
     # Everyone is back: the job goes on.
     assert torch.equal(hvd.allreduce(torch.ones(1), op=hvd.Sum, name="join.after." + kind),
+                       torch.full((1,), float(n)))
+
+
+@pytest.mark.differs("join-allgather")
+def test_join_while_others_allgather(hvd, impl):
+    # Horovod refuses an allgather while a rank has joined; plait gathers
+    # the rows of the ranks that have not joined (a joined rank has none).
+    n, me = hvd.size(), hvd.rank()
+    if me == 0:
+        last = hvd.join()
+    else:
+        x = torch.full((2, 3), float(me))
+        if impl == "horovod":
+            with pytest.raises(hvd.HorovodInternalError):
+                hvd.allgather(x, name="join.ag")
+        else:
+            out = hvd.allgather(x, name="join.ag")
+            assert torch.equal(out, torch.cat([torch.full((2, 3), float(r)) for r in range(1, n)]))
+        last = hvd.join()
+    assert 1 <= last < n
+    assert torch.equal(hvd.allreduce(torch.ones(1), op=hvd.Sum, name="join.after.ag"),
                        torch.full((1,), float(n)))
 
 

@@ -224,12 +224,19 @@ def test_poll_and_synchronize(hvd):
     assert torch.equal(out, x * hvd.size())
 
 
-def test_synchronize_twice_returns_none(hvd):
+@pytest.mark.differs("synchronize-unknown-handle")
+def test_synchronize_twice(hvd, impl):
     # Horovod forgets a handle once synchronized: a second synchronize of it
-    # returns None.
+    # returns None. plait raises ValueError naming the handle.
     handle = hvd.allreduce_async(torch.ones(2), op=hvd.Sum, name="sync.twice")
     assert hvd.synchronize(handle) is not None
-    assert hvd.synchronize(handle) is None
+    if impl == "horovod":
+        assert hvd.synchronize(handle) is None
+    else:
+        with pytest.raises(ValueError):
+            hvd.synchronize(handle)
+    with pytest.raises(ValueError):  # poll of it: ValueError in both
+        hvd.poll(handle)
 
 
 def test_many_async_in_flight(hvd):
