@@ -19,6 +19,7 @@ from plait._core import PlaitError  # noqa: F401
 from plait import stats, stats_reset, transport_name, config_dump  # noqa: F401
 from plait import ERRORS as _ERRORS
 from plait.common.exceptions import HorovodInternalError  # noqa: F401
+from plait.tensorflow import elastic  # noqa: F401
 from plait.tensorflow.compression import Compression
 from plait.tensorflow.mpi_ops import (  # noqa: F401
     init, shutdown, is_initialized, start_timeline, stop_timeline, size, local_size,
@@ -32,6 +33,7 @@ from plait.tensorflow.mpi_ops import (  # noqa: F401
     _allreduce, _grouped_allreduce, _reducescatter, _grouped_reducescatter,
 )
 from plait.tensorflow.mpi_ops import _check_op, _set_id
+from plait.tensorflow.gradient_aggregation import LocalGradientAggregationHelper
 from plait.tensorflow.functions import (  # noqa: F401
     allgather_object, broadcast_object, broadcast_object_fn, broadcast_variables,
 )
@@ -216,10 +218,10 @@ class BroadcastGlobalVariablesHook(tf.compat.v1.train.SessionRunHook):
         session.run(self.bcast_op)
 
 
-def _split_list(items, n):
+def split_list(l, n):  # noqa: E741 - Horovod's parameter name
     """Horovod's split_list: n nearly equal consecutive parts."""
-    d, r = divmod(len(items), n)
-    return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
+    d, r = divmod(len(l), n)
+    return [l[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
 
 
 @_cache
@@ -258,7 +260,7 @@ def _make_cached_allreduce_grads_fn(name, device_dense, device_sparse, compressi
                     parts = [p for p in parts if p]
                 else:
                     clean = [(i, g) for i, g in enumerate(grads) if g is not None]
-                    parts = [p for p in _split_list(clean, groups) if p]
+                    parts = [p for p in split_list(clean, groups) if p]
                 out = list(grads)
                 for k, part in enumerate(parts):
                     idx, gs = [list(t) for t in zip(*part)]
@@ -285,6 +287,12 @@ def _make_allreduce_grads_fn(name, device_dense, device_sparse, compression, spa
     return _make_cached_allreduce_grads_fn(name, device_dense, device_sparse, compression,
                                            sparse_as_dense, op, gradient_predivide_factor,
                                            groups, process_set)
+
+
+def gpu_available(ext_base_name, verbose=False):
+    """Horovod's query: True when TensorFlow sees a GPU (plait's transports
+    decide what runs on it)."""
+    return bool(tf.config.list_physical_devices("GPU"))
 
 
 def _check_common(op, gradient_predivide_factor, num_groups, groups):
@@ -362,7 +370,6 @@ class _DistributedOptimizer(tf.compat.v1.train.Optimizer):
             if _executing_eagerly():
                 raise ValueError("backward_passes_per_step > 1 is not yet supported "
                                  "for _LegacyOptimizer with eager execution.")
-            from plait.tensorflow.gradient_aggregation import LocalGradientAggregationHelper
             self._agg_helper = LocalGradientAggregationHelper(
                 backward_passes_per_step=backward_passes_per_step,
                 allreduce_func=self._allreduce_grads, sparse_as_dense=sparse_as_dense,

@@ -195,3 +195,28 @@ def test_tf1_distributed_optimizer_graph(hvd):
     for i, (g, w) in enumerate(zip(got, reference(n, float(np.float32(LR))))):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14, err_msg="weight %d" % i)
     check_identical(got)
+
+
+def test_tf1_backward_passes_per_step(hvd):
+    """backward_passes_per_step=2 with average_aggregated_gradients: two
+    passes over the same batch apply their averaged gradient once, so 2 x
+    STEPS passes reach the one-process weights of STEPS steps."""
+    n, r = hvd.size(), hvd.rank()
+    x, y = data(n)
+    xr, yr = x[r * BATCH:(r + 1) * BATCH], y[r * BATCH:(r + 1) * BATCH]
+    with tf.Graph().as_default():
+        vs = [tf.compat.v1.Variable(w) for w in init_weights(0)]
+        loss = loss_fn(vs, tf.constant(xr), tf.constant(yr))
+        opt = hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(LR),
+                                       backward_passes_per_step=2,
+                                       average_aggregated_gradients=True)
+        train = opt.minimize(loss, var_list=vs)
+        with tf.compat.v1.Session() as sess:
+            sess.run([tf.compat.v1.global_variables_initializer(),
+                      tf.compat.v1.local_variables_initializer()])
+            for _ in range(2 * STEPS):
+                sess.run(train)
+            got = sess.run(vs)
+    for i, (g, w) in enumerate(zip(got, reference(n, float(np.float32(LR))))):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14, err_msg="weight %d" % i)
+    check_identical(got)
