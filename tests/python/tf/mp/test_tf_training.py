@@ -220,3 +220,29 @@ def test_tf1_backward_passes_per_step(hvd):
     for i, (g, w) in enumerate(zip(got, reference(n, float(np.float32(LR))))):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14, err_msg="weight %d" % i)
     check_identical(got)
+
+
+def test_keras3_variables_broadcast_and_tape(hvd):
+    """Keras 3 variables (tf.keras in TF 2.21) with broadcast_variables and
+    DistributedGradientTape inside tf.function: ranks that start apart end
+    identical."""
+    r = hvd.rank()
+    model = tf.keras.Sequential([tf.keras.Input((6,)), tf.keras.layers.Dense(8, activation="tanh"),
+                                 tf.keras.layers.Dense(1)])
+    for i, v in enumerate(model.variables):
+        v.assign(tf.fill(v.shape, float(r + i)))
+    hvd.broadcast_variables(model.variables, root_rank=0)
+    for i, v in enumerate(model.variables):
+        assert np.all(v.numpy() == float(i)), (i, v.numpy())
+    opt = tf.keras.optimizers.SGD(0.01)
+    x, y = data(hvd.size())
+
+    @tf.function
+    def step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(xb) - yb))
+        grads = hvd.DistributedGradientTape(tape).gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+    for _ in range(3):
+        step(tf.constant(x[r::hvd.size()], tf.float32), tf.constant(y[r::hvd.size()], tf.float32))
+    check_identical([v.numpy() for v in model.variables])
