@@ -246,3 +246,20 @@ def test_keras3_variables_broadcast_and_tape(hvd):
     for _ in range(3):
         step(tf.constant(x[r::hvd.size()], tf.float32), tf.constant(y[r::hvd.size()], tf.float32))
     check_identical([v.numpy() for v in model.variables])
+
+
+def test_sync_batch_normalization(hvd):
+    """In training, SyncBatchNormalization normalizes with the mean and
+    variance of every rank's batch together: each rank's output equals its
+    rows of a plain BatchNormalization over the concatenated batch."""
+    n, r = hvd.size(), hvd.rank()
+    rng = np.random.default_rng(3)
+    full = rng.standard_normal((4 * n, 5)).astype(np.float32) * 3 + 1
+    mine = full[4 * r:4 * (r + 1)]
+    sync = hvd.SyncBatchNormalization(axis=-1, epsilon=1e-3)
+    plain = tf.keras.layers.BatchNormalization(axis=-1, epsilon=1e-3)
+    got = sync(tf.constant(mine), training=True).numpy()
+    want = plain(tf.constant(full), training=True).numpy()[4 * r:4 * (r + 1)]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError):
+        hvd.SyncBatchNormalization(fused=True)
