@@ -25,7 +25,6 @@ import re
 
 import tensorflow as tf
 
-from plait.common import basics as _basics
 from plait.common.basics import (  # noqa: F401
     init, shutdown, is_initialized, start_timeline, stop_timeline, size, local_size,
     cross_size, rank, local_rank, cross_rank, is_homogeneous, mpi_threads_supported,
@@ -412,5 +411,3 @@ def process_set_included_op(process_set_id=0, name=None):
 for _op in ("PlaitQuery", "PlaitJoin", "PlaitBarrier"):
     tf.no_gradient(_op)
 del _op
-
-_basics  # the life cycle is plait.common's (re-exported above)
