@@ -22,6 +22,7 @@ true gradient (docs/tensorflow.md).
 """
 
 import re
+import warnings
 
 import tensorflow as tf
 
@@ -55,6 +56,9 @@ def handle_average_backwards_compatibility(op, average):
                              "them.")
         return op
     if average is not None:
+        # Horovod 0.28's words and category, so filters written for it apply.
+        warnings.warn("Parameter `average` has been replaced with `op` and will be removed "
+                      "in v1.0", DeprecationWarning)
         return Average if average else Sum
     return Average
 

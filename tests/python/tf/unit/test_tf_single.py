@@ -142,3 +142,12 @@ def test_installed_tree(tmp_path):
         _, _, rank, total, lib, oplib = ln.split()
         assert total == "2" and lib.startswith(str(prefix)) and oplib.startswith(str(prefix)), ln
         assert os.path.dirname(lib) == os.path.dirname(oplib), ln
+
+
+def test_average_argument_is_deprecated_as_in_horovod():
+    assert hvd.handle_average_backwards_compatibility(None, None) == hvd.Average
+    assert hvd.handle_average_backwards_compatibility(hvd.Sum, None) == hvd.Sum
+    with pytest.warns(DeprecationWarning, match="replaced with `op`"):
+        assert hvd.handle_average_backwards_compatibility(None, False) == hvd.Sum
+    with pytest.raises(ValueError, match="supersedes average"):
+        hvd.handle_average_backwards_compatibility(hvd.Sum, True)
