@@ -4,6 +4,8 @@ horovod._keras's counterpart. make_api(keras) gives the public functions for
 one Keras module; the two packages export them with Horovod's names.
 """
 
+import warnings
+
 import tensorflow as tf
 
 import plait.tensorflow as _ptf
@@ -36,17 +38,7 @@ def _check_optimizer_args(op, groups, backward_passes_per_step, gradient_predivi
                          % (gradient_predivide_factor,))
 
 
-def make_api(keras, compression_none):
-    """DistributedOptimizer, PartialDistributedOptimizer, load_model and the
-    value-level operations for one Keras module."""
-
-    def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
-                             compression=compression_none, sparse_as_dense=False,
-                             gradient_predivide_factor=1.0, op=Average,
-                             backward_passes_per_step=1, average_aggregated_gradients=False,
-                             groups=None, process_set=global_process_set,
-                             scale_local_gradients=True):
-        """An optimizer that wraps another Keras optimizer and allreduces the
+_DISTRIBUTED_OPTIMIZER_DOC = """An optimizer that wraps another Keras optimizer and allreduces the
         gradients (averaged by default) before they are applied.
 
         Works on Keras 3 optimizers (gradients are reduced in apply()) and on
@@ -60,6 +52,21 @@ def make_api(keras, compression_none):
         variables), process_set, scale_local_gradients (local variables'
         gradients / size). device_dense and device_sparse place the
         collectives (tf.device)."""
+
+
+def make_api(keras, compression_none, horovod_keras_order=False):
+    """DistributedOptimizer, PartialDistributedOptimizer, load_model and the
+    value-level operations for one Keras module."""
+
+    def _distributed(optimizer, name, device_dense, device_sparse, compression, sparse_as_dense,
+                     gradient_predivide_factor, op, backward_passes_per_step,
+                     average_aggregated_gradients, num_groups, groups, process_set,
+                     scale_local_gradients):
+        if num_groups != 0:
+            warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be "
+                          "removed in v0.23.0.", DeprecationWarning)
+            if groups is None:
+                groups = num_groups
         _check_optimizer_args(op, groups, backward_passes_per_step, gradient_predivide_factor)
         _ptf_process_set_check(process_set)
         settings = dict(name=name, device_dense=device_dense, device_sparse=device_sparse,
@@ -70,6 +77,31 @@ def make_api(keras, compression_none):
                         groups=groups, process_set=process_set,
                         scale_local_gradients=scale_local_gradients)
         return create_distributed_optimizer(optimizer, settings)
+
+    if horovod_keras_order:
+        # horovod.keras's order (op, num_groups, groups); the rest keyword-only.
+        def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
+                                 compression=compression_none, sparse_as_dense=False,
+                                 gradient_predivide_factor=1.0, op=Average, num_groups=0,
+                                 groups=None, *, backward_passes_per_step=1,
+                                 average_aggregated_gradients=False,
+                                 process_set=global_process_set, scale_local_gradients=True):
+            return _distributed(optimizer, name, device_dense, device_sparse, compression,
+                                sparse_as_dense, gradient_predivide_factor, op,
+                                backward_passes_per_step, average_aggregated_gradients,
+                                num_groups, groups, process_set, scale_local_gradients)
+    else:
+        def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
+                                 compression=compression_none, sparse_as_dense=False,
+                                 gradient_predivide_factor=1.0, op=Average,
+                                 backward_passes_per_step=1, average_aggregated_gradients=False,
+                                 num_groups=0, groups=None, process_set=global_process_set,
+                                 scale_local_gradients=True):
+            return _distributed(optimizer, name, device_dense, device_sparse, compression,
+                                sparse_as_dense, gradient_predivide_factor, op,
+                                backward_passes_per_step, average_aggregated_gradients,
+                                num_groups, groups, process_set, scale_local_gradients)
+    DistributedOptimizer.__doc__ = _DISTRIBUTED_OPTIMIZER_DOC
 
     def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
                                     compression=compression_none, sparse_as_dense=False,
@@ -107,8 +139,9 @@ def make_api(keras, compression_none):
                 "Please use `hvd.broadcast_variables(<model/optimizer variables>)` instead.")
         return _eval(_ptf.broadcast_global_variables(root_rank))
 
-    def allreduce(value, name=None, average=None, prescale_factor=1.0, postscale_factor=1.0,
-                  op=None, compression=compression_none):
+    def allreduce(value, name=None, average=True if horovod_keras_order else None,
+                  prescale_factor=1.0, postscale_factor=1.0, op=None,
+                  compression=compression_none):
         """value (anything tf.constant takes) allreduced over all ranks: a
         tensor eagerly, its value in graph mode."""
         return _eval(_ptf.allreduce(tf.constant(value), average=average,

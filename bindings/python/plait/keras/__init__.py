@@ -22,4 +22,4 @@ from plait.tensorflow import (  # noqa: F401
 from plait._keras import make_api as _make_api
 from plait.keras import callbacks, elastic  # noqa: F401
 
-globals().update(_make_api(_keras, Compression.none))
+globals().update(_make_api(_keras, Compression.none, horovod_keras_order=True))
