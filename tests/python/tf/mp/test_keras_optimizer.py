@@ -47,11 +47,14 @@ def test_keras_generation_is_the_one_asked_for():
 def test_fit_matches_one_process_on_concatenated_batch(make_opt):
     x, y, xl, yl = dataset(steps=6)
     m = dense_model()
-    h = fit(m, hvd.DistributedOptimizer(make_opt()), xl, yl, epochs=2)
+    fit(m, hvd.DistributedOptimizer(make_opt()), xl, yl, epochs=2)
     ref = reference_fit(dense_model, make_opt(), x, y, batch_size=B * SIZE, epochs=2)
     assert_close(weights(m), weights(ref))
     assert_identical_across_ranks(weights(m))
-    assert h.history["loss"][1] < h.history["loss"][0]
+    # The loss over all the data went down (each rank's own loss need not).
+    def global_loss(model):
+        return float(np.mean((np.asarray(model(x)) - y) ** 2))
+    assert global_loss(m) < global_loss(dense_model())
     # Without plait the ranks would have trained apart: the data differs per rank.
     solo = dense_model()
     fit(solo, make_opt(), xl, yl, epochs=2)
