@@ -4,13 +4,14 @@ has no elastic mode. The names import, so a script that only mentions them
 loads; making a state or a callback, or calling a function wrapped by run,
 raises NotImplementedError saying what is missing."""
 
-from plait.common.elastic import refuse, run_fn
+from plait.common.elastic import refuse
+from plait.tensorflow.elastic import TensorFlowKerasState, run as _tf_run
 
 
 def make_elastic(keras):
     Callback = keras.callbacks.Callback
 
-    class KerasState:
+    class KerasState(TensorFlowKerasState):
         """Horovod's elastic state of a Keras model and optimizer; refused."""
 
         def __init__(self, model, optimizer=None, **kwargs):
@@ -34,10 +35,7 @@ def make_elastic(keras):
         def __init__(self, state):
             raise refuse("elastic.UpdateEpochStateCallback")
 
-    def run(func):
-        """Horovod's elastic.run decorator: the wrapped function refuses to run."""
-        return run_fn(func, None)
-
-    return dict(KerasState=KerasState, CommitStateCallback=CommitStateCallback,
+    return dict(KerasState=KerasState, TensorFlowKerasState=TensorFlowKerasState, run=_tf_run,
+                CommitStateCallback=CommitStateCallback,
                 UpdateBatchStateCallback=UpdateBatchStateCallback,
-                UpdateEpochStateCallback=UpdateEpochStateCallback, run=run)
+                UpdateEpochStateCallback=UpdateEpochStateCallback)

@@ -7,4 +7,4 @@ from plait._keras.elastic import make_elastic as _make
 
 globals().update(_make(_keras))
 __all__ = ["KerasState", "CommitStateCallback", "UpdateBatchStateCallback",
-           "UpdateEpochStateCallback", "run"]
+           "UpdateEpochStateCallback", "TensorFlowKerasState", "run"]
