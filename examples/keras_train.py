@@ -116,8 +116,11 @@ def main():
                                                  verbose=1),
     ]
 
-    keras_kind = "tf_keras %s" % keras.__version__ if "tf_keras" in type(opt).__module__ \
-        else "Keras %s" % keras.__version__
+    if "tf_keras" in type(opt).__module__:
+        import tf_keras
+        keras_kind = "tf_keras %s" % tf_keras.__version__
+    else:
+        keras_kind = "Keras %s" % keras.__version__
     log("keras_train: %d ranks (transport %s, plait %s, TensorFlow %s, %s)"
         % (hvd.size(), plait.transport_name(), plait.__version__, tf.__version__, keras_kind))
     log("model: %d weights in %d tensors; data: %d training samples (%d per rank), %d classes; "

@@ -185,6 +185,10 @@ class LearningRateScheduleCallbackImpl:
             return
         if not momentum:
             return
+        iterations = getattr(opt, "iterations", None)
+        if getattr(opt, "built", True) is False or \
+                (iterations is not None and get_value(iterations) == 0):
+            return  # no step yet: the momentum buffers are zero (or not made), nothing to scale
         # A Python float (Keras 3, tf_keras's optimizers): a compiled train step has it
         # as a constant, so scale what it multiplies, the momentum buffers, instead.
         bufs = self._momentum_buffers()
