@@ -13,14 +13,25 @@
 : "${PLAIT_CI_VENV_DIR:=${XDG_CACHE_HOME:-$HOME/.cache}/plait/venvs}"
 export PLAIT_CI_VENV_DIR
 
-PLAIT_PYTHON_DEBIAN_PACKAGES=(python3-torch python3-numpy python3-pytest libopenblas0-pthread)
-PLAIT_TORCH2_REQUIREMENTS=("torch>=2,<3" numpy pytest "setuptools>=70.1")
+# cloudpickle: what Horovod (and plait when it is there) pickles broadcast_object
+# with, so lambdas and local classes travel; the compatibility suite checks it.
+PLAIT_PYTHON_DEBIAN_PACKAGES=(python3-torch python3-numpy python3-pytest libopenblas0-pthread
+  python3-cloudpickle)
+PLAIT_TORCH2_REQUIREMENTS=("torch>=2,<3" numpy pytest "setuptools>=70.1" cloudpickle)
 
 # Prints the torch 2 venv's python, creating the venv when missing. Progress
 # goes to stderr; returns 1 (with the reason on stderr) when it cannot.
 plait_torch2_python() {
   local dir="$PLAIT_CI_VENV_DIR/torch2" base="${PLAIT_CI_VENV_PYTHON:-python3}"
-  if [ -x "$dir/bin/python" ] && "$dir/bin/python" -c "import torch, pytest, numpy" 2>/dev/null; then
+  if [ -x "$dir/bin/python" ] && "$dir/bin/python" -c "import torch, pytest, numpy, cloudpickle" 2>/dev/null; then
+    echo "$dir/bin/python"
+    return 0
+  fi
+  # A working torch with a small requirement missing (one added since the venv
+  # was made) is completed in place rather than downloaded again.
+  if [ -x "$dir/bin/python" ] && "$dir/bin/python" -c "import torch" 2>/dev/null &&
+      "$dir/bin/pip" install -q --disable-pip-version-check "${PLAIT_TORCH2_REQUIREMENTS[@]}" >&2 &&
+      "$dir/bin/python" -c "import torch, pytest, numpy, cloudpickle" 2>/dev/null; then
     echo "$dir/bin/python"
     return 0
   fi

@@ -235,7 +235,24 @@ def _make_cached_allreduce_grads_fn(name, device_dense, device_sparse, compressi
     else:
         prescale_factor = postscale_factor = 1.0
 
-    def allreduce_grads(grads, vars=None, use_generic_names=False):
+    def partition(grads, vars):
+        """The groups as tuples of gradient indexes (None: no groups), in
+        Python, so the variables never enter a tf.function (which would turn
+        Keras 3 variables into tensors)."""
+        present = [i for i, g in enumerate(grads) if g is not None]
+        if groups is None:
+            return None
+        if isinstance(groups, list):
+            by_var = {_key(vars[i]): i for i in present}
+            parts = []
+            for group in groups:
+                parts.append(tuple(by_var.pop(_key(v)) for v in group if _key(v) in by_var))
+            parts.extend((i,) for i in by_var.values())
+        else:
+            parts = [tuple(p) for p in split_list(present, groups)]
+        return tuple(p for p in parts if p)
+
+    def reduce_parts(grads, parts, use_generic_names):
         with tf.name_scope(name + "_Allreduce"):
             if sparse_as_dense:
                 grads = [tf.convert_to_tensor(g) if g is not None and
@@ -243,41 +260,30 @@ def _make_cached_allreduce_grads_fn(name, device_dense, device_sparse, compressi
             kw = dict(device_dense=device_dense, device_sparse=device_sparse,
                       compression=compression, op=op, prescale_factor=prescale_factor,
                       postscale_factor=postscale_factor, process_set=process_set)
-            if groups is not None:
-                if isinstance(groups, list):
-                    by_var = {}
-                    for i, (v, g) in enumerate(zip(vars, grads)):
-                        if g is not None:
-                            by_var[_key(v)] = (i, g)
-                    parts = []
-                    for group in groups:
-                        part = []
-                        for v in group:
-                            if _key(v) in by_var:
-                                part.append(by_var.pop(_key(v)))
-                        parts.append(part)
-                    parts.extend([p] for p in by_var.values())
-                    parts = [p for p in parts if p]
-                else:
-                    clean = [(i, g) for i, g in enumerate(grads) if g is not None]
-                    parts = [p for p in split_list(clean, groups) if p]
-                out = list(grads)
-                for k, part in enumerate(parts):
-                    idx, gs = [list(t) for t in zip(*part)]
-                    reduced = _grouped_allreduce_cond(
-                        gs, name="grad_%d" % k if use_generic_names else None,
-                        ignore_name_scope=use_generic_names, **kw)
-                    for i, r in zip(idx, reduced):
-                        out[i] = r
-                return out
-            return [_allreduce_cond(g, name="grad_%d" % i if use_generic_names else None,
-                                    ignore_name_scope=use_generic_names, **kw)
-                    if g is not None else g for i, g in enumerate(grads)]
+            if parts is None:
+                return [_allreduce_cond(g, name="grad_%d" % i if use_generic_names else None,
+                                        ignore_name_scope=use_generic_names, **kw)
+                        if g is not None else g for i, g in enumerate(grads)]
+            out = list(grads)
+            for k, idx in enumerate(parts):
+                reduced = _grouped_allreduce_cond(
+                    [grads[i] for i in idx], name="grad_%d" % k if use_generic_names else None,
+                    ignore_name_scope=use_generic_names, **kw)
+                for i, r in zip(idx, reduced):
+                    out[i] = r
+            return out
 
     if _executing_eagerly():
         # Horovod's: eagerly, the allreduces run as one tf.function, so they
         # are in flight together and plait fuses them.
-        return _make_subgraph(allreduce_grads)
+        subgraph = _make_subgraph(reduce_parts)
+
+        def allreduce_grads(grads, vars=None, use_generic_names=False):
+            return subgraph(list(grads), partition(grads, vars), use_generic_names)
+        return allreduce_grads
+
+    def allreduce_grads(grads, vars=None, use_generic_names=False):
+        return reduce_parts(list(grads), partition(grads, vars), use_generic_names)
     return allreduce_grads
 
 

@@ -5,7 +5,6 @@ tensor and the ranks; eagerly the exception is also plait's class for the
 failure (MismatchError: a HorovodInternalError, a RuntimeError; bad
 arguments: a ValueError). The job goes on afterwards."""
 
-import numpy as np
 import pytest
 import tensorflow as tf
 

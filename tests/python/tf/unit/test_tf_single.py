@@ -7,7 +7,6 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -112,3 +111,43 @@ def test_lost_rank_raises_within_the_timeout():
     out = p.stdout + p.stderr
     assert "[0]: RAISED PeerLostError" in out, out[-3000:]
     assert "[0]: RAISED IN FUNCTION" in out, out[-3000:]
+
+
+def test_installed_tree(tmp_path):
+    """cmake --install puts the op library beside the installed libplait;
+    the installed plaitrun runs a plait.tensorflow job with no PLAIT_*
+    variable set, and the package finds both libraries by itself."""
+    build = os.environ.get("PLAIT_TEST_BUILD_DIR")
+    if not build:
+        pytest.skip("PLAIT_TEST_BUILD_DIR is not set (ctest sets it to the build tree)")
+    prefix = tmp_path / "prefix"
+    subprocess.run(["cmake", "--install", build, "--prefix", str(prefix)], check=True,
+                   capture_output=True)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PLAIT_") and k != "PYTHONPATH"}
+    code = textwrap.dedent("""
+        import tensorflow as tf
+        import plait, plait.tensorflow as hvd
+        from plait.tensorflow import _lib
+        hvd.init()
+        s = hvd.allreduce(tf.constant([1.0]), op=hvd.Sum).numpy()[0]
+        print("JOB", hvd.rank(), int(s), plait.library_path, _lib.library_path)
+        hvd.shutdown()
+        """)
+    p = subprocess.run([str(prefix / "bin" / "plaitrun"), "-np", "2", sys.executable, "-c",
+                        code], env=env, capture_output=True, text=True, timeout=600)
+    lines = [ln for ln in p.stdout.splitlines() if "JOB" in ln]
+    assert p.returncode == 0 and len(lines) == 2, p.stdout[-2000:] + p.stderr[-2000:]
+    for ln in lines:
+        _, _, rank, total, lib, oplib = ln.split()
+        assert total == "2" and lib.startswith(str(prefix)) and oplib.startswith(str(prefix)), ln
+        assert os.path.dirname(lib) == os.path.dirname(oplib), ln
+
+
+def test_average_argument_is_deprecated_as_in_horovod():
+    assert hvd.handle_average_backwards_compatibility(None, None) == hvd.Average
+    assert hvd.handle_average_backwards_compatibility(hvd.Sum, None) == hvd.Sum
+    with pytest.warns(DeprecationWarning, match="replaced with `op`"):
+        assert hvd.handle_average_backwards_compatibility(None, False) == hvd.Sum
+    with pytest.raises(ValueError, match="supersedes average"):
+        hvd.handle_average_backwards_compatibility(hvd.Sum, True)
