@@ -4,7 +4,8 @@ Horovod, on Keras 3 (tf.keras in TensorFlow 2.16+) or on tf_keras
 (TF_USE_LEGACY_KERAS=1): prints facts, not timings.
 
     plaitrun -np 2 <tf python> bench/keras_fidelity.py --impl plait
-    horovodrun -np 2 -H localhost:2 --gloo <horovod tf python> bench/keras_fidelity.py --impl horovod
+    horovodrun -np 2 -H localhost:2 --gloo <horovod tf python> \
+        bench/keras_fidelity.py --impl horovod
 
 Each rank starts from different random weights and fits its own shard of the
 data, with DistributedOptimizer and BroadcastGlobalVariablesCallback(0) as

@@ -59,7 +59,8 @@ class GradientReducer:
         self.op = op
         if op == Average:
             # Average over size, split around the sum: grad / f summed, then * f / size.
-            self.prescale, self.postscale = 1.0 / gradient_predivide_factor, gradient_predivide_factor
+            self.prescale = 1.0 / gradient_predivide_factor
+            self.postscale = gradient_predivide_factor
         else:
             self.prescale, self.postscale = 1.0, 1.0
         self.groups = groups
@@ -110,9 +111,9 @@ class GradientReducer:
             dense = [e for e in part if not isinstance(e[1], tf.IndexedSlices)]
             sparse = [e for e in part if isinstance(e[1], tf.IndexedSlices)]
             if dense:
-                reduced = _ptf.grouped_allreduce(
-                    [e[1] for e in dense], name=prefix + "group." + _var_label(dense[0][2], dense[0][3]),
-                    **kw)
+                first = _var_label(dense[0][2], dense[0][3])
+                reduced = _ptf.grouped_allreduce([e[1] for e in dense],
+                                                 name=prefix + "group." + first, **kw)
                 for e, r in zip(dense, reduced):
                     out[e[0]] = r
             for e in sparse:

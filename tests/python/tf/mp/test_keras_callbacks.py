@@ -17,7 +17,7 @@ from tensorflow import keras
 
 import plait.tensorflow.keras as hvd
 from keras_helpers import (B, LEGACY, assert_close, assert_identical_across_ranks, dataset,
-                           dense_model, init, reference_fit, weights)
+                           dense_model, init, weights)
 
 RANK, SIZE = init()
 cbs = hvd.callbacks
