@@ -23,7 +23,9 @@ a tf.function with a tf.GradientTape. Every rank starts from the same
 weights (same seed) and trains on its own synthetic batch (a different one
 per rank, so ranks that do not allreduce end with different weights). plait
 and Horovod wrap the tape in their DistributedGradientTape (the same code,
-only the module differs); MultiWorkerMirroredStrategy runs the step through
+only the module differs; the gradients are taken with respect to the
+tf.Variables under the Keras 3 variables, v.value, since Horovod's tape
+calls .ref() on its sources, which Keras 3 variables lack); MultiWorkerMirroredStrategy runs the step through
 strategy.run with CPU RING collectives, the loss scaled by 1/replicas so that
 its summed gradients are the average. Each run times every step (up to the
 loss read back on the host), after --warmup untimed steps, on rank 0; at the
@@ -191,12 +193,18 @@ def worker(args):
                for _ in range(4)]
 
     if hvd is not None:
+        # Horovod 0.28.1's DistributedGradientTape calls .ref() on every
+        # source, which Keras 3 variables lack ('Variable' object has no
+        # attribute 'ref'): the gradients are taken with respect to the
+        # tf.Variables under them (v.value), for plait too (the same code).
+        sources = [v.value for v in variables]
+
         @tf.function
         def step(x, y):
             with tf.GradientTape() as tape:
                 loss = loss_fn(y, model(x, training=True))
             tape = hvd.DistributedGradientTape(tape)
-            grads = tape.gradient(loss, variables)
+            grads = tape.gradient(loss, sources)
             opt.apply_gradients(zip(grads, variables))
             return loss
     elif strategy is not None:
