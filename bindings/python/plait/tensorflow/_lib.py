@@ -1,0 +1,114 @@
+"""Loads plait's TensorFlow op library (bindings/tensorflow) and turns its
+errors into plait's exception classes.
+
+The op library links libplait. plait._core is imported first, so the
+libplait that Python loaded (PLAIT_LIBRARY, the package's or the system's)
+is already in the process and the op library binds to that same one: one
+engine, and the transport plugins are found beside it as plait_init finds
+them (PLAIT_PLUGIN_PATH, then libplait's folder).
+
+The op library is looked up, in order: PLAIT_TENSORFLOW_LIBRARY; beside the
+libplait in use (the build tree's lib/ and the installed libdir both hold
+it); in this package's _lib folder.
+"""
+
+import os
+import re
+
+import tensorflow as tf
+from tensorflow.python.eager import context
+
+from plait import _core
+
+_NAME = "libplait_tensorflow.so"
+
+
+def _candidates():
+    env = os.environ.get("PLAIT_TENSORFLOW_LIBRARY", "")
+    if env:
+        return [(env, "PLAIT_TENSORFLOW_LIBRARY")]
+    here = os.path.dirname(os.path.abspath(__file__))
+    lib_dir = os.path.dirname(os.path.realpath(_core.library_path))
+    return [(os.path.join(lib_dir, _NAME), "beside %s" % _core.library_path),
+            (os.path.join(here, "_lib", _NAME), "bundled with the package")]
+
+
+def _load():
+    tried = []
+    for path, why in _candidates():
+        if not os.path.exists(path):
+            tried.append("%s (%s): no such file" % (path, why))
+            continue
+        try:
+            return tf.load_op_library(path), path
+        except (tf.errors.NotFoundError, OSError) as e:
+            tried.append("%s (%s): %s" % (path, why, e))
+    raise ImportError(
+        "plait.tensorflow: cannot load plait's TensorFlow op library; tried:\n  " +
+        "\n  ".join(tried) +
+        "\nBuild plait with -DPLAIT_TF_PYTHON=<python with tensorflow %s> (ci/test does), "
+        "or set PLAIT_TENSORFLOW_LIBRARY to the library's path (docs/tensorflow.md)."
+        % tf.__version__)
+
+
+LIB, library_path = _load()
+
+
+def executing_eagerly():
+    return context.executing_eagerly()
+
+
+# --------------------------------------------------------------------------
+# Errors: the op library's messages start with "plait: PLAIT_ERR_...: ".
+# An eager call that fails raises an exception of TensorFlow's class for the
+# status (what Horovod's TensorFlow ops raise: UnknownError for a lost rank,
+# FailedPreconditionError for mismatched operations, InvalidArgumentError
+# for bad arguments) that is also plait's class for the result code (a
+# HorovodInternalError / RuntimeError, or a ValueError for bad arguments).
+# --------------------------------------------------------------------------
+
+_MARK = re.compile(r"plait: (PLAIT_[A-Z_]+): ")
+_mixed = {}
+
+
+def _mixed_class(tf_cls, plait_cls):
+    key = (tf_cls, plait_cls)
+    cls = _mixed.get(key)
+    if cls is None:
+        def __init__(self, node_def, op, message, code):
+            tf_cls.__init__(self, node_def, op, message)
+            self.code = code
+            self.name = _core.RESULT_NAMES.get(code, "PLAIT_RESULT_UNKNOWN")
+
+        def __reduce__(self):
+            return (type(self), (self.node_def, self.op, self.message, self.code))
+        cls = type(plait_cls.__name__, (tf_cls, plait_cls),
+                   {"__init__": __init__, "__reduce__": __reduce__, "__module__": "plait"})
+        _mixed[key] = cls
+    return cls
+
+
+def convert(e):
+    """The exception to raise for a TensorFlow error e: e itself unless it
+    came from plait, else plait's class for it (also e's TensorFlow class)."""
+    if not isinstance(e, tf.errors.OpError):
+        return e
+    m = _MARK.search(e.message or "")
+    if not m or m.group(1) not in _core.RESULTS:
+        return e
+    code = _core.RESULTS[m.group(1)]
+    plait_cls = _core.ERRORS.get(code, _core.PlaitError)
+    cls = _mixed_class(type(e), plait_cls)
+    return cls(e.node_def, e.op, e.message, code)
+
+
+def call(fn, *args, **kwargs):
+    """fn(*args, **kwargs), raising plait's classes for plait's errors when
+    run eagerly (in a graph, errors surface when the graph runs)."""
+    try:
+        return fn(*args, **kwargs)
+    except tf.errors.OpError as e:
+        converted = convert(e)
+        if converted is e:
+            raise
+        raise converted from None
