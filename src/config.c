@@ -311,11 +311,12 @@ int plait_config_unknown(char *buf, size_t buf_size) {
     int known = 0;
     for (size_t i = 0; i < N_ENTRIES && !known; i++)
       known = strlen(entries[i].var) == len && !strncmp(entries[i].var, *e, len);
-    /* Variables read by plugins and tools are theirs to check: the gloo and
-     * ofi plugins report unknown names of their prefix at init. */
+    /* Variables read by plugins, bindings and tools are theirs to check: the
+     * gloo and ofi plugins report unknown names of their prefix at init;
+     * PLAIT_TENSORFLOW_LIBRARY is read by plait.tensorflow. */
     static const char *foreign[] = {"PLAIT_LIBRARY", "PLAIT_OFI_", "PLAIT_GLOO_",
                                     "PLAIT_TEST_", "PLAIT_BENCH_", "PLAIT_CI_",
-                                    "PLAIT_LIB_DIR"};
+                                    "PLAIT_LIB_DIR", "PLAIT_TENSORFLOW_"};
     for (size_t i = 0; i < sizeof foreign / sizeof foreign[0] && !known; i++)
       known = !strncmp(*e, foreign[i], strlen(foreign[i]));
     if (!known) {

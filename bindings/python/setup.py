@@ -41,13 +41,16 @@ class BuildWithLibrary(build_py):
         shutil.copy2(os.path.realpath(lib), os.path.join(dest, "libplait.so"))
         for plugin in glob.glob(os.path.join(lib_dir, "libplait-transport-*.so")):
             shutil.copy2(plugin, dest)
+        # plait.mxnet's engine adapter, when the build made one (docs/mxnet.md)
+        for adapter in glob.glob(os.path.join(lib_dir, "libplait-mxnet.so")):
+            shutil.copy2(adapter, dest)
 
 
 setup(
     name="plait",
     version=version(),
     description="Collective communication for data-parallel training (Horovod's API)",
-    packages=["plait", "plait.common", "plait.torch", "plait.torch.elastic"],
+    packages=["plait", "plait.common", "plait.torch", "plait.torch.elastic", "plait.mxnet"],
     python_requires=">=3.8",
     cmdclass={"build_py": BuildWithLibrary},
     zip_safe=False,

@@ -86,9 +86,13 @@ absl::Status Describe(const Tensor& t, Use use, const char* what, plait_tensor_t
                                       std::to_string(PLAIT_MAX_DIMS));
   for (int i = 0; i < dims; i++) out->shape[i] = t.dim_size(i);
   out->ndim = dims;
-  out->data = const_cast<char*>(t.tensor_data().data());
   if (extra_dim) *extra_dim = false;
-  if (ToPlait(dt, &out->dtype)) return absl::OkStatus();
+  // tensor_data() is only defined for fixed-size types (a string tensor
+  // would abort the process): the dtype is checked first.
+  if (ToPlait(dt, &out->dtype)) {
+    out->data = const_cast<char*>(t.tensor_data().data());
+    return absl::OkStatus();
+  }
   if (use == Use::kReduce && (dt == tensorflow::DT_COMPLEX64 || dt == tensorflow::DT_COMPLEX128)) {
     if (dims == PLAIT_MAX_DIMS)
       return absl::InvalidArgumentError(std::string("plait: PLAIT_ERR_INVALID_ARGUMENT: ") +
@@ -97,6 +101,7 @@ absl::Status Describe(const Tensor& t, Use use, const char* what, plait_tensor_t
     out->dtype = dt == tensorflow::DT_COMPLEX64 ? PLAIT_FLOAT32 : PLAIT_FLOAT64;
     out->shape[dims] = 2;
     out->ndim = dims + 1;
+    out->data = const_cast<char*>(t.tensor_data().data());
     if (extra_dim) *extra_dim = true;
     return absl::OkStatus();
   }
@@ -109,6 +114,7 @@ absl::Status Describe(const Tensor& t, Use use, const char* what, plait_tensor_t
     out->dtype = PLAIT_UINT8;
     out->shape[dims] = DataTypeSize(dt);
     out->ndim = dims + 1;
+    out->data = const_cast<char*>(t.tensor_data().data());
     if (extra_dim) *extra_dim = true;
     return absl::OkStatus();
   }

@@ -8,6 +8,7 @@
 // reducescatter learn their output's size only when plait has negotiated, so
 // plait fills its own output buffer and the kernel copies it into a
 // TensorFlow tensor allocated then (one memcpy of the output).
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,11 +75,11 @@ class AllreduceOp : public AsyncOpKernel {
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
     const Tensor& in = ctx->input(0);
     OP_REQUIRES_OK_ASYNC(ctx, scaling_.CheckComplex(in.dtype(), "allreduce"), done);
+    plait_tensor_t tin, tout;
+    OP_REQUIRES_OK_ASYNC(ctx, Describe(in, Use::kReduce, "allreduce", &tin, nullptr), done);
     Tensor* out = nullptr;
     OP_REQUIRES_OK_ASYNC(ctx, ctx->forward_input_or_allocate_output({0}, 0, in.shape(), &out),
                          done);
-    plait_tensor_t tin, tout;
-    OP_REQUIRES_OK_ASYNC(ctx, Describe(in, Use::kReduce, "allreduce", &tin, nullptr), done);
     OP_REQUIRES_OK_ASYNC(ctx, Describe(*out, Use::kReduce, "allreduce", &tout, nullptr), done);
     const std::string& name = naming_.name;
     plait_op_t op = scaling_.op;
@@ -109,10 +110,10 @@ class GroupedAllreduceOp : public AsyncOpKernel {
     for (int i = 0; i < n; i++) {
       const Tensor& in = ctx->input(i);
       OP_REQUIRES_OK_ASYNC(ctx, scaling_.CheckComplex(in.dtype(), "grouped_allreduce"), done);
+      OP_REQUIRES_OK_ASYNC(ctx, Describe(in, Use::kReduce, "grouped_allreduce", &ins[i], nullptr),
+                           done);
       Tensor* out = nullptr;
       OP_REQUIRES_OK_ASYNC(ctx, ctx->forward_input_or_allocate_output({i}, i, in.shape(), &out),
-                           done);
-      OP_REQUIRES_OK_ASYNC(ctx, Describe(in, Use::kReduce, "grouped_allreduce", &ins[i], nullptr),
                            done);
       OP_REQUIRES_OK_ASYNC(
           ctx, Describe(*out, Use::kReduce, "grouped_allreduce", &outs[i], nullptr), done);
@@ -178,13 +179,14 @@ class BroadcastOp : public AsyncOpKernel {
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
     const Tensor& in = ctx->input(0);
+    plait_tensor_t t;
+    OP_REQUIRES_OK_ASYNC(ctx, Describe(in, Use::kMove, "broadcast", &t, nullptr), done);
     Tensor* out = nullptr;
     OP_REQUIRES_OK_ASYNC(ctx, ctx->forward_input_or_allocate_output({0}, 0, in.shape(), &out),
                          done);
     if (out->tensor_data().data() != in.tensor_data().data() && in.TotalBytes() > 0)
       std::memcpy(const_cast<char*>(out->tensor_data().data()), in.tensor_data().data(),
                   in.tensor_data().size());
-    plait_tensor_t t;
     OP_REQUIRES_OK_ASYNC(ctx, Describe(*out, Use::kMove, "broadcast", &t, nullptr), done);
     const std::string& name = naming_.name;
     int root = root_;

@@ -62,11 +62,6 @@ OMITTED = {
     "horovod.common.elastic.notification_manager": "Horovod's elastic driver internals",
 }
 
-# Names plait.torch.mpi_ops gains in another change of issue 10 (the
-# operations' owner): expected here, failing until that change is merged.
-OTHER_CHANGE = {"sparse_allreduce_async", "grouped_allgather", "grouped_allgather_async",
-                "grouped_reducescatter", "grouped_reducescatter_async"}
-
 OPS = ["Average", "Sum", "Adasum", "Min", "Max", "Product"]
 
 
@@ -121,9 +116,6 @@ def test_horovod_name_has_same_signature(mod, name, desc):
     full = "%s.%s" % (mod, name)
     plait_mod = MODULES[mod]
     where = "%s.%s" % (plait_mod.__name__, name)
-    if mod == "horovod.torch" and name in OTHER_CHANGE:
-        assert hasattr(plait_mod, name), (
-            "%s is missing (it comes with the mpi_ops change of issue 10)" % where)
     assert hasattr(plait_mod, name), "%s is missing (Horovod has %s)" % (where, full)
     obj = getattr(plait_mod, name)
     kind = desc["kind"]

@@ -19,6 +19,7 @@ from plait._core import PlaitError  # noqa: F401
 from plait import stats, stats_reset, transport_name, config_dump  # noqa: F401
 from plait import ERRORS as _ERRORS
 from plait.common.exceptions import HorovodInternalError  # noqa: F401
+from plait.tensorflow import elastic  # noqa: F401
 from plait.tensorflow.compression import Compression
 from plait.tensorflow.mpi_ops import (  # noqa: F401
     init, shutdown, is_initialized, start_timeline, stop_timeline, size, local_size,
@@ -32,6 +33,7 @@ from plait.tensorflow.mpi_ops import (  # noqa: F401
     _allreduce, _grouped_allreduce, _reducescatter, _grouped_reducescatter,
 )
 from plait.tensorflow.mpi_ops import _check_op, _set_id
+from plait.tensorflow.gradient_aggregation import LocalGradientAggregationHelper
 from plait.tensorflow.functions import (  # noqa: F401
     allgather_object, broadcast_object, broadcast_object_fn, broadcast_variables,
 )
@@ -216,10 +218,10 @@ class BroadcastGlobalVariablesHook(tf.compat.v1.train.SessionRunHook):
         session.run(self.bcast_op)
 
 
-def _split_list(items, n):
+def split_list(l, n):  # noqa: E741 - Horovod's parameter name
     """Horovod's split_list: n nearly equal consecutive parts."""
-    d, r = divmod(len(items), n)
-    return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
+    d, r = divmod(len(l), n)
+    return [l[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
 
 
 @_cache
@@ -233,7 +235,24 @@ def _make_cached_allreduce_grads_fn(name, device_dense, device_sparse, compressi
     else:
         prescale_factor = postscale_factor = 1.0
 
-    def allreduce_grads(grads, vars=None, use_generic_names=False):
+    def partition(grads, vars):
+        """The groups as tuples of gradient indexes (None: no groups), in
+        Python, so the variables never enter a tf.function (which would turn
+        Keras 3 variables into tensors)."""
+        present = [i for i, g in enumerate(grads) if g is not None]
+        if groups is None:
+            return None
+        if isinstance(groups, list):
+            by_var = {_key(vars[i]): i for i in present}
+            parts = []
+            for group in groups:
+                parts.append(tuple(by_var.pop(_key(v)) for v in group if _key(v) in by_var))
+            parts.extend((i,) for i in by_var.values())
+        else:
+            parts = [tuple(p) for p in split_list(present, groups)]
+        return tuple(p for p in parts if p)
+
+    def reduce_parts(grads, parts, use_generic_names):
         with tf.name_scope(name + "_Allreduce"):
             if sparse_as_dense:
                 grads = [tf.convert_to_tensor(g) if g is not None and
@@ -241,41 +260,30 @@ def _make_cached_allreduce_grads_fn(name, device_dense, device_sparse, compressi
             kw = dict(device_dense=device_dense, device_sparse=device_sparse,
                       compression=compression, op=op, prescale_factor=prescale_factor,
                       postscale_factor=postscale_factor, process_set=process_set)
-            if groups is not None:
-                if isinstance(groups, list):
-                    by_var = {}
-                    for i, (v, g) in enumerate(zip(vars, grads)):
-                        if g is not None:
-                            by_var[_key(v)] = (i, g)
-                    parts = []
-                    for group in groups:
-                        part = []
-                        for v in group:
-                            if _key(v) in by_var:
-                                part.append(by_var.pop(_key(v)))
-                        parts.append(part)
-                    parts.extend([p] for p in by_var.values())
-                    parts = [p for p in parts if p]
-                else:
-                    clean = [(i, g) for i, g in enumerate(grads) if g is not None]
-                    parts = [p for p in _split_list(clean, groups) if p]
-                out = list(grads)
-                for k, part in enumerate(parts):
-                    idx, gs = [list(t) for t in zip(*part)]
-                    reduced = _grouped_allreduce_cond(
-                        gs, name="grad_%d" % k if use_generic_names else None,
-                        ignore_name_scope=use_generic_names, **kw)
-                    for i, r in zip(idx, reduced):
-                        out[i] = r
-                return out
-            return [_allreduce_cond(g, name="grad_%d" % i if use_generic_names else None,
-                                    ignore_name_scope=use_generic_names, **kw)
-                    if g is not None else g for i, g in enumerate(grads)]
+            if parts is None:
+                return [_allreduce_cond(g, name="grad_%d" % i if use_generic_names else None,
+                                        ignore_name_scope=use_generic_names, **kw)
+                        if g is not None else g for i, g in enumerate(grads)]
+            out = list(grads)
+            for k, idx in enumerate(parts):
+                reduced = _grouped_allreduce_cond(
+                    [grads[i] for i in idx], name="grad_%d" % k if use_generic_names else None,
+                    ignore_name_scope=use_generic_names, **kw)
+                for i, r in zip(idx, reduced):
+                    out[i] = r
+            return out
 
     if _executing_eagerly():
         # Horovod's: eagerly, the allreduces run as one tf.function, so they
         # are in flight together and plait fuses them.
-        return _make_subgraph(allreduce_grads)
+        subgraph = _make_subgraph(reduce_parts)
+
+        def allreduce_grads(grads, vars=None, use_generic_names=False):
+            return subgraph(list(grads), partition(grads, vars), use_generic_names)
+        return allreduce_grads
+
+    def allreduce_grads(grads, vars=None, use_generic_names=False):
+        return reduce_parts(list(grads), partition(grads, vars), use_generic_names)
     return allreduce_grads
 
 
@@ -285,6 +293,12 @@ def _make_allreduce_grads_fn(name, device_dense, device_sparse, compression, spa
     return _make_cached_allreduce_grads_fn(name, device_dense, device_sparse, compression,
                                            sparse_as_dense, op, gradient_predivide_factor,
                                            groups, process_set)
+
+
+def gpu_available(ext_base_name, verbose=False):
+    """Horovod's query: True when TensorFlow sees a GPU (plait's transports
+    decide what runs on it)."""
+    return bool(tf.config.list_physical_devices("GPU"))
 
 
 def _check_common(op, gradient_predivide_factor, num_groups, groups):
@@ -362,7 +376,6 @@ class _DistributedOptimizer(tf.compat.v1.train.Optimizer):
             if _executing_eagerly():
                 raise ValueError("backward_passes_per_step > 1 is not yet supported "
                                  "for _LegacyOptimizer with eager execution.")
-            from plait.tensorflow.gradient_aggregation import LocalGradientAggregationHelper
             self._agg_helper = LocalGradientAggregationHelper(
                 backward_passes_per_step=backward_passes_per_step,
                 allreduce_func=self._allreduce_grads, sparse_as_dense=sparse_as_dense,

@@ -68,6 +68,7 @@ def executing_eagerly():
 # --------------------------------------------------------------------------
 
 _MARK = re.compile(r"plait: (PLAIT_[A-Z_]+): ")
+
 _mixed = {}
 
 
@@ -75,13 +76,19 @@ def _mixed_class(tf_cls, plait_cls):
     key = (tf_cls, plait_cls)
     cls = _mixed.get(key)
     if cls is None:
-        def __init__(self, node_def, op, message, code):
-            tf_cls.__init__(self, node_def, op, message)
+        def __init__(self, node_def, op, message, code, error_code):
+            # OpError's fields, set here: its __init__ chains to
+            # Exception.__init__ through super(), which would reach plait's.
+            Exception.__init__(self, message)
+            self._node_def, self._op, self._message = node_def, op, message
+            self._error_code = error_code
+            self._experimental_payloads = {}
             self.code = code
             self.name = _core.RESULT_NAMES.get(code, "PLAIT_RESULT_UNKNOWN")
 
         def __reduce__(self):
-            return (type(self), (self.node_def, self.op, self.message, self.code))
+            return (type(self), (self.node_def, self.op, self.message, self.code,
+                                 self.error_code))
         cls = type(plait_cls.__name__, (tf_cls, plait_cls),
                    {"__init__": __init__, "__reduce__": __reduce__, "__module__": "plait"})
         _mixed[key] = cls
@@ -99,7 +106,7 @@ def convert(e):
     code = _core.RESULTS[m.group(1)]
     plait_cls = _core.ERRORS.get(code, _core.PlaitError)
     cls = _mixed_class(type(e), plait_cls)
-    return cls(e.node_def, e.op, e.message, code)
+    return cls(e.node_def, e.op, e.message, code, e.error_code)
 
 
 def call(fn, *args, **kwargs):

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from plait.common.process_sets import global_process_set
 from plait.tensorflow.mpi_ops import allgather, broadcast, broadcast_, rank
-from plait.tensorflow.util import _cache, _make_subgraph, executing_eagerly
+from plait.tensorflow.util import _make_subgraph, executing_eagerly
 
 try:  # Horovod pickles with cloudpickle (lambdas, local classes); plain pickle otherwise
     import cloudpickle as _pickle
@@ -17,19 +17,18 @@ except ImportError:  # pragma: no cover - depends on the environment
     _pickle = pickle
 
 
-@_cache
-def _make_broadcast_group_fn():
+def _broadcast_group(variables, root_rank, process_set):
     if executing_eagerly():
-        # A tf.function, as Horovod's: the broadcasts are in flight together.
-        def broadcast_group(variables, root_rank, process_set):
+        # As Horovod, the broadcasts run as one tf.function, so they are in
+        # flight together. The variables are captured rather than passed as
+        # arguments: tf.function would turn Keras 3 variables into tensors.
+        def broadcast_group():
             for var in variables:
                 var.assign(broadcast(var, root_rank, process_set=process_set))
-        return _make_subgraph(broadcast_group)
-
-    def broadcast_group(variables, root_rank, process_set):
-        return tf.group(*[var.assign(broadcast(var, root_rank, process_set=process_set))
-                          for var in variables])
-    return broadcast_group
+        _make_subgraph(broadcast_group)()
+        return None
+    return tf.group(*[var.assign(broadcast(var, root_rank, process_set=process_set))
+                      for var in variables])
 
 
 def broadcast_variables(variables, root_rank, process_set=global_process_set, inplace=False):
@@ -41,7 +40,7 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set, in
             broadcast_(variables, root_rank, process_set=process_set)
             return None
         return tf.group(*broadcast_(variables, root_rank, process_set=process_set))
-    return _make_broadcast_group_fn()(variables, root_rank, process_set)
+    return _broadcast_group(variables, root_rank, process_set)
 
 
 def _to_numpy(v, session):

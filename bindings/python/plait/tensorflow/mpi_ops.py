@@ -22,10 +22,10 @@ true gradient (docs/tensorflow.md).
 """
 
 import re
+import warnings
 
 import tensorflow as tf
 
-from plait.common import basics as _basics
 from plait.common.basics import (  # noqa: F401
     init, shutdown, is_initialized, start_timeline, stop_timeline, size, local_size,
     cross_size, rank, local_rank, cross_rank, is_homogeneous, mpi_threads_supported,
@@ -56,6 +56,9 @@ def handle_average_backwards_compatibility(op, average):
                              "them.")
         return op
     if average is not None:
+        # Horovod 0.28's words and category, so filters written for it apply.
+        warnings.warn("Parameter `average` has been replaced with `op` and will be removed "
+                      "in v1.0", DeprecationWarning)
         return Average if average else Sum
     return Average
 
@@ -412,5 +415,3 @@ def process_set_included_op(process_set_id=0, name=None):
 for _op in ("PlaitQuery", "PlaitJoin", "PlaitBarrier"):
     tf.no_gradient(_op)
 del _op
-
-_basics  # the life cycle is plait.common's (re-exported above)

@@ -7,6 +7,8 @@ of the two, divided by size, gives the global mean and variance
 Keras 3's BatchNormalization (tf.keras in TF 2.16+) and on tf_keras's.
 """
 
+import inspect
+
 import tensorflow as tf
 
 from plait.tensorflow.mpi_ops import Sum, _allreduce, size
@@ -20,9 +22,10 @@ class SyncBatchNormalization(tf.keras.layers.BatchNormalization):
             raise ValueError('SyncBatchNormalization does not support fused=True.')
         if not kwargs.get('name', None):
             kwargs['name'] = 'sync_batch_normalization'
-        try:
+        base = tf.keras.layers.BatchNormalization.__init__
+        if "fused" in inspect.signature(base).parameters:
             super().__init__(fused=fused, **kwargs)   # tf_keras (Keras 2)
-        except TypeError:
+        else:
             super().__init__(**kwargs)                # Keras 3 has no fused argument
 
     def _moments(self, inputs, *args, **kwargs):

@@ -3,10 +3,12 @@ the byte view for dtypes plait cannot reduce, outputs plait allocated, and
 argument checks shared by the operations."""
 
 import ctypes
+import warnings
 
 import torch
 
 from plait import _core
+from plait.common.exceptions import HorovodInternalError
 from plait.torch.basics import Adasum, Average, Sum, _OP_NAMES
 
 # torch dtype -> plait dtype code, for the dtypes plait can reduce.
@@ -105,6 +107,9 @@ def _resolve_op(op, average, what):
     if average is not None:
         if op is not None:
             raise ValueError("plait.torch.%s: give op or average (deprecated), not both" % what)
+        # Horovod 0.28's words and category, so filters written for it apply.
+        warnings.warn("Parameter `average` has been replaced with `op` and will be removed "
+                      "in v1.0", DeprecationWarning)
         return Average if average else Sum
     if op is None:
         return Average
@@ -127,8 +132,16 @@ def _from_output(ct):
     return out
 
 
+class ScalarAllgatherError(ValueError, HorovodInternalError):
+    """An allgather of a 0-d tensor: refused at the call (plait checks before
+    it submits), and catchable both as ValueError and as the
+    HorovodInternalError that Horovod 0.28.1's allgather_async raises for it
+    at synchronize."""
+
+
 def _check_rows(x, what):
     if x.dim() == 0:
-        raise ValueError("plait.torch.%s: the tensor needs at least one dimension "
-                         "(got a scalar)" % what)
+        cls = ScalarAllgatherError if "allgather" in what else ValueError
+        raise cls("plait.torch.%s: the tensor needs at least one dimension "
+                  "(got a scalar)" % what)
 

@@ -195,3 +195,96 @@ def test_tf1_distributed_optimizer_graph(hvd):
     for i, (g, w) in enumerate(zip(got, reference(n, float(np.float32(LR))))):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14, err_msg="weight %d" % i)
     check_identical(got)
+
+
+def test_tf1_backward_passes_per_step(hvd):
+    """backward_passes_per_step=2 with average_aggregated_gradients: two
+    passes over the same batch apply their averaged gradient once, so 2 x
+    STEPS passes reach the one-process weights of STEPS steps."""
+    n, r = hvd.size(), hvd.rank()
+    x, y = data(n)
+    xr, yr = x[r * BATCH:(r + 1) * BATCH], y[r * BATCH:(r + 1) * BATCH]
+    with tf.Graph().as_default():
+        vs = [tf.compat.v1.Variable(w) for w in init_weights(0)]
+        loss = loss_fn(vs, tf.constant(xr), tf.constant(yr))
+        opt = hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(LR),
+                                       backward_passes_per_step=2,
+                                       average_aggregated_gradients=True)
+        train = opt.minimize(loss, var_list=vs)
+        with tf.compat.v1.Session() as sess:
+            sess.run([tf.compat.v1.global_variables_initializer(),
+                      tf.compat.v1.local_variables_initializer()])
+            for _ in range(2 * STEPS):
+                sess.run(train)
+            got = sess.run(vs)
+    for i, (g, w) in enumerate(zip(got, reference(n, float(np.float32(LR))))):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14, err_msg="weight %d" % i)
+    check_identical(got)
+
+
+def test_keras3_variables_broadcast_and_tape(hvd):
+    """Keras 3 variables (tf.keras in TF 2.21) with broadcast_variables and
+    DistributedGradientTape inside tf.function: ranks that start apart end
+    identical."""
+    r = hvd.rank()
+    model = tf.keras.Sequential([tf.keras.Input((6,)), tf.keras.layers.Dense(8, activation="tanh"),
+                                 tf.keras.layers.Dense(1)])
+    for i, v in enumerate(model.variables):
+        v.assign(tf.fill(v.shape, float(r + i)))
+    hvd.broadcast_variables(model.variables, root_rank=0)
+    for i, v in enumerate(model.variables):
+        assert np.all(v.numpy() == float(i)), (i, v.numpy())
+    opt = tf.keras.optimizers.SGD(0.01)
+    x, y = data(hvd.size())
+
+    @tf.function
+    def step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(xb) - yb))
+        grads = hvd.DistributedGradientTape(tape).gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+    for _ in range(3):
+        step(tf.constant(x[r::hvd.size()], tf.float32), tf.constant(y[r::hvd.size()], tf.float32))
+    check_identical([v.numpy() for v in model.variables])
+
+
+def test_sync_batch_normalization(hvd):
+    """In training, SyncBatchNormalization normalizes with the mean and
+    variance of every rank's batch together: each rank's output equals its
+    rows of a plain BatchNormalization over the concatenated batch."""
+    n, r = hvd.size(), hvd.rank()
+    rng = np.random.default_rng(3)
+    full = rng.standard_normal((4 * n, 5)).astype(np.float32) * 3 + 1
+    mine = full[4 * r:4 * (r + 1)]
+    sync = hvd.SyncBatchNormalization(axis=-1, epsilon=1e-3)
+    plain = tf.keras.layers.BatchNormalization(axis=-1, epsilon=1e-3)
+    got = sync(tf.constant(mine), training=True).numpy()
+    want = plain(tf.constant(full), training=True).numpy()[4 * r:4 * (r + 1)]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError):
+        hvd.SyncBatchNormalization(fused=True)
+
+
+@pytest.mark.parametrize("groups", ["count", "list"])
+@pytest.mark.parametrize("in_function", [False, True], ids=["eager", "function"])
+def test_tape_groups(hvd, groups, in_function):
+    """groups=2 or a list of variable lists (Keras 3 variables too): the
+    gradients are allreduced in grouped allreduces, with the same result."""
+    n, r = hvd.size(), hvd.rank()
+    model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(2),
+                                 tf.keras.layers.Dense(1)])
+    hvd.broadcast_variables(model.variables, root_rank=0)
+    vs = model.trainable_variables
+    g_arg = 2 if groups == "count" else [[vs[0], vs[3]], [vs[1]]]
+
+    def grads():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(tf.ones([1, 3]) * (r + 1)))
+        return hvd.DistributedGradientTape(tape, groups=g_arg).gradient(loss, vs)
+    fn = tf.function(grads) if in_function else grads
+    got = [g.numpy() for g in fn()]
+    with tf.GradientTape() as tape:
+        loss = tf.add_n([tf.reduce_sum(model(tf.ones([1, 3]) * (k + 1))) for k in range(n)]) / n
+    want = [g.numpy() for g in tape.gradient(loss, vs)]
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
