@@ -3,6 +3,7 @@ trace format, written by rank 0) records the operations run between them.
 Horovod needs HOROVOD_TIMELINE=DYNAMIC at init (conftest.py sets it)."""
 
 import os
+import shutil
 import tempfile
 import time
 
@@ -34,3 +35,5 @@ def test_timeline_start_stop(hvd):
     hvd.start_timeline(path + ".2", mark_cycles=True)
     hvd.allreduce(torch.ones(1), name="timeline.again")
     hvd.stop_timeline()
+    hvd.barrier()
+    shutil.rmtree(d, ignore_errors=True)

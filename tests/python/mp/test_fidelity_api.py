@@ -6,6 +6,7 @@ measured by running Horovod 0.28.1 (Gloo, 2 ranks) and is written beside it.
 
 import json
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -109,6 +110,8 @@ def test_timeline_written_by_rank_0_only(hvd):
         with open(os.path.join(d, "again.json")) as f:
             assert "fid.tl.again" in f.read()
     hvd.barrier()
+    if hvd.rank() == 0:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def test_global_process_set_everywhere(hvd):
