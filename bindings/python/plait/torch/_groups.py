@@ -1,0 +1,77 @@
+"""Horovod's operation names ('<kind>.<name>', '<kind>.noname.<n>',
+'<kind>.<name>_<i>of<n>' for a group) and groups of plait operations behind
+one integer handle, for the operations of plait.torch.mpi_ops."""
+
+import torch
+
+from plait.torch._handles import _Pending, _auto_name, _register, _take
+from plait.torch._tensors import _check_tensor
+
+
+def _op_name(kind, name):
+    """Horovod's operation name: '<kind>.<name>', or '<kind>.noname.<n>'."""
+    if name is None:
+        return _auto_name(kind, None)
+    if not isinstance(name, str):
+        raise TypeError("plait.torch: name must be a str, not %s" % type(name).__name__)
+    return "%s.%s" % (kind, name)
+
+
+def _grad_name(name):
+    """The name of a backward pass's operation: '<name>.grad' (None stays
+    None: unnamed operations are numbered in the order issued)."""
+    return None if name is None else name + ".grad"
+
+
+class _Group:
+    """Several plait operations behind one integer handle (grouped allgather
+    and reducescatter, which plait's core runs tensor by tensor)."""
+    __slots__ = ("parts",)
+
+    def __init__(self, parts):
+        self.parts = parts
+
+    def poll(self):
+        return all(p.handle.poll() for p in self.parts)
+
+    def wait(self):
+        error = None
+        for p in self.parts:  # all of them, so none is left in flight
+            try:
+                p.handle.wait()
+            except Exception as e:  # noqa: BLE001 - re-raised below
+                if error is None:
+                    error = e
+        if error is not None:
+            raise error
+
+    def release(self):
+        for p in self.parts:
+            p.handle.release()
+
+
+def _register_group(handles):
+    """One handle for several *_async handles; synchronize() returns the
+    list of their results."""
+    parts = [_take(h) for h in handles]
+
+    def finish(group):
+        return tuple(p.finish(p.handle) for p in group.parts)
+    return _register(_Pending(_Group(parts), finish))
+
+
+def _check_group(tensors, what):
+    if isinstance(tensors, torch.Tensor):
+        raise TypeError("plait.torch.%s: expected a list of tensors, got a tensor" % what)
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("plait.torch.%s: the group is empty" % what)
+    for t in tensors:
+        _check_tensor(t, what)
+    return tensors
+
+
+def _group_names(kind, name, n):
+    """Horovod's names for a group of n: '<kind>.<name>_<i>of<n>', i from 1."""
+    base = _op_name(kind, name)
+    return ["%s_%dof%d" % (base, i + 1, n) for i in range(n)]
