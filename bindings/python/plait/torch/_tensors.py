@@ -139,9 +139,8 @@ class ScalarAllgatherError(ValueError, HorovodInternalError):
     at synchronize."""
 
 
-def _check_rows(x, what):
+def _check_rows(x, what, error=ValueError):
     if x.dim() == 0:
-        cls = ScalarAllgatherError if "allgather" in what else ValueError
-        raise cls("plait.torch.%s: the tensor needs at least one dimension "
+        raise error("plait.torch.%s: the tensor needs at least one dimension "
                   "(got a scalar)" % what)
 

@@ -33,7 +33,8 @@ from plait.torch._groups import (
 )
 from plait.torch._handles import _Pending, _register, synchronize
 from plait.torch._tensors import (
-    _COMPLEX, _check_rows, _check_tensor, _describe, _from_output, _movable, _options,
+    _COMPLEX, ScalarAllgatherError, _check_rows, _check_tensor, _describe, _from_output,
+    _movable, _options,
     _reducible, _resolve_op,
 )
 from plait.torch.basics import (
@@ -295,7 +296,7 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
 
 def _allgather_async(tensor, name, what, kind="allgather"):
     _check_tensor(tensor, what)
-    _check_rows(tensor, what)
+    _check_rows(tensor, what, ScalarAllgatherError)
     src = tensor.contiguous()
     view, code, back = _movable(src)
     name = name if kind is None else _op_name(kind, name)
@@ -349,7 +350,7 @@ def allgather(tensor, name=None, process_set=global_process_set):
     gradient of the output)."""
     _check_process_set(process_set)
     _check_tensor(tensor, "allgather")
-    _check_rows(tensor, "allgather")
+    _check_rows(tensor, "allgather", ScalarAllgatherError)
     return _Allgather.apply(tensor, name)
 
 
@@ -360,7 +361,7 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     _check_process_set(process_set)
     tensors = _check_group(tensors, "grouped_allgather_async")
     for t in tensors:
-        _check_rows(t, "grouped_allgather_async")
+        _check_rows(t, "grouped_allgather_async", ScalarAllgatherError)
     names = _group_names("grouped_allgather", name, len(tensors))
     handles = []
     try:
@@ -405,7 +406,7 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
     _check_process_set(process_set)
     tensors = _check_group(tensors, "grouped_allgather")
     for t in tensors:
-        _check_rows(t, "grouped_allgather")
+        _check_rows(t, "grouped_allgather", ScalarAllgatherError)
     return _GroupedAllgather.apply(name, *tensors)  # a tuple, as Horovod's
 
 
