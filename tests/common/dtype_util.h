@@ -1,7 +1,7 @@
 /*
  * Test helpers for dtypes, shared by the multi-rank suites: the tests' own
  * float16 / bfloat16 converters (round to nearest even, written apart from
- * src/half.h so they check it rather than repeat it) and element access by
+ * src/util/half.h so they check it rather than repeat it) and element access by
  * dtype through double (exact for the small integers the tests use).
  */
 #ifndef PLAIT_TEST_DTYPE_UTIL_H

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core.h"
+#include "api/core.h"
 #include "dtype_util.h"
 #include "plait/plait.h"
 

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core.h"
+#include "api/core.h"
 #include "plait/plait.h"
 #include "ranks.h"
 

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core.h"
+#include "api/core.h"
 #include "transport_matrix.h"
 
 static void run_job(int nranks, tm_body_fn body) {

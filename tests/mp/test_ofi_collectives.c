@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "api/core.h"
 #include "transport_matrix.h"
 
 #define ENV(...) ((const char *const[]){__VA_ARGS__, NULL})

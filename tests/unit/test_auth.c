@@ -1,5 +1,5 @@
 /*
- * Tests of the HMAC-SHA256 challenge-response (src/auth.c): a right MAC
+ * Tests of the HMAC-SHA256 challenge-response (src/control/auth.c): a right MAC
  * verifies, and changing any one input (secret, role, rank, size, either
  * nonce, one bit of the MAC) makes it fail.
  */
@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "auth.h"
+#include "control/auth.h"
 #include "plait/plait.h"
-#include "wire.h"
+#include "control/wire.h"
 
 #define NONCE PLAIT_WIRE_NONCE_SIZE
 #define MACN PLAIT_WIRE_MAC_SIZE

@@ -1,5 +1,5 @@
 /*
- * Tests of the configuration table (src/config.c, src/config_table.h) and of
+ * Tests of the configuration table (src/util/config.c, src/util/config_table.h) and of
  * plait_config_dump / plait_config_help.
  *
  * Each Criterion test runs in its own forked process, so setenv()/unsetenv()
@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "config_table.h"
-#include "error.h"
+#include "util/config.h"
+#include "util/config_table.h"
+#include "util/error.h"
 #include "plait/plait.h"
 #include "plait/transport.h"
 #include "ranks.h"

@@ -1,5 +1,5 @@
 /*
- * Horovod 0.28's environment variables (src/config_horovod.c): taken in
+ * Horovod 0.28's environment variables (src/util/config_horovod.c): taken in
  * Horovod's units and parsing where PLAIT_* is unset, PLAIT_* wins, the rest
  * reported by name. Each test runs in its own process (Criterion forks), from
  * an environment without PLAIT_* or HOROVOD_* variables.
@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "config_horovod.h"
-#include "log.h"
+#include "util/config.h"
+#include "util/config_horovod.h"
+#include "util/log.h"
 #include "plait/plait.h"
 #include "plait/transport.h"
 #include "ranks.h"

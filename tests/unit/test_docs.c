@@ -1,4 +1,4 @@
-/* docs/configuration.md and the configuration table (src/config_table.h,
+/* docs/configuration.md and the configuration table (src/util/config_table.h,
  * the one source of truth) agree: the table of variables there lists
  * exactly the table's variables, each with its type and default. */
 #include <criterion/criterion.h>
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config_table.h"
+#include "util/config_table.h"
 
 static char *slurp(const char *path) {
   FILE *f = fopen(path, "rb");
@@ -69,7 +69,7 @@ Test(docs, configuration_md_lists_no_variable_outside_the_table) {
     rows++;
     int known = 0;
     for (size_t i = 0; i < N_VARS && !known; i++) known = !strcmp(vars[i].var, name);
-    cr_expect(known, "docs/configuration.md documents %s, which src/config_table.h does not "
+    cr_expect(known, "docs/configuration.md documents %s, which src/util/config_table.h does not "
               "declare", name);
   }
   cr_expect_eq((size_t)rows, N_VARS, "%d rows for %zu variables", rows, N_VARS);

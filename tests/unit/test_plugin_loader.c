@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "plait/plait.h"
-#include "plugin.h"
+#include "engine/plugin.h"
 #include "ranks.h"
 
 static void setup(void) {

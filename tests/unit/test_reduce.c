@@ -1,6 +1,6 @@
 /*
- * Tests of the core's reduction kernels (src/reduce.c) and the 16-bit float
- * conversions (src/half.h).
+ * Tests of the core's reduction kernels (src/util/reduce.c) and the 16-bit float
+ * conversions (src/util/half.h).
  *
  * Every kernel result is compared with a plain scalar reference written here,
  * element by element, without the kernels' tricks: float16 goes through
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "half.h"
-#include "reduce.h"
+#include "util/half.h"
+#include "util/reduce.h"
 
 /* The kernels are what the transport ABI hands to plugins. */
 static const plait_reduce_fn reduce_fn_type_check = plait_reduce;

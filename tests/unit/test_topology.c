@@ -1,6 +1,6 @@
 /*
  * Tests of the rank layout read from the launchers' environment conventions
- * (src/topology.c): plaitrun, Open MPI, PMI, Slurm, torchrun, their order of
+ * (src/control/topology.c): plaitrun, Open MPI, PMI, Slurm, torchrun, their order of
  * precedence, the rendezvous address, and the local / cross ranks derived
  * from every rank's host at rendezvous.
  *
@@ -13,10 +13,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "error.h"
+#include "util/config.h"
+#include "util/error.h"
 #include "plait/plait.h"
-#include "topology.h"
+#include "control/topology.h"
 #include "ranks.h"
 
 TestSuite(topology, .init = plait_test_clear_env);

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "messages.h"
-#include "negotiation_msgs.h"
-#include "wire.h"
+#include "control/messages.h"
+#include "engine/negotiation_msgs.h"
+#include "control/wire.h"
 
 static plait_writer_t W;
 

@@ -39,7 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core.h"
+#include "api/core.h"
 #include "plait/plait.h"
 #include "plait/transport.h"
 #include "tunables.h"

@@ -1,0 +1,332 @@
+/* The operation calls of the public ABI: check every argument, build the
+ * entries, hand them to the coordinator. Nothing is queued on any error. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/coordinator.h"
+#include "util/error.h"
+#include "engine/handle.h"
+#include "control/net.h"
+#include "plait/transport.h"
+#include "engine/timeline.h"
+
+#define BAD(...) plait_error(PLAIT_ERR_INVALID_ARGUMENT, __VA_ARGS__)
+
+PLAIT_API plait_result_t plait_tensor_1d(plait_tensor_t *t, void *data, size_t count,
+                                         plait_dtype_t dtype) {
+  if (!t) return BAD("plait_tensor_1d: t is NULL");
+  if (!plait_dtype_name(dtype)) return BAD("plait_tensor_1d: dtype %d is not a plait_dtype_t", dtype);
+  if (count > (size_t)INT64_MAX) return BAD("plait_tensor_1d: count %zu is too large", count);
+  memset(t, 0, sizeof *t);
+  t->struct_size = sizeof *t;
+  t->data = data;
+  t->dtype = dtype;
+  t->device = PLAIT_DEVICE_HOST;
+  t->ndim = 1;
+  t->shape[0] = (int64_t)count;
+  return PLAIT_SUCCESS;
+}
+
+static plait_result_t check_name(const char *fn, const char *name) {
+  if (!name) return BAD("%s: name is NULL", fn);
+  size_t n = strlen(name);
+  if (n == 0) return BAD("%s: name is empty", fn);
+  if (n > PLAIT_MAX_NAME) return BAD("%s: name is %zu bytes, the limit is %d", fn, n, PLAIT_MAX_NAME);
+  if (!strncmp(name, "plait:", 6))
+    return BAD("%s: name '%s': names starting with 'plait:' are reserved", fn, name);
+  return PLAIT_SUCCESS;
+}
+
+/* Checks a tensor and fills the shared parts of meta. */
+static plait_result_t check_tensor(const char *fn, const char *what, const plait_tensor_t *t,
+                                   plait_meta_t *meta) {
+  if (!t) return BAD("%s: %s is NULL", fn, what);
+  if (t->struct_size < sizeof(plait_tensor_t))
+    return BAD("%s: %s->struct_size is %zu, expected sizeof(plait_tensor_t) = %zu", fn, what,
+               t->struct_size, sizeof(plait_tensor_t));
+  if (!plait_dtype_name(t->dtype)) return BAD("%s: %s->dtype %d is not a plait_dtype_t", fn, what, t->dtype);
+  if (t->ndim < 0 || t->ndim > PLAIT_MAX_DIMS)
+    return BAD("%s: %s->ndim %d is not in 0..%d", fn, what, t->ndim, PLAIT_MAX_DIMS);
+  if (t->device < PLAIT_DEVICE_HOST)
+    return BAD("%s: %s->device %d is not PLAIT_DEVICE_HOST (-1) or a device index", fn, what,
+               t->device);
+  int64_t count = 1;
+  for (int i = 0; i < t->ndim; i++) {
+    if (t->shape[i] < 0) return BAD("%s: %s->shape[%d] is %lld", fn, what, i, (long long)t->shape[i]);
+    if (t->shape[i] && count > INT64_MAX / 16 / t->shape[i])
+      return BAD("%s: %s has too many elements", fn, what);
+    count *= t->shape[i];
+  }
+  if (count > 0 && !t->data) return BAD("%s: %s->data is NULL with %lld elements", fn, what, (long long)count);
+  if (t->device != PLAIT_DEVICE_HOST && !(plait_coord_caps() & PLAIT_CAP_DEVICE_MEMORY))
+    return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: %s is on device %d but the transport handles "
+                       "host memory only (choose one with PLAIT_TRANSPORT, e.g. nccl)", fn, what,
+                       t->device);
+  memset(meta, 0, sizeof *meta);
+  meta->dtype = (uint8_t)t->dtype;
+  meta->ndim = (uint8_t)t->ndim;
+  meta->device = t->device;
+  memcpy(meta->shape, t->shape, sizeof t->shape[0] * (size_t)t->ndim);
+  meta->prescale = meta->postscale = 1.0;
+  return PLAIT_SUCCESS;
+}
+
+static plait_result_t check_common(const char *fn, const plait_op_options_t *opts,
+                                   plait_handle_t **handle) {
+  if (!handle) return BAD("%s: handle is NULL", fn);
+  if (opts && opts->struct_size < sizeof(plait_op_options_t))
+    return BAD("%s: opts->struct_size is %zu, expected sizeof(plait_op_options_t) = %zu", fn,
+               opts->struct_size, sizeof(plait_op_options_t));
+  if (!plait_coord_size())
+    return plait_error(PLAIT_ERR_NOT_INITIALIZED, "%s: plait is not initialized (call plait_init "
+                       "first)", fn);
+  return PLAIT_SUCCESS;
+}
+
+static plait_result_t check_reduction(const char *fn, plait_dtype_t dtype, int device,
+                                      plait_op_t op, const plait_op_options_t *opts,
+                                      plait_meta_t *meta) {
+  if (!plait_op_name(op)) return BAD("%s: op %d is not a plait_op_t", fn, op);
+  if (dtype == PLAIT_BOOL && op == PLAIT_OP_AVERAGE)
+    return BAD("%s: AVERAGE is not defined for bool (use SUM or MAX for a logical OR)", fn);
+  double pre = opts ? opts->prescale_factor : 1.0, post = opts ? opts->postscale_factor : 1.0;
+  if (!isfinite(pre) || !isfinite(post))
+    return BAD("%s: prescale_factor %g and postscale_factor %g must be finite", fn, pre, post);
+  if ((pre != 1.0 || post != 1.0) && dtype == PLAIT_BOOL)
+    return BAD("%s: scale factors are not defined for bool", fn);
+  if ((pre != 1.0 || post != 1.0 || op == PLAIT_OP_AVERAGE) && device != PLAIT_DEVICE_HOST)
+    return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: %s on device memory is not supported yet "
+                       "(the core scales on the host); use SUM and scale on the device", fn,
+                       op == PLAIT_OP_AVERAGE ? "AVERAGE" : "a scale factor");
+  meta->op = (uint8_t)op;
+  meta->prescale = pre;
+  meta->postscale = post;
+  return PLAIT_SUCCESS;
+}
+
+static plait_entry_t *new_entry(const char *name, const plait_meta_t *meta) {
+  plait_entry_t *e = calloc(1, sizeof *e);
+  if (!e) return NULL;
+  e->meta = *meta;
+  if (name && !(e->name = strdup(name))) {
+    free(e);
+    return NULL;
+  }
+  e->submitted_at = plait_now();
+  return e;
+}
+
+/* Submits n entries under one new handle; frees everything on failure. */
+static plait_result_t submit_as(const char *fn, plait_entry_t **es, int n, plait_coll_t coll,
+                                const plait_op_options_t *opts, plait_handle_t **handle) {
+  plait_handle_t *h = plait_handle_new(coll, n, opts);
+  plait_result_t rc = h ? PLAIT_SUCCESS : plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+  for (int i = 0; i < n && rc == PLAIT_SUCCESS; i++) {
+    if (!es[i]) rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    else es[i]->handle = h, es[i]->index = i;
+  }
+  if (rc == PLAIT_SUCCESS && (rc = plait_coord_submit(es, n)) != PLAIT_SUCCESS &&
+      strncmp(plait_last_error(), fn, strlen(fn)))
+    plait_error_context(rc, "%s", fn);
+  if (rc != PLAIT_SUCCESS) {
+    for (int i = 0; i < n; i++) plait_entry_free(es[i]);
+    if (h) {
+      plait_handle_abandon(h);
+      plait_release(h);
+    }
+    return rc;
+  }
+  *handle = h; /* the entries belong to the coordinator now */
+  return PLAIT_SUCCESS;
+}
+
+#define submit(es, n, coll, opts, handle) submit_as(fn, es, n, coll, opts, handle)
+
+static plait_result_t same_shape(const char *fn, const plait_tensor_t *in, const plait_tensor_t *out) {
+  if (in->dtype != out->dtype)
+    return BAD("%s: output dtype %s differs from input dtype %s", fn, plait_dtype_name(out->dtype),
+               plait_dtype_name(in->dtype));
+  if (in->device != out->device)
+    return BAD("%s: output is on device %d, input on device %d", fn, out->device, in->device);
+  int64_t a = 1, b = 1;
+  for (int i = 0; i < in->ndim; i++) a *= in->shape[i];
+  for (int i = 0; i < out->ndim; i++) b *= out->shape[i];
+  if (a != b) return BAD("%s: output has %lld elements, input %lld", fn, (long long)b, (long long)a);
+  return PLAIT_SUCCESS;
+}
+
+/* Builds one allreduce entry (shared by the single and grouped calls). */
+static plait_result_t allreduce_entry(const char *fn, const char *name, const plait_tensor_t *in,
+                                      const plait_tensor_t *out, plait_op_t op,
+                                      const plait_op_options_t *opts, plait_entry_t **e) {
+  plait_meta_t meta, ometa;
+  PLAIT_CHECK(check_name(fn, name));
+  PLAIT_CHECK(check_tensor(fn, "input", in, &meta));
+  PLAIT_CHECK(check_tensor(fn, "output", out, &ometa));
+  PLAIT_CHECK(same_shape(fn, in, out));
+  PLAIT_CHECK(check_reduction(fn, in->dtype, in->device, op, opts, &meta));
+  meta.coll = PLAIT_COLL_ALLREDUCE;
+  *e = new_entry(name, &meta);
+  if (*e) (*e)->input = *in, (*e)->output = *out;
+  return PLAIT_SUCCESS;
+}
+
+PLAIT_API plait_result_t plait_allreduce_async(const char *name, const plait_tensor_t *input,
+                                               const plait_tensor_t *output, plait_op_t op,
+                                               const plait_op_options_t *opts,
+                                               plait_handle_t **handle) {
+  static const char fn[] = "plait_allreduce_async";
+  PLAIT_CHECK(check_common(fn, opts, handle));
+  plait_entry_t *e = NULL;
+  PLAIT_CHECK(allreduce_entry(fn, name, input, output, op, opts, &e));
+  return submit(&e, 1, PLAIT_COLL_ALLREDUCE, opts, handle);
+}
+
+PLAIT_API plait_result_t plait_grouped_allreduce_async(size_t count, const char *const *names,
+                                                       const plait_tensor_t *inputs,
+                                                       const plait_tensor_t *outputs,
+                                                       plait_op_t op,
+                                                       const plait_op_options_t *opts,
+                                                       plait_handle_t **handle) {
+  static const char fn[] = "plait_grouped_allreduce_async";
+  PLAIT_CHECK(check_common(fn, opts, handle));
+  if (count == 0 || count > 1000000) return BAD("%s: count %zu is not in 1..1000000", fn, count);
+  if (!names || !inputs || !outputs)
+    return BAD("%s: %s is NULL", fn, !names ? "names" : !inputs ? "inputs" : "outputs");
+  plait_entry_t **es = calloc(count, sizeof *es);
+  if (!es) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+  plait_result_t rc = PLAIT_SUCCESS;
+  /* A group is known by its smallest member name, so ranks may list the
+   * members in any order. */
+  const char *key = NULL;
+  for (size_t i = 0; i < count; i++)
+    if (names[i] && (!key || strcmp(names[i], key) < 0)) key = names[i];
+  for (size_t i = 0; i < count && rc == PLAIT_SUCCESS; i++) {
+    rc = allreduce_entry(fn, names[i], &inputs[i], &outputs[i], op, opts, &es[i]);
+    if (rc) plait_error_context(rc, "member %zu", i);
+    else if (es[i] && !(es[i]->meta.group = strdup(key)))
+      rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    if (es[i]) es[i]->meta.group_size = (uint32_t)count;
+  }
+  if (rc == PLAIT_SUCCESS) rc = submit(es, (int)count, PLAIT_COLL_ALLREDUCE, opts, handle);
+  else
+    for (size_t i = 0; i < count; i++) plait_entry_free(es[i]);
+  free(es);
+  return rc;
+}
+
+PLAIT_API plait_result_t plait_allgather_async(const char *name, const plait_tensor_t *input,
+                                               const plait_op_options_t *opts,
+                                               plait_handle_t **handle) {
+  static const char fn[] = "plait_allgather_async";
+  PLAIT_CHECK(check_common(fn, opts, handle));
+  plait_meta_t meta;
+  PLAIT_CHECK(check_name(fn, name));
+  PLAIT_CHECK(check_tensor(fn, "input", input, &meta));
+  if (input->ndim < 1) return BAD("%s: input is a scalar; allgather needs a first dimension", fn);
+  if (input->device != PLAIT_DEVICE_HOST)
+    return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
+                       "(plait allocates this output on the host)", fn);
+  meta.coll = PLAIT_COLL_ALLGATHER;
+  plait_entry_t *e = new_entry(name, &meta);
+  if (e) e->input = *input;
+  return submit(&e, 1, PLAIT_COLL_ALLGATHER, opts, handle);
+}
+
+PLAIT_API plait_result_t plait_broadcast_async(const char *name, const plait_tensor_t *tensor,
+                                               int root, const plait_op_options_t *opts,
+                                               plait_handle_t **handle) {
+  static const char fn[] = "plait_broadcast_async";
+  PLAIT_CHECK(check_common(fn, opts, handle));
+  plait_meta_t meta;
+  PLAIT_CHECK(check_name(fn, name));
+  PLAIT_CHECK(check_tensor(fn, "tensor", tensor, &meta));
+  int size = plait_coord_size();
+  if (root < 0 || root >= size) return BAD("%s: root %d is not a rank of this job of %d", fn, root, size);
+  meta.coll = PLAIT_COLL_BROADCAST;
+  meta.root = root;
+  plait_entry_t *e = new_entry(name, &meta);
+  if (e) e->input = e->output = *tensor;
+  return submit(&e, 1, PLAIT_COLL_BROADCAST, opts, handle);
+}
+
+PLAIT_API plait_result_t plait_alltoall_async(const char *name, const plait_tensor_t *input,
+                                              const int64_t *splits,
+                                              const plait_op_options_t *opts,
+                                              plait_handle_t **handle) {
+  static const char fn[] = "plait_alltoall_async";
+  PLAIT_CHECK(check_common(fn, opts, handle));
+  plait_meta_t meta;
+  PLAIT_CHECK(check_name(fn, name));
+  PLAIT_CHECK(check_tensor(fn, "input", input, &meta));
+  if (input->ndim < 1) return BAD("%s: input is a scalar; alltoall needs a first dimension", fn);
+  if (input->device != PLAIT_DEVICE_HOST)
+    return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
+                       "(plait allocates this output on the host)", fn);
+  int size = plait_coord_size();
+  int64_t rows = input->shape[0], sum = 0;
+  if (!splits && rows % size)
+    return BAD("%s: splits is NULL but the first dimension %lld does not divide by %d ranks", fn,
+               (long long)rows, size);
+  meta.coll = PLAIT_COLL_ALLTOALL;
+  meta.nsplits = (uint32_t)size;
+  meta.splits = malloc(sizeof(int64_t) * (size_t)size);
+  if (!meta.splits) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+  for (int r = 0; r < size; r++) {
+    meta.splits[r] = splits ? splits[r] : rows / size;
+    if (meta.splits[r] < 0) {
+      free(meta.splits);
+      return BAD("%s: splits[%d] is %lld", fn, r, (long long)splits[r]);
+    }
+    sum += meta.splits[r];
+  }
+  if (sum != rows) {
+    free(meta.splits);
+    return BAD("%s: splits add up to %lld rows but the input has %lld", fn, (long long)sum,
+               (long long)rows);
+  }
+  plait_entry_t *e = new_entry(name, &meta);
+  if (e) e->input = *input;
+  else free(meta.splits);
+  return submit(&e, 1, PLAIT_COLL_ALLTOALL, opts, handle);
+}
+
+PLAIT_API plait_result_t plait_reducescatter_async(const char *name, const plait_tensor_t *input,
+                                                   plait_op_t op, const plait_op_options_t *opts,
+                                                   plait_handle_t **handle) {
+  static const char fn[] = "plait_reducescatter_async";
+  PLAIT_CHECK(check_common(fn, opts, handle));
+  plait_meta_t meta;
+  PLAIT_CHECK(check_name(fn, name));
+  PLAIT_CHECK(check_tensor(fn, "input", input, &meta));
+  if (input->ndim < 1) return BAD("%s: input is a scalar; reducescatter needs a first dimension", fn);
+  if (input->device != PLAIT_DEVICE_HOST)
+    return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
+                       "(plait allocates this output on the host)", fn);
+  PLAIT_CHECK(check_reduction(fn, input->dtype, input->device, op, opts, &meta));
+  meta.coll = PLAIT_COLL_REDUCESCATTER;
+  plait_entry_t *e = new_entry(name, &meta);
+  if (e) e->input = *input;
+  return submit(&e, 1, PLAIT_COLL_REDUCESCATTER, opts, handle);
+}
+
+static plait_result_t nameless(const char *fn, plait_coll_t coll, const plait_op_options_t *opts,
+                               plait_handle_t **handle) {
+  PLAIT_CHECK(check_common(fn, opts, handle));
+  plait_meta_t meta;
+  memset(&meta, 0, sizeof meta);
+  meta.coll = (uint8_t)coll;
+  meta.device = PLAIT_DEVICE_HOST;
+  meta.prescale = meta.postscale = 1.0;
+  plait_entry_t *e = new_entry(NULL, &meta);
+  return submit(&e, 1, coll, opts, handle);
+}
+
+PLAIT_API plait_result_t plait_barrier_async(const plait_op_options_t *opts, plait_handle_t **handle) {
+  return nameless("plait_barrier_async", PLAIT_COLL_BARRIER, opts, handle);
+}
+
+PLAIT_API plait_result_t plait_join_async(const plait_op_options_t *opts, plait_handle_t **handle) {
+  return nameless("plait_join_async", PLAIT_COLL_JOIN, opts, handle);
+}

@@ -1,0 +1,298 @@
+/* Control plane: start, framed messaging with rank 0, failure propagation. */
+#include "control/control.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+#include "util/log.h"
+#include "control/messages.h"
+#include "control/net.h"
+
+void plait_frame_free(plait_frame_t *f) {
+  free(f->payload);
+  memset(f, 0, sizeof *f);
+}
+
+static plait_result_t io_error(plait_io_t io, const char *who, const char *doing) {
+  switch (io) {
+  case PLAIT_IO_EOF:
+    return plait_error(PLAIT_ERR_PEER_LOST, "%s was lost: connection closed while %s", who, doing);
+  case PLAIT_IO_TIMEOUT:
+    return plait_error(PLAIT_ERR_PEER_LOST, "%s was lost: no answer while %s before the timeout",
+                       who, doing);
+  default:
+    if (errno == ECONNRESET || errno == EPIPE) /* the same event as EOF, seen a moment later */
+      return plait_error(PLAIT_ERR_PEER_LOST, "%s was lost: connection closed while %s", who, doing);
+    return plait_error(PLAIT_ERR_PEER_LOST, "%s was lost: %s while %s", who, strerror(errno),
+                       doing);
+  }
+}
+
+plait_result_t plait_control_read_frame(int fd, uint32_t max_payload, double deadline,
+                                        const char *who, plait_frame_t *out) {
+  memset(out, 0, sizeof *out);
+  uint8_t hdr[PLAIT_WIRE_HEADER_SIZE];
+  plait_io_t io = plait_net_read_full(fd, hdr, sizeof hdr, deadline);
+  if (io) return io_error(io, who, "reading a message");
+  plait_frame_header_t h;
+  plait_result_t rc = plait_wire_decode_header(hdr, max_payload, &h);
+  if (rc) return plait_error_context(rc, "bad message from %s", who);
+  if (h.length) {
+    out->payload = malloc(h.length);
+    if (!out->payload)
+      return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory for a %u-byte message", h.length);
+    io = plait_net_read_full(fd, out->payload, h.length, deadline);
+    if (io) {
+      plait_frame_free(out);
+      return io_error(io, who, "reading a message");
+    }
+  }
+  out->type = h.type;
+  out->length = h.length;
+  return PLAIT_SUCCESS;
+}
+
+static plait_result_t sticky(plait_control_t *c) {
+  return plait_error(c->failed, "%s", c->fail_msg);
+}
+
+plait_result_t plait_control_fail(plait_control_t *c, plait_result_t rc) {
+  if (c->failed) return rc;
+  c->failed = rc;
+  snprintf(c->fail_msg, sizeof c->fail_msg, "%s", plait_last_error());
+  PLAIT_WARN("ctrl", "job failed: %s", c->fail_msg);
+  if (c->rank != 0 || !c->fds) return rc;
+  plait_writer_t w = {0};
+  if (plait_msg_encode_abort(&w, (uint32_t)rc, c->fail_msg) == PLAIT_SUCCESS) {
+    for (int r = 1; r < c->size; r++)
+      if (c->fds[r] >= 0) /* best effort: the survivors learn why at once */
+        plait_net_write_full(c->fds[r], w.data, w.len, plait_now() + 1.0);
+  }
+  plait_wr_free(&w);
+  plait_error(rc, "%s", c->fail_msg);
+  return rc;
+}
+
+static int peer_fd(plait_control_t *c, int peer) {
+  if (c->rank == 0) return peer > 0 && peer < c->size ? c->fds[peer] : -1;
+  return peer == 0 ? c->fds[0] : -1;
+}
+
+plait_result_t plait_control_send(plait_control_t *c, int peer, const plait_writer_t *w) {
+  if (c->failed) return sticky(c);
+  int fd = peer_fd(c, peer);
+  if (fd < 0) return plait_error(PLAIT_ERR_INTERNAL, "no control connection to rank %d", peer);
+  plait_io_t io = plait_net_write_full(fd, w->data, w->len, plait_now() + c->timeout_s);
+  if (io) {
+    char who[32];
+    snprintf(who, sizeof who, "rank %d", peer);
+    return plait_control_fail(c, io_error(io, who, "sending to it"));
+  }
+  return PLAIT_SUCCESS;
+}
+
+/* Turns an ABORT frame into the error it carries. */
+static plait_result_t take_abort(plait_control_t *c, const plait_frame_t *f) {
+  plait_msg_text_t m;
+  if (plait_msg_decode_text(f->payload, f->length, 1, &m) || m.code == 0 ||
+      m.code >= PLAIT_RESULT_COUNT_)
+    return plait_control_fail(c, plait_error(PLAIT_ERR_PROTOCOL, "rank 0 aborted the job"));
+  return plait_control_fail(c, plait_error((plait_result_t)m.code, "%s", m.text));
+}
+
+static plait_result_t check_type(plait_control_t *c, plait_frame_t *f, plait_msg_type_t type,
+                                 int peer) {
+  if (f->type == type) return PLAIT_SUCCESS;
+  if (f->type == PLAIT_MSG_ABORT && peer == 0) {
+    plait_result_t rc = take_abort(c, f);
+    plait_frame_free(f);
+    return rc;
+  }
+  unsigned got = f->type;
+  plait_frame_free(f);
+  return plait_control_fail(c, plait_error(PLAIT_ERR_PROTOCOL,
+                                           "rank %d sent message type %u where %u was expected",
+                                           peer, got, (unsigned)type));
+}
+
+plait_result_t plait_control_recv(plait_control_t *c, int peer, plait_msg_type_t type,
+                                  plait_frame_t *out) {
+  if (c->failed) return sticky(c);
+  int fd = peer_fd(c, peer);
+  if (fd < 0) return plait_error(PLAIT_ERR_INTERNAL, "no control connection to rank %d", peer);
+  char who[32];
+  snprintf(who, sizeof who, "rank %d", peer);
+  /* Rank 0 detects silent ranks within timeout_s and then tells everyone; a
+   * rank waiting on rank 0 gives it that long and more before blaming it. */
+  double wait = c->rank == 0 ? c->timeout_s : 2 * c->timeout_s + 1;
+  plait_result_t rc = plait_control_read_frame(fd, PLAIT_WIRE_MAX_PAYLOAD, plait_now() + wait,
+                                               who, out);
+  if (rc) return plait_control_fail(c, rc);
+  if (out->type == PLAIT_MSG_RESPONSES && type != PLAIT_MSG_RESPONSES) { /* stale */
+    plait_frame_free(out);
+    return plait_control_recv(c, peer, type, out);
+  }
+  return check_type(c, out, type, peer);
+}
+
+/* "rank 3 was" / "ranks 1, 3 were": the ranks in [1, size) still missing. */
+static void missing_ranks(plait_control_t *c, const char *have, char *buf, size_t cap) {
+  unsigned char *pick = calloc((size_t)c->size, 1);
+  if (!pick) {
+    snprintf(buf, cap, "some ranks were");
+    return;
+  }
+  for (int r = 1; r < c->size; r++) pick[r] = !have[r];
+  int count = plait_format_ranks(buf, cap - 6, c->size, pick);
+  size_t used = strlen(buf);
+  snprintf(buf + used, cap - used, " %s", count == 1 ? "was" : "were");
+  free(pick);
+}
+
+plait_result_t plait_control_gather(plait_control_t *c, plait_msg_type_t type,
+                                    plait_frame_t *frames) {
+  if (c->failed) return sticky(c);
+  int n = c->size;
+  struct pollfd *pfd = calloc((size_t)n, sizeof *pfd);
+  char *have = calloc((size_t)n, 1);
+  if (!pfd || !have) {
+    free(pfd);
+    free(have);
+    return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory gathering control messages");
+  }
+  memset(frames, 0, sizeof *frames * (size_t)n);
+  plait_result_t rc = PLAIT_SUCCESS;
+  int left = n - 1;
+  double deadline = plait_now() + c->timeout_s;
+  while (left > 0 && rc == PLAIT_SUCCESS) {
+    int k = 0;
+    for (int r = 1; r < n; r++)
+      if (!have[r]) pfd[k++] = (struct pollfd){c->fds[r], POLLIN, 0};
+    double wait = deadline - plait_now();
+    int ready = wait > 0 ? poll(pfd, (nfds_t)k, (int)(wait * 1000) + 1) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0 && plait_now() >= deadline) {
+      char list[256];
+      missing_ranks(c, have, list, sizeof list);
+      rc = plait_error(PLAIT_ERR_PEER_LOST,
+                       "%s lost: silent for %.1f s (PLAIT_TIMEOUT_S=%g)", list,
+                       c->timeout_s, c->timeout_s);
+      break;
+    }
+    for (int i = 0, r = 1; i < k && rc == PLAIT_SUCCESS; r++) {
+      if (have[r]) continue;
+      if (pfd[i++].revents == 0) continue;
+      char who[32];
+      snprintf(who, sizeof who, "rank %d", r);
+      rc = plait_control_read_frame(c->fds[r], PLAIT_WIRE_MAX_PAYLOAD, deadline, who, &frames[r]);
+      if (rc == PLAIT_SUCCESS && frames[r].type == PLAIT_MSG_REQUESTS && type != PLAIT_MSG_REQUESTS) {
+        plait_frame_free(&frames[r]); /* sent before coordination ended: stale */
+        continue;
+      }
+      if (rc == PLAIT_SUCCESS && frames[r].type != type)
+        rc = plait_error(PLAIT_ERR_PROTOCOL, "rank %d sent message type %u where %u was expected",
+                         r, frames[r].type, type);
+      if (rc == PLAIT_SUCCESS) {
+        have[r] = 1;
+        left--;
+      }
+    }
+  }
+  free(pfd);
+  free(have);
+  if (rc) {
+    for (int r = 0; r < n; r++) plait_frame_free(&frames[r]);
+    return plait_control_fail(c, rc);
+  }
+  return PLAIT_SUCCESS;
+}
+
+/* Rank 0 tells every rank every rank's host identity and launcher-given local
+ * rank and size; all ranks then derive local and cross values. */
+static plait_result_t share_topology(plait_control_t *c, char (*hosts)[PLAIT_HOST_MAX], int *lr, int *ls) {
+  plait_result_t rc = PLAIT_SUCCESS;
+  plait_msg_topology_t m = {(uint32_t)c->size, hosts, lr, ls};
+  if (c->rank == 0) {
+    plait_writer_t w = {0};
+    rc = plait_msg_encode_topology(&w, &m);
+    for (int r = 1; r < c->size && rc == PLAIT_SUCCESS; r++) rc = plait_control_send(c, r, &w);
+    plait_wr_free(&w);
+    return rc;
+  }
+  plait_frame_t f;
+  PLAIT_CHECK(plait_control_recv(c, 0, PLAIT_MSG_TOPOLOGY, &f));
+  rc = plait_msg_decode_topology(f.payload, f.length, &m);
+  plait_frame_free(&f);
+  return rc ? plait_control_fail(c, rc) : PLAIT_SUCCESS;
+}
+
+plait_result_t plait_control_start(plait_control_t *c, plait_topology_t *t,
+                                   const plait_config_t *cfg) {
+  memset(c, 0, sizeof *c);
+  c->rank = t->rank;
+  c->size = t->size;
+  c->timeout_s = cfg->timeout_s;
+  c->start_deadline = plait_now() + cfg->start_timeout_s;
+  c->secret = cfg->secret;
+  c->listen_fd = -1;
+  snprintf(c->rendezvous, sizeof c->rendezvous, "%s:%d", t->rendezvous_host, t->rendezvous_port);
+  if (t->size == 1) {
+    snprintf(c->local_ip, sizeof c->local_ip, "127.0.0.1");
+    return PLAIT_SUCCESS;
+  }
+  if (!c->secret || !*c->secret)
+    return plait_error(PLAIT_ERR_CONFIG,
+                       "PLAIT_SECRET is not set: a job of %d ranks needs a shared secret. plaitrun "
+                       "sets one; under mpirun/srun/torchrun export the same value on every rank, "
+                       "e.g. export PLAIT_SECRET=$(openssl rand -hex 32)",
+                       t->size);
+  if (strlen(c->secret) < 16)
+    PLAIT_WARN("ctrl", "PLAIT_SECRET is only %zu characters; use at least 32 random ones",
+               strlen(c->secret));
+  size_t n = (size_t)t->size;
+  c->fds = malloc(sizeof(int) * n);
+  char (*hosts)[PLAIT_HOST_MAX] = calloc(n, PLAIT_HOST_MAX);
+  int *lr = malloc(sizeof(int) * n), *ls = malloc(sizeof(int) * n);
+  plait_result_t rc = PLAIT_SUCCESS;
+  if (!c->fds || !hosts || !lr || !ls) {
+    rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory starting the control plane");
+    goto out;
+  }
+  for (size_t i = 0; i < n; i++) c->fds[i] = -1;
+  double t0 = plait_now();
+  if (t->rank == 0) {
+    snprintf(hosts[0], PLAIT_HOST_MAX, "%s", t->host);
+    lr[0] = t->local_rank;
+    ls[0] = t->local_size;
+    PLAIT_CHECK_GOTO(rc, plait_control_accept_all(c, hosts, lr, ls), out);
+  } else {
+    PLAIT_CHECK_GOTO(rc, plait_control_join(c, t), out);
+  }
+  PLAIT_CHECK_GOTO(rc, share_topology(c, hosts, lr, ls), out);
+  PLAIT_CHECK_GOTO(rc, plait_topology_derive(t, hosts, lr, ls), out);
+  PLAIT_DEBUG("ctrl", "%d ranks joined at %s in %.1f ms", c->size, c->rendezvous,
+              (plait_now() - t0) * 1e3);
+out:
+  free(hosts);
+  free(lr);
+  free(ls);
+  if (rc) {
+    if (c->fds) plait_control_fail(c, rc);
+    plait_control_close(c);
+  }
+  return rc;
+}
+
+void plait_control_close(plait_control_t *c) {
+  if (c->fds) {
+    int n = c->rank == 0 ? c->size : 1;
+    for (int r = 0; r < n; r++) plait_net_close(&c->fds[r]);
+    free(c->fds);
+    c->fds = NULL;
+  }
+  plait_net_close(&c->listen_fd);
+}

@@ -1,0 +1,78 @@
+/*
+ * Internal: the control plane. Rank 0 listens on the rendezvous address; every
+ * other rank holds one authenticated TCP connection to it (a star). Frames are
+ * those of wire.h. Once any peer is lost, the control plane is failed: rank 0
+ * tells the survivors (ABORT naming the lost rank), and every later call on
+ * any rank fails at once with the same error.
+ *
+ * Not thread-safe: one thread uses a control plane at a time.
+ */
+#ifndef PLAIT_CONTROL_H
+#define PLAIT_CONTROL_H
+
+#include <stdint.h>
+
+#include "util/config.h"
+#include "plait/plait.h"
+#include "control/topology.h"
+#include "control/wire.h"
+
+/* Handshake frames are small; anything bigger before authentication is refused. */
+#define PLAIT_HANDSHAKE_MAX_PAYLOAD 8192
+
+typedef struct plait_frame {
+  uint16_t type;
+  uint32_t length;
+  uint8_t *payload; /* malloc'd; NULL when length is 0 */
+} plait_frame_t;
+
+typedef struct plait_control {
+  int rank, size;
+  double timeout_s;
+  double start_deadline;
+  const char *secret;
+  int listen_fd;
+  int *fds; /* rank 0: fds[r] for r > 0; others: fds[0] */
+  char local_ip[64];
+  char rendezvous[PLAIT_HOST_MAX + 16];
+  plait_result_t failed; /* sticky failure, PLAIT_SUCCESS while healthy */
+  char fail_msg[1024];
+} plait_control_t;
+
+/* Connects the job: rank 0 accepts and authenticates size-1 peers; the others
+ * join rank 0. Then every rank learns every rank's host and fills t's local
+ * and cross values. Fails within the start timeout, never hangs. On failure
+ * everything is closed. */
+plait_result_t plait_control_start(plait_control_t *c, plait_topology_t *t,
+                                   const plait_config_t *cfg);
+
+/* Sends a finished frame (plait_wr_end done) to peer (rank 0: any rank > 0;
+ * others: only 0). */
+plait_result_t plait_control_send(plait_control_t *c, int peer, const plait_writer_t *w);
+
+/* Receives the next frame from peer, which must be of type `type`; an ABORT
+ * from rank 0 instead returns the job's failure. Gives up at now+timeout_s. */
+plait_result_t plait_control_recv(plait_control_t *c, int peer, plait_msg_type_t type,
+                                  plait_frame_t *out);
+
+/* Rank 0: receives one frame of type `type` from every rank > 0 (frames[r]),
+ * in whatever order they come. A lost or silent rank fails the job. */
+plait_result_t plait_control_gather(plait_control_t *c, plait_msg_type_t type,
+                                    plait_frame_t *frames);
+
+/* Marks the control plane failed with the current last error; rank 0 sends
+ * ABORT (code, message) to every rank still connected. Returns rc. */
+plait_result_t plait_control_fail(plait_control_t *c, plait_result_t rc);
+
+void plait_frame_free(plait_frame_t *f);
+void plait_control_close(plait_control_t *c);
+
+/* Used by the handshake files. */
+plait_result_t plait_control_accept_all(plait_control_t *c, char (*hosts)[PLAIT_HOST_MAX],
+                                        int *local_ranks, int *local_sizes);
+plait_result_t plait_control_join(plait_control_t *c, const plait_topology_t *t);
+/* Reads one frame from fd (max payload, deadline); names `who` in errors. */
+plait_result_t plait_control_read_frame(int fd, uint32_t max_payload, double deadline,
+                                        const char *who, plait_frame_t *out);
+
+#endif

@@ -1,0 +1,358 @@
+/* Executing responses: dispatch, the allreduce paths (single in place, and
+ * fused through the fusion buffer), identities for joined ranks. */
+#include "engine/execute.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+#include "engine/handle.h"
+#include "util/log.h"
+#include "engine/negotiate.h"
+#include "control/net.h"
+#include "util/reduce.h"
+#include "engine/stats.h"
+#include "engine/timeline.h"
+
+void plait_exec_init(plait_exec_t *x, int rank, int size, const plait_transport_t *t, void *ts,
+                     plait_table_t *table, plait_namemap_t *local) {
+  memset(x, 0, sizeof *x);
+  x->rank = rank;
+  x->size = size;
+  x->t = t;
+  x->ts = ts;
+  x->table = table;
+  x->local = local;
+  for (int c = 1; c <= PLAIT_COLL_MAX_; c++) {
+    char *a = x->activity[c];
+    snprintf(a, sizeof x->activity[c], "%s_%s", t->name, plait_coll_name((plait_coll_t)c));
+    for (; *a; a++) *a = (char)toupper((unsigned char)*a);
+  }
+}
+
+void plait_exec_free(plait_exec_t *x) {
+  if (x->fusion) x->t->mem_free(x->ts, x->fusion);
+  x->fusion = NULL;
+  x->fusion_cap = 0;
+}
+
+void *plait_exec_alloc_host(size_t bytes) {
+  void *p = NULL;
+  if (posix_memalign(&p, 64, bytes ? bytes : 64)) return NULL;
+  return p;
+}
+
+void plait_exec_finish(plait_exec_t *x, plait_entry_t *e, plait_result_t rc, const char *msg) {
+  plait_namemap_remove(x->local, e->name);
+  plait_table_forget(x->table, e->name);
+  if (rc != PLAIT_SUCCESS) { /* close whatever is open, innermost first */
+    plait_tl_end(e->name, x->activity[e->meta.coll <= PLAIT_COLL_MAX_ ? e->meta.coll : 0]);
+    plait_tl_end(e->name, "MEMCPY_IN_FUSION_BUFFER");
+    plait_tl_end(e->name, "MEMCPY_OUT_FUSION_BUFFER");
+    plait_tl_end(e->name, "QUEUE");
+  }
+  plait_tl_end(e->name, "NEGOTIATE"); /* ends that close nothing are ignored */
+  plait_stats_t *s = plait_stats_lock();
+  s->tensors++;
+  plait_stats_unlock();
+  plait_handle_t *h = e->handle;
+  e->handle = NULL;
+  plait_entry_free(e);
+  plait_handle_finish(h, rc, msg);
+}
+
+/* A transport call failed: its message, with the operation's context. */
+static plait_result_t transport_error(plait_exec_t *x, plait_result_t rc, const char *what,
+                                      const char *name) {
+  const char *msg = x->t->last_error(x->ts);
+  return plait_error(rc, "%s '%s' failed in transport '%s': %s", what, name, x->t->name,
+                     msg && *msg ? msg : plait_strerror(rc));
+}
+
+/* The element that leaves others unchanged under op, for joined ranks. */
+static void fill_identity(plait_dtype_t dt, plait_op_t op, void *dst, size_t count) {
+  size_t es = plait_dtype_size(dt);
+  if (op == PLAIT_OP_SUM || op == PLAIT_OP_AVERAGE) {
+    memset(dst, 0, count * es);
+    return;
+  }
+  unsigned char v[8];
+  int lo = op == PLAIT_OP_MAX; /* max: the smallest value; min: the largest */
+  switch (dt) {
+#define INT_ID(T, MINV, MAXV) { T t = op == PLAIT_OP_PRODUCT ? 1 : lo ? MINV : MAXV; memcpy(v, &t, sizeof t); break; }
+  case PLAIT_UINT8: INT_ID(uint8_t, 0, UINT8_MAX)
+  case PLAIT_INT8: INT_ID(int8_t, INT8_MIN, INT8_MAX)
+  case PLAIT_UINT16: INT_ID(uint16_t, 0, UINT16_MAX)
+  case PLAIT_INT16: INT_ID(int16_t, INT16_MIN, INT16_MAX)
+  case PLAIT_INT32: INT_ID(int32_t, INT32_MIN, INT32_MAX)
+  case PLAIT_INT64: INT_ID(int64_t, INT64_MIN, INT64_MAX)
+  case PLAIT_BOOL: INT_ID(uint8_t, 0, 1)
+  case PLAIT_FLOAT32: { float f = op == PLAIT_OP_PRODUCT ? 1.0f : lo ? -__builtin_inff() : __builtin_inff(); memcpy(v, &f, 4); break; }
+  case PLAIT_FLOAT64: { double d = op == PLAIT_OP_PRODUCT ? 1.0 : lo ? -__builtin_inf() : __builtin_inf(); memcpy(v, &d, 8); break; }
+  case PLAIT_FLOAT16: INT_ID(uint16_t, 0xFC00, 0x7C00)
+  case PLAIT_BFLOAT16: INT_ID(uint16_t, 0xFF80, 0x7F80)
+  default: memset(v, 0, sizeof v);
+#undef INT_ID
+  }
+  if (op == PLAIT_OP_PRODUCT && dt == PLAIT_FLOAT16) v[0] = 0x00, v[1] = 0x3C;
+  if (op == PLAIT_OP_PRODUCT && dt == PLAIT_BFLOAT16) v[0] = 0x80, v[1] = 0x3F;
+  for (size_t i = 0; i < count; i++) memcpy((char *)dst + i * es, v, es);
+}
+
+/* The factor applied after the reduction: AVERAGE folds 1/size into the
+ * postscale factor (postscale / size, in double), as Horovod 0.28 does, so
+ * that the result is one scaling of the sum, bit for bit Horovod's. */
+double plait_exec_postscale(const plait_meta_t *m, int size) {
+  return m->op == PLAIT_OP_AVERAGE ? m->postscale / (double)size : m->postscale;
+}
+
+/* AVERAGE and postscale, in place on count elements. */
+static plait_result_t finish_values(plait_exec_t *x, const plait_meta_t *m, void *buf,
+                                    size_t count) {
+  double post = plait_exec_postscale(m, x->size);
+  if (!count || post == 1.0) return PLAIT_SUCCESS;
+  return plait_scale((plait_dtype_t)m->dtype, buf, buf, count, post);
+}
+
+static plait_op_t wire_op(const plait_meta_t *m) {
+  return m->op == PLAIT_OP_AVERAGE ? PLAIT_OP_SUM : (plait_op_t)m->op;
+}
+
+static void add_times(double in, double tr, double out, uint64_t bytes, int fused, int n,
+                      uint64_t cap) {
+  plait_stats_t *s = plait_stats_lock();
+  s->copy_in_s += in;
+  s->transport_s += tr;
+  s->copy_out_s += out;
+  s->responses++;
+  s->bytes += bytes;
+  if (fused) {
+    s->fused_responses++;
+    s->fused_tensors += (uint64_t)n;
+    s->fusion_bytes += bytes;
+    s->fusion_capacity += cap;
+  }
+  plait_stats_unlock();
+}
+
+/* One tensor: reduced in place in its output, no fusion buffer. */
+static plait_result_t allreduce_single(plait_exec_t *x, plait_entry_t *e) {
+  const plait_meta_t *m = &e->meta;
+  size_t count = (size_t)plait_meta_elements(m), bytes = count * plait_dtype_size(m->dtype);
+  void *out = e->output.data;
+  double t0 = plait_now();
+  plait_tl_begin(e->name, "MEMCPY_IN_FUSION_BUFFER");
+  if (m->prescale != 1.0)
+    PLAIT_CHECK(plait_scale((plait_dtype_t)m->dtype, out, e->input.data, count, m->prescale));
+  else if (out != e->input.data && bytes)
+    PLAIT_CHECK(x->t->mem_copy(x->ts, out, e->input.data, bytes,
+                               m->device < 0 ? PLAIT_COPY_HOST_TO_HOST : PLAIT_COPY_DEVICE_TO_DEVICE));
+  plait_tl_end(e->name, "MEMCPY_IN_FUSION_BUFFER");
+  double t1 = plait_now();
+  plait_tl_begin(e->name, x->activity[PLAIT_COLL_ALLREDUCE]);
+  plait_result_t rc = x->t->allreduce(x->ts, out, count, (plait_dtype_t)m->dtype, wire_op(m));
+  plait_tl_end(e->name, x->activity[PLAIT_COLL_ALLREDUCE]);
+  if (rc) return transport_error(x, rc, "allreduce", e->name);
+  double t2 = plait_now();
+  plait_tl_begin(e->name, "MEMCPY_OUT_FUSION_BUFFER");
+  PLAIT_CHECK(finish_values(x, m, out, count));
+  plait_tl_end(e->name, "MEMCPY_OUT_FUSION_BUFFER");
+  add_times(t1 - t0, t2 - t1, plait_now() - t2, bytes, 0, 1, 0);
+  return PLAIT_SUCCESS;
+}
+
+static plait_result_t ensure_fusion(plait_exec_t *x, size_t need) {
+  if (need <= x->fusion_cap) return PLAIT_SUCCESS;
+  if (x->fusion) x->t->mem_free(x->ts, x->fusion);
+  x->fusion = NULL;
+  x->fusion_cap = 0;
+  plait_result_t rc = x->t->mem_alloc(x->ts, need, &x->fusion);
+  if (rc) return plait_error(rc, "cannot allocate a fusion buffer of %zu bytes: %s", need,
+                             x->t->last_error(x->ts));
+  x->fusion_cap = need;
+  return PLAIT_SUCCESS;
+}
+
+static size_t align_up(size_t b) {
+  return (b + PLAIT_FUSION_ALIGN - 1) / PLAIT_FUSION_ALIGN * PLAIT_FUSION_ALIGN;
+}
+
+/* Copies (with prescale) every member into the buffer; joined: identities. */
+static plait_result_t copy_in(plait_exec_t *x, const plait_response_t *r, plait_entry_t **es,
+                              const plait_meta_t *m, size_t *offs) {
+  size_t es_size = plait_dtype_size(m->dtype);
+  for (uint32_t i = 0; i < r->n; i++) {
+    const plait_meta_t *mi = es[i] ? &es[i]->meta : &r->e[i].meta;
+    size_t count = (size_t)plait_meta_elements(mi), bytes = count * es_size;
+    char *dst = (char *)x->fusion + offs[i];
+    if (!es[i]) {
+      fill_identity((plait_dtype_t)m->dtype, (plait_op_t)m->op, dst, count);
+    } else {
+      plait_tl_begin(es[i]->name, "MEMCPY_IN_FUSION_BUFFER");
+      if (m->prescale != 1.0)
+        PLAIT_CHECK(plait_scale((plait_dtype_t)m->dtype, dst, es[i]->input.data, count, m->prescale));
+      else if (bytes && m->device < 0)
+        memcpy(dst, es[i]->input.data, bytes);
+      else if (bytes) /* device memory: only the transport can copy it */
+        PLAIT_CHECK(x->t->mem_copy(x->ts, dst, es[i]->input.data, bytes,
+                                   PLAIT_COPY_DEVICE_TO_DEVICE));
+      plait_tl_end(es[i]->name, "MEMCPY_IN_FUSION_BUFFER");
+    }
+    size_t pad = offs[i + 1] - offs[i] - bytes; /* keep padding defined */
+    if (pad && m->device < 0) memset(dst + bytes, 0, pad);
+  }
+  return PLAIT_SUCCESS;
+}
+
+static plait_result_t copy_out(plait_exec_t *x, const plait_response_t *r, plait_entry_t **es,
+                               const plait_meta_t *m, size_t *offs) {
+  size_t es_size = plait_dtype_size(m->dtype);
+  for (uint32_t i = 0; i < r->n; i++) {
+    if (!es[i]) continue;
+    size_t count = (size_t)plait_meta_elements(&es[i]->meta);
+    char *src = (char *)x->fusion + offs[i];
+    plait_tl_begin(es[i]->name, "MEMCPY_OUT_FUSION_BUFFER");
+    PLAIT_CHECK(finish_values(x, m, src, count));
+    if (count && m->device < 0)
+      memcpy(es[i]->output.data, src, count * es_size);
+    else if (count)
+      PLAIT_CHECK(x->t->mem_copy(x->ts, es[i]->output.data, src, count * es_size,
+                                 PLAIT_COPY_DEVICE_TO_DEVICE));
+    plait_tl_end(es[i]->name, "MEMCPY_OUT_FUSION_BUFFER");
+  }
+  return PLAIT_SUCCESS;
+}
+
+/* Several tensors (or a joined rank's identity): one collective on the
+ * fusion buffer. */
+static plait_result_t allreduce_fused(plait_exec_t *x, const plait_response_t *r,
+                                      plait_entry_t **es, const plait_meta_t *m) {
+  size_t *offs = malloc(sizeof *offs * (r->n + 1));
+  if (!offs) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+  size_t es_size = plait_dtype_size(m->dtype);
+  offs[0] = 0;
+  for (uint32_t i = 0; i < r->n; i++) {
+    const plait_meta_t *mi = es[i] ? &es[i]->meta : &r->e[i].meta;
+    size_t b = (size_t)plait_meta_elements(mi) * es_size;
+    /* every rank must pass the transport the same count: a lone tensor is
+     * never padded, whether a rank has it or stands in for it (joined) */
+    offs[i + 1] = offs[i] + (r->n > 1 ? align_up(b) : b);
+  }
+  size_t total = offs[r->n], data = 0; /* with and without the alignment padding */
+  for (uint32_t i = 0; i < r->n; i++)
+    data += (size_t)plait_meta_elements(es[i] ? &es[i]->meta : &r->e[i].meta) * es_size;
+  double t0 = plait_now(), t1 = t0, t2 = t0;
+  plait_result_t rc = ensure_fusion(x, total);
+  if (rc == PLAIT_SUCCESS) rc = copy_in(x, r, es, m, offs);
+  if (rc == PLAIT_SUCCESS) {
+    t1 = plait_now();
+    for (uint32_t i = 0; i < r->n; i++)
+      if (es[i]) plait_tl_begin(es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
+    rc = x->t->allreduce(x->ts, x->fusion, total / es_size, (plait_dtype_t)m->dtype, wire_op(m));
+    for (uint32_t i = 0; i < r->n; i++)
+      if (es[i]) plait_tl_end(es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
+    if (rc) rc = transport_error(x, rc, "fused allreduce of", r->e[0].name);
+    t2 = plait_now();
+  }
+  if (rc == PLAIT_SUCCESS) rc = copy_out(x, r, es, m, offs);
+  if (rc == PLAIT_SUCCESS)
+    add_times(t1 - t0, t2 - t1, plait_now() - t2, data, r->n > 1, (int)r->n,
+              x->threshold > total ? x->threshold : total);
+  free(offs);
+  return rc;
+}
+
+static plait_result_t run_allreduce(plait_exec_t *x, const plait_response_t *r, plait_entry_t **es) {
+  const plait_meta_t *m = NULL;
+  for (uint32_t i = 0; i < r->n && !m; i++) m = es[i] ? &es[i]->meta : r->e[i].has_meta ? &r->e[i].meta : NULL;
+  if (!m) return plait_error(PLAIT_ERR_PROTOCOL, "allreduce response without metadata");
+  if (r->n == 1 && es[0]) return allreduce_single(x, es[0]);
+  return allreduce_fused(x, r, es, m);
+}
+
+/* The local entries of r, in order; NULL where this rank has none (a joined
+ * rank, or an error for an operation this rank never submitted). */
+static plait_result_t gather_entries(plait_exec_t *x, const plait_response_t *r, plait_entry_t **es) {
+  for (uint32_t i = 0; i < r->n; i++) {
+    es[i] = plait_namemap_get(x->local, r->e[i].name);
+    if (es[i]) {
+      plait_tl_end(es[i]->name, "QUEUE");
+      continue;
+    }
+    int stands_in = x->joined && r->e[i].has_meta &&
+                    (r->coll == PLAIT_COLL_ALLREDUCE || r->coll == PLAIT_COLL_ALLGATHER ||
+                     r->coll == PLAIT_COLL_BARRIER);
+    if (!r->status && !stands_in)
+      return plait_error(PLAIT_ERR_PROTOCOL, "rank 0 scheduled %s '%s', which rank %d never "
+                         "submitted", plait_coll_name((plait_coll_t)r->coll), r->e[i].name, x->rank);
+    if (!r->status && r->coll == PLAIT_COLL_BARRIER) plait_table_count_barrier(x->table);
+  }
+  return PLAIT_SUCCESS;
+}
+
+static plait_result_t run_kind(plait_exec_t *x, const plait_response_t *r, plait_entry_t **es) {
+  plait_entry_t *e = es[0];
+  plait_result_t rc = PLAIT_SUCCESS;
+  double t0 = plait_now();
+  switch ((plait_coll_t)r->coll) {
+  case PLAIT_COLL_ALLREDUCE: return run_allreduce(x, r, es);
+  case PLAIT_COLL_ALLGATHER: return plait_exec_allgather(x, r, e);
+  case PLAIT_COLL_ALLTOALL: return plait_exec_alltoall(x, r, e);
+  case PLAIT_COLL_REDUCESCATTER: return plait_exec_reducescatter(x, e);
+  case PLAIT_COLL_BROADCAST: {
+    size_t bytes = plait_meta_bytes(&e->meta);
+    plait_tl_begin(e->name, x->activity[r->coll]);
+    rc = x->t->broadcast(x->ts, e->output.data, bytes, e->meta.root);
+    plait_tl_end(e->name, x->activity[r->coll]);
+    if (rc) return transport_error(x, rc, "broadcast", e->name);
+    plait_handle_set_output(e->handle, &e->output, NULL, NULL, 0);
+    add_times(0, plait_now() - t0, 0, bytes, 0, 1, 0);
+    return PLAIT_SUCCESS;
+  }
+  case PLAIT_COLL_BARRIER: /* a joined rank (e NULL) takes part too */
+    plait_tl_begin(r->e[0].name, x->activity[r->coll]);
+    rc = x->t->barrier(x->ts);
+    plait_tl_end(r->e[0].name, x->activity[r->coll]);
+    if (rc) return transport_error(x, rc, "barrier", r->e[0].name);
+    add_times(0, plait_now() - t0, 0, 0, 0, 1, 0);
+    return PLAIT_SUCCESS;
+  case PLAIT_COLL_JOIN:
+    plait_handle_set_join_rank(e->handle, r->join_rank);
+    x->joined = 0;
+    return PLAIT_SUCCESS;
+  }
+  return plait_error(PLAIT_ERR_PROTOCOL, "response of unknown kind %u", r->coll);
+}
+
+plait_result_t plait_exec_run(plait_exec_t *x, const plait_response_t *r) {
+  plait_entry_t **es = calloc(r->n ? r->n : 1, sizeof *es);
+  if (!es) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory running a response");
+  plait_result_t rc = gather_entries(x, r, es);
+  PLAIT_TRACE("exec", "%s '%s' (%u tensors, status %u, %u dims)",
+              plait_coll_name((plait_coll_t)r->coll), r->n ? r->e[0].name : "", r->n, r->status,
+              r->ndims);
+  if (rc == PLAIT_SUCCESS && r->status) { /* agreed to fail: not a failure of the job */
+    for (uint32_t i = 0; i < r->n; i++)
+      if (es[i]) plait_exec_finish(x, es[i], (plait_result_t)r->status, r->message);
+    free(es);
+    return PLAIT_SUCCESS;
+  }
+  if (rc == PLAIT_SUCCESS && r->n && (es[0] || r->coll == PLAIT_COLL_ALLREDUCE ||
+                                      r->coll == PLAIT_COLL_ALLGATHER ||
+                                      r->coll == PLAIT_COLL_BARRIER))
+    rc = run_kind(x, r, es);
+  if (rc) { /* the job failed: the coordinator fails these with everything else */
+    free(es);
+    return rc;
+  }
+  for (uint32_t i = 0; i < r->n; i++) {
+    if (!es[i]) continue;
+    if (r->coll == PLAIT_COLL_ALLREDUCE)
+      plait_handle_set_output(es[i]->handle, &es[i]->output, NULL, NULL, 0);
+    plait_exec_finish(x, es[i], PLAIT_SUCCESS, NULL);
+  }
+  free(es);
+  return PLAIT_SUCCESS;
+}

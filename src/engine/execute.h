@@ -1,0 +1,48 @@
+/*
+ * Internal: running a response on this rank, the same on every rank. The
+ * coordinator thread calls it for each response rank 0 decided, in order.
+ */
+#ifndef PLAIT_EXECUTE_H
+#define PLAIT_EXECUTE_H
+
+#include "engine/namemap.h"
+#include "engine/negotiation_msgs.h"
+#include "plait/transport.h"
+#include "engine/table.h"
+
+typedef struct plait_exec {
+  int rank, size;
+  const plait_transport_t *t;
+  void *ts;
+  void *fusion; /* the fusion buffer (transport memory), reused */
+  size_t fusion_cap;
+  int joined;   /* this rank has joined: it contributes identities */
+  uint64_t threshold; /* PLAIT_FUSION_THRESHOLD: the buffer's nominal size */
+  plait_table_t *table;
+  plait_namemap_t *local; /* name -> entry waiting for its response */
+  char activity[PLAIT_COLL_MAX_ + 1][48]; /* "GLOO_ALLREDUCE", ... */
+} plait_exec_t;
+
+void plait_exec_init(plait_exec_t *x, int rank, int size, const plait_transport_t *t, void *ts,
+                     plait_table_t *table, plait_namemap_t *local);
+void plait_exec_free(plait_exec_t *x);
+
+/* Runs r. An error response fails its entries on this rank; that is not a
+ * failure of the job. A transport failure is returned (the job is then
+ * failed by the caller); the entries of r are failed with it first. */
+plait_result_t plait_exec_run(plait_exec_t *x, const plait_response_t *r);
+
+/* Finishes e (removes it from the local map and the table, completes its
+ * handle with rc and msg, frees it). */
+void plait_exec_finish(plait_exec_t *x, plait_entry_t *e, plait_result_t rc, const char *msg);
+
+/* Used by execute_other.c. */
+plait_result_t plait_exec_allgather(plait_exec_t *x, const plait_response_t *r, plait_entry_t *e);
+plait_result_t plait_exec_alltoall(plait_exec_t *x, const plait_response_t *r, plait_entry_t *e);
+plait_result_t plait_exec_reducescatter(plait_exec_t *x, plait_entry_t *e);
+void *plait_exec_alloc_host(size_t bytes);
+/* The factor a reduction's result is scaled by: the postscale factor, and
+ * for AVERAGE postscale / size (Horovod's arithmetic). */
+double plait_exec_postscale(const plait_meta_t *m, int size);
+
+#endif

@@ -1,0 +1,215 @@
+/* Operation handles: completion, waiting, callbacks, release. One lock and
+ * one condition variable for all handles: completions are rare next to the
+ * work they stand for, and waiters re-check their own handle. */
+#include "engine/handle.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/error.h"
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local int on_coordinator;
+
+void plait_handle_mark_coordinator_thread(void) { on_coordinator = 1; }
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+
+plait_handle_t *plait_handle_new(plait_coll_t coll, int n, const plait_op_options_t *opts) {
+  plait_handle_t *h = calloc(1, sizeof *h);
+  if (!h) return NULL;
+  h->refs = 2;
+  h->pending = n;
+  h->coll = coll;
+  h->join_rank = -1;
+  if (opts) {
+    h->callback = opts->callback;
+    h->user_data = opts->user_data;
+  }
+  return h;
+}
+
+/* Frees h; the lock is held. */
+static void destroy_locked(plait_handle_t *h) {
+  free(h->message);
+  free(h->owned);
+  free(h->splits);
+  free(h);
+}
+
+static void unref_locked(plait_handle_t *h, int n) {
+  h->refs -= n;
+  if (h->refs == 0) destroy_locked(h);
+}
+
+void plait_handle_set_output(plait_handle_t *h, const plait_tensor_t *out, void *owned,
+                             int64_t *splits, int nsplits) {
+  pthread_mutex_lock(&lock);
+  if (out) h->output = *out;
+  free(h->owned);
+  h->owned = owned;
+  free(h->splits);
+  h->splits = splits;
+  h->nsplits = nsplits;
+  pthread_mutex_unlock(&lock);
+}
+
+void plait_handle_finish(plait_handle_t *h, plait_result_t rc, const char *message) {
+  pthread_mutex_lock(&lock);
+  if (rc != PLAIT_SUCCESS && h->result == PLAIT_SUCCESS) { /* the first failure wins */
+    h->result = rc;
+    h->message = strdup(message ? message : plait_strerror(rc));
+  }
+  int last = --h->pending == 0;
+  if (last) h->done = 1;
+  plait_callback_fn cb = last ? h->callback : NULL;
+  plait_result_t result = h->result;
+  void *user = h->user_data;
+  if (last) {
+    h->refs++; /* keep h alive through the callback even if it releases h */
+    pthread_cond_broadcast(&cond);
+  }
+  pthread_mutex_unlock(&lock);
+  if (!last) return;
+  if (cb) cb(h, result, user);
+  pthread_mutex_lock(&lock);
+  unref_locked(h, 2); /* the callback's guard and the coordinator's reference */
+  pthread_mutex_unlock(&lock);
+}
+
+void plait_handle_abandon(plait_handle_t *h) {
+  pthread_mutex_lock(&lock);
+  unref_locked(h, 1);
+  pthread_mutex_unlock(&lock);
+}
+
+#define REQUIRE_HANDLE(h)                                                      \
+  do {                                                                         \
+    if (!(h))                                                                  \
+      return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "%s: handle is NULL",     \
+                         __func__);                                            \
+  } while (0)
+
+PLAIT_API plait_result_t plait_poll(plait_handle_t *handle, int *done) {
+  REQUIRE_HANDLE(handle);
+  if (!done) return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_poll: done is NULL");
+  pthread_mutex_lock(&lock);
+  *done = handle->done;
+  pthread_mutex_unlock(&lock);
+  return PLAIT_SUCCESS;
+}
+
+PLAIT_API plait_result_t plait_wait(plait_handle_t *handle, double timeout_s) {
+  REQUIRE_HANDLE(handle);
+  if (isnan(timeout_s))
+    return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_wait: timeout_s is NaN");
+  if (on_coordinator && timeout_s != 0) {
+    pthread_mutex_lock(&lock);
+    int done = handle->done;
+    pthread_mutex_unlock(&lock);
+    if (!done)
+      return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_wait: called from a completion "
+                         "callback on an unfinished operation; it would wait forever, since only "
+                         "the thread running the callback can finish it (use plait_poll there)");
+  }
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  if (timeout_s > 0) {
+    double whole = floor(timeout_s > 1e9 ? 1e9 : timeout_s);
+    until.tv_sec += (time_t)whole;
+    until.tv_nsec += (long)((timeout_s - whole) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+  }
+  pthread_mutex_lock(&lock);
+  while (!handle->done && timeout_s != 0) {
+    int rc = timeout_s < 0 ? pthread_cond_wait(&cond, &lock)
+                           : pthread_cond_timedwait(&cond, &lock, &until);
+    if (rc == ETIMEDOUT) break;
+  }
+  plait_result_t result = handle->done ? handle->result : PLAIT_ERR_TIMEOUT;
+  char msg[2048];
+  if (handle->done && handle->message) {
+    strncpy(msg, handle->message, sizeof msg - 1);
+    msg[sizeof msg - 1] = '\0';
+  }
+  pthread_mutex_unlock(&lock);
+  if (result == PLAIT_ERR_TIMEOUT)
+    return plait_error(result, "plait_wait: the operation is still running after %g s",
+                       timeout_s);
+  if (result != PLAIT_SUCCESS) return plait_error(result, "%s", msg);
+  return PLAIT_SUCCESS;
+}
+
+PLAIT_API plait_result_t plait_release(plait_handle_t *handle) {
+  if (!handle) return PLAIT_SUCCESS;
+  pthread_mutex_lock(&lock);
+  unref_locked(handle, 1);
+  pthread_mutex_unlock(&lock);
+  return PLAIT_SUCCESS;
+}
+
+/* Checks h is finished; the lock is held. */
+static plait_result_t require_done_locked(plait_handle_t *h, const char *fn) {
+  if (!h->done)
+    return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "%s: the operation has not finished", fn);
+  if (h->result != PLAIT_SUCCESS)
+    return plait_error(h->result, "%s: the operation failed: %s", fn,
+                       h->message ? h->message : plait_strerror(h->result));
+  return PLAIT_SUCCESS;
+}
+
+PLAIT_API plait_result_t plait_handle_output(plait_handle_t *handle, plait_tensor_t *out) {
+  REQUIRE_HANDLE(handle);
+  if (!out) return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_handle_output: out is NULL");
+  pthread_mutex_lock(&lock);
+  plait_result_t rc = require_done_locked(handle, "plait_handle_output");
+  if (rc == PLAIT_SUCCESS && (handle->coll == PLAIT_COLL_BARRIER || handle->coll == PLAIT_COLL_JOIN))
+    rc = plait_error(PLAIT_ERR_INVALID_ARGUMENT,
+                     "plait_handle_output: a %s has no output", plait_coll_name(handle->coll));
+  if (rc == PLAIT_SUCCESS) *out = handle->output;
+  pthread_mutex_unlock(&lock);
+  return rc;
+}
+
+PLAIT_API plait_result_t plait_handle_splits(plait_handle_t *handle, int64_t *splits,
+                                             size_t capacity) {
+  REQUIRE_HANDLE(handle);
+  if (!splits) return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_handle_splits: splits is NULL");
+  pthread_mutex_lock(&lock);
+  plait_result_t rc = require_done_locked(handle, "plait_handle_splits");
+  if (rc == PLAIT_SUCCESS && handle->coll != PLAIT_COLL_ALLTOALL)
+    rc = plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_handle_splits: the handle is a %s, not an "
+                     "alltoall", plait_coll_name(handle->coll));
+  if (rc == PLAIT_SUCCESS && capacity < (size_t)handle->nsplits)
+    rc = plait_error(PLAIT_ERR_BUFFER_TOO_SMALL, "plait_handle_splits: capacity %zu, %d needed",
+                     capacity, handle->nsplits);
+  if (rc == PLAIT_SUCCESS)
+    memcpy(splits, handle->splits, sizeof *splits * (size_t)handle->nsplits);
+  pthread_mutex_unlock(&lock);
+  return rc;
+}
+
+PLAIT_API plait_result_t plait_handle_join_rank(plait_handle_t *handle, int *rank) {
+  REQUIRE_HANDLE(handle);
+  if (!rank) return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_handle_join_rank: rank is NULL");
+  pthread_mutex_lock(&lock);
+  plait_result_t rc = require_done_locked(handle, "plait_handle_join_rank");
+  if (rc == PLAIT_SUCCESS && handle->coll != PLAIT_COLL_JOIN)
+    rc = plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_handle_join_rank: the handle is a %s, "
+                     "not a join", plait_coll_name(handle->coll));
+  if (rc == PLAIT_SUCCESS) *rank = handle->join_rank;
+  pthread_mutex_unlock(&lock);
+  return rc;
+}
+
+void plait_handle_set_join_rank(plait_handle_t *h, int rank) {
+  pthread_mutex_lock(&lock);
+  h->join_rank = rank;
+  pthread_mutex_unlock(&lock);
+}

@@ -1,0 +1,424 @@
+/* Rank 0's negotiation: records, readiness, agreement, groups, stalls. The
+ * planning of responses (fusion) is in fusion_plan.c. */
+#include "engine/negotiate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+#include "util/log.h"
+#include "control/net.h"
+
+
+plait_result_t plait_neg_init(plait_negotiator_t *n, int size, const plait_config_t *cfg,
+                              plait_cache_t *cache) {
+  memset(n, 0, sizeof *n);
+  n->size = size;
+  n->threshold = cfg->fusion_threshold;
+  n->max_tensor = cfg->fusion_max_tensor;
+  n->stall_warn_s = cfg->stall_warn_s;
+  n->stall_abort_s = cfg->stall_abort_s;
+  n->cache = cache;
+  n->shutdown_rank = -1;
+  n->last_joined = -1;
+  n->joined = calloc((size_t)size, 1);
+  if (!n->joined || plait_namemap_init(&n->records) || plait_namemap_init(&n->groups) ||
+      plait_namemap_init(&n->tombstones)) {
+    free(n->joined);
+    return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory for negotiation");
+  }
+  return PLAIT_SUCCESS;
+}
+
+void plait_record_free(plait_record_t *rec, int size) {
+  if (!rec) return;
+  for (int r = 0; r < size; r++)
+    if (rec->have[r]) plait_meta_free(&rec->metas[r]);
+  free(rec->metas);
+  free(rec->have);
+  free(rec->name);
+  free(rec->message);
+  free(rec);
+}
+
+static void free_record_cb(const char *key, void *value, void *arg) {
+  (void)key;
+  plait_record_free(value, *(int *)arg);
+}
+
+typedef struct tombstone {
+  uint64_t list_no; /* the response list that carried the failure */
+  uint8_t *missing; /* ranks that had not announced the name then */
+} tombstone_t;
+
+static void free_tomb_cb(const char *key, void *value, void *arg) {
+  (void)key, (void)arg;
+  tombstone_t *t = value;
+  free(t->missing);
+  free(t);
+}
+
+/* rec is failing before every rank announced it: remember who had not. */
+static void bury(plait_negotiator_t *n, const plait_record_t *rec) {
+  tombstone_t *t = malloc(sizeof *t);
+  if (!t || !(t->missing = calloc((size_t)n->size, 1))) {
+    free(t);
+    return; /* without it, a late announcement only lingers as a stall */
+  }
+  t->list_no = n->lists_sent + 1;
+  int any = 0;
+  for (int r = 0; r < n->size; r++) any |= t->missing[r] = !rec->have[r] && !n->joined[r];
+  tombstone_t *old = plait_namemap_get(&n->tombstones, rec->name);
+  if (!any || plait_namemap_put(&n->tombstones, rec->name, t)) {
+    free(t->missing);
+    free(t);
+    return;
+  }
+  if (old) free_tomb_cb(NULL, old, NULL);
+}
+
+/* 1 when rank's announcement of name was sent before it ran the list that
+ * failed name (so that list already failed it there): drop it. */
+static int stale(plait_negotiator_t *n, int rank, const char *name, uint64_t acked) {
+  tombstone_t *t = plait_namemap_get(&n->tombstones, name);
+  if (!t || !t->missing[rank]) return 0;
+  t->missing[rank] = 0;
+  int left = 0;
+  for (int r = 0; r < n->size; r++) left |= t->missing[r];
+  int drop = acked < t->list_no;
+  if (!left) {
+    plait_namemap_remove(&n->tombstones, name);
+    free_tomb_cb(NULL, t, NULL);
+  }
+  return drop;
+}
+
+void plait_neg_free(plait_negotiator_t *n) {
+  plait_namemap_each(&n->tombstones, free_tomb_cb, NULL);
+  plait_namemap_free(&n->tombstones);
+  plait_namemap_each(&n->records, free_record_cb, &n->size);
+  plait_namemap_free(&n->records);
+  plait_namemap_free(&n->groups);
+  for (int i = 0; i < n->nready; i++) plait_record_free(n->ready[i], n->size);
+  free(n->ready);
+  free(n->joined);
+  memset(n, 0, sizeof *n);
+}
+
+static plait_record_t *new_record(plait_negotiator_t *n, const char *name, double now) {
+  plait_record_t *rec = calloc(1, sizeof *rec);
+  if (!rec) return NULL;
+  rec->name = strdup(name);
+  rec->metas = calloc((size_t)n->size, sizeof *rec->metas);
+  rec->have = calloc((size_t)n->size, 1);
+  rec->cache_id = -1;
+  rec->first_seen = now;
+  rec->arrival = n->arrivals++;
+  if (!rec->name || !rec->metas || !rec->have || plait_namemap_put(&n->records, name, rec)) {
+    plait_record_free(rec, 0);
+    return NULL;
+  }
+  return rec;
+}
+
+/* A record every rank has announced: do they agree? Sets status/message. */
+static void check_agreement(plait_negotiator_t *n, plait_record_t *rec) {
+  int ref = -1;
+  for (int r = 0; r < n->size && ref < 0; r++)
+    if (rec->have[r]) ref = r;
+  char what[64], va[256], vb[256];
+  int odd = -1;
+  for (int r = 0; r < n->size && odd < 0; r++)
+    if (rec->have[r] && plait_meta_describe_difference(&rec->metas[ref], &rec->metas[r], what,
+                                                       sizeof what, va, vb, sizeof va))
+      odd = r;
+  if (odd < 0) return;
+  /* Group the ranks by their value of the field that differs. */
+  size_t cap = 4096, used = 0;
+  char *msg = malloc(cap);
+  uint8_t *done = calloc((size_t)n->size, 1), *same = calloc((size_t)n->size, 1);
+  if (!msg || !done || !same) {
+    free(msg), free(done), free(same);
+    rec->status = PLAIT_ERR_MISMATCH;
+    return;
+  }
+  used += (size_t)snprintf(msg, cap, "%s '%s': mismatched %s across ranks:",
+                           plait_coll_name((plait_coll_t)rec->metas[ref].coll), rec->name, what);
+  for (int r = 0; r < n->size; r++) {
+    if (!rec->have[r] || done[r]) continue;
+    char value[256], w2[64], x[256];
+    memset(same, 0, (size_t)n->size);
+    /* value of rank r: compare against a rank known to differ, or ref */
+    int other = plait_meta_describe_difference(&rec->metas[r], &rec->metas[odd], w2, sizeof w2,
+                                               value, x, sizeof value) ? odd : ref;
+    if (!plait_meta_describe_difference(&rec->metas[r], &rec->metas[other], w2, sizeof w2, value,
+                                        x, sizeof value))
+      plait_meta_describe_difference(&rec->metas[r], &rec->metas[r == ref ? odd : ref], w2,
+                                     sizeof w2, value, x, sizeof value);
+    for (int q = r; q < n->size; q++)
+      if (rec->have[q] && !done[q] && plait_meta_equal(&rec->metas[q], &rec->metas[r]))
+        same[q] = done[q] = 1;
+    char who[512];
+    plait_format_ranks(who, sizeof who, n->size, same);
+    if (used < cap) used += (size_t)snprintf(msg + used, cap - used, " %s sent %s;", who, value);
+  }
+  if (used < cap && used > 0 && msg[used - 1] == ';') msg[used - 1] = '\0';
+  free(done);
+  free(same);
+  rec->status = PLAIT_ERR_MISMATCH;
+  rec->message = msg;
+}
+
+/* Collectives a joined rank takes part in: allreduce (with the op's identity),
+ * allgather (no rows) and barrier. Horovod 0.28.1 fails allgather, broadcast,
+ * alltoall and reducescatter while a rank has joined, and its joined rank
+ * crashes in a barrier (docs/horovod-comparison.md, "Join"). */
+static int counts_joined(const plait_meta_t *m) {
+  return m->coll == PLAIT_COLL_ALLREDUCE || m->coll == PLAIT_COLL_ALLGATHER ||
+         m->coll == PLAIT_COLL_BARRIER;
+}
+
+static plait_result_t push_ready(plait_negotiator_t *n, plait_record_t *rec) {
+  if (n->nready == n->cap) {
+    int cap = n->cap ? 2 * n->cap : 64;
+    plait_record_t **p = realloc(n->ready, sizeof *p * (size_t)cap);
+    if (!p) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory in negotiation");
+    n->ready = p;
+    n->cap = cap;
+  }
+  n->ready[n->nready++] = rec;
+  return PLAIT_SUCCESS;
+}
+
+/* A record is complete: agree, then hand it (or its whole group) on. */
+static plait_result_t complete(plait_negotiator_t *n, plait_record_t *rec) {
+  plait_namemap_remove(&n->records, rec->name);
+  check_agreement(n, rec);
+  PLAIT_CHECK(push_ready(n, rec));
+  return PLAIT_SUCCESS;
+}
+
+static int present(const plait_negotiator_t *n, const plait_record_t *rec) {
+  int count = rec->count;
+  int ref = 0;
+  while (ref < n->size && !rec->have[ref]) ref++;
+  if (ref < n->size && counts_joined(&rec->metas[ref]))
+    for (int r = 0; r < n->size; r++) count += !rec->have[r] && n->joined[r];
+  return count;
+}
+
+static void note_join(plait_negotiator_t *n, int rank) {
+  if (!n->joined[rank]) {
+    n->joined[rank] = 1;
+    n->njoined++;
+  }
+  n->last_joined = rank;
+}
+
+/* Joined ranks make other pending records ready (or impossible). */
+static plait_result_t sweep_joined(plait_negotiator_t *n);
+static plait_result_t settle_joined(plait_negotiator_t *n, plait_record_t *rec);
+
+plait_result_t plait_neg_add(plait_negotiator_t *n, int rank, const char *name,
+                             const plait_meta_t *meta, int cache_id, uint64_t acked) {
+  if (n->tombstones.count && stale(n, rank, name, acked)) return PLAIT_SUCCESS;
+  plait_record_t *rec = plait_namemap_get(&n->records, name);
+  if (!rec && !(rec = new_record(n, name, plait_now())))
+    return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory recording '%s'", name);
+  if (rec->have[rank])
+    return plait_error(PLAIT_ERR_PROTOCOL, "rank %d announced '%s' twice", rank, name);
+  if (plait_meta_copy(&rec->metas[rank], meta))
+    return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory recording '%s'", name);
+  rec->have[rank] = 1;
+  rec->count++;
+  if (cache_id >= 0) rec->cache_id = cache_id;
+  if (meta->coll == PLAIT_COLL_JOIN) {
+    note_join(n, rank);
+    PLAIT_CHECK(sweep_joined(n));
+    if (!plait_namemap_get(&n->records, name)) return PLAIT_SUCCESS; /* completed by the sweep */
+  }
+  if (present(n, rec) == n->size) return complete(n, rec);
+  if (n->njoined) return settle_joined(n, rec); /* e.g. a broadcast after a join */
+  return PLAIT_SUCCESS;
+}
+
+typedef struct {
+  plait_record_t **list;
+  int n, cap;
+} collect_t;
+
+static void collect_cb(const char *key, void *value, void *arg) {
+  (void)key;
+  collect_t *c = arg;
+  if (c->n < c->cap) c->list[c->n++] = value;
+}
+
+static int by_arrival(const void *a, const void *b) {
+  const plait_record_t *x = *(plait_record_t *const *)a, *y = *(plait_record_t *const *)b;
+  return (x->arrival > y->arrival) - (x->arrival < y->arrival);
+}
+
+/* Snapshot of the pending records, in arrival order. */
+static plait_record_t **pending_records(plait_negotiator_t *n, int *count) {
+  collect_t c = {NULL, 0, (int)n->records.count};
+  c.list = malloc(sizeof *c.list * (c.cap ? (size_t)c.cap : 1));
+  if (!c.list) return NULL;
+  plait_namemap_each(&n->records, collect_cb, &c);
+  qsort(c.list, (size_t)c.n, sizeof *c.list, by_arrival);
+  *count = c.n;
+  return c.list;
+}
+
+/* A pending record whose missing ranks have all joined completes (allreduce,
+ * allgather) or fails naming them (anything else). */
+static plait_result_t settle_joined(plait_negotiator_t *n, plait_record_t *rec) {
+  plait_result_t rc = PLAIT_SUCCESS;
+  uint8_t *missing = calloc((size_t)n->size, 1);
+  int nmissing = 0, all_joined = 1, ref = 0;
+  while (!rec->have[ref]) ref++;
+  for (int r = 0; r < n->size && missing; r++)
+    if (!rec->have[r]) missing[r] = 1, nmissing++, all_joined &= n->joined[r];
+  if (missing && nmissing && all_joined && rec->metas[ref].coll != PLAIT_COLL_JOIN) {
+    if (!counts_joined(&rec->metas[ref])) {
+      char who[256], *msg = malloc(512);
+      plait_format_ranks(who, sizeof who, n->size, missing);
+      if (msg)
+        snprintf(msg, 512, "%s '%s' cannot run: %s joined (plait_join) and only take%s part in "
+                 "allreduce, allgather and barrier (%s is not supported with join, as in Horovod)",
+                 plait_coll_name((plait_coll_t)rec->metas[ref].coll), rec->name, who,
+                 nmissing == 1 ? "s" : "", plait_coll_name((plait_coll_t)rec->metas[ref].coll));
+      rec->status = PLAIT_ERR_MISMATCH;
+      rec->message = msg;
+      plait_namemap_remove(&n->records, rec->name);
+      rc = push_ready(n, rec);
+    } else {
+      rc = complete(n, rec);
+    }
+  }
+  free(missing);
+  return rc;
+}
+
+static plait_result_t sweep_joined(plait_negotiator_t *n) {
+  int count;
+  plait_record_t **list = pending_records(n, &count);
+  if (!list) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory in negotiation");
+  plait_result_t rc = PLAIT_SUCCESS;
+  for (int i = 0; i < count && rc == PLAIT_SUCCESS; i++) rc = settle_joined(n, list[i]);
+  free(list);
+  return rc;
+}
+
+/* Fails every pending record of a group that already failed (used by the
+ * planner), so no member waits for announcements that cannot complete it. */
+plait_result_t plait_neg_fail_group(plait_negotiator_t *n, const char *group, uint32_t status,
+                                    const char *why) {
+  int count;
+  plait_record_t **list = pending_records(n, &count);
+  if (!list) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory in negotiation");
+  plait_result_t rc = PLAIT_SUCCESS;
+  for (int i = 0; i < count && rc == PLAIT_SUCCESS; i++) {
+    plait_record_t *rec = list[i];
+    int ref = 0;
+    while (!rec->have[ref]) ref++;
+    const plait_meta_t *m = &rec->metas[ref];
+    if (!m->group || strcmp(m->group, group)) continue;
+    rec->status = status;
+    rec->message = malloc(1600);
+    if (rec->message)
+      snprintf(rec->message, 1600, "allreduce '%s' failed with its group '%s': %s", rec->name,
+               group, why);
+    rec->counted = 1; /* released with its group now, not counted towards it */
+    bury(n, rec);
+    plait_namemap_remove(&n->records, rec->name);
+    rc = push_ready(n, rec);
+  }
+  free(list);
+  return rc;
+}
+
+typedef struct {
+  const plait_negotiator_t *n;
+  double now;
+  int due;
+} stall_scan_t;
+
+static void stall_scan_cb(const char *key, void *value, void *arg) {
+  (void)key;
+  stall_scan_t *s = arg;
+  const plait_record_t *rec = value;
+  double age = s->now - rec->first_seen;
+  s->due |= (s->n->stall_warn_s > 0 && age >= s->n->stall_warn_s && !rec->warned) ||
+            (s->n->stall_abort_s > 0 && age >= s->n->stall_abort_s);
+}
+
+/* Warns about, and with PLAIT_STALL_ABORT_S fails, records that some ranks
+ * have not announced for long. */
+plait_result_t inspect_stalls_for_plan(plait_negotiator_t *n, double now) {
+  if (n->stall_warn_s <= 0 && n->stall_abort_s <= 0) return PLAIT_SUCCESS;
+  if (now - n->last_stall_check < 0.1) return PLAIT_SUCCESS;
+  n->last_stall_check = now;
+  stall_scan_t scan = {n, now, 0};
+  plait_namemap_each(&n->records, stall_scan_cb, &scan);
+  if (!scan.due) return PLAIT_SUCCESS; /* the common case: nothing old enough */
+  int count;
+  plait_record_t **list = pending_records(n, &count);
+  if (!list) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory in negotiation");
+  plait_result_t rc = PLAIT_SUCCESS;
+  for (int i = 0; i < count && rc == PLAIT_SUCCESS; i++) {
+    plait_record_t *rec = list[i];
+    double age = now - rec->first_seen;
+    int warn = n->stall_warn_s > 0 && age >= n->stall_warn_s && !rec->warned;
+    int abort_now = n->stall_abort_s > 0 && age >= n->stall_abort_s;
+    if (!warn && !abort_now) continue;
+    uint8_t *missing = calloc((size_t)n->size, 1);
+    if (!missing) break;
+    for (int r = 0; r < n->size; r++) missing[r] = !rec->have[r] && !n->joined[r];
+    char who[512];
+    plait_format_ranks(who, sizeof who, n->size, missing);
+    free(missing);
+    if (warn) {
+      PLAIT_WARN("stall", "'%s' has waited %.1f s: submitted by %d of %d ranks; missing: %s "
+                 "(PLAIT_STALL_WARN_S=%g)", rec->name, age, rec->count, n->size, who,
+                 n->stall_warn_s);
+      rec->warned = 1;
+    }
+    if (abort_now) {
+      rec->status = PLAIT_ERR_STALLED;
+      rec->message = malloc(768);
+      if (rec->message)
+        snprintf(rec->message, 768, "'%s' stalled for %.1f s (PLAIT_STALL_ABORT_S=%g): %s never "
+                 "submitted it", rec->name, age, n->stall_abort_s, who);
+      bury(n, rec);
+      plait_namemap_remove(&n->records, rec->name);
+      rc = push_ready(n, rec);
+    }
+  }
+  free(list);
+  return rc;
+}
+
+plait_result_t plait_neg_fail_all(plait_negotiator_t *n, plait_result_t rc, const char *why,
+                                  plait_response_list_t *out) {
+  int count;
+  plait_record_t **list = pending_records(n, &count);
+  if (!list) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory in negotiation");
+  for (int i = 0; i < count; i++) {
+    plait_record_t *rec = list[i];
+    rec->status = rc;
+    rec->message = malloc(1024);
+    if (rec->message) snprintf(rec->message, 1024, "'%s' was pending: %s", rec->name, why);
+    plait_namemap_remove(&n->records, rec->name);
+    plait_result_t prc = push_ready(n, rec);
+    if (prc) {
+      free(list);
+      return prc;
+    }
+  }
+  free(list);
+  n->njoined = 0;
+  memset(n->joined, 0, (size_t)n->size);
+  int any;
+  return plait_neg_plan(n, plait_now(), out, &any);
+}

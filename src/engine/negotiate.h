@@ -1,0 +1,89 @@
+/*
+ * Internal: rank 0's side of negotiation. Every rank's requests (rank 0's own
+ * included) are recorded by name; an operation is ready when every rank has
+ * announced it (a rank that joined counts as present for allreduce and
+ * allgather). Ready operations are checked for agreement (a mismatch becomes
+ * an error response naming the tensor, each value and the ranks that sent
+ * it), held until their whole group is ready, then planned into responses:
+ * allreduces with the same dtype, op, scale factors and device are fused up
+ * to the fusion threshold, looking past operations of other kinds in
+ * between. The stall inspector warns about, and optionally fails, operations
+ * that some ranks have not announced.
+ */
+#ifndef PLAIT_NEGOTIATE_H
+#define PLAIT_NEGOTIATE_H
+
+#include "engine/cache.h"
+#include "util/config.h"
+#include "engine/namemap.h"
+#include "engine/negotiation_msgs.h"
+
+/* Fusion buffer entries start at multiples of this many bytes. */
+#define PLAIT_FUSION_ALIGN 64
+
+typedef struct plait_record {
+  char *name;
+  plait_meta_t *metas; /* per rank, valid where have[r] */
+  uint8_t *have;
+  int count;
+  int cache_id;        /* >= 0 when known to be cached with this metadata */
+  double first_seen;
+  uint64_t arrival;
+  int warned;
+  int counted;         /* counted towards its group */
+  uint32_t status;     /* set when agreed: 0 or an error */
+  char *message;
+} plait_record_t;
+
+void plait_record_free(plait_record_t *rec, int size);
+
+typedef struct plait_negotiator {
+  int size;
+  uint64_t threshold;       /* fusion threshold, bytes; 0: no fusion */
+  uint64_t max_tensor;      /* larger allreduces are never fused; 0: no limit */
+  double stall_warn_s, stall_abort_s;
+  plait_cache_t *cache;     /* rank 0's response cache */
+  plait_namemap_t records;  /* name -> record, until planned */
+  plait_namemap_t groups;   /* group -> count of ready members */
+  plait_record_t **ready;   /* agreed, in order, waiting to be planned */
+  int nready, cap;
+  uint8_t *joined;
+  int njoined, last_joined;
+  uint64_t arrivals;        /* numbers records in order of first arrival */
+  double last_stall_check;
+  int shutdown_rank;        /* first rank to ask to shut down, -1 none */
+  uint64_t lists_sent;      /* response lists sent so far (numbered from 1) */
+  /* Records failed before every rank announced them: name -> tombstone, so an
+   * announcement already in flight then is recognised and dropped. */
+  plait_namemap_t tombstones;
+} plait_negotiator_t;
+
+plait_result_t plait_neg_init(plait_negotiator_t *n, int size, const plait_config_t *cfg,
+                              plait_cache_t *cache);
+void plait_neg_free(plait_negotiator_t *n);
+
+/* Records one request from rank (cache ids already resolved into name and
+ * metadata). A request that cannot be right (the rank announced the name
+ * twice) is PLAIT_ERR_PROTOCOL naming the rank. */
+plait_result_t plait_neg_add(plait_negotiator_t *n, int rank, const char *name,
+                             const plait_meta_t *meta, int cache_id, uint64_t acked);
+
+/* Builds the next response list from what is ready (and stalled); *any says
+ * whether it holds anything to send. */
+plait_result_t plait_neg_plan(plait_negotiator_t *n, double now, plait_response_list_t *out,
+                              int *any);
+
+/* Fails every pending record (used at shutdown): each becomes an error
+ * response with rc and a message naming the tensor. */
+plait_result_t plait_neg_fail_all(plait_negotiator_t *n, plait_result_t rc, const char *why,
+                                  plait_response_list_t *out);
+
+/* Used by fusion_plan.c: fails the pending records of a failed group. */
+plait_result_t plait_neg_fail_group(plait_negotiator_t *n, const char *group, uint32_t status,
+                                    const char *why);
+
+/* Used by fusion_plan.c: the stall inspector (warns, and fails records
+ * stalled past PLAIT_STALL_ABORT_S into the ready list). */
+plait_result_t inspect_stalls_for_plan(plait_negotiator_t *n, double now);
+
+#endif

@@ -1,0 +1,77 @@
+/*
+ * Internal: the two messages of steady-state negotiation.
+ *
+ * REQUESTS (rank > 0 -> rank 0): the operations that became ready on that
+ * rank since its last message: a full request (name + metadata) for new ones,
+ * a response-cache id for ones seen before (4 bytes instead of ~100). Flags
+ * carry "this rank is shutting down" and heartbeats.
+ *
+ * RESPONSES (rank 0 -> every rank): the responses every rank executes, in
+ * order. Each names its tensors (or cache ids), may assign cache ids, and
+ * carries what the kind needs (allgather first dimensions, the alltoall split
+ * matrix, the last rank to join), or an error every rank reports.
+ */
+#ifndef PLAIT_NEGOTIATION_MSGS_H
+#define PLAIT_NEGOTIATION_MSGS_H
+
+#include "engine/entry.h"
+#include "control/wire.h"
+
+#define PLAIT_REQ_SHUTDOWN 0x1u  /* the sender is shutting down */
+#define PLAIT_REQ_FAILED 0x2u    /* the sender's transport failed: who is still here? */
+#define PLAIT_RESP_SHUTDOWN 0x1u /* coordination ends for everyone after this list */
+
+typedef struct plait_request {
+  char *name;       /* NULL when by cache id */
+  int32_t cache_id; /* -1 for a full request */
+  plait_meta_t meta;
+} plait_request_t;
+
+typedef struct plait_request_list {
+  uint32_t flags;
+  uint32_t n;
+  plait_request_t *r;
+  uint64_t acked; /* response lists the sender had run when it sent this */
+} plait_request_list_t;
+
+typedef struct plait_resp_entry {
+  char *name;        /* resolved (from the cache when sent by id) */
+  int32_t cache_id;  /* the id it was sent by, -1 when by name */
+  int32_t assign_id; /* cache id every rank records for it, -1 none */
+  int has_meta;      /* meta valid (for ranks that joined) */
+  plait_meta_t meta;
+} plait_resp_entry_t;
+
+typedef struct plait_response {
+  uint8_t coll;       /* plait_coll_t */
+  uint32_t status;    /* plait_result_t */
+  char *message;      /* for a failed response */
+  uint32_t n;
+  plait_resp_entry_t *e;
+  int64_t *dims;      /* allgather: first dimension of each rank; alltoall: size x size splits */
+  uint32_t ndims;
+  int32_t join_rank;  /* join: the last rank to join */
+} plait_response_t;
+
+typedef struct plait_response_list {
+  uint32_t flags;
+  int32_t shutdown_rank; /* with PLAIT_RESP_SHUTDOWN: who asked first */
+  uint32_t n;
+  plait_response_t *r;
+} plait_response_list_t;
+
+void plait_meta_encode(plait_writer_t *w, const plait_meta_t *m);
+/* Decodes into m (owned parts allocated); sets r->bad on malformed input. */
+void plait_meta_decode(plait_reader_t *r, plait_meta_t *m);
+
+plait_result_t plait_requests_encode(plait_writer_t *w, const plait_request_list_t *l);
+plait_result_t plait_requests_decode(const uint8_t *p, size_t n, plait_request_list_t *l);
+void plait_requests_free(plait_request_list_t *l);
+
+plait_result_t plait_responses_encode(plait_writer_t *w, const plait_response_list_t *l);
+/* Names of entries sent by cache id stay NULL: the caller resolves them. */
+plait_result_t plait_responses_decode(const uint8_t *p, size_t n, plait_response_list_t *l);
+void plait_response_free(plait_response_t *r);
+void plait_responses_free(plait_response_list_t *l);
+
+#endif

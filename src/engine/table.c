@@ -1,0 +1,140 @@
+/* The submission table: a locked list, the in-flight name set, an eventfd. */
+#include "engine/table.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "util/error.h"
+#include "engine/timeline.h"
+
+plait_result_t plait_table_open(plait_table_t *t) {
+  pthread_mutex_t mu = t->mu; /* initialized once, statically, by the owner */
+  memset(t, 0, sizeof *t);
+  t->mu = mu;
+  if (plait_namemap_init(&t->inflight))
+    return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory creating the tensor table");
+  t->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (t->wake_fd < 0) {
+    plait_namemap_free(&t->inflight);
+    return plait_error(PLAIT_ERR_SYSTEM, "eventfd failed");
+  }
+  t->open = 1;
+  return PLAIT_SUCCESS;
+}
+
+void plait_table_destroy(plait_table_t *t) {
+  /* The mutex stays usable: a submission racing shutdown finds the table
+   * closed rather than a destroyed lock. */
+  pthread_mutex_lock(&t->mu);
+  t->open = 0;
+  plait_namemap_free(&t->inflight);
+  if (t->wake_fd >= 0) close(t->wake_fd);
+  t->wake_fd = -1;
+  pthread_mutex_unlock(&t->mu);
+}
+
+static void internal_name(plait_table_t *t, plait_entry_t *e) {
+  char buf[64];
+  if (e->meta.coll == PLAIT_COLL_BARRIER)
+    snprintf(buf, sizeof buf, "plait:barrier.%llu", (unsigned long long)t->barriers);
+  else
+    snprintf(buf, sizeof buf, "plait:join.%llu", (unsigned long long)t->joins);
+  e->name = strdup(buf);
+}
+
+/* Checks every name is free; the lock is held. */
+static plait_result_t check_names_locked(plait_table_t *t, plait_entry_t **entries, int n) {
+  for (int i = 0; i < n; i++) {
+    if (plait_namemap_get(&t->inflight, entries[i]->name))
+      return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "a tensor named '%s' is already in flight on "
+                         "this rank: wait for it before submitting the name again",
+                         entries[i]->name);
+    for (int j = 0; j < i; j++)
+      if (!strcmp(entries[i]->name, entries[j]->name))
+        return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "the name '%s' appears twice in one group",
+                           entries[i]->name);
+  }
+  return PLAIT_SUCCESS;
+}
+
+plait_result_t plait_table_submit(plait_table_t *t, plait_entry_t **entries, int n) {
+  pthread_mutex_lock(&t->mu);
+  plait_result_t rc = PLAIT_SUCCESS;
+  if (!t->open) {
+    rc = plait_error(t->closed_rc, "%s", t->closed_msg);
+    goto out;
+  }
+  for (int i = 0; i < n; i++) {
+    if (entries[i]->name) continue;
+    internal_name(t, entries[i]);
+    if (!entries[i]->name) {
+      rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory naming an operation");
+      goto out;
+    }
+  }
+  PLAIT_CHECK_GOTO(rc, check_names_locked(t, entries, n), out);
+  for (int i = 0; i < n; i++) {
+    if (plait_namemap_put(&t->inflight, entries[i]->name, entries[i])) {
+      for (int j = 0; j < i; j++) plait_namemap_remove(&t->inflight, entries[j]->name);
+      rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory queueing '%s'", entries[i]->name);
+      goto out;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    entries[i]->next = NULL;
+    if (t->tail)
+      t->tail->next = entries[i];
+    else
+      t->head = entries[i];
+    t->tail = entries[i];
+    if (entries[i]->meta.coll == PLAIT_COLL_BARRIER) t->barriers++;
+    if (entries[i]->meta.coll == PLAIT_COLL_JOIN) t->joins++;
+    plait_tl_begin(entries[i]->name, "NEGOTIATE"); /* before the coordinator can take it */
+  }
+  uint64_t one = 1;
+  if (write(t->wake_fd, &one, sizeof one) < 0) { /* full counter: already awake */
+  }
+out:
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
+plait_entry_t *plait_table_drain(plait_table_t *t) {
+  pthread_mutex_lock(&t->mu);
+  plait_entry_t *list = t->head;
+  t->head = t->tail = NULL;
+  pthread_mutex_unlock(&t->mu);
+  return list;
+}
+
+void plait_table_forget(plait_table_t *t, const char *name) {
+  pthread_mutex_lock(&t->mu);
+  plait_namemap_remove(&t->inflight, name);
+  pthread_mutex_unlock(&t->mu);
+}
+
+void plait_table_close(plait_table_t *t, plait_result_t rc, const char *msg) {
+  pthread_mutex_lock(&t->mu);
+  if (t->open) {
+    t->open = 0;
+    t->closed_rc = rc;
+    snprintf(t->closed_msg, sizeof t->closed_msg, "%s", msg);
+  }
+  pthread_mutex_unlock(&t->mu);
+}
+
+void plait_table_clear_wake(plait_table_t *t) {
+  if (t->wake_fd < 0) return;
+  uint64_t v;
+  if (read(t->wake_fd, &v, sizeof v) < 0) { /* nothing pending */
+  }
+}
+
+void plait_table_count_barrier(plait_table_t *t) {
+  pthread_mutex_lock(&t->mu);
+  t->barriers++;
+  pthread_mutex_unlock(&t->mu);
+}

@@ -1,0 +1,53 @@
+/*
+ * Internal: where framework threads hand operations to the coordinator.
+ * Submissions are appended under one mutex; the coordinator drains them. The
+ * set of names in flight (submitted, not yet finished) lives here too, so a
+ * duplicate name is refused at once on the submitting thread. Closing the
+ * table (failure or shutdown) makes later submissions fail with its reason.
+ */
+#ifndef PLAIT_TABLE_H
+#define PLAIT_TABLE_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "engine/entry.h"
+#include "engine/namemap.h"
+
+typedef struct plait_table {
+  pthread_mutex_t mu;
+  plait_entry_t *head, *tail; /* submitted, not yet drained */
+  plait_namemap_t inflight;   /* name -> entry, until finished */
+  int wake_fd;                /* eventfd: written on every submission */
+  int open;
+  plait_result_t closed_rc;
+  char closed_msg[1024];
+  uint64_t barriers, joins; /* numbers the internal names of barrier and join */
+} plait_table_t;
+
+plait_result_t plait_table_open(plait_table_t *t);
+/* Frees what is left (the coordinator has finished every entry). */
+void plait_table_destroy(plait_table_t *t);
+
+/* Appends all n entries, or none: fails on a name already in flight (or
+ * repeated within the n), or when the table is closed. For barrier and join
+ * entries (name NULL) it assigns the next internal name. */
+plait_result_t plait_table_submit(plait_table_t *t, plait_entry_t **entries, int n);
+
+/* Takes every submitted entry (a list in submission order). */
+plait_entry_t *plait_table_drain(plait_table_t *t);
+
+/* The entry with this name has finished: its name may be used again. */
+void plait_table_forget(plait_table_t *t, const char *name);
+
+/* Later submissions fail with rc and msg. */
+void plait_table_close(plait_table_t *t, plait_result_t rc, const char *msg);
+
+/* Clears the wake-up signal (the coordinator calls it before draining). */
+/* A joined rank took part in the others' barrier: it counts it as its own, so
+ * the next barrier every rank submits gets the same internal name on all. */
+void plait_table_count_barrier(plait_table_t *t);
+
+void plait_table_clear_wake(plait_table_t *t);
+
+#endif

@@ -1,0 +1,565 @@
+/*
+ * The Chrome-trace timeline (timeline.h; format and use in docs/timeline.md).
+ *
+ * Threads and locks:
+ *  - g_ctl serialises plait_tl_start and plait_tl_stop (held across the join).
+ *  - Q.mu guards the queue, the name tables and Q.accepting. Emitters hold it
+ *    only to look names up and append: no I/O, no waiting for the writer (a
+ *    full queue drops the event and counts it).
+ *  - The writer thread owns W and the file: it swaps the pending array out
+ *    under Q.mu, then formats and writes without the lock. Stop joins it.
+ *  - g_active is the fast path's hint; Q.accepting decides. An emitter racing
+ *    with stop appends before stop closes the queue (the writer drains it) or
+ *    finds it closed. No emitter ever touches the file.
+ *
+ * The file is "[", events as ",\n{...}", then "\n]". Each pwrite puts events
+ * plus a new "\n]" over the old "]", so the file is a complete JSON array
+ * after every write. Writes hold flock(LOCK_EX): a reader taking LOCK_SH gets
+ * a consistent snapshot mid-run; one that does not may see a write half done
+ * (buffered reads and writes are not atomic with respect to each other).
+ */
+#include "engine/timeline.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/error.h"
+#include "util/log.h"
+
+#define TL_QUEUE_MAX (1u << 20)  /* events waiting for the writer; more are dropped */
+#define TL_END_ROOM (1u << 16)   /* of those, kept for ends of open activities */
+#define TL_ROWS_MAX (1u << 16)   /* distinct tensors (rows) in one timeline */
+#define TL_NAMES_MAX 4096u       /* distinct activity and marker names */
+#define TL_NAME_MAX 1024u        /* bytes of a name that are kept */
+#define TL_DEPTH 8               /* activities open at once on one row */
+#define TL_EVENT_MAX (6u * TL_NAME_MAX + 512u) /* longest formatted event */
+#define TL_CHUNK 65536u          /* bytes of events per pwrite, about */
+#define TL_BUF_CAP (TL_CHUNK + TL_EVENT_MAX + 8u)
+#define TL_LOCK_WAIT_MS 1000     /* longest wait for a reader's flock */
+#define TL_GATHER_NS 10000000    /* the writer collects events this long, */
+#define TL_WAKE_AT 16384u        /* or until this many are queued */
+
+/* An interned name: raw bytes (for lookup) and the JSON-escaped text; a
+ * tensor's entry also holds the activities open on its row, innermost last. */
+typedef struct tl_str {
+  uint64_t hash;
+  uint32_t len, id, depth;
+  char *raw;
+  char *esc;
+  const struct tl_str *open[TL_DEPTH];
+} tl_str_t;
+
+typedef struct tl_table {
+  tl_str_t **slots; /* open addressing, cap = 2 * max (a power of two) */
+  uint32_t cap, count, max;
+} tl_table_t;
+
+enum { TL_BEGIN = 'B', TL_END = 'E', TL_MARK = 'i', TL_ROW = 'M' };
+
+typedef struct tl_event {
+  int64_t ts_ns;        /* since the timeline's start */
+  const tl_str_t *name; /* activity, marker, or (TL_ROW) tensor */
+  uint32_t tid;
+  char ph;
+} tl_event_t;
+
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int accepting, stopping, writer_waiting;
+  tl_event_t *pending;
+  size_t n;
+  int64_t t0_ns;
+  tl_table_t rows, names;
+  uint64_t dropped_full, dropped_names, unmatched;
+} Q = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+/* The writer's state: set before its thread starts, then its own until join. */
+static struct {
+  int fd, rank, warned_write, warned_drop;
+  char *path;
+  off_t end; /* offset of the closing ']' */
+  tl_event_t *batch;
+  char *buf;
+  size_t len, chunk_events;
+  uint64_t written, lost;
+  pthread_t thread;
+} W;
+
+static pthread_mutex_t g_ctl = PTHREAD_MUTEX_INITIALIZER;
+static int g_running; /* under g_ctl: a writer thread exists */
+static atomic_int g_active;
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static uint64_t hash_bytes(const char *s, uint32_t len) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (uint32_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+  return h;
+}
+
+/* ---- JSON text ---- */
+
+/* Length of the well-formed UTF-8 sequence at s (n bytes left), 0 if none. */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+  unsigned c = s[0], lo = 0x80, hi = 0xBF;
+  size_t len;
+  if (c >= 0xC2 && c <= 0xDF) len = 2;
+  else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : lo, hi = c == 0xED ? 0x9F : hi;
+  else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : lo, hi = c == 0xF4 ? 0x8F : hi;
+  else return 0;
+  if (n < len || s[1] < lo || s[1] > hi) return 0;
+  for (size_t i = 2; i < len; i++)
+    if (s[i] < 0x80 || s[i] > 0xBF) return 0;
+  return len;
+}
+
+/* Writes s[0..n) as the inside of a JSON string (room: 6 * n + 1). Quotes,
+ * backslashes and control characters are escaped; a byte that does not start
+ * well-formed UTF-8 becomes U+FFFD. Returns the length written. */
+static size_t json_escape(char *out, const char *s, size_t n) {
+  static const char hex[] = "0123456789abcdef";
+  const unsigned char *p = (const unsigned char *)s;
+  size_t o = 0;
+  for (size_t i = 0; i < n;) {
+    unsigned c = p[i];
+    if (c == '"' || c == '\\') {
+      out[o++] = '\\', out[o++] = (char)c, i++;
+    } else if (c < 0x20 || c == 0x7F) {
+      const char *e = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : NULL;
+      if (e) memcpy(out + o, e, 2), o += 2;
+      else memcpy(out + o, "\\u00", 4), out[o + 4] = hex[c >> 4], out[o + 5] = hex[c & 15], o += 6;
+      i++;
+    } else if (c < 0x80) {
+      out[o++] = (char)c, i++;
+    } else {
+      size_t len = utf8_len(p + i, n - i);
+      if (len) memcpy(out + o, p + i, len), o += len, i += len;
+      else memcpy(out + o, "\\ufffd", 6), o += 6, i++;
+    }
+  }
+  out[o] = '\0';
+  return o;
+}
+
+/* ",\n{...}" for one queued event (a new row gives two metadata objects). */
+static size_t format_event(char *out, const tl_event_t *e, int rank) {
+  if (e->ph == TL_ROW) /* once per tensor: no need for speed */
+    return (size_t)snprintf(out, TL_EVENT_MAX,
+                            ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%u,"
+                            "\"args\":{\"name\":\"%s\"}},\n{\"name\":\"thread_sort_index\","
+                            "\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{\"sort_index\":%u}}",
+                            rank, e->tid, e->name->esc, rank, e->tid, e->tid);
+  long long us = e->ts_ns / 1000, ns = e->ts_ns % 1000;
+  return (size_t)snprintf(out, TL_EVENT_MAX, ",\n{\"name\":\"%s\",\"ph\":\"%s,\"ts\":%lld.%03lld,"
+                          "\"pid\":%d,\"tid\":%u}", e->name->esc,
+                          e->ph == TL_BEGIN ? "B\"" : e->ph == TL_END ? "E\"" : "i\",\"s\":\"t\"",
+                          us, ns, rank, e->tid);
+}
+
+/* ---- Name tables (under Q.mu) ---- */
+
+static tl_str_t *find_locked(const tl_table_t *t, const char *s, uint32_t len, uint64_t h) {
+  for (uint32_t j = (uint32_t)h & (t->cap - 1); t->cap && t->slots[j]; j = (j + 1) & (t->cap - 1)) {
+    tl_str_t *e = t->slots[j];
+    if (e->hash == h && e->len == len && !memcmp(e->raw, s, len)) return e;
+  }
+  return NULL;
+}
+
+static tl_str_t *intern_locked(tl_table_t *t, const char *s, uint32_t len, uint64_t h,
+                               int *added) {
+  tl_str_t *e = find_locked(t, s, len, h);
+  *added = 0;
+  if (e || t->count >= t->max) return e;
+  e = malloc(sizeof *e + len + 1 + 6 * (size_t)len + 1);
+  if (!e) return NULL;
+  e->hash = h, e->len = len, e->id = ++t->count, e->depth = 0;
+  e->raw = (char *)(e + 1);
+  memcpy(e->raw, s, len);
+  e->raw[len] = '\0';
+  e->esc = e->raw + len + 1;
+  json_escape(e->esc, s, len);
+  uint32_t j = (uint32_t)h & (t->cap - 1);
+  while (t->slots[j]) j = (j + 1) & (t->cap - 1);
+  t->slots[j] = e;
+  *added = 1;
+  return e;
+}
+
+static int table_init(tl_table_t *t, uint32_t max) {
+  t->slots = calloc(2 * (size_t)max, sizeof *t->slots);
+  t->cap = t->slots ? 2 * max : 0, t->count = 0, t->max = max;
+  return t->slots ? 0 : -1;
+}
+
+static void table_free(tl_table_t *t) {
+  for (uint32_t i = 0; i < t->cap; i++) free(t->slots[i]);
+  free(t->slots);
+  memset(t, 0, sizeof *t);
+}
+
+/* ---- Emitting ---- */
+
+/* Keeps each row properly nested: a B opens name on row (at most TL_DEPTH
+ * deep), an E must close the innermost open one. 0: drop the event. */
+static int nest_locked(tl_str_t *row, const tl_str_t *name, char ph) {
+  if (ph == TL_BEGIN) {
+    if (row->depth == TL_DEPTH) return 0;
+    row->open[row->depth++] = name;
+    return 1;
+  }
+  if (!row->depth || row->open[row->depth - 1] != name) return 0;
+  row->depth--;
+  return 1;
+}
+
+static void enqueue_locked(const char *tensor, uint32_t tlen, uint64_t th, const char *what,
+                           uint32_t wlen, uint64_t wh, char ph) {
+  int64_t ts = now_ns() - Q.t0_ns; /* under the lock: the queue is in time order */
+  size_t was = Q.n, limit = ph == TL_END ? TL_QUEUE_MAX : TL_QUEUE_MAX - TL_END_ROOM;
+  if (Q.n + 2 > limit) { /* room for a new row's metadata too */
+    Q.dropped_full++;
+    tl_str_t *row = tensor && ph == TL_END ? find_locked(&Q.rows, tensor, tlen, th) : NULL;
+    if (row) nest_locked(row, find_locked(&Q.names, what, wlen, wh), ph); /* B stays open */
+    return;
+  }
+  int added;
+  const tl_str_t *name = intern_locked(&Q.names, what, wlen, wh, &added);
+  tl_str_t *row = tensor ? intern_locked(&Q.rows, tensor, tlen, th, &added) : NULL;
+  if (!name || (tensor && !row)) {
+    Q.dropped_names++;
+    return;
+  }
+  uint32_t tid = row ? row->id : 0;
+  if (row && added) Q.pending[Q.n++] = (tl_event_t){ts, row, tid, TL_ROW};
+  if (!row || nest_locked(row, name, ph)) Q.pending[Q.n++] = (tl_event_t){ts, name, tid, ph};
+  else Q.unmatched++;
+  /* Wake the writer for the first event after it went idle, then only for a
+   * big batch: it wakes itself to write what gathered, so emitters seldom
+   * pay for a wake-up. */
+  if (Q.writer_waiting && (!was || Q.n >= TL_WAKE_AT)) {
+    Q.writer_waiting = 0;
+    pthread_cond_signal(&Q.cv);
+  }
+}
+
+/* At stop: an E, now, for every activity still open. */
+static void close_open_locked(void) {
+  int64_t ts = now_ns() - Q.t0_ns;
+  for (uint32_t i = 0; i < Q.rows.cap; i++)
+    for (tl_str_t *r = Q.rows.slots[i]; r && r->depth && Q.n < TL_QUEUE_MAX;)
+      Q.pending[Q.n++] = (tl_event_t){ts, r->open[--r->depth], r->id, TL_END};
+}
+
+static void emit(const char *tensor, const char *what, char ph) {
+  if (!atomic_load_explicit(&g_active, memory_order_relaxed)) return;
+  if (!what || (ph != TL_MARK && !tensor)) return;
+  uint32_t wlen = (uint32_t)strnlen(what, TL_NAME_MAX), tlen = 0;
+  uint64_t wh = hash_bytes(what, wlen), th = 0;
+  if (tensor) tlen = (uint32_t)strnlen(tensor, TL_NAME_MAX), th = hash_bytes(tensor, tlen);
+  pthread_mutex_lock(&Q.mu);
+  if (Q.accepting) enqueue_locked(tensor, tlen, th, what, wlen, wh, ph);
+  pthread_mutex_unlock(&Q.mu);
+}
+
+void plait_tl_begin(const char *tensor, const char *activity) { emit(tensor, activity, TL_BEGIN); }
+void plait_tl_end(const char *tensor, const char *activity) { emit(tensor, activity, TL_END); }
+void plait_tl_mark(const char *what) { emit(NULL, what, TL_MARK); }
+
+static atomic_int g_mark_cycles;
+void plait_tl_set_mark_cycles(int on) { atomic_store(&g_mark_cycles, on != 0); }
+void plait_tl_mark_cycle(void) {
+  if (atomic_load_explicit(&g_mark_cycles, memory_order_relaxed)) emit(NULL, "CYCLE", TL_MARK);
+}
+int plait_tl_active(void) { return atomic_load_explicit(&g_active, memory_order_relaxed); }
+
+/* ---- Writing ---- */
+
+/* Takes the file's flock for a write, waiting at most TL_LOCK_WAIT_MS for a
+ * reader; 1 when held. Writing goes ahead unlocked otherwise. */
+static int lock_file(int fd) {
+  for (int waited = 0;; waited++) {
+    if (!flock(fd, LOCK_EX | LOCK_NB)) return 1;
+    if (errno != EWOULDBLOCK && errno != EINTR) return 0;
+    if (waited >= TL_LOCK_WAIT_MS) return 0;
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+}
+
+static int write_all(int fd, const char *p, size_t len, off_t off) {
+  while (len) {
+    ssize_t n = pwrite(fd, p, len, off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : ENOSPC;
+    p += n, len -= (size_t)n, off += n;
+  }
+  return 0;
+}
+
+/* Writes W.buf's events plus "\n]" over the closing ']' (one pwrite). On
+ * failure the file is put back as it was after the last good write. */
+static void flush(void) {
+  if (!W.len) return;
+  memcpy(W.buf + W.len, "\n]", 2);
+  int locked = lock_file(W.fd);
+  int err = write_all(W.fd, W.buf, W.len + 2, W.end);
+  if (!err) {
+    W.end += (off_t)W.len + 1;
+    W.written += W.chunk_events;
+  } else {
+    W.lost += W.chunk_events;
+    /* cut what a partial write left and put the ']' back */
+    int torn = ftruncate(W.fd, W.end + 1) != 0 || write_all(W.fd, "]", 1, W.end) != 0;
+    if (!W.warned_write++)
+      PLAIT_WARN("timeline", "writing '%s' failed: %s; events are lost until writes succeed "
+                 "again%s", W.path, strerror(err), torn ? " (and the file could not be "
+                 "repaired)" : " (the file stays valid JSON)");
+  }
+  if (locked) flock(W.fd, LOCK_UN);
+  W.len = 0;
+  W.chunk_events = 0;
+}
+
+static void write_events(const tl_event_t *ev, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (W.len >= TL_CHUNK) flush();
+    W.len += format_event(W.buf + W.len, &ev[i], W.rank);
+    W.chunk_events++;
+  }
+  flush();
+}
+
+static void *writer_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&Q.mu);
+  for (;;) {
+    while (!Q.n && !Q.stopping) { /* idle until the first event */
+      Q.writer_waiting = 1;
+      pthread_cond_wait(&Q.cv, &Q.mu);
+    }
+    struct timespec until; /* then let a batch gather */
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += TL_GATHER_NS;
+    if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
+    while (!Q.stopping && Q.n < TL_WAKE_AT) {
+      Q.writer_waiting = 1;
+      if (pthread_cond_timedwait(&Q.cv, &Q.mu, &until) == ETIMEDOUT) break;
+    }
+    Q.writer_waiting = 0;
+    if (!Q.n) break; /* stopping, and everything is written */
+    tl_event_t *batch = Q.pending;
+    size_t n = Q.n;
+    uint64_t dropped = Q.dropped_full + Q.dropped_names;
+    Q.pending = W.batch;
+    Q.n = 0;
+    W.batch = batch;
+    pthread_mutex_unlock(&Q.mu);
+    if (dropped && !W.warned_drop++)
+      PLAIT_WARN("timeline", "'%s': dropping events (queue full or too many distinct names); "
+                 "the count is written when the timeline stops", W.path);
+    write_events(batch, n);
+    pthread_mutex_lock(&Q.mu);
+  }
+  pthread_mutex_unlock(&Q.mu);
+  return NULL;
+}
+
+/* The first elements: this rank's process row and the coordinator's row. */
+static plait_result_t write_header(const struct timespec *wall) {
+  int n = snprintf(W.buf, TL_BUF_CAP,
+                   "[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+                   "\"args\":{\"name\":\"rank %d\"}},\n"
+                   "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+                   "\"args\":{\"sort_index\":%d}},\n"
+                   "{\"name\":\"plait_clock\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+                   "\"args\":{\"unix_time_us_at_ts_0\":%lld}},\n"
+                   "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+                   "\"args\":{\"name\":\"coordinator\"}},\n"
+                   "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+                   "\"args\":{\"sort_index\":0}}\n]",
+                   W.rank, W.rank, W.rank, W.rank, W.rank,
+                   (long long)wall->tv_sec * 1000000 + wall->tv_nsec / 1000, W.rank, W.rank);
+  int locked = lock_file(W.fd);
+  int err = ftruncate(W.fd, 0) ? errno : write_all(W.fd, W.buf, (size_t)n, 0);
+  if (locked) flock(W.fd, LOCK_UN);
+  if (err)
+    return plait_error(PLAIT_ERR_SYSTEM, "cannot write timeline '%s': %s", W.path, strerror(err));
+  W.end = n - 1;
+  return PLAIT_SUCCESS;
+}
+
+/* ---- Start and stop ---- */
+
+static void reset_queue_locked(void) {
+  table_free(&Q.rows);
+  table_free(&Q.names);
+  free(Q.pending);
+  Q.pending = NULL;
+  Q.n = 0;
+  Q.accepting = Q.stopping = Q.writer_waiting = 0;
+  Q.dropped_full = Q.dropped_names = Q.unmatched = 0;
+}
+
+static void free_writer(void) {
+  if (W.fd >= 0) close(W.fd);
+  free(W.path);
+  free(W.batch);
+  free(W.buf);
+  memset(&W, 0, sizeof W);
+  W.fd = -1;
+}
+
+/* After the join: the drop count if any, then close. */
+static void finish_locked(void) {
+  typedef unsigned long long ull;
+  pthread_mutex_lock(&Q.mu);
+  ull full = Q.dropped_full, names = Q.dropped_names, unmatched = Q.unmatched;
+  reset_queue_locked();
+  pthread_mutex_unlock(&Q.mu);
+  if (full + names) {
+    W.len = (size_t)snprintf(
+        W.buf, TL_BUF_CAP,
+        ",\n{\"name\":\"plait_dropped_events\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":"
+        "{\"queue_full\":%llu,\"too_many_names\":%llu,\"ends_left_out\":%llu}},\n"
+        "{\"name\":\"process_labels\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+        "\"args\":{\"labels\":\"timeline dropped %llu events\"}}",
+        W.rank, full, names, unmatched, W.rank, full + names);
+    flush();
+  }
+  if (full + names || W.lost)
+    PLAIT_WARN("timeline", "'%s': %llu events written, %llu dropped (queue full %llu, too many "
+               "distinct names %llu), %llu lost to write errors", W.path, (ull)W.written,
+               full + names, full, names, (ull)W.lost);
+  else
+    PLAIT_INFO("timeline", "'%s': %llu events written", W.path, (ull)W.written);
+  if (unmatched) /* a caller's slip, not the user's: for plait's developers */
+    PLAIT_DEBUG("timeline", "'%s': %llu ends without their begin (or nested more than %d "
+                "deep) left out", W.path, unmatched, TL_DEPTH);
+  free_writer();
+}
+
+static void stop_locked(void) {
+  if (!g_running) return;
+  atomic_store(&g_active, 0);
+  pthread_mutex_lock(&Q.mu);
+  close_open_locked();
+  Q.accepting = 0;
+  Q.stopping = 1;
+  pthread_cond_signal(&Q.cv);
+  pthread_mutex_unlock(&Q.mu);
+  pthread_join(W.thread, NULL);
+  g_running = 0;
+  finish_locked();
+}
+
+/* Q.cv times its waits on the monotonic clock. */
+static void init_cv(void) {
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&Q.cv, &attr);
+  pthread_condattr_destroy(&attr);
+}
+
+/* A forked child has no writer thread: it keeps no timeline. */
+static void after_fork_child(void) {
+  atomic_store(&g_active, 0);
+  pthread_mutex_init(&Q.mu, NULL);
+  init_cv();
+  pthread_mutex_init(&g_ctl, NULL);
+  Q.accepting = 0;
+  g_running = 0;
+}
+
+static void init_once(void) {
+  init_cv();
+  pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+static plait_result_t start_locked(int fd, const char *path, int rank) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, init_once);
+  memset(&W, 0, sizeof W);
+  W.fd = fd, W.rank = rank;
+  W.path = strdup(path);
+  W.buf = malloc(TL_BUF_CAP);
+  W.batch = malloc(TL_QUEUE_MAX * sizeof(tl_event_t));
+  pthread_mutex_lock(&Q.mu);
+  Q.pending = malloc(TL_QUEUE_MAX * sizeof(tl_event_t));
+  int ok = W.path && W.buf && W.batch && Q.pending && !table_init(&Q.rows, TL_ROWS_MAX) &&
+           !table_init(&Q.names, TL_NAMES_MAX);
+  pthread_mutex_unlock(&Q.mu);
+  plait_result_t rc = PLAIT_ERR_NO_MEMORY;
+  if (!ok) {
+    plait_error(rc, "no memory for the timeline's queue");
+    goto fail;
+  }
+  struct timespec wall; /* the wall clock at ts 0, for lining up ranks' files */
+  int64_t t0 = now_ns();
+  clock_gettime(CLOCK_REALTIME, &wall);
+  PLAIT_CHECK_GOTO(rc, write_header(&wall), fail);
+  pthread_mutex_lock(&Q.mu);
+  Q.t0_ns = t0;
+  Q.accepting = 1;
+  pthread_mutex_unlock(&Q.mu);
+  sigset_t all, old; /* the writer takes no signals meant for the application */
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int err = pthread_create(&W.thread, NULL, writer_main, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (!err) {
+    g_running = 1;
+    atomic_store(&g_active, 1);
+    return PLAIT_SUCCESS;
+  }
+  rc = plait_error(PLAIT_ERR_SYSTEM, "cannot start the timeline thread: %s", strerror(err));
+fail:
+  pthread_mutex_lock(&Q.mu);
+  reset_queue_locked();
+  pthread_mutex_unlock(&Q.mu);
+  free_writer();
+  return rc;
+}
+
+plait_result_t plait_tl_start(const char *path, int rank) {
+  if (!path || !*path)
+    return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "timeline path is %s", path ? "empty" : "NULL");
+  if (rank < 0) return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "timeline rank %d < 0", rank);
+  /* Opened before the old timeline stops, so a bad path leaves it running;
+   * O_NONBLOCK so that a FIFO cannot hang us (it is refused below). */
+  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+  if (fd < 0)
+    return plait_error(PLAIT_ERR_SYSTEM, "cannot open timeline '%s': %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return plait_error(PLAIT_ERR_SYSTEM, "cannot use timeline '%s': not a regular file", path);
+  }
+  pthread_mutex_lock(&g_ctl);
+  stop_locked();
+  plait_result_t rc = start_locked(fd, path, rank);
+  pthread_mutex_unlock(&g_ctl);
+  return rc;
+}
+
+void plait_tl_stop(void) {
+  pthread_mutex_lock(&g_ctl);
+  stop_locked();
+  pthread_mutex_unlock(&g_ctl);
+}
