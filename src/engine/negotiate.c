@@ -8,7 +8,7 @@
 
 #include "util/error.h"
 #include "util/log.h"
-#include "control/net.h"
+#include "util/clock.h"
 
 
 plait_result_t plait_neg_init(plait_negotiator_t *n, int size, const plait_config_t *cfg,
