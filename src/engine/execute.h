@@ -8,7 +8,9 @@
 #include "engine/namemap.h"
 #include "engine/negotiation_msgs.h"
 #include "plait/transport.h"
+#include "engine/stats.h"
 #include "engine/table.h"
+#include "engine/timeline.h"
 
 typedef struct plait_exec {
   int rank, size;
@@ -20,6 +22,8 @@ typedef struct plait_exec {
   uint64_t threshold; /* PLAIT_FUSION_THRESHOLD: the buffer's nominal size */
   plait_table_t *table;
   plait_namemap_t *local; /* name -> entry waiting for its response */
+  plait_counters_t *stats;  /* the engine's counters */
+  plait_timeline_t *tl;     /* the engine's timeline (NULL: none) */
   char activity[PLAIT_COLL_MAX_ + 1][48]; /* "GLOO_ALLREDUCE", ... */
 } plait_exec_t;
 

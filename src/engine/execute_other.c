@@ -6,7 +6,7 @@
 #include "util/error.h"
 #include "engine/execute.h"
 #include "engine/handle.h"
-#include "control/net.h"
+#include "util/clock.h"
 #include "util/reduce.h"
 #include "engine/stats.h"
 #include "engine/timeline.h"
@@ -18,12 +18,12 @@ static size_t row_bytes(const plait_meta_t *m) {
   return b;
 }
 
-static void add(double transport_s, uint64_t bytes) {
-  plait_stats_t *s = plait_stats_lock();
+static void add(plait_exec_t *x, double transport_s, uint64_t bytes) {
+  plait_stats_t *s = plait_stats_lock(x->stats);
   s->transport_s += transport_s;
   s->responses++;
   s->bytes += bytes;
-  plait_stats_unlock();
+  plait_stats_unlock(x->stats);
 }
 
 static plait_result_t fail(plait_exec_t *x, plait_result_t rc, const char *what, const char *name) {
@@ -55,13 +55,13 @@ plait_result_t plait_exec_allgather(plait_exec_t *x, const plait_response_t *r, 
     memcpy((char *)out + (size_t)before * rb, e->input.data, bytes[x->rank]);
   double t0 = plait_now();
   if (rc == PLAIT_SUCCESS) {
-    if (e) plait_tl_begin(name, x->activity[PLAIT_COLL_ALLGATHER]);
+    if (e) plait_tl_begin(x->tl, name, x->activity[PLAIT_COLL_ALLGATHER]);
     rc = x->t->allgatherv(x->ts, out, bytes);
-    if (e) plait_tl_end(name, x->activity[PLAIT_COLL_ALLGATHER]);
+    if (e) plait_tl_end(x->tl, name, x->activity[PLAIT_COLL_ALLGATHER]);
     if (rc) rc = fail(x, rc, "allgather", name);
   }
   free(bytes);
-  if (rc == PLAIT_SUCCESS) add(plait_now() - t0, total);
+  if (rc == PLAIT_SUCCESS) add(x, plait_now() - t0, total);
   if (rc || !e) {
     free(out);
     return rc;
@@ -96,9 +96,9 @@ plait_result_t plait_exec_alltoall(plait_exec_t *x, const plait_response_t *r, p
   if (rc == PLAIT_SUCCESS && !out) rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
   double t0 = plait_now();
   if (rc == PLAIT_SUCCESS) {
-    plait_tl_begin(e->name, x->activity[PLAIT_COLL_ALLTOALL]);
+    plait_tl_begin(x->tl, e->name, x->activity[PLAIT_COLL_ALLTOALL]);
     rc = x->t->alltoallv(x->ts, e->input.data, send, out, recv);
-    plait_tl_end(e->name, x->activity[PLAIT_COLL_ALLTOALL]);
+    plait_tl_end(x->tl, e->name, x->activity[PLAIT_COLL_ALLTOALL]);
     if (rc) rc = fail(x, rc, "alltoall", e->name);
   }
   free(send);
@@ -108,7 +108,7 @@ plait_result_t plait_exec_alltoall(plait_exec_t *x, const plait_response_t *r, p
     free(splits);
     return rc;
   }
-  add(plait_now() - t0, total);
+  add(x, plait_now() - t0, total);
   plait_tensor_t t = e->input;
   t.data = out;
   t.shape[0] = rows;
@@ -138,9 +138,9 @@ plait_result_t plait_exec_reducescatter(plait_exec_t *x, plait_entry_t *e) {
   double t0 = plait_now();
   plait_op_t op = m->op == PLAIT_OP_AVERAGE ? PLAIT_OP_SUM : (plait_op_t)m->op;
   if (rc == PLAIT_SUCCESS) {
-    plait_tl_begin(e->name, x->activity[PLAIT_COLL_REDUCESCATTER]);
+    plait_tl_begin(x->tl, e->name, x->activity[PLAIT_COLL_REDUCESCATTER]);
     rc = x->t->reducescatter(x->ts, send, out, counts, (plait_dtype_t)m->dtype, op);
-    plait_tl_end(e->name, x->activity[PLAIT_COLL_REDUCESCATTER]);
+    plait_tl_end(x->tl, e->name, x->activity[PLAIT_COLL_REDUCESCATTER]);
     if (rc) rc = fail(x, rc, "reducescatter", e->name);
   }
   double post = plait_exec_postscale(m, n);
@@ -152,7 +152,7 @@ plait_result_t plait_exec_reducescatter(plait_exec_t *x, plait_entry_t *e) {
     free(out);
     return rc;
   }
-  add(plait_now() - t0, total * es);
+  add(x, plait_now() - t0, total * es);
   plait_tensor_t t = e->input;
   t.data = out;
   t.shape[0] = base + (x->rank < extra);
