@@ -70,6 +70,12 @@ PLAIT_API plait_result_t plait_init(void) {
 }
 
 PLAIT_API plait_result_t plait_shutdown(void) {
+  plait_engine_t *bound = plait_engine_bound();
+  if (bound) { /* a thread's own engine (in-process tests): whoever bound it frees it */
+    PLAIT_CHECK(plait_api_check("plait_shutdown", bound));
+    plait_result_t rc = plait_engine_stop(bound);
+    return rc ? plait_error_context(rc, "plait_shutdown") : PLAIT_SUCCESS;
+  }
   pthread_mutex_lock(&life_lock);
   PLAIT_API_ENGINE(e);
   plait_result_t rc = plait_api_check("plait_shutdown", e);
@@ -77,10 +83,9 @@ PLAIT_API plait_result_t plait_shutdown(void) {
     pthread_mutex_unlock(&life_lock);
     return rc;
   }
-  int owned = !plait_engine_bound(); /* a bound engine belongs to whoever bound it */
-  if (owned) plait_api_unpublish(); /* new calls now find no engine */
+  plait_api_unpublish(); /* new calls now find no engine */
   rc = plait_engine_stop(e);
-  if (owned) plait_engine_unref(e); /* the process's reference; calls in flight hold theirs */
+  plait_engine_unref(e); /* the process's reference; calls in flight hold theirs */
   pthread_mutex_unlock(&life_lock);
   if (rc) return plait_error_context(rc, "plait_shutdown");
   return PLAIT_SUCCESS;
