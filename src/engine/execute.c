@@ -10,7 +10,7 @@
 #include "util/error.h"
 #include "engine/handle.h"
 #include "util/log.h"
-#include "engine/negotiate.h"
+#include "engine/fusion.h"
 #include "util/clock.h"
 #include "util/reduce.h"
 #include "engine/stats.h"
@@ -175,10 +175,6 @@ static plait_result_t ensure_fusion(plait_exec_t *x, size_t need) {
   return PLAIT_SUCCESS;
 }
 
-static size_t align_up(size_t b) {
-  return (b + PLAIT_FUSION_ALIGN - 1) / PLAIT_FUSION_ALIGN * PLAIT_FUSION_ALIGN;
-}
-
 /* Copies (with prescale) every member into the buffer; joined: identities. */
 static plait_result_t copy_in(plait_exec_t *x, const plait_response_t *r, plait_entry_t **es,
                               const plait_meta_t *m, size_t *offs) {
@@ -231,18 +227,14 @@ static plait_result_t allreduce_fused(plait_exec_t *x, const plait_response_t *r
                                       plait_entry_t **es, const plait_meta_t *m) {
   size_t *offs = malloc(sizeof *offs * (r->n + 1));
   if (!offs) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-  size_t es_size = plait_dtype_size(m->dtype);
-  offs[0] = 0;
+  size_t es_size = plait_dtype_size(m->dtype), data = 0; /* without the padding */
+  plait_fusion_layout_t layout = {0}; /* the one rank 0 planned with (fusion.h) */
   for (uint32_t i = 0; i < r->n; i++) {
-    const plait_meta_t *mi = es[i] ? &es[i]->meta : &r->e[i].meta;
-    size_t b = (size_t)plait_meta_elements(mi) * es_size;
-    /* every rank must pass the transport the same count: a lone tensor is
-     * never padded, whether a rank has it or stands in for it (joined) */
-    offs[i + 1] = offs[i] + (r->n > 1 ? align_up(b) : b);
+    size_t b = (size_t)plait_meta_elements(es[i] ? &es[i]->meta : &r->e[i].meta) * es_size;
+    offs[i] = (size_t)plait_fusion_layout_add(&layout, b);
+    data += b;
   }
-  size_t total = offs[r->n], data = 0; /* with and without the alignment padding */
-  for (uint32_t i = 0; i < r->n; i++)
-    data += (size_t)plait_meta_elements(es[i] ? &es[i]->meta : &r->e[i].meta) * es_size;
+  size_t total = offs[r->n] = (size_t)layout.size;
   double t0 = plait_now(), t1 = t0, t2 = t0;
   plait_result_t rc = ensure_fusion(x, total);
   if (rc == PLAIT_SUCCESS) rc = copy_in(x, r, es, m, offs);
