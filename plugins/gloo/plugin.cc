@@ -67,7 +67,9 @@ static plait_result_t gloo_init(const plait_transport_init_args_t *args,
     return PLAIT_ERR_INVALID_ARGUMENT;
   }
   double timeout_s =
-      args != nullptr && args->size >= sizeof *args ? args->timeout_s : 0;
+      args != nullptr && args->size >= PLAIT_TRANSPORT_INIT_ARGS_SIZE_V1
+          ? args->timeout_s
+          : 0;
   plait_gloo::PeerAddresses peers;
   // Also makes gloo's event-loop thread, started here, block SIGPIPE.
   plait_gloo::SigpipeGuard guard;

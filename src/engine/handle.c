@@ -178,7 +178,10 @@ PLAIT_API plait_result_t plait_handle_output(plait_handle_t *handle, plait_tenso
   if (rc == PLAIT_SUCCESS && (handle->coll == PLAIT_COLL_BARRIER || handle->coll == PLAIT_COLL_JOIN))
     rc = plait_error(PLAIT_ERR_INVALID_ARGUMENT,
                      "plait_handle_output: a %s has no output", plait_coll_name(handle->coll));
-  if (rc == PLAIT_SUCCESS) *out = handle->output;
+  if (rc == PLAIT_SUCCESS) { /* the first layout only: out may be an older, smaller struct */
+    memcpy(out, &handle->output, PLAIT_TENSOR_SIZE_V1);
+    out->struct_size = PLAIT_TENSOR_SIZE_V1;
+  }
   pthread_mutex_unlock(&handle->mu);
   return rc;
 }
