@@ -23,7 +23,15 @@ plait_handle_t *plait_handle_new(plait_coll_t coll, int n, const plait_op_option
     free(h);
     return NULL;
   }
-  if (pthread_cond_init(&h->cond, NULL)) {
+  /* Waits measure CLOCK_MONOTONIC, so a change of the wall clock neither
+   * stretches nor cuts a plait_wait timeout. */
+  pthread_condattr_t attr;
+  int bad = pthread_condattr_init(&attr);
+  if (!bad) {
+    bad = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) || pthread_cond_init(&h->cond, &attr);
+    pthread_condattr_destroy(&attr);
+  }
+  if (bad) {
     pthread_mutex_destroy(&h->mu);
     free(h);
     return NULL;
@@ -123,7 +131,7 @@ PLAIT_API plait_result_t plait_wait(plait_handle_t *handle, double timeout_s) {
                          "the thread running the callback can finish it (use plait_poll there)");
   }
   struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
+  clock_gettime(CLOCK_MONOTONIC, &until);
   if (timeout_s > 0) {
     double whole = floor(timeout_s > 1e9 ? 1e9 : timeout_s);
     until.tv_sec += (time_t)whole;
