@@ -16,6 +16,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "util/eintr.h"
+
 int plaitrun_free_loopback_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
@@ -40,8 +42,8 @@ static int read_urandom(unsigned char *buf, size_t n) {
   if (fd < 0) return -1;
   size_t got = 0;
   while (got < n) {
-    ssize_t r = read(fd, buf + got, n - got);
-    if (r < 0 && errno == EINTR) continue;
+    ssize_t r;
+    PLAIT_RETRY_EINTR(r, read(fd, buf + got, n - got));
     if (r <= 0) {
       close(fd);
       if (r == 0) errno = EIO;
@@ -56,8 +58,8 @@ static int read_urandom(unsigned char *buf, size_t n) {
 static int random_bytes(unsigned char *buf, size_t n) {
   size_t got = 0;
   while (got < n) {
-    ssize_t r = getrandom(buf + got, n - got, 0);
-    if (r < 0 && errno == EINTR) continue;
+    ssize_t r;
+    PLAIT_RETRY_EINTR(r, getrandom(buf + got, n - got, 0));
     if (r < 0) return read_urandom(buf, n); /* e.g. ENOSYS in old sandboxes */
     got += (size_t)r;
   }
