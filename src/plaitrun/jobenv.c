@@ -17,6 +17,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "util/eintr.h"
+
 /* Binds a loopback socket to port (0: the kernel's choice) and returns the
  * port it got, or -1. */
 static int try_loopback_port(int port) {
@@ -73,8 +75,8 @@ static int read_urandom(unsigned char *buf, size_t n) {
   if (fd < 0) return -1;
   size_t got = 0;
   while (got < n) {
-    ssize_t r = read(fd, buf + got, n - got);
-    if (r < 0 && errno == EINTR) continue;
+    ssize_t r;
+    PLAIT_RETRY_EINTR(r, read(fd, buf + got, n - got));
     if (r <= 0) {
       close(fd);
       if (r == 0) errno = EIO;
@@ -89,8 +91,8 @@ static int read_urandom(unsigned char *buf, size_t n) {
 static int random_bytes(unsigned char *buf, size_t n) {
   size_t got = 0;
   while (got < n) {
-    ssize_t r = getrandom(buf + got, n - got, 0);
-    if (r < 0 && errno == EINTR) continue;
+    ssize_t r;
+    PLAIT_RETRY_EINTR(r, getrandom(buf + got, n - got, 0));
     if (r < 0) return read_urandom(buf, n); /* e.g. ENOSYS in old sandboxes */
     got += (size_t)r;
   }
