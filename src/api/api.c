@@ -75,7 +75,8 @@ PLAIT_API plait_result_t plait_init(void) {
 
 PLAIT_API plait_result_t plait_shutdown(void) {
   plait_engine_t *bound = plait_engine_bound();
-  if (bound) { /* a thread's own engine (in-process tests): whoever bound it frees it */
+  if (bound && !plait_api_is_process_engine(bound)) {
+    /* a thread's own engine (in-process tests): whoever bound it frees it */
     PLAIT_CHECK(plait_api_check("plait_shutdown", bound));
     plait_result_t rc = plait_engine_stop(bound);
     return rc ? plait_error_context(rc, "plait_shutdown") : PLAIT_SUCCESS;
