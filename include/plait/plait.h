@@ -15,6 +15,11 @@
  *    is an error (PLAIT_ERR_INVALID_ARGUMENT), never a crash.
  *  - Thread safety: every function may be called from any thread. plait_init()
  *    and plait_shutdown() must not race with each other.
+ *  - fork(): plait belongs to the process that called plait_init. In a child
+ *    forked after it, every call fails at once with PLAIT_ERR_NOT_INITIALIZED
+ *    (the message names the fork; plait_init there: PLAIT_ERR_UNSUPPORTED),
+ *    plait_is_initialized reports 0, and plait_shutdown (e.g. from an atexit
+ *    handler) touches none of the parent's connections.
  *  - Nothing in the library calls exit() or abort() on bad input.
  *  - Structs that cross the ABI (plait_tensor_t, plait_op_options_t,
  *    plait_stats_t) begin with struct_size and only ever grow: fields are

@@ -16,6 +16,9 @@
 
 static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
 static int without_coordinator;
+/* plait.h promises the transport's name stays valid until the next
+ * plait_init, after shutdown too, when the engine's memory is gone. */
+static char transport_name[80];
 
 void plait_core_test_without_coordinator(int on) { without_coordinator = on; }
 
@@ -48,6 +51,7 @@ static plait_result_t init_locked(void) {
   PLAIT_INFO("init", "rank %d of %d (local %d/%d, cross %d/%d) from %s, transport %s", e->topo.rank,
              e->topo.size, e->topo.local_rank, e->topo.local_size, e->topo.cross_rank,
              e->topo.cross_size, e->topo.source, e->transport_name);
+  snprintf(transport_name, sizeof transport_name, "%s", e->transport_name);
   plait_api_publish(e);
   return PLAIT_SUCCESS;
 }
@@ -71,7 +75,8 @@ PLAIT_API plait_result_t plait_init(void) {
 
 PLAIT_API plait_result_t plait_shutdown(void) {
   plait_engine_t *bound = plait_engine_bound();
-  if (bound) { /* a thread's own engine (in-process tests): whoever bound it frees it */
+  if (bound && !plait_api_is_process_engine(bound)) {
+    /* a thread's own engine (in-process tests): whoever bound it frees it */
     PLAIT_CHECK(plait_api_check("plait_shutdown", bound));
     plait_result_t rc = plait_engine_stop(bound);
     return rc ? plait_error_context(rc, "plait_shutdown") : PLAIT_SUCCESS;
@@ -118,7 +123,8 @@ PLAIT_API plait_result_t plait_transport_name(const char **name) {
   REQUIRE_OUT(name);
   PLAIT_API_ENGINE(e);
   PLAIT_CHECK(plait_api_check(__func__, e));
-  *name = e->transport_name; /* valid until the engine's memory goes, after shutdown */
+  /* a thread's own engine (in-process tests) outlives its callers */
+  *name = e == plait_engine_bound() ? e->transport_name : transport_name;
   return PLAIT_SUCCESS;
 }
 

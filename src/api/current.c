@@ -51,6 +51,13 @@ void plait_api_publish(plait_engine_t *e) {
   pthread_mutex_unlock(&mu);
 }
 
+int plait_api_is_process_engine(const plait_engine_t *e) {
+  pthread_mutex_lock(&mu);
+  int yes = e && e == process_engine;
+  pthread_mutex_unlock(&mu);
+  return yes;
+}
+
 plait_engine_t *plait_api_unpublish(void) {
   pthread_mutex_lock(&mu);
   plait_engine_t *e = process_engine;

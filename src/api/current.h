@@ -29,5 +29,7 @@ plait_result_t plait_api_check(const char *fn, const plait_engine_t *e);
  * process's engine (taking over its reference), and takes it back. */
 void plait_api_publish(plait_engine_t *e);
 plait_engine_t *plait_api_unpublish(void);
+/* 1 when e is the process's engine (the one plait_init made). */
+int plait_api_is_process_engine(const plait_engine_t *e);
 
 #endif

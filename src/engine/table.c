@@ -11,7 +11,7 @@
 #include "engine/timeline.h"
 
 plait_result_t plait_table_open(plait_table_t *t) {
-  pthread_mutex_t mu = t->mu; /* initialized once, statically, by the owner */
+  pthread_mutex_t mu = t->mu; /* initialized by the owner (the coordinator) */
   memset(t, 0, sizeof *t);
   t->mu = mu;
   if (plait_namemap_init(&t->inflight))

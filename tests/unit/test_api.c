@@ -342,6 +342,18 @@ Test(life, default_transport_is_gloo) {
   expect_not_initialized("after plait_shutdown");
 }
 
+/* plait.h: the transport's name stays valid until the next plait_init, so
+ * after plait_shutdown too (the ASan build sees a read of freed memory). */
+Test(life, transport_name_stays_valid_after_shutdown) {
+  INIT_OK();
+  const char *name = NULL;
+  cr_assert_eq(plait_transport_name(&name), PLAIT_SUCCESS, "%s", plait_last_error());
+  char copy[80];
+  snprintf(copy, sizeof copy, "%s", name);
+  cr_assert_eq(plait_shutdown(), PLAIT_SUCCESS, "%s", plait_last_error());
+  cr_expect_str_eq(name, copy);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Result codes, dtypes, ops, versions                                       */
 /* ------------------------------------------------------------------------ */
