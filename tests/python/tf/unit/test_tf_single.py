@@ -39,6 +39,9 @@ def test_job_of_one():
         assert hvd.allreduce(x).numpy().tolist() == [1.0, 2.0]
         assert hvd.allgather(tf.ones([2, 1])).shape == (2, 1)
         assert hvd.broadcast(x, 0).numpy().tolist() == [1.0, 2.0]
+        for root in (2**32, 2**31, -2**32):  # the op's int32 attribute cannot hold it
+            with pytest.raises(ValueError, match="root_rank %d" % root):
+                hvd.broadcast(x, root)
         # one rank: the tape's gradients are the local ones (Horovod's cond)
         v = tf.Variable([3.0])
         with tf.GradientTape() as tape:
