@@ -461,7 +461,19 @@ def submit(fn, name, keep, *args):
 def encode_name(name):
     if not isinstance(name, str):
         raise TypeError("plait: a tensor name must be a str, not %s" % type(name).__name__)
+    check_name_has_no_nul(name, "plait")
     return name.encode("utf-8")
+
+
+def check_name_has_no_nul(name, where):
+    """Names cross the C ABI as NUL-terminated strings: one holding a NUL
+    would be cut there, and "a\\0rank0" and "a\\0rank1" would both be "a",
+    reduced together. Such a name is refused (InvalidArgumentError, a
+    ValueError)."""
+    if "\0" in name:
+        raise invalid("%s: tensor name %r contains a NUL character ('\\0'), which the C "
+                      "library cannot carry (it would be cut there and could collide with "
+                      "another name); remove it" % (where, name))
 
 
 # ctypes converts a Python int that does not fit a C integer silently

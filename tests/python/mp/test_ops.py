@@ -380,6 +380,24 @@ def test_bad_input(hvd):
         hvd.allreduce(torch.ones(1), process_set=[0])
 
 
+def test_names_with_nul_are_refused(hvd):
+    """'a\\0rank0' and 'a\\0rank1' were both cut to 'a' at the C ABI and
+    reduced together (issue 16); every binding refuses such names."""
+    r = hvd.rank()
+    x = torch.ones(2) * (r + 1)
+    with pytest.raises(ValueError, match="NUL"):
+        hvd.allreduce(x, name="a\0rank%d" % r)
+    with pytest.raises(ValueError, match="NUL"):
+        hvd.grouped_allreduce([x, x], name="g\0rank%d" % r)
+    with pytest.raises(ValueError, match="NUL"):
+        hvd.broadcast(x, 0, name="b\0rank%d" % r)
+    with pytest.raises(ValueError, match="NUL"):
+        hvd.allgather(x, name="c\0rank%d" % r)
+    # the job goes on: nothing was submitted
+    assert torch.equal(hvd.allreduce(torch.ones(1), op=hvd.Sum, name="after.nul"),
+                       torch.ones(1) * hvd.size())
+
+
 def test_join_uneven(hvd):
     """Rank r has r + 1 batches; joined ranks contribute the identity."""
     n, r = hvd.size(), hvd.rank()

@@ -90,6 +90,8 @@ def _naming(kind, prefix, name, tensors, ignore_name_scope):
     if name is not None and not isinstance(name, str):
         raise TypeError("plait.tensorflow.%s: name must be a str, not %s"
                         % (kind, type(name).__name__))
+    if name is not None:
+        _core.check_name_has_no_nul(name, "plait.tensorflow.%s" % kind)
     if executing_eagerly():
         return {"tensor_name": "%s.%s" % (kind, "noname" if name is None else name)}
     if name is None:

@@ -195,7 +195,7 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, posts
                              what):
     tensors = _check_group(tensors, what)
     n = len(tensors)
-    names = [nm.encode("utf-8") for nm in _group_names("grouped_allreduce", name, n)]
+    names = [_core.encode_name(nm) for nm in _group_names("grouped_allreduce", name, n)]
     ins = (_core.Tensor * n)()
     outs = (_core.Tensor * n)()
     srcs, dsts = [], []

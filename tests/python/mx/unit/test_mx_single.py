@@ -93,6 +93,16 @@ def test_integers_a_c_int_cannot_hold_are_refused(job):
         hvd.alltoall(x, splits=[2**64 + 2], name="wrap.splits")
 
 
+def test_names_with_nul_are_refused(job):
+    """A name with a NUL would be cut at the C ABI ('a\\0x' and 'a\\0y' both
+    'a'): refused (issue 16)."""
+    x = mx.nd.array([1.0, 2.0])
+    with pytest.raises(ValueError, match="NUL"):
+        hvd.allreduce(x, name="a\0x")
+    with pytest.raises(ValueError, match="NUL"):
+        hvd.broadcast(x, 0, name="a\0y")
+
+
 def test_empty_first_dimension(job):
     x = mx.nd.empty((0, 3))
     out = hvd.allgather(x, name="empty")
