@@ -12,7 +12,9 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "plait/plait.h"
@@ -20,22 +22,30 @@
 
 TestSuite(ipv6, .init = plait_test_clear_env);
 
-/* A port on [::1] that was free a moment ago; -1 (and why) without IPv6. */
+/* A port on [::1] that was free a moment ago, below the kernel's ephemeral
+ * range (as plait_test_free_port: a port from that range can become an
+ * outgoing connection's local port before rank 0 binds it); -1 (and why)
+ * without IPv6. */
 static int free_v6_port(char *why, size_t cap) {
-  int fd = socket(AF_INET6, SOCK_STREAM, 0);
-  if (fd < 0) {
-    snprintf(why, cap, "no IPv6 sockets: %s", strerror(errno));
-    return -1;
-  }
-  struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
-  socklen_t len = sizeof a;
-  if (bind(fd, (struct sockaddr *)&a, sizeof a) || getsockname(fd, (struct sockaddr *)&a, &len)) {
-    snprintf(why, cap, "cannot bind [::1] (no IPv6 loopback here): %s", strerror(errno));
+  unsigned seed = (unsigned)getpid() ^ (unsigned)time(NULL);
+  for (int attempt = 0; attempt < 64; attempt++) {
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    if (fd < 0) {
+      snprintf(why, cap, "no IPv6 sockets: %s", strerror(errno));
+      return -1;
+    }
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    a.sin6_port = htons((uint16_t)(10000 + rand_r(&seed) % 22000));
+    int rc = bind(fd, (struct sockaddr *)&a, sizeof a), err = errno;
     close(fd);
-    return -1;
+    if (rc == 0) return ntohs(a.sin6_port);
+    if (err != EADDRINUSE) {
+      snprintf(why, cap, "cannot bind [::1] (no IPv6 loopback here): %s", strerror(err));
+      return -1;
+    }
   }
-  close(fd);
-  return ntohs(a.sin6_port);
+  snprintf(why, cap, "no free port on [::1] in 64 tries");
+  return -1;
 }
 
 /* Every rank allreduces (rank + 1) and checks the sum; with the fixture
