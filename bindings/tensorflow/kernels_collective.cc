@@ -37,6 +37,12 @@ struct Naming {
           "plait: PLAIT_ERR_UNSUPPORTED: process_set_id " + std::to_string(set) +
           ": plait has no process sets other than the global one (0) yet");
     name = OperationName(tensor_name, c->def().name(), ignore);
+    // plait takes names as C strings: one with a NUL would be cut there and
+    // could collide with another ("a\0rank0" and "a\0rank1" both "a").
+    if (name.find('\0') != std::string::npos)
+      return absl::InvalidArgumentError(
+          "plait: PLAIT_ERR_INVALID_ARGUMENT: tensor name '" + name.substr(0, name.find('\0')) +
+          "\\0...' contains a NUL character, which the C library cannot carry; remove it");
     return absl::OkStatus();
   }
 };

@@ -239,7 +239,8 @@ plait_result_t plait_control_start(plait_control_t *c, plait_topology_t *t,
   c->start_deadline = plait_now() + cfg->start_timeout_s;
   c->secret = cfg->secret;
   c->listen_fd = -1;
-  snprintf(c->rendezvous, sizeof c->rendezvous, "%s:%d", t->rendezvous_host, t->rendezvous_port);
+  plait_net_format_hostport(t->rendezvous_host, t->rendezvous_port, c->rendezvous,
+                            sizeof c->rendezvous);
   if (t->size == 1) {
     snprintf(c->local_ip, sizeof c->local_ip, "127.0.0.1");
     return PLAIT_SUCCESS;

@@ -1,6 +1,10 @@
 /* Rank 0's side of joining: accept, challenge, verify, admit or refuse.
  * Connections are served concurrently with poll(), so a client that sends
- * garbage or nothing at all cannot hold up the real ranks. */
+ * garbage or nothing at all cannot hold up the real ranks. Admission is fair:
+ * an unauthenticated connection has a short deadline, and when every slot is
+ * taken a new connection replaces the oldest one that has sent nothing (else
+ * the oldest), so idle connections held open cannot keep a real rank out.
+ * Refusals are logged in full for the first few, then as counted summaries. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -17,11 +21,13 @@
 #include "control/net.h"
 
 #define MAX_PENDING 64
-#define HANDSHAKE_S 10.0 /* a connection must authenticate within this */
+#define HANDSHAKE_S 3.0 /* a connection must authenticate within this */
+#define REFUSALS_IN_FULL 5 /* refusals logged one line each, then summaries */
+#define REFUSAL_SUMMARY_S 5.0 /* at most one summary line per this long */
 
 typedef struct {
   int fd;
-  double deadline;
+  double accepted, deadline;
   uint8_t nonce[PLAIT_WIRE_NONCE_SIZE];
   uint8_t hdr[PLAIT_WIRE_HEADER_SIZE];
   size_t got;      /* bytes of header + payload received */
@@ -30,11 +36,43 @@ typedef struct {
   char peer[80];
 } pending_t;
 
+/* Refusals: the first REFUSALS_IN_FULL are logged one line each; later ones
+ * are counted and summarised at most once per REFUSAL_SUMMARY_S. */
+typedef struct {
+  unsigned long total, unlogged;
+  double since; /* start of the current summary window */
+  char last[200];
+} refusals_t;
+
 typedef struct {
   char (*hosts)[PLAIT_HOST_MAX];
   int *lr, *ls;
   int joined;
+  refusals_t refusals;
 } admit_t;
+
+static void refusals_flush(refusals_t *r, double now) {
+  if (!r->unlogged) return;
+  PLAIT_WARN("ctrl", "refused %lu more connection(s) in the last %.0f s (%lu in all; latest: %s)",
+             r->unlogged, now - r->since, r->total, r->last);
+  r->unlogged = 0;
+  r->since = now;
+}
+
+static void refusals_note(refusals_t *r, const char *peer, const char *why) {
+  double now = plait_now();
+  r->total++;
+  if (r->total <= REFUSALS_IN_FULL) {
+    PLAIT_WARN("ctrl", "refused connection from %s: %s%s", peer, why,
+               r->total == REFUSALS_IN_FULL ? " (further refusals are counted and summarised)"
+                                            : "");
+    r->since = now;
+    return;
+  }
+  snprintf(r->last, sizeof r->last, "from %s: %s", peer, why);
+  r->unlogged++;
+  if (now - r->since >= REFUSAL_SUMMARY_S) refusals_flush(r, now);
+}
 
 static void drop(pending_t *p) {
   plait_net_close(&p->fd);
@@ -42,10 +80,10 @@ static void drop(pending_t *p) {
   p->payload = NULL;
 }
 
-/* Refuses a connection: logs why, tells the client (when it got that far),
- * closes it. The job goes on. */
-static void refuse(pending_t *p, int tell, const char *why) {
-  PLAIT_WARN("ctrl", "refused connection from %s: %s", p->peer, why);
+/* Refuses a connection: logs why (rate-limited), tells the client (when it
+ * got that far), closes it. The job goes on. */
+static void refuse(admit_t *a, pending_t *p, int tell, const char *why) {
+  refusals_note(&a->refusals, p->peer, why);
   if (tell) {
     plait_writer_t w = {0};
     if (plait_msg_encode_reject(&w, why) == PLAIT_SUCCESS)
@@ -71,29 +109,29 @@ static void process_auth(plait_control_t *c, pending_t *p, admit_t *a) {
   plait_msg_auth_t m;
   char why[256];
   if (plait_msg_decode_auth(p->payload, p->length, &m)) {
-    refuse(p, 0, plait_last_error());
+    refuse(a, p, 0, plait_last_error());
     return;
   }
   uint32_t rank = m.rank, size = m.size;
   const uint8_t *cnonce = m.nonce;
   if (!plait_auth_verify(c->secret, PLAIT_AUTH_CLIENT, p->nonce, cnonce, rank, size, m.mac)) {
-    refuse(p, 1, "authentication failed: the client does not know this job's PLAIT_SECRET");
+    refuse(a, p, 1, "authentication failed: the client does not know this job's PLAIT_SECRET");
     return;
   }
   if (size != (uint32_t)c->size) {
     snprintf(why, sizeof why, "job size mismatch: the client says %u ranks, rank 0 says %d", size,
              c->size);
-    refuse(p, 1, why);
+    refuse(a, p, 1, why);
     return;
   }
   if (rank == 0 || rank >= size) {
     snprintf(why, sizeof why, "rank %u is not a valid peer rank in a job of %u", rank, size);
-    refuse(p, 1, why);
+    refuse(a, p, 1, why);
     return;
   }
   if (c->fds[rank] >= 0) {
     snprintf(why, sizeof why, "rank %u has already joined (duplicate rank)", rank);
-    refuse(p, 1, why);
+    refuse(a, p, 1, why);
     return;
   }
   plait_msg_welcome_t welcome;
@@ -104,7 +142,7 @@ static void process_auth(plait_control_t *c, pending_t *p, admit_t *a) {
        plait_net_write_full(p->fd, w.data, w.len, plait_now() + 1.0) == PLAIT_IO_OK;
   plait_wr_free(&w);
   if (!ok) {
-    refuse(p, 0, "could not send the welcome");
+    refuse(a, p, 0, "could not send the welcome");
     return;
   }
   PLAIT_DEBUG("ctrl", "rank %u joined from %s (host %s)", rank, p->peer, m.host);
@@ -129,29 +167,29 @@ static void serve(plait_control_t *c, pending_t *p, admit_t *a) {
     ssize_t n;
     PLAIT_RETRY_EINTR(n, read(p->fd, dst, want));
     if (n == 0) {
-      refuse(p, 0, "closed before authenticating");
+      refuse(a, p, 0, "closed before authenticating");
       return;
     }
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      refuse(p, 0, strerror(errno));
+      refuse(a, p, 0, strerror(errno));
       return;
     }
     p->got += (size_t)n;
     if (p->got == PLAIT_WIRE_HEADER_SIZE) {
       plait_frame_header_t h;
       if (plait_wire_decode_header(p->hdr, PLAIT_HANDSHAKE_MAX_PAYLOAD, &h)) {
-        refuse(p, 0, plait_last_error());
+        refuse(a, p, 0, plait_last_error());
         return;
       }
       if (h.type != PLAIT_MSG_AUTH) {
-        refuse(p, 0, "first message is not an authentication");
+        refuse(a, p, 0, "first message is not an authentication");
         return;
       }
       p->length = h.length;
       p->payload = malloc(h.length ? h.length : 1);
       if (!p->payload) {
-        refuse(p, 0, "out of memory");
+        refuse(a, p, 0, "out of memory");
         return;
       }
     }
@@ -194,26 +232,34 @@ static plait_result_t check_joined(plait_control_t *c, struct pollfd *pfd, int k
   return PLAIT_SUCCESS;
 }
 
-static void accept_new(plait_control_t *c, pending_t *pend) {
+/* A free slot, or the one to give up for a newcomer when all are taken:
+ * the oldest connection that has sent nothing, else the oldest. */
+static int pick_slot(admit_t *a, pending_t *pend) {
+  int oldest = -1, oldest_silent = -1;
+  for (int i = 0; i < MAX_PENDING; i++) {
+    if (pend[i].fd < 0) return i;
+    if (oldest < 0 || pend[i].accepted < pend[oldest].accepted) oldest = i;
+    if (!pend[i].got &&
+        (oldest_silent < 0 || pend[i].accepted < pend[oldest_silent].accepted))
+      oldest_silent = i;
+  }
+  int i = oldest_silent >= 0 ? oldest_silent : oldest;
+  refuse(a, &pend[i], 0, "replaced by a newer connection: all unauthenticated slots were taken");
+  return i;
+}
+
+static void accept_new(plait_control_t *c, pending_t *pend, admit_t *a) {
   for (;;) {
     int fd;
     char peer[80];
     if (plait_net_accept(c->listen_fd, &fd, peer, sizeof peer) || fd < 0) return;
-    int slot = -1;
-    for (int i = 0; i < MAX_PENDING && slot < 0; i++)
-      if (pend[i].fd < 0) slot = i;
-    if (slot < 0) {
-      PLAIT_WARN("ctrl", "refused connection from %s: too many unauthenticated connections", peer);
-      close(fd);
-      continue;
-    }
-    pending_t *p = &pend[slot];
+    pending_t *p = &pend[pick_slot(a, pend)];
     memset(p, 0, sizeof *p);
     p->fd = fd;
     snprintf(p->peer, sizeof p->peer, "%s", peer);
-    double left = c->start_deadline - plait_now();
-    p->deadline = plait_now() + (left < HANDSHAKE_S ? (left > 1 ? left : 1) : HANDSHAKE_S);
-    if (send_hello(p)) refuse(p, 0, "could not send the challenge");
+    p->accepted = plait_now();
+    p->deadline = p->accepted + HANDSHAKE_S;
+    if (send_hello(p)) refuse(a, p, 0, "could not send the challenge");
   }
 }
 
@@ -232,7 +278,7 @@ plait_result_t plait_control_accept_all(plait_control_t *c, char (*hosts)[PLAIT_
   for (int i = 0; i < MAX_PENDING; i++) pend[i].fd = -1, pend[i].payload = NULL;
   struct pollfd *pfd = malloc(sizeof *pfd * (size_t)(1 + MAX_PENDING + c->size));
   if (!pfd) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory accepting ranks");
-  admit_t a = {hosts, local_ranks, local_sizes, 0};
+  admit_t a = {hosts, local_ranks, local_sizes, 0, {0}};
   plait_result_t rc = PLAIT_SUCCESS;
   while (a.joined < c->size - 1) {
     double now = plait_now();
@@ -252,17 +298,18 @@ plait_result_t plait_control_accept_all(plait_control_t *c, char (*hosts)[PLAIT_
       break;
     }
     if (ready > 0 && (rc = check_joined(c, pfd, k)) != PLAIT_SUCCESS) break;
-    if (ready > 0 && pfd[0].revents) accept_new(c, pend);
+    if (ready > 0 && pfd[0].revents) accept_new(c, pend, &a);
     for (int i = 0; i < MAX_PENDING; i++) {
       if (pend[i].fd < 0) continue;
       struct pollfd q = {pend[i].fd, POLLIN, 0};
       if (poll(&q, 1, 0) > 0) serve(c, &pend[i], &a);
       if (pend[i].fd >= 0 && plait_now() > pend[i].deadline)
-        refuse(&pend[i], 0, "did not authenticate in time");
+        refuse(&a, &pend[i], 0, "did not authenticate in time");
     }
   }
   for (int i = 0; i < MAX_PENDING; i++)
     if (pend[i].fd >= 0) drop(&pend[i]);
+  refusals_flush(&a.refusals, plait_now());
   free(pfd);
   /* Keep listening (later strays are refused at close); stop accepting now. */
   plait_net_close(&c->listen_fd);

@@ -52,6 +52,13 @@ bad:
                      what, text);
 }
 
+void plait_net_format_hostport(const char *host, int port, char *buf, size_t cap) {
+  if (strchr(host, ':'))
+    snprintf(buf, cap, "[%s]:%d", host, port);
+  else
+    snprintf(buf, cap, "%s:%d", host, port);
+}
+
 static plait_result_t resolve(const char *host, int port, int passive, struct addrinfo **out) {
   struct addrinfo hints;
   memset(&hints, 0, sizeof hints);

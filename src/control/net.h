@@ -13,6 +13,10 @@
 plait_result_t plait_net_parse_hostport(const char *text, const char *what, char *host,
                                         size_t host_cap, int *port);
 
+/* Writes "host:port", or "[host]:port" when host is an IPv6 address (it
+ * holds a ':'), the form plait_net_parse_hostport reads back. */
+void plait_net_format_hostport(const char *host, int port, char *buf, size_t cap);
+
 /* Binds exactly host:port (the interface given, not all) and listens;
  * non-blocking, close-on-exec. */
 plait_result_t plait_net_listen(const char *host, int port, int *fd);

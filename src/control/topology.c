@@ -139,9 +139,13 @@ static plait_result_t find_rendezvous(const plait_config_t *cfg, plait_topology_
   if (found && (p < 1 || p > 65535))
     return plait_error(PLAIT_ERR_CONFIG, "MASTER_PORT='%s' is not a port (1-65535)", port);
   if (addr && *addr) {
-    if (strlen(addr) >= sizeof t->rendezvous_host)
+    size_t len = strlen(addr);
+    if (addr[0] == '[' && len > 2 && addr[len - 1] == ']') /* "[::1]": an IPv6 address */
+      addr++, len -= 2;
+    if (len >= sizeof t->rendezvous_host)
       return plait_error(PLAIT_ERR_CONFIG, "MASTER_ADDR is too long");
-    strcpy(t->rendezvous_host, addr);
+    memcpy(t->rendezvous_host, addr, len);
+    t->rendezvous_host[len] = '\0';
     /* Under torchrun the agent's own store already listens on MASTER_PORT. */
     const char *agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
     int shared = agent && (!strcmp(agent, "True") || !strcmp(agent, "true") || !strcmp(agent, "1"));

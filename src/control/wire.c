@@ -52,6 +52,7 @@ void plait_wr_raw(plait_writer_t *w, const void *p, size_t n) {
 void plait_wr_begin(plait_writer_t *w, plait_msg_type_t type) {
   w->len = 0;
   w->oom = 0;
+  w->unfit = NULL;
   uint8_t h[PLAIT_WIRE_HEADER_SIZE];
   plait_store_le32(h, PLAIT_WIRE_MAGIC);
   h[4] = PLAIT_WIRE_VERSION & 0xff;
@@ -79,9 +80,12 @@ void plait_wr_f64(plait_writer_t *w, double v) {
   memcpy(&bits, &v, sizeof bits);
   plait_wr_u64(w, bits);
 }
+void plait_wr_fits(plait_writer_t *w, int ok, const char *what) {
+  if (!ok && !w->unfit) w->unfit = what;
+}
 void plait_wr_blob(plait_writer_t *w, const void *p, size_t n) {
   if (n > UINT32_MAX) {
-    w->oom = 1;
+    plait_wr_fits(w, 0, "a string or blob of 4 GiB or more (its length is a u32)");
     return;
   }
   plait_wr_u32(w, (uint32_t)n);
@@ -91,6 +95,9 @@ void plait_wr_str(plait_writer_t *w, const char *s) { plait_wr_blob(w, s, s ? st
 
 plait_result_t plait_wr_end(plait_writer_t *w) {
   if (w->oom) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory building a control message");
+  if (w->unfit)
+    return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "control message not sent: %s does not fit "
+                       "its wire field", w->unfit);
   size_t payload = w->len - PLAIT_WIRE_HEADER_SIZE;
   if (payload > PLAIT_WIRE_MAX_PAYLOAD)
     return plait_error(PLAIT_ERR_INVALID_ARGUMENT,

@@ -50,11 +50,13 @@ plait_result_t plait_wire_decode_header(const uint8_t *bytes, uint32_t max_paylo
                                         plait_frame_header_t *out);
 
 /* A growable output buffer; put_* never fail (an allocation failure sets
- * oom and later puts do nothing). */
+ * oom and later puts do nothing; a value its wire field cannot carry sets
+ * unfit, and plait_wr_end then fails). */
 typedef struct plait_writer {
   uint8_t *data;
   size_t len, cap;
   int oom;
+  const char *unfit; /* the first value that does not fit its field (static text) */
 } plait_writer_t;
 
 /* Starts a frame of the given type (reserves the header). */
@@ -66,11 +68,16 @@ void plait_wr_i32(plait_writer_t *w, int32_t v);
 void plait_wr_i64(plait_writer_t *w, int64_t v);
 void plait_wr_f64(plait_writer_t *w, double v);
 void plait_wr_raw(plait_writer_t *w, const void *p, size_t n);
+/* Records, unless ok, that `what` (static text naming the value and its
+ * limit) does not fit the wire: the frame is then refused by plait_wr_end,
+ * rather than sent cut short or wrapped for the receiver to misread. */
+void plait_wr_fits(plait_writer_t *w, int ok, const char *what);
 /* u32 length + bytes. */
 void plait_wr_blob(plait_writer_t *w, const void *p, size_t n);
 void plait_wr_str(plait_writer_t *w, const char *s);
 /* Fills in the header's length. Returns PLAIT_ERR_NO_MEMORY after an
- * allocation failure, PLAIT_ERR_INVALID_ARGUMENT if the payload is too big. */
+ * allocation failure, PLAIT_ERR_INVALID_ARGUMENT if the payload is too big
+ * or a value did not fit its field (naming it). */
 plait_result_t plait_wr_end(plait_writer_t *w);
 void plait_wr_free(plait_writer_t *w);
 

@@ -37,10 +37,11 @@ static plait_result_t start_transport(plait_engine_t *e) {
 }
 
 /* PLAIT_TIMELINE: "%r" in the path becomes the rank (one file per rank). A
- * file that cannot be written is a warning: the job runs without it. */
-static void start_timeline(plait_engine_t *e) {
+ * file that cannot be written is an error (PLAIT_ERR_CONFIG), before the
+ * rank joins the others: the job does not run without the timeline it asked for. */
+static plait_result_t start_timeline(plait_engine_t *e) {
   plait_tl_set_mark_cycles(e->timeline, e->cfg.timeline_mark_cycles);
-  if (!e->cfg.timeline || !*e->cfg.timeline) return;
+  if (!e->cfg.timeline || !*e->cfg.timeline) return PLAIT_SUCCESS;
   char path[4096];
   size_t o = 0;
   for (const char *p = e->cfg.timeline; *p && o + 16 < sizeof path; p++) {
@@ -52,8 +53,11 @@ static void start_timeline(plait_engine_t *e) {
     }
   }
   path[o] = '\0';
-  if (plait_tl_start(e->timeline, path, e->topo.rank))
-    PLAIT_WARN("timeline", "PLAIT_TIMELINE=%s: %s", path, plait_last_error());
+  if (plait_tl_start(e->timeline, path, e->topo.rank) == PLAIT_SUCCESS) return PLAIT_SUCCESS;
+  char why[1024];
+  snprintf(why, sizeof why, "%s", plait_last_error());
+  return plait_error(PLAIT_ERR_CONFIG, "PLAIT_TIMELINE='%s' cannot be used: %s", e->cfg.timeline,
+                     why);
 }
 
 /* Frees what start allocated before anything ran; e itself too. */
@@ -85,12 +89,12 @@ plait_result_t plait_engine_start(plait_config_t *cfg, const plait_topology_t *t
     rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory creating the timeline");
     goto fail;
   }
+  PLAIT_CHECK_GOTO(rc, start_timeline(e), fail); /* free_engine stops it */
   PLAIT_CHECK_GOTO(rc, plait_control_start(&e->ctrl, &e->topo, &e->cfg), fail);
   plait_boot_init(&e->boot, &e->ctrl);
   PLAIT_CHECK_GOTO(rc, start_transport(e), fail_ctrl);
   snprintf(e->transport_name, sizeof e->transport_name, "%s", e->plugin.table->name);
   if (with_coordinator) PLAIT_CHECK_GOTO(rc, plait_coord_start(e, &e->coord), fail_plugin);
-  start_timeline(e);
   atomic_store(&e->running, 1);
   *out = e;
   return PLAIT_SUCCESS;

@@ -8,11 +8,25 @@
 #include "util/error.h"
 
 #define MAX_ITEMS (1u << 24) /* no list is longer; a bigger count is malformed */
+#define MAX_SPLITS 65536u   /* alltoall splits a decoder accepts (one per rank) */
+#define MAX_DIMS_LIST (1u << 20) /* a response's dims (alltoall: size x size) */
+#define MAX_MESSAGE 8192u   /* a failed response's message, in bytes */
+
+/* The encoders refuse what the decoders would refuse as malformed, so a
+ * value out of range fails where it is made, naming it, not on rank 0 as a
+ * protocol error blamed on the sender. */
+static void wr_name(plait_writer_t *w, const char *name, const char *what) {
+  plait_wr_fits(w, !name || strlen(name) <= PLAIT_MAX_NAME, what);
+  plait_wr_str(w, name);
+}
 
 /* A set of cache ids, as a list of u32 or as a bit-vector, whichever is
  * smaller: u8 form (0 list, 1 bits), then u32 count + ids, or u32 nbits +
  * ceil(nbits / 8) bytes. ids must be ascending for the bit form to keep order. */
 static void wr_ids(plait_writer_t *w, const int32_t *ids, uint32_t n) {
+  plait_wr_fits(w, n <= MAX_ITEMS, "a set of more than 2^24 cache ids");
+  for (uint32_t i = 0; i < n; i++)
+    plait_wr_fits(w, ids[i] >= 0, "a negative cache id");
   uint32_t nbits = n ? (uint32_t)ids[n - 1] + 1 : 0;
   int ascending = 1;
   for (uint32_t i = 1; i < n && ascending; i++) ascending = ids[i] > ids[i - 1];
@@ -64,6 +78,12 @@ static int32_t *rd_ids(plait_reader_t *r, uint32_t *n) {
 }
 
 void plait_meta_encode(plait_writer_t *w, const plait_meta_t *m) {
+  plait_wr_fits(w, m->ndim <= PLAIT_MAX_DIMS, "a tensor's ndim (at most PLAIT_MAX_DIMS)");
+  plait_wr_fits(w, m->nsplits <= MAX_SPLITS, "alltoall splits for more than 65536 ranks");
+  for (int i = 0; i < m->ndim && i < PLAIT_MAX_DIMS; i++)
+    plait_wr_fits(w, m->shape[i] >= 0, "a negative dimension");
+  for (uint32_t i = 0; i < m->nsplits; i++)
+    plait_wr_fits(w, m->splits[i] >= 0, "a negative alltoall split");
   plait_wr_u8(w, m->coll);
   plait_wr_u8(w, m->dtype);
   plait_wr_u8(w, m->op);
@@ -74,7 +94,7 @@ void plait_meta_encode(plait_writer_t *w, const plait_meta_t *m) {
   plait_wr_f64(w, m->postscale);
   for (int i = 0; i < m->ndim; i++) plait_wr_i64(w, m->shape[i]);
   plait_wr_u32(w, m->group_size);
-  plait_wr_str(w, m->group ? m->group : "");
+  wr_name(w, m->group ? m->group : "", "a group name longer than PLAIT_MAX_NAME bytes");
   plait_wr_u32(w, m->nsplits);
   for (uint32_t i = 0; i < m->nsplits; i++) plait_wr_i64(w, m->splits[i]);
 }
@@ -103,7 +123,7 @@ void plait_meta_decode(plait_reader_t *r, plait_meta_t *m) {
   else
     free(g);
   m->nsplits = plait_rd_u32(r);
-  if (r->bad || m->nsplits > 65536 || m->nsplits * 8u > r->len - r->pos) {
+  if (r->bad || m->nsplits > MAX_SPLITS || m->nsplits * 8u > r->len - r->pos) {
     r->bad = 1;
     m->nsplits = 0;
     return;
@@ -123,6 +143,7 @@ plait_result_t plait_requests_encode(plait_writer_t *w, const plait_request_list
   plait_wr_u64(w, l->acked);
   uint32_t nfull = 0, ncached = 0;
   for (uint32_t i = 0; i < l->n; i++) l->r[i].cache_id < 0 ? nfull++ : ncached++;
+  plait_wr_fits(w, nfull <= MAX_ITEMS, "more than 2^24 requests in one message");
   plait_wr_u32(w, nfull);
   int32_t *ids = malloc(sizeof *ids * (ncached ? ncached : 1));
   if (!ids) w->oom = 1;
@@ -133,7 +154,7 @@ plait_result_t plait_requests_encode(plait_writer_t *w, const plait_request_list
       if (ids) ids[k++] = q->cache_id;
       continue;
     }
-    plait_wr_str(w, q->name);
+    wr_name(w, q->name, "a tensor name longer than PLAIT_MAX_NAME bytes");
     plait_meta_encode(w, &q->meta);
   }
   if (ids) { /* sorted, the set travels as a bit-vector when that is smaller */
@@ -199,7 +220,9 @@ plait_result_t plait_requests_decode(const uint8_t *p, size_t n, plait_request_l
 static void encode_response(plait_writer_t *w, const plait_response_t *x) {
   plait_wr_u8(w, x->coll);
   plait_wr_u32(w, x->status);
-  plait_wr_str(w, x->status ? x->message : "");
+  const char *msg = x->status && x->message ? x->message : "";
+  size_t len = strlen(msg); /* a longer message is cut here, not refused by the decoder */
+  plait_wr_blob(w, msg, len < MAX_MESSAGE ? len : MAX_MESSAGE);
   int all_cached = x->n > 0;
   for (uint32_t i = 0; i < x->n && all_cached; i++)
     all_cached = x->e[i].cache_id >= 0 && x->e[i].assign_id < 0 && !x->e[i].has_meta &&
@@ -215,6 +238,7 @@ static void encode_response(plait_writer_t *w, const plait_response_t *x) {
       free(ids);
     }
   } else {
+    plait_wr_fits(w, x->n <= MAX_ITEMS, "more than 2^24 entries in one response");
     plait_wr_u32(w, x->n);
   }
   for (uint32_t i = 0; i < x->n && !all_cached; i++) {
@@ -225,10 +249,13 @@ static void encode_response(plait_writer_t *w, const plait_response_t *x) {
     if (e->cache_id >= 0)
       plait_wr_u32(w, (uint32_t)e->cache_id);
     else
-      plait_wr_str(w, e->name);
+      wr_name(w, e->name, "a tensor name longer than PLAIT_MAX_NAME bytes");
     if (e->assign_id >= 0) plait_wr_u32(w, (uint32_t)e->assign_id);
     if (e->has_meta) plait_meta_encode(w, &e->meta);
   }
+  plait_wr_fits(w, x->ndims <= MAX_DIMS_LIST,
+                "a response's dimension list of more than 2^20 entries (alltoall's split "
+                "matrix for more than 1024 ranks)");
   plait_wr_u32(w, x->ndims);
   for (uint32_t i = 0; i < x->ndims; i++) plait_wr_i64(w, x->dims[i]);
   plait_wr_i32(w, x->join_rank);
@@ -283,7 +310,7 @@ static void decode_entry(plait_reader_t *r, plait_resp_entry_t *e) {
 static void decode_response(plait_reader_t *r, plait_response_t *x) {
   x->coll = plait_rd_u8(r);
   x->status = plait_rd_u32(r);
-  x->message = plait_rd_strdup(r, 8192);
+  x->message = plait_rd_strdup(r, MAX_MESSAGE);
   if (x->coll < 1 || x->coll > PLAIT_COLL_MAX_ || x->status >= PLAIT_RESULT_COUNT_) r->bad = 1;
   uint8_t all_cached = plait_rd_u8(r);
   if (all_cached > 1) r->bad = 1;
@@ -307,7 +334,7 @@ static void decode_response(plait_reader_t *r, plait_response_t *x) {
     }
   }
   x->ndims = plait_rd_u32(r);
-  if (r->bad || x->ndims > (1u << 20) || x->ndims * 8u > r->len - r->pos) {
+  if (r->bad || x->ndims > MAX_DIMS_LIST || x->ndims * 8u > r->len - r->pos) {
     r->bad = 1;
     x->ndims = 0;
     return;

@@ -121,8 +121,16 @@ plait_result_t plait_plugin_load(plait_plugin_t *p, const char *name, const char
     dlerror();
     p->dl = dlopen(p->path, RTLD_NOW | RTLD_LOCAL);
     if (!p->dl) {
-      const char *e = dlerror();
-      note(tried, sizeof tried, p->path, dl_text(p->path, e));
+      const char *e = dl_text(p->path, dlerror());
+      if (access(p->path, F_OK) == 0) { /* there, but not a library this process can load */
+        char why[1024];
+        snprintf(why, sizeof why, "skipped, it cannot be loaded: %s", e);
+        PLAIT_INFO("plugin", "%s %s", p->path, why);
+        note(tried, sizeof tried, p->path, why);
+      } else {
+        PLAIT_DEBUG("plugin", "%s: %s", p->path, e);
+        note(tried, sizeof tried, p->path, e);
+      }
       continue;
     }
     plait_result_t rc = find_table(p);

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -26,13 +27,14 @@ typedef struct {
   cfg_type_t type;
   const char *type_name;
   const char *def;
+  const char *range; /* "lo..hi" for numeric types, else "" */
   const char *help;
   size_t offset;
 } cfg_entry_t;
 
 static const cfg_entry_t entries[] = {
-#define X(field, var, type, def, help) \
-  {var, T_##type, #type, def, help, offsetof(plait_config_t, field)},
+#define X(field, var, type, def, range, help) \
+  {var, T_##type, #type, def, range, help, offsetof(plait_config_t, field)},
     PLAIT_CONFIG_TABLE(X)
 #undef X
 };
@@ -132,8 +134,50 @@ static int parse_name(const char *text) {
   return 0;
 }
 
-/* Parses text into the field of cfg that e describes; -1 on bad input. */
-static int parse_entry(const cfg_entry_t *e, const char *text, plait_config_t *cfg) {
+/* A numeric value of e's type as a double (sizes and counts up to 2^53 are
+ * exact, enough for every range of the table); -1 on bad text. */
+static int numeric_value(const cfg_entry_t *e, const char *text, double *out) {
+  uint64_t u;
+  long long ll;
+  switch (e->type) {
+  case T_SIZE:
+    if (plait_parse_size(text, &u)) return -1;
+    *out = (double)u;
+    return 0;
+  case T_COUNT:
+  case T_RANKNUM:
+    if (parse_int(text, INT64_MAX, &ll)) return -1;
+    *out = (double)ll;
+    return 0;
+  case T_SECONDS:
+  case T_POSITIVE: return parse_number(text, out);
+  default: return -1;
+  }
+}
+
+/* 0 when text (already valid for e's type) lies within e's range; -1 when it
+ * does not. lo and hi are the range's two ends as written in the table. */
+static int in_range(const cfg_entry_t *e, const char *text, char *lo, char *hi, size_t cap) {
+  const char *dots = strstr(e->range, "..");
+  if (!*e->range || !dots) return 0;
+  snprintf(lo, cap, "%.*s", (int)(dots - e->range), e->range);
+  snprintf(hi, cap, "%s", dots + 2);
+  double v, min, max;
+  if (numeric_value(e, text, &v) || numeric_value(e, lo, &min) || numeric_value(e, hi, &max))
+    return -1;
+  return v >= min && v <= max ? 0 : -1;
+}
+
+/* The error for a value of e that parsed but lies outside its range. */
+static plait_result_t range_error(const cfg_entry_t *e, const char *text, int from_env) {
+  char lo[32], hi[32];
+  in_range(e, text, lo, hi, sizeof lo);
+  return plait_error(PLAIT_ERR_CONFIG, "%s='%s' is out of range%s: expected %s to %s (%s)",
+                     e->var, text, from_env ? "" : " (built-in default)", lo, hi, e->help);
+}
+
+/* The type's own parse of text into e's field; -1 on bad input. */
+static int parse_value(const cfg_entry_t *e, const char *text, plait_config_t *cfg) {
   char *field = (char *)cfg + e->offset;
   double d;
   long long ll;
@@ -153,19 +197,27 @@ static int parse_entry(const cfg_entry_t *e, const char *text, plait_config_t *c
     return 0;
   case T_RANKNUM:
     if (!*text) { *(int *)field = -1; return 0; }
-    if (parse_int(text, 1 << 24, &ll)) return -1;
+    if (parse_int(text, INT_MAX, &ll)) return -1; /* the range bounds it */
     *(int *)field = (int)ll;
     return 0;
   case T_SECONDS:
   case T_POSITIVE:
     if (parse_number(text, &d) || d < 0 || (e->type == T_POSITIVE && d == 0)) return -1;
-    if (d > 1e9) return -1;
     *(double *)field = d;
     return 0;
   case T_BOOL: return plait_parse_bool(text, (int *)field);
   case T_LEVEL: return plait_parse_level(text, (int *)field);
   }
   return -1;
+}
+
+/* Parses text into the field of cfg that e describes; -1 on bad input, -2
+ * out of memory, -3 when it is valid for the type but outside e's range. */
+static int parse_entry(const cfg_entry_t *e, const char *text, plait_config_t *cfg) {
+  int rc = parse_value(e, text, cfg);
+  char lo[32], hi[32];
+  if (rc == 0 && *e->range && *text && in_range(e, text, lo, hi, sizeof lo)) return -3;
+  return rc;
 }
 
 plait_result_t plait_config_load(plait_config_t *cfg) {
@@ -179,6 +231,10 @@ plait_result_t plait_config_load(plait_config_t *cfg) {
     if (rc == -2) {
       plait_config_free(cfg);
       return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory reading %s", e->var);
+    }
+    if (rc == -3) {
+      plait_config_free(cfg);
+      return range_error(e, v, from_env);
     }
     if (rc) {
       plait_config_free(cfg);
@@ -216,7 +272,9 @@ plait_result_t plait_config_parse_var(plait_config_t *cfg, const char *var, cons
     if (strcmp(e->var, var)) continue;
     if (e->type == T_NAME || e->type == T_TEXT)
       return plait_error(PLAIT_ERR_INTERNAL, "plait_config_parse_var: %s is text", var);
-    if (parse_entry(e, value, cfg))
+    int rc = parse_entry(e, value, cfg);
+    if (rc == -3) return range_error(e, value, 1);
+    if (rc)
       return plait_error(PLAIT_ERR_CONFIG, "%s='%s' is not valid: expected %s", var, value,
                          accepts(e->type));
     return PLAIT_SUCCESS;
@@ -334,8 +392,8 @@ PLAIT_API plait_result_t plait_config_help(char *buf, size_t buf_size, size_t *n
   sink_t s = {buf, buf_size, 0};
   for (size_t i = 0; i < N_ENTRIES; i++) {
     const cfg_entry_t *e = &entries[i];
-    sink_printf(&s, "%-24s %-8s default: %s\n    %s\n", e->var, e->type_name,
-                *e->def ? e->def : "(unset)", e->help);
+    sink_printf(&s, "%-24s %-8s default: %s%s%s\n    %s\n", e->var, e->type_name,
+                *e->def ? e->def : "(unset)", *e->range ? ", range: " : "", e->range, e->help);
   }
   return sink_finish(&s, needed);
 }

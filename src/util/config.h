@@ -19,7 +19,7 @@
 #define PLAIT_CFG_CTYPE_LEVEL int
 
 typedef struct plait_config {
-#define X(field, var, type, def, help) PLAIT_CFG_CTYPE_##type field;
+#define X(field, var, type, def, range, help) PLAIT_CFG_CTYPE_##type field;
   PLAIT_CONFIG_TABLE(X)
 #undef X
 } plait_config_t;

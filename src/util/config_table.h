@@ -1,5 +1,9 @@
 /*
- * The one configuration table: X(field, "VARIABLE", type, "default", "help").
+ * The one configuration table: X(field, "VARIABLE", type, "default",
+ * "range", "help"). The range "lo..hi" (inclusive, written as the type's values
+ * are, e.g. "0..16G") bounds every numeric variable; a value outside it is
+ * refused at init and by plait_config_set, naming the variable, the value and
+ * the range. Non-numeric types have "" (their values are listed by the type).
  * Every PLAIT_* variable of the core is declared here and nowhere else;
  * `plaitrun --help-env` prints it, and the table in docs/configuration.md
  * must list exactly these names with these types and defaults (checked by
@@ -14,55 +18,55 @@
 #define PLAIT_CONFIG_TABLE_H
 
 #define PLAIT_CONFIG_TABLE(X)                                                  \
-  X(transport, "PLAIT_TRANSPORT", NAME, "gloo",                                \
+  X(transport, "PLAIT_TRANSPORT", NAME, "gloo", "",                            \
     "transport plugin to load: gloo or ofi "                                   \
     "(libplait-transport-<name>.so)")                                          \
-  X(plugin_path, "PLAIT_PLUGIN_PATH", TEXT, "",                                \
+  X(plugin_path, "PLAIT_PLUGIN_PATH", TEXT, "", "",                            \
     "colon-separated folders searched for transport plugins before the "       \
     "folder of libplait.so")                                                   \
-  X(fusion_threshold, "PLAIT_FUSION_THRESHOLD", SIZE, "64M",                   \
+  X(fusion_threshold, "PLAIT_FUSION_THRESHOLD", SIZE, "64M", "0..16G",         \
     "most bytes of allreduces fused into one collective, decided on rank 0 "   \
     "(units K, M, G); the fusion buffer grows as needed; 0 disables fusion")   \
-  X(fusion_max_tensor, "PLAIT_FUSION_MAX_TENSOR", SIZE, "0",                 \
+  X(fusion_max_tensor, "PLAIT_FUSION_MAX_TENSOR", SIZE, "0", "0..1T",          \
     "allreduce tensors larger than this skip the fusion buffer and are "       \
     "reduced alone, in place; 0: no limit besides the threshold")              \
-  X(cycle_time_ms, "PLAIT_CYCLE_TIME_MS", POSITIVE, "1",                       \
+  X(cycle_time_ms, "PLAIT_CYCLE_TIME_MS", POSITIVE, "1", "0.01..10000",        \
     "coordinator cycle time in milliseconds")                                  \
-  X(cache_capacity, "PLAIT_CACHE_CAPACITY", COUNT, "1024",                     \
+  X(cache_capacity, "PLAIT_CACHE_CAPACITY", COUNT, "1024", "0..1048576",       \
     "response cache entries; 0 disables the cache")                            \
-  X(timeline, "PLAIT_TIMELINE", TEXT, "",                                      \
-    "path of a Chrome-trace JSON timeline to write (%r: the rank); empty: none")              \
-  X(timeline_mark_cycles, "PLAIT_TIMELINE_MARK_CYCLES", BOOL, "0",             \
+  X(timeline, "PLAIT_TIMELINE", TEXT, "", "",                                  \
+    "path of a Chrome-trace JSON timeline to write (%r: the rank); empty: none") \
+  X(timeline_mark_cycles, "PLAIT_TIMELINE_MARK_CYCLES", BOOL, "0", "",         \
     "mark the coordinator cycles that did work on the timeline (CYCLE "        \
     "instants); can change while running")                                     \
-  X(stall_warn_s, "PLAIT_STALL_WARN_S", SECONDS, "60",                         \
+  X(stall_warn_s, "PLAIT_STALL_WARN_S", SECONDS, "60", "0..86400",             \
     "warn about tensors some ranks have not submitted after this many "        \
     "seconds; 0 disables")                                                     \
-  X(stall_abort_s, "PLAIT_STALL_ABORT_S", SECONDS, "0",                        \
+  X(stall_abort_s, "PLAIT_STALL_ABORT_S", SECONDS, "0", "0..86400",            \
     "fail stalled operations after this many seconds; 0 never")                \
-  X(timeout_s, "PLAIT_TIMEOUT_S", POSITIVE, "60",                              \
+  X(timeout_s, "PLAIT_TIMEOUT_S", POSITIVE, "60", "1..86400",                  \
     "seconds of silence after which a peer is declared lost")                  \
-  X(start_timeout_s, "PLAIT_START_TIMEOUT_S", POSITIVE, "60",                  \
+  X(start_timeout_s, "PLAIT_START_TIMEOUT_S", POSITIVE, "60", "0.1..86400",    \
     "seconds ranks wait for each other in plait_init")                         \
-  X(log_level, "PLAIT_LOG_LEVEL", LEVEL, "warn",                               \
+  X(log_level, "PLAIT_LOG_LEVEL", LEVEL, "warn", "",                           \
     "log level: trace, debug, info, warn, error or off")                       \
-  X(rendezvous, "PLAIT_RENDEZVOUS", TEXT, "",                                  \
+  X(rendezvous, "PLAIT_RENDEZVOUS", TEXT, "", "",                              \
     "host:port where rank 0 listens (binds that address only); empty: "        \
     "MASTER_ADDR:MASTER_PORT or the first Slurm node, port 29500")             \
-  X(secret, "PLAIT_SECRET", TEXT, "",                                          \
+  X(secret, "PLAIT_SECRET", TEXT, "", "",                                      \
     "job secret proven by HMAC challenge-response, never sent; plaitrun "      \
     "makes one (required when size > 1)")                                      \
-  X(autotune, "PLAIT_AUTOTUNE", BOOL, "0",                                     \
+  X(autotune, "PLAIT_AUTOTUNE", BOOL, "0", "",                                 \
     "autotuning is not implemented yet: a true value fails plait_init with "   \
     "PLAIT_ERR_UNSUPPORTED")                                                   \
-  X(rank, "PLAIT_RANK", RANKNUM, "",                                           \
+  X(rank, "PLAIT_RANK", RANKNUM, "", "0..16777215",                            \
     "this process's rank (set by plaitrun; else taken from the launcher)")     \
-  X(size, "PLAIT_SIZE", RANKNUM, "", "number of ranks (set by plaitrun)")      \
-  X(local_rank, "PLAIT_LOCAL_RANK", RANKNUM, "",                               \
+  X(size, "PLAIT_SIZE", RANKNUM, "", "1..16777216", "number of ranks (set by plaitrun)") \
+  X(local_rank, "PLAIT_LOCAL_RANK", RANKNUM, "", "0..16777215",                \
     "rank on this host (set by plaitrun); unset: derived at rendezvous")       \
-  X(local_size, "PLAIT_LOCAL_SIZE", RANKNUM, "",                               \
+  X(local_size, "PLAIT_LOCAL_SIZE", RANKNUM, "", "1..16777216",                \
     "ranks on this host (set by plaitrun); unset: derived at rendezvous")      \
-  X(hostname, "PLAIT_HOSTNAME", TEXT, "",                                      \
+  X(hostname, "PLAIT_HOSTNAME", TEXT, "", "",                                  \
     "host identity used to group ranks into hosts; empty: gethostname()")
 
 #endif

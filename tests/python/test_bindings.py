@@ -156,6 +156,26 @@ def test_config_error_names_variable():
     assert "PLAIT_FUSION_THRESHOLD='64Q'" in p.stdout
 
 
+def test_integers_that_do_not_fit_a_c_type_are_refused():
+    """ctypes wraps what does not fit (c_int(2**32) is 0): _core checks first,
+    naming the argument (issue 16)."""
+    assert _core.c_integer(-2**31, "x") == -2**31
+    assert _core.c_integer(2**31 - 1, "x") == 2**31 - 1
+    for bad in (2**31, -2**31 - 1, 2**32, 2**64):
+        with pytest.raises(ValueError, match="root_rank %d is out of range" % bad) as e:
+            _core.c_integer(bad, "root_rank")
+        assert isinstance(e.value, plait.InvalidArgumentError)
+    assert _core.c_integer(2**63 - 1, "x", _core.INT64_RANGE) == 2**63 - 1
+    with pytest.raises(ValueError, match="splits"):
+        _core.c_integer(2**63, "splits", _core.INT64_RANGE)
+    with pytest.raises(TypeError, match="must be an int"):
+        _core.c_integer(1.5, "root_rank")
+    with pytest.raises(TypeError, match="not bool"):
+        _core.c_integer(True, "root_rank")
+    with pytest.raises(ValueError, match="nbytes -1"):
+        plait.transport_algorithm("allreduce", -1)
+
+
 def test_single_rank_job():
     p = run_python("""
         import plait, torch
@@ -167,6 +187,11 @@ def test_single_rank_job():
             assert torch.equal(hvd.allreduce(x, op=op), x)
         assert torch.equal(hvd.allgather(x), x)
         assert torch.equal(hvd.broadcast(x, 0), x)
+        try:  # ctypes would have made it root 0
+            hvd.broadcast(x, 2**32)
+            raise AssertionError("broadcast from root_rank 2**32 did not raise")
+        except ValueError as e:
+            assert "root_rank 4294967296" in str(e), e
         assert "PLAIT_TRANSPORT=gloo" in plait.config_dump()
         assert plait.stats()["tensors"] == 7, plait.stats()
         hvd.shutdown()

@@ -262,7 +262,7 @@ typedef struct {
 } var_case_t;
 
 static const var_case_t var_cases[] = {
-#define X(field, var, type, def, help) {var, #type, BAD_##type, ACCEPTS_##type},
+#define X(field, var, type, def, range, help) {var, #type, BAD_##type, ACCEPTS_##type},
     PLAIT_CONFIG_TABLE(X)
 #undef X
 };
@@ -335,12 +335,13 @@ Test(config, more_bad_values) {
       {"PLAIT_CYCLE_TIME_MS", "inf", "> 0"},
       {"PLAIT_CYCLE_TIME_MS", "1ms", "> 0"},
       {"PLAIT_TIMEOUT_S", " 5", "> 0"},
-      {"PLAIT_TIMEOUT_S", "1e10", "> 0"},
+      {"PLAIT_TIMEOUT_S", "1e10", "1 to 86400"},
       {"PLAIT_STALL_WARN_S", "abc", ">= 0"},
       {"PLAIT_AUTOTUNE", "2", "true"},
       {"PLAIT_AUTOTUNE", "", "true"},
       {"PLAIT_RANK", "-1", "integer >= 0"},
-      {"PLAIT_RANK", "16777217", "integer >= 0"},
+      {"PLAIT_RANK", "16777217", "0 to 16777215"},
+      {"PLAIT_RANK", "99999999999999999999", "integer >= 0"},
       {"PLAIT_SIZE", "4.0", "integer >= 0"},
       {"PLAIT_LOCAL_SIZE", "two", "integer >= 0"},
       {"PLAIT_LOG_LEVEL", "", "debug"},
@@ -438,12 +439,76 @@ Test(unknown, small_buffer_is_cut_and_terminated) {
 /* plait_config_help                                                         */
 /* ------------------------------------------------------------------------ */
 
+/* Values the type accepts that would wedge or break a job (issue 16): each is
+ * refused naming the variable, the value and the range. */
+Test(config, every_numeric_variable_refuses_values_outside_its_range) {
+  static const struct {
+    const char *var, *value, *range;
+  } cases[] = {
+      {"PLAIT_FUSION_THRESHOLD", "17G", "0 to 16G"},
+      {"PLAIT_FUSION_MAX_TENSOR", "2T", "0 to 1T"},
+      {"PLAIT_CYCLE_TIME_MS", "1e9", "0.01 to 10000"},
+      {"PLAIT_CYCLE_TIME_MS", "0.001", "0.01 to 10000"},
+      {"PLAIT_CACHE_CAPACITY", "1048577", "0 to 1048576"},
+      {"PLAIT_STALL_WARN_S", "86401", "0 to 86400"},
+      {"PLAIT_STALL_ABORT_S", "1e9", "0 to 86400"},
+      {"PLAIT_TIMEOUT_S", "1e-9", "1 to 86400"},
+      {"PLAIT_TIMEOUT_S", "0.5", "1 to 86400"},
+      {"PLAIT_TIMEOUT_S", "86401", "1 to 86400"},
+      {"PLAIT_START_TIMEOUT_S", "0.01", "0.1 to 86400"},
+      {"PLAIT_START_TIMEOUT_S", "1e6", "0.1 to 86400"},
+      {"PLAIT_RANK", "16777216", "0 to 16777215"},
+      {"PLAIT_SIZE", "0", "1 to 16777216"},
+      {"PLAIT_SIZE", "16777217", "1 to 16777216"},
+      {"PLAIT_LOCAL_RANK", "16777216", "0 to 16777215"},
+      {"PLAIT_LOCAL_SIZE", "0", "1 to 16777216"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    expect_rejected(cases[i].var, cases[i].value, cases[i].range);
+    expect_rejected(cases[i].var, cases[i].value, "out of range");
+  }
+}
+
 typedef struct {
-  const char *var, *type, *def, *help;
+  const char *var, *type, *range;
+} range_case_t;
+
+static const range_case_t range_cases[] = {
+#define X(field, var, type, def, range, help) {var, #type, range},
+    PLAIT_CONFIG_TABLE(X)
+#undef X
+};
+
+/* Every numeric variable has a range in the table, and both of its ends are
+ * accepted. */
+Test(config, every_numeric_variable_has_a_range_whose_ends_are_accepted) {
+  for (size_t i = 0; i < sizeof range_cases / sizeof range_cases[0]; i++) {
+    const range_case_t *c = &range_cases[i];
+    int numeric = strstr("SIZE COUNT RANKNUM SECONDS POSITIVE", c->type) != NULL;
+    cr_expect_eq(numeric, *c->range != '\0', "%s (%s): range \"%s\"", c->var, c->type, c->range);
+    const char *dots = strstr(c->range, "..");
+    if (!numeric || !dots) continue;
+    char ends[2][32];
+    snprintf(ends[0], sizeof ends[0], "%.*s", (int)(dots - c->range), c->range);
+    snprintf(ends[1], sizeof ends[1], "%s", dots + 2);
+    for (int k = 0; k < 2; k++) {
+      setenv(c->var, ends[k], 1);
+      plait_config_t cfg;
+      plait_result_t rc = plait_config_load(&cfg);
+      cr_expect_eq(rc, PLAIT_SUCCESS, "%s=%s (an end of its range) refused: %s", c->var, ends[k],
+                   plait_last_error());
+      if (rc == PLAIT_SUCCESS) plait_config_free(&cfg);
+      unsetenv(c->var);
+    }
+  }
+}
+
+typedef struct {
+  const char *var, *type, *def, *range, *help;
 } help_case_t;
 
 static const help_case_t help_cases[] = {
-#define X(field, var, type, def, help) {var, #type, def, help},
+#define X(field, var, type, def, range, help) {var, #type, def, range, help},
     PLAIT_CONFIG_TABLE(X)
 #undef X
 };
@@ -491,6 +556,10 @@ Test(help, names_every_variable_with_type_default_and_help) {
     snprintf(def, sizeof def, "default: %s", *c->def ? c->def : "(unset)");
     cr_expect(strstr(head, def) != NULL, "%s: no \"%s\" in \"%s\"", c->var, def, head);
     cr_expect(strstr(head, c->type) != NULL, "%s: type %s not in \"%s\"", c->var, c->type, head);
+    char range[128];
+    snprintf(range, sizeof range, "range: %s", c->range);
+    cr_expect(!*c->range || strstr(head, range) != NULL, "%s: no \"%s\" in \"%s\"", c->var, range,
+              head);
     cr_expect(strncmp(eol + 1, "    ", 4) == 0 && strncmp(eol + 5, c->help, strlen(c->help)) == 0,
               "%s: help text not on the next line", c->var);
   }

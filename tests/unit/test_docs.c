@@ -22,11 +22,11 @@ static char *slurp(const char *path) {
 }
 
 typedef struct {
-  const char *var, *type, *def;
+  const char *var, *type, *def, *range;
 } var_t;
 
 static const var_t vars[] = {
-#define X(field, var, type, def, help) {var, #type, def},
+#define X(field, var, type, def, range, help) {var, #type, def, range},
     PLAIT_CONFIG_TABLE(X)
 #undef X
 };
@@ -50,6 +50,14 @@ Test(docs, configuration_md_lists_every_variable_with_type_and_default) {
     snprintf(row, sizeof row, "| `%s` | %s | ", vars[i].var, vars[i].type);
     char *at = strstr(sec, row);
     cr_expect(at, "docs/configuration.md has no row starting \"%s\"", row);
+    if (at && *vars[i].range) { /* the range column of that row */
+      char range[96];
+      snprintf(range, sizeof range, "| `%s` |", vars[i].range);
+      const char *eol = strchr(at, '\n');
+      const char *cell = strstr(at, range);
+      cr_expect(cell && (!eol || cell < eol), "docs/configuration.md: %s's range is not %s",
+                vars[i].var, range);
+    }
     if (!at || !*vars[i].def) continue; /* an empty default is explained in words */
     char def[96];
     snprintf(def, sizeof def, "`%s` |", vars[i].def);

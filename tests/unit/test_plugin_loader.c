@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "plait/plait.h"
 #include "engine/plugin.h"
@@ -120,4 +121,73 @@ Test(loader, table_checks_direct) {
   cr_assert(strstr(plait_last_error(), "mem_copy() NULL"));
   plait_plugin_unload(&p);
   plait_plugin_unload(&p); /* harmless twice */
+}
+
+/* A folder of its own with a file that is not a library, named like plugin
+ * `name`; returns the folder (static buffer). */
+static const char *junk_folder(const char *name, char *file, size_t cap) {
+  static char dir[256];
+  snprintf(dir, sizeof dir, "/tmp/plait-loader-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(file, cap, "%s/libplait-transport-%s.so", dir, name);
+  FILE *f = fopen(file, "w");
+  cr_assert_not_null(f);
+  fputs("not a shared library\n", f);
+  fclose(f);
+  return dir;
+}
+
+/* Runs plait_init with stderr sent to a file; returns what was logged. */
+static char *init_logged(plait_result_t *rc) {
+  char log[] = "/tmp/plait-loader-log-XXXXXX";
+  int fd = mkstemp(log);
+  cr_assert_geq(fd, 0);
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(fd, 2);
+  *rc = plait_init();
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  off_t n = lseek(fd, 0, SEEK_END);
+  char *text = calloc((size_t)n + 1, 1);
+  cr_assert_not_null(text);
+  cr_assert_eq(pread(fd, text, (size_t)n, 0), n);
+  close(fd);
+  unlink(log);
+  return text;
+}
+
+/* A file in PLAIT_PLUGIN_PATH that cannot be loaded is not skipped in
+ * silence: an info line names it and says why (issue 16). */
+Test(loader, unloadable_file_in_the_path_is_named_when_skipped) {
+  char file[512], path[1024];
+  const char *dir = junk_folder("fixture", file, sizeof file);
+  snprintf(path, sizeof path, "%s:%s", dir, PLAIT_TEST_PLUGIN_DIR);
+  setenv("PLAIT_PLUGIN_PATH", path, 1);
+  setenv("PLAIT_TRANSPORT", "fixture", 1);
+  setenv("PLAIT_LOG_LEVEL", "info", 1);
+  plait_result_t rc;
+  char *log = init_logged(&rc);
+  unsetenv("PLAIT_LOG_LEVEL");
+  if (rc == PLAIT_SUCCESS) plait_shutdown();
+  unlink(file);
+  rmdir(dir);
+  cr_assert_eq(rc, PLAIT_SUCCESS, "the plugin further down the path loads: %s",
+               plait_last_error());
+  char *line = strstr(log, file);
+  cr_expect(line && strstr(line, "skipped"), "no log line names %s as skipped:\n%s", file, log);
+  free(log);
+}
+
+/* When no plugin loads, the error says which files were there but skipped,
+ * and why. */
+Test(loader, error_names_files_skipped_and_why) {
+  char file[512];
+  const char *dir = junk_folder("junkonly", file, sizeof file);
+  setenv("PLAIT_PLUGIN_PATH", dir, 1);
+  const char *n[] = {"'junkonly'", file, "skipped, it cannot be loaded", NULL};
+  expect_init_fails("junkonly", PLAIT_ERR_PLUGIN, n);
+  unlink(file);
+  rmdir(dir);
 }

@@ -943,3 +943,31 @@ Test(timeline_api, single_rank_job) {
   cr_assert_eq(check_pairs(&v), 1);
   evs_free(&v);
 }
+
+/* PLAIT_TIMELINE that cannot be written fails plait_init (it was a warning,
+ * and the job ran without the timeline it was asked for). */
+Test(timeline_api, unwritable_plait_timeline_fails_init) {
+  const char *missing = in_dir("no/such/dir/tl.%r.json");
+  setenv("PLAIT_TIMELINE", missing, 1);
+  plait_result_t rc = plait_init();
+  const char *msg = plait_last_error();
+  if (rc == PLAIT_SUCCESS) plait_shutdown();
+  unsetenv("PLAIT_TIMELINE");
+  cr_assert_eq(rc, PLAIT_ERR_CONFIG, "got %s: %s", plait_result_name(rc), msg);
+  cr_expect(strstr(msg, "PLAIT_TIMELINE") && strstr(msg, "no/such/dir/tl.0.json") &&
+                strstr(msg, strerror(ENOENT)),
+            "names the variable, the path and the reason: %s", msg);
+  int on = 1;
+  plait_is_initialized(&on);
+  cr_expect_eq(on, 0, "a failed init leaves plait uninitialized");
+  /* and a good one works afterwards */
+  setenv("PLAIT_TIMELINE", in_dir("tl.%r.json"), 1);
+  rc = plait_init();
+  unsetenv("PLAIT_TIMELINE");
+  cr_assert_eq(rc, PLAIT_SUCCESS, "%s", plait_last_error());
+  plait_engine_t *engine = plait_api_acquire();
+  cr_assert(engine);
+  cr_expect_eq(plait_tl_active(engine->timeline), 1);
+  plait_api_release(&engine);
+  cr_assert_eq(plait_shutdown(), PLAIT_SUCCESS);
+}

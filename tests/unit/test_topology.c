@@ -16,6 +16,7 @@
 #include "util/config.h"
 #include "util/error.h"
 #include "plait/plait.h"
+#include "control/net.h"
 #include "control/topology.h"
 #include "ranks.h"
 
@@ -197,6 +198,32 @@ Test(topology, slurm_port_from_master_port_and_host_from_master_addr) {
   cr_expect_eq(t.rendezvous_port, 777);
 }
 
+/* IPv6 rendezvous addresses: bracketed in PLAIT_RENDEZVOUS, bare or
+ * bracketed in MASTER_ADDR (torchrun accepts both). */
+Test(topology, ipv6_rendezvous_addresses) {
+  set("PLAIT_RANK", "0");
+  set("PLAIT_SIZE", "2");
+  set("PLAIT_RENDEZVOUS", "[::1]:29556");
+  plait_topology_t t;
+  load_ok(&t);
+  cr_expect_str_eq(t.rendezvous_host, "::1");
+  cr_expect_eq(t.rendezvous_port, 29556);
+  unsetenv("PLAIT_RENDEZVOUS");
+  set("MASTER_ADDR", "[fe80::1%eth0]");
+  set("MASTER_PORT", "29400");
+  load_ok(&t);
+  cr_expect_str_eq(t.rendezvous_host, "fe80::1%eth0");
+  set("MASTER_ADDR", "::1");
+  load_ok(&t);
+  cr_expect_str_eq(t.rendezvous_host, "::1");
+  cr_expect_eq(t.rendezvous_port, 29400);
+  char text[64];
+  plait_net_format_hostport("::1", 29556, text, sizeof text);
+  cr_expect_str_eq(text, "[::1]:29556", "the form PLAIT_RENDEZVOUS takes");
+  plait_net_format_hostport("10.0.0.1", 1, text, sizeof text);
+  cr_expect_str_eq(text, "10.0.0.1:1");
+}
+
 Test(topology, torchrun) {
   set("RANK", "1");
   set("WORLD_SIZE", "4");
@@ -312,7 +339,7 @@ Test(topology, rank_not_below_size) {
 Test(topology, size_zero) {
   set("PLAIT_RANK", "0");
   set("PLAIT_SIZE", "0");
-  FAILS("PLAIT_SIZE=0", "PLAIT_SIZE=0", "at least 1", "plaitrun");
+  FAILS("PLAIT_SIZE=0", "PLAIT_SIZE='0'", "out of range", "1 to 16777216"); /* the table's range */
   plait_test_clear_env();
   set("RANK", "0");
   set("WORLD_SIZE", "0");
@@ -328,7 +355,7 @@ Test(topology, local_rank_not_below_local_size) {
   FAILS("local 2 of 2", "local rank 2", "local size 2");
   set("PLAIT_LOCAL_RANK", "0");
   set("PLAIT_LOCAL_SIZE", "0");
-  FAILS("local size 0", "local size 0");
+  FAILS("local size 0", "PLAIT_LOCAL_SIZE='0'", "out of range", "1 to 16777216");
 }
 
 Test(topology, plait_rank_and_size_go_together) {

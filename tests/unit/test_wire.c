@@ -325,3 +325,59 @@ Test(wire, negotiation_frames_are_decoded_by_the_engine) {
   cr_assert_eq(plait_msg_encode_welcome(&W, &w), PLAIT_SUCCESS);
   cr_assert_eq(plait_neg_decode_frame(W.data, W.len), PLAIT_SUCCESS, "control types too");
 }
+
+/* Values that do not fit their wire field are refused by the encoder,
+ * naming the value (issue 16), instead of going out for the decoder to
+ * refuse as malformed (or, for a blob length, to be cut short). */
+static void expect_unfit(plait_result_t rc, const char *words) {
+  cr_assert_eq(rc, PLAIT_ERR_INVALID_ARGUMENT, "got %s: %s", plait_result_name(rc),
+               plait_last_error());
+  cr_expect(strstr(plait_last_error(), "does not fit") && strstr(plait_last_error(), words),
+            "the message does not say \"%s\": %s", words, plait_last_error());
+}
+
+Test(wire, encoders_refuse_values_their_fields_cannot_carry) {
+  plait_meta_t m = {0};
+  m.coll = PLAIT_COLL_ALLTOALL;
+  m.dtype = PLAIT_FLOAT32;
+  m.ndim = 1;
+  m.shape[0] = 4;
+  m.nsplits = 70000; /* one per rank: more ranks than the decoder takes */
+  m.splits = calloc(m.nsplits, sizeof *m.splits);
+  cr_assert_not_null(m.splits);
+  plait_request_t rq[1] = {{"a2a", -1, m}};
+  plait_request_list_t rl = {0, 1, rq, 0};
+  expect_unfit(plait_requests_encode(&W, &rl), "alltoall splits");
+  free(m.splits);
+
+  static char long_name[PLAIT_MAX_NAME + 2];
+  memset(long_name, 'n', sizeof long_name - 1);
+  plait_meta_t m2 = {0};
+  m2.coll = PLAIT_COLL_ALLREDUCE;
+  plait_request_t rq2[1] = {{long_name, -1, m2}};
+  plait_request_list_t rl2 = {0, 1, rq2, 0};
+  expect_unfit(plait_requests_encode(&W, &rl2), "tensor name");
+
+  plait_wr_begin(&W, PLAIT_MSG_BOOT_DATA);
+  plait_wr_blob(&W, "x", (size_t)UINT32_MAX + 1); /* refused before it reads a byte */
+  expect_unfit(plait_wr_end(&W), "4 GiB");
+
+  /* the writer starts clean for the next frame */
+  plait_request_list_t ok = {0, 1, rq2, 0};
+  long_name[PLAIT_MAX_NAME] = '\0';
+  cr_assert_eq(plait_requests_encode(&W, &ok), PLAIT_SUCCESS, "%s", plait_last_error());
+}
+
+/* A failed response's message longer than the decoder takes is cut, so the
+ * response still arrives. */
+Test(wire, long_failure_message_is_cut_not_refused) {
+  static char msg[20000];
+  memset(msg, 'm', sizeof msg - 1);
+  plait_response_t rs[1] = {{PLAIT_COLL_ALLREDUCE, PLAIT_ERR_MISMATCH, msg, 0, NULL, NULL, 0, -1}};
+  plait_response_list_t rsl = {0, -1, 1, rs}, back;
+  cr_assert_eq(plait_responses_encode(&W, &rsl), PLAIT_SUCCESS, "%s", plait_last_error());
+  cr_assert_eq(plait_responses_decode(W.data + 12, W.len - 12, &back), PLAIT_SUCCESS, "%s",
+               plait_last_error());
+  cr_expect_eq(strlen(back.r[0].message), 8192);
+  plait_responses_free(&back);
+}

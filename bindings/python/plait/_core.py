@@ -13,6 +13,7 @@ plait_wait or plait_init does not stop the program's other Python threads.
 import builtins
 import ctypes
 import ctypes.util
+import operator
 import os
 import threading
 
@@ -460,7 +461,50 @@ def submit(fn, name, keep, *args):
 def encode_name(name):
     if not isinstance(name, str):
         raise TypeError("plait: a tensor name must be a str, not %s" % type(name).__name__)
+    check_name_has_no_nul(name, "plait")
     return name.encode("utf-8")
+
+
+def check_name_has_no_nul(name, where):
+    """Names cross the C ABI as NUL-terminated strings: one holding a NUL
+    would be cut there, and "a\\0rank0" and "a\\0rank1" would both be "a",
+    reduced together. Such a name is refused (InvalidArgumentError, a
+    ValueError)."""
+    if "\0" in name:
+        raise invalid("%s: tensor name %r contains a NUL character ('\\0'), which the C "
+                      "library cannot carry (it would be cut there and could collide with "
+                      "another name); remove it" % (where, name))
+
+
+# ctypes converts a Python int that does not fit a C integer silently
+# (c_int(2**32) is 0, c_int64(2**64) is 0, c_uint64(-1) is 2**64 - 1), so
+# every integer a caller gives is checked here first.
+INT32_RANGE = (-2**31, 2**31 - 1)
+INT64_RANGE = (-2**63, 2**63 - 1)
+UINT64_RANGE = (0, 2**64 - 1)
+
+
+def invalid(message):
+    """plait's InvalidArgumentError (a ValueError) with message."""
+    return error(RESULTS["PLAIT_ERR_INVALID_ARGUMENT"], message)
+
+
+def c_integer(value, what, bounds=INT32_RANGE, make_error=invalid):
+    """value as a Python int within bounds (a C int's range by default):
+    TypeError when it is not an integer; when it does not fit,
+    make_error(message naming what, e.g. "plait.torch.broadcast: root_rank"),
+    by default an InvalidArgumentError, a ValueError."""
+    if isinstance(value, bool):
+        raise TypeError("%s must be an int, not bool" % what)
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError("%s must be an int, not %s" % (what, type(value).__name__)) from None
+    lo, hi = bounds
+    if not lo <= v <= hi:
+        raise make_error("%s %d is out of range: it must be from %d to %d"
+                         % (what, v, lo, hi))
+    return v
 
 
 # --------------------------------------------------------------------------
@@ -520,7 +564,8 @@ def transport_algorithm(collective, nbytes):
     """The algorithm the transport runs for a collective ("allreduce", ...) of
     nbytes bytes in all; "" when the transport does not say."""
     s = ctypes.c_char_p()
-    check(lib.plait_transport_algorithm(str(collective).encode(), int(nbytes), ctypes.byref(s)))
+    nbytes = c_integer(nbytes, "plait.transport_algorithm: nbytes", UINT64_RANGE)
+    check(lib.plait_transport_algorithm(str(collective).encode(), nbytes, ctypes.byref(s)))
     return _text(s.value)
 
 

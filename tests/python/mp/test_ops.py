@@ -366,8 +366,36 @@ def test_bad_input(hvd):
         hvd.broadcast(torch.ones(1), "0")
     with pytest.raises(hvd.InvalidArgumentError, match="root"):
         hvd.broadcast(torch.ones(1), hvd.size(), name="badroot")
+    # Integers a C int cannot hold are refused, not wrapped by ctypes
+    # (2**32 broadcast from rank 0, issue 16); every rank raises alike.
+    for root in (2**32, 2**32 + 1, 2**31, -2**32, 2**64):
+        with pytest.raises(ValueError, match="root_rank %d" % root):
+            hvd.broadcast(torch.ones(1), root, name="wrapped.root")
+        with pytest.raises(ValueError, match="root_rank %d" % root):
+            hvd.broadcast_(torch.ones(1), root, name="wrapped.root_")
+    n = hvd.size()
+    with pytest.raises(ValueError, match=r"splits\[0\] %d is out of range" % (2**64 + n)):
+        hvd.alltoall(torch.ones(n), splits=[2**64 + n] + [0] * (n - 1), name="wrapped.splits")
     with pytest.raises(NotImplementedError, match="process sets"):
         hvd.allreduce(torch.ones(1), process_set=[0])
+
+
+def test_names_with_nul_are_refused(hvd):
+    """'a\\0rank0' and 'a\\0rank1' were both cut to 'a' at the C ABI and
+    reduced together (issue 16); every binding refuses such names."""
+    r = hvd.rank()
+    x = torch.ones(2) * (r + 1)
+    with pytest.raises(ValueError, match="NUL"):
+        hvd.allreduce(x, name="a\0rank%d" % r)
+    with pytest.raises(ValueError, match="NUL"):
+        hvd.grouped_allreduce([x, x], name="g\0rank%d" % r)
+    with pytest.raises(ValueError, match="NUL"):
+        hvd.broadcast(x, 0, name="b\0rank%d" % r)
+    with pytest.raises(ValueError, match="NUL"):
+        hvd.allgather(x, name="c\0rank%d" % r)
+    # the job goes on: nothing was submitted
+    assert torch.equal(hvd.allreduce(torch.ones(1), op=hvd.Sum, name="after.nul"),
+                       torch.ones(1) * hvd.size())
 
 
 def test_join_uneven(hvd):

@@ -197,12 +197,16 @@ def push(kind, names, inputs, outputs, tensors, op=0, prescale=1.0, postscale=1.
     req.op = op
     req.prescale_factor = float(prescale)
     req.postscale_factor = float(postscale)
-    req.root = int(root)
+    # ctypes would wrap values that do not fit the C fields (2**32 -> 0)
+    req.root = _core.c_integer(root, "plait.mxnet: root_rank", make_error=invalid)
     if splits is not None:
-        c_splits = (ctypes.c_int64 * len(splits))(*splits)
+        checked = [_core.c_integer(v, "plait.mxnet: splits[%d]" % i, _core.INT64_RANGE,
+                                   make_error=invalid)
+                   for i, v in enumerate(splits)]
+        c_splits = (ctypes.c_int64 * len(checked))(*checked)
         req.splits = c_splits
-        req.nsplits = len(splits)
-    req.priority = int(priority)
+        req.nsplits = len(checked)
+    req.priority = _core.c_integer(priority, "plait.mxnet: priority", make_error=invalid)
     wants_ticket = kind in (ALLGATHER, ALLTOALL, REDUCESCATTER)
     ticket = ctypes.c_void_p()
     rc = lib.plait_mx_push(ctypes.byref(req), ctypes.byref(ticket) if wants_ticket else None)

@@ -26,6 +26,8 @@ import warnings
 
 import tensorflow as tf
 
+from plait import _core
+
 from plait.common.basics import (  # noqa: F401
     init, shutdown, is_initialized, start_timeline, stop_timeline, size, local_size,
     cross_size, rank, local_rank, cross_rank, is_homogeneous, mpi_threads_supported,
@@ -88,6 +90,8 @@ def _naming(kind, prefix, name, tensors, ignore_name_scope):
     if name is not None and not isinstance(name, str):
         raise TypeError("plait.tensorflow.%s: name must be a str, not %s"
                         % (kind, type(name).__name__))
+    if name is not None:
+        _core.check_name_has_no_nul(name, "plait.tensorflow.%s" % kind)
     if executing_eagerly():
         return {"tensor_name": "%s.%s" % (kind, "noname" if name is None else name)}
     if name is None:
@@ -244,6 +248,7 @@ def _check_root(root_rank, what):
     if isinstance(root_rank, bool) or not isinstance(root_rank, int):
         raise TypeError("plait.tensorflow.%s: root_rank must be an int, not %s"
                         % (what, type(root_rank).__name__))
+    _core.c_integer(root_rank, "plait.tensorflow.%s: root_rank" % what)  # the op's int32
 
 
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,

@@ -195,7 +195,7 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, posts
                              what):
     tensors = _check_group(tensors, what)
     n = len(tensors)
-    names = [nm.encode("utf-8") for nm in _group_names("grouped_allreduce", name, n)]
+    names = [_core.encode_name(nm) for nm in _group_names("grouped_allreduce", name, n)]
     ins = (_core.Tensor * n)()
     outs = (_core.Tensor * n)()
     srcs, dsts = [], []
@@ -419,6 +419,9 @@ def _broadcast_async(tensor, in_place, root_rank, name, what):
     if not isinstance(root_rank, int) or isinstance(root_rank, bool):
         raise TypeError("plait.torch.%s: root_rank must be an int, not %s"
                         % (what, type(root_rank).__name__))
+    if not 0 <= root_rank < size():  # also one ctypes would wrap (2**32 -> 0)
+        raise _core.invalid("plait.torch.%s: root_rank %d is not a rank of this job (0..%d)"
+                            % (what, root_rank, size() - 1))
     buf = tensor.clone(memory_format=torch.contiguous_format) if not in_place \
         else tensor.contiguous()
     view, code, back = _movable(buf)
@@ -494,6 +497,8 @@ def _splits_array(splits, n, what):
     if len(values) != n:
         raise ValueError("plait.torch.%s: splits has %d entries but there are %d ranks"
                          % (what, len(values), n))
+    values = [_core.c_integer(v, "plait.torch.%s: splits[%d]" % (what, i), _core.INT64_RANGE)
+              for i, v in enumerate(values)]
     arr = (ctypes.c_int64 * n)(*values)
     return arr, values
 

@@ -80,6 +80,29 @@ def test_single_rank_operations(job):
     assert hvd.allgather_object(5) == [5]
 
 
+def test_integers_a_c_int_cannot_hold_are_refused(job):
+    """ctypes would wrap them into the request's C fields: root_rank 2**32
+    broadcast from rank 0, priority 2**32 ran at 0 (issue 16)."""
+    x = mx.nd.array([1.0, 2.0])
+    for root in (2**32, 2**31, -2**32):
+        with pytest.raises(ValueError, match="root_rank %d" % root):
+            hvd.broadcast(x, root, name="wrap.root")
+    with pytest.raises(ValueError, match="priority %d" % 2**32):
+        hvd.allreduce(x, name="wrap.priority", priority=2**32)
+    with pytest.raises(ValueError, match=r"splits\[0\] %d" % (2**64 + 2)):
+        hvd.alltoall(x, splits=[2**64 + 2], name="wrap.splits")
+
+
+def test_names_with_nul_are_refused(job):
+    """A name with a NUL would be cut at the C ABI ('a\\0x' and 'a\\0y' both
+    'a'): refused (issue 16)."""
+    x = mx.nd.array([1.0, 2.0])
+    with pytest.raises(ValueError, match="NUL"):
+        hvd.allreduce(x, name="a\0x")
+    with pytest.raises(ValueError, match="NUL"):
+        hvd.broadcast(x, 0, name="a\0y")
+
+
 def test_empty_first_dimension(job):
     x = mx.nd.empty((0, 3))
     out = hvd.allgather(x, name="empty")

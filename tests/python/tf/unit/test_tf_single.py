@@ -39,6 +39,18 @@ def test_job_of_one():
         assert hvd.allreduce(x).numpy().tolist() == [1.0, 2.0]
         assert hvd.allgather(tf.ones([2, 1])).shape == (2, 1)
         assert hvd.broadcast(x, 0).numpy().tolist() == [1.0, 2.0]
+        # a name with a NUL would be cut at the C ABI and could collide
+        with pytest.raises(ValueError, match="NUL"):
+            hvd.allreduce(x, name="a\0rank0")
+        # the op itself refuses one too (a name given to it directly)
+        from plait.tensorflow.mpi_ops import MPI_LIB
+        with pytest.raises(tf.errors.InvalidArgumentError, match="NUL"):
+            MPI_LIB.plait_allreduce(tensor=x, reduce_op=hvd.Sum, prescale_factor=1.0,
+                                    postscale_factor=1.0, process_set_id=0,
+                                    tensor_name="allreduce.a\0rank0")
+        for root in (2**32, 2**31, -2**32):  # the op's int32 attribute cannot hold it
+            with pytest.raises(ValueError, match="root_rank %d" % root):
+                hvd.broadcast(x, root)
         # one rank: the tape's gradients are the local ones (Horovod's cond)
         v = tf.Variable([3.0])
         with tf.GradientTape() as tape:
