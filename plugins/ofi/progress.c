@@ -26,9 +26,9 @@ void ofi_begin(ofi_state_t *st, const char *op) {
   st->last_liveness = st->last_progress;
 }
 
-static uint64_t make_tag(uint32_t seq, int src, uint32_t id) {
-  return ((uint64_t)(seq & 0xffffu) << 44) | ((uint64_t)((uint32_t)src & 0xfffffu) << 24) |
-         (uint64_t)(id & OFI_TAG_ID_MAX);
+static uint64_t make_tag(const ofi_state_t *st, int src, uint32_t id) {
+  return ((uint64_t)(st->comm & 0xfu) << 56) | ((uint64_t)(st->seq & 0xfffu) << 44) |
+         ((uint64_t)((uint32_t)src & 0xfffffu) << 24) | (uint64_t)(id & OFI_TAG_ID_MAX);
 }
 
 static void push_done(ofi_state_t *st, ofi_req_t *r) {
@@ -191,7 +191,7 @@ plait_result_t ofi_post_send(ofi_state_t *st, ofi_req_t *req, int peer, const vo
   req->done = 0;
   req->posted = 0;
   req->len = len;
-  req->tag = make_tag(st->seq, st->rank, id);
+  req->tag = make_tag(st, st->rank, id);
   static const char zero = 0;
   if (buf == NULL) buf = &zero; /* empty messages still need an address */
   for (;;) {
@@ -225,7 +225,7 @@ plait_result_t ofi_post_recv(ofi_state_t *st, ofi_req_t *req, int peer, void *bu
   req->done = 0;
   req->posted = 0;
   req->len = len;
-  req->tag = make_tag(st->seq, peer, id);
+  req->tag = make_tag(st, peer, id);
   static char sink;
   if (buf == NULL) buf = &sink;
   for (;;) {
