@@ -14,6 +14,7 @@
 #include "util/error.h"
 #include "util/log.h"
 #include "engine/plugin.h"
+#include "engine/process_set.h"
 #include "util/reduce.h"
 #include "engine/timeline.h"
 #include "control/topology.h"
@@ -92,7 +93,22 @@ static plait_result_t init_locked(void) {
   snprintf(transport_name, sizeof transport_name, "%s", s->plugin.table->name);
   plait_coord_args_t ca = {&s->cfg, &s->ctrl, s->plugin.table, s->plugin.state, s->topo.rank,
                            s->topo.size};
-  if (!without_coordinator) PLAIT_CHECK_GOTO(rc, plait_coord_start(&ca), fail_plugin);
+  plait_process_sets_reset();
+  PLAIT_CHECK_GOTO(rc, plait_psets_start(s->topo.rank, s->topo.size, s->plugin.table,
+                                         s->plugin.state, s->cfg.dynamic_process_sets),
+                   fail_plugin);
+  if (!without_coordinator) PLAIT_CHECK_GOTO(rc, plait_coord_start(&ca), fail_psets);
+  if (!without_coordinator && (rc = plait_process_sets_from_config(s->cfg.process_sets,
+                                                                     s->cfg.start_timeout_s))) {
+    char why[2048];
+    snprintf(why, sizeof why, "%s", plait_last_error());
+    plait_coord_stop();
+    plait_psets_stop();
+    plait_plugin_unload(&s->plugin);
+    plait_control_close(&s->ctrl);
+    plait_config_free(&s->cfg);
+    return plait_error(rc, "%s", why);
+  }
   plait_tl_set_mark_cycles(s->cfg.timeline_mark_cycles);
   if (s->cfg.timeline && *s->cfg.timeline) {
     char path[4096]; /* "%r" in the path becomes the rank: one file per rank */
@@ -113,6 +129,8 @@ static plait_result_t init_locked(void) {
              s->topo.size, s->topo.local_rank, s->topo.local_size, s->topo.cross_rank,
              s->topo.cross_size, s->topo.source, transport_name);
   return PLAIT_SUCCESS;
+fail_psets:
+  plait_psets_stop();
 fail_plugin:
   plait_plugin_unload(&s->plugin);
 fail_ctrl:
@@ -145,6 +163,7 @@ PLAIT_API plait_result_t plait_shutdown(void) {
   atomic_store(&g_initialized, 0);
   session_t *s = &S;
   plait_coord_stop(); /* pending operations fail with PLAIT_ERR_SHUTDOWN */
+  plait_psets_stop();  /* the sets' sub-states, before the transport goes */
   plait_tl_stop();
   /* Leave together, so no rank reads a closed connection as a lost peer. */
   plait_result_t rc = plait_boot_barrier(&s->boot);

@@ -1,12 +1,15 @@
 /* The operation calls of the public ABI: check every argument, build the
  * entries, hand them to the coordinator. Nothing is queued on any error. */
 #include <math.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/coordinator.h"
 #include "util/error.h"
 #include "engine/handle.h"
+#include "engine/process_set.h"
 #include "control/net.h"
 #include "plait/transport.h"
 #include "engine/timeline.h"
@@ -35,6 +38,8 @@ static plait_result_t check_name(const char *fn, const char *name) {
   if (n > PLAIT_MAX_NAME) return BAD("%s: name is %zu bytes, the limit is %d", fn, n, PLAIT_MAX_NAME);
   if (!strncmp(name, "plait:", 6))
     return BAD("%s: name '%s': names starting with 'plait:' are reserved", fn, name);
+  if (name[0] == '\x1f')
+    return BAD("%s: a name may not start with the byte 0x1f (plait's process-set keys do)", fn);
   return PLAIT_SUCCESS;
 }
 
@@ -69,6 +74,28 @@ static plait_result_t check_tensor(const char *fn, const char *what, const plait
   meta->device = t->device;
   memcpy(meta->shape, t->shape, sizeof t->shape[0] * (size_t)t->ndim);
   meta->prescale = meta->postscale = 1.0;
+  return PLAIT_SUCCESS;
+}
+
+/* The process set of opts: 0 when opts is NULL or its struct_size does not
+ * reach the field (a caller built against the first layout). */
+static int32_t opts_pset(const plait_op_options_t *opts) {
+  if (!opts || opts->struct_size < offsetof(plait_op_options_t, process_set) +
+                                       sizeof opts->process_set)
+    return PLAIT_GLOBAL_PROCESS_SET;
+  return opts->process_set;
+}
+
+/* The operation's process set: this rank must be a member. *n: its size. */
+static plait_result_t check_pset(const char *fn, const plait_op_options_t *opts, int *n,
+                                 plait_meta_t *meta) {
+  int32_t id = opts_pset(opts);
+  if (id == PLAIT_GLOBAL_PROCESS_SET) {
+    *n = plait_coord_size();
+  } else {
+    PLAIT_CHECK(plait_psets_check_member(fn, id, n));
+  }
+  meta->pset = id;
   return PLAIT_SUCCESS;
 }
 
@@ -166,6 +193,8 @@ static plait_result_t allreduce_entry(const char *fn, const char *name, const pl
   PLAIT_CHECK(check_tensor(fn, "output", out, &ometa));
   PLAIT_CHECK(same_shape(fn, in, out));
   PLAIT_CHECK(check_reduction(fn, in->dtype, in->device, op, opts, &meta));
+  int members;
+  PLAIT_CHECK(check_pset(fn, opts, &members, &meta));
   meta.coll = PLAIT_COLL_ALLREDUCE;
   *e = new_entry(name, &meta);
   if (*e) (*e)->input = *in, (*e)->output = *out;
@@ -228,6 +257,8 @@ PLAIT_API plait_result_t plait_allgather_async(const char *name, const plait_ten
   if (input->device != PLAIT_DEVICE_HOST)
     return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
                        "(plait allocates this output on the host)", fn);
+  int members;
+  PLAIT_CHECK(check_pset(fn, opts, &members, &meta));
   meta.coll = PLAIT_COLL_ALLGATHER;
   plait_entry_t *e = new_entry(name, &meta);
   if (e) e->input = *input;
@@ -242,8 +273,12 @@ PLAIT_API plait_result_t plait_broadcast_async(const char *name, const plait_ten
   plait_meta_t meta;
   PLAIT_CHECK(check_name(fn, name));
   PLAIT_CHECK(check_tensor(fn, "tensor", tensor, &meta));
-  int size = plait_coord_size();
+  int size = plait_coord_size(), members;
   if (root < 0 || root >= size) return BAD("%s: root %d is not a rank of this job of %d", fn, root, size);
+  PLAIT_CHECK(check_pset(fn, opts, &members, &meta));
+  if (meta.pset && plait_psets_contains(meta.pset, root) != 1)
+    return BAD("%s: root %d is not a member of process set %d (a root is a rank of the job, as "
+               "in Horovod)", fn, root, meta.pset);
   meta.coll = PLAIT_COLL_BROADCAST;
   meta.root = root;
   plait_entry_t *e = new_entry(name, &meta);
@@ -264,7 +299,8 @@ PLAIT_API plait_result_t plait_alltoall_async(const char *name, const plait_tens
   if (input->device != PLAIT_DEVICE_HOST)
     return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
                        "(plait allocates this output on the host)", fn);
-  int size = plait_coord_size();
+  int size;
+  PLAIT_CHECK(check_pset(fn, opts, &size, &meta));
   int64_t rows = input->shape[0], sum = 0;
   if (!splits && rows % size)
     return BAD("%s: splits is NULL but the first dimension %lld does not divide by %d ranks", fn,
@@ -305,6 +341,8 @@ PLAIT_API plait_result_t plait_reducescatter_async(const char *name, const plait
     return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
                        "(plait allocates this output on the host)", fn);
   PLAIT_CHECK(check_reduction(fn, input->dtype, input->device, op, opts, &meta));
+  int members;
+  PLAIT_CHECK(check_pset(fn, opts, &members, &meta));
   meta.coll = PLAIT_COLL_REDUCESCATTER;
   plait_entry_t *e = new_entry(name, &meta);
   if (e) e->input = *input;
@@ -319,7 +357,16 @@ static plait_result_t nameless(const char *fn, plait_coll_t coll, const plait_op
   meta.coll = (uint8_t)coll;
   meta.device = PLAIT_DEVICE_HOST;
   meta.prescale = meta.postscale = 1.0;
-  plait_entry_t *e = new_entry(NULL, &meta);
+  int members;
+  PLAIT_CHECK(check_pset(fn, opts, &members, &meta));
+  if (coll == PLAIT_COLL_JOIN && meta.pset)
+    return BAD("%s: join runs on the global process set only (as Horovod's join); opts->"
+               "process_set is %d", fn, meta.pset);
+  char name[64];
+  if (meta.pset) /* the table names the global set's barriers; a set's count here */
+    snprintf(name, sizeof name, "plait:barrier.%d.%llu", (int)meta.pset,
+             (unsigned long long)plait_psets_next_barrier(meta.pset));
+  plait_entry_t *e = new_entry(meta.pset ? name : NULL, &meta);
   return submit(&e, 1, coll, opts, handle);
 }
 

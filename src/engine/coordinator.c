@@ -125,7 +125,8 @@ static void fail_everything(plait_result_t rc, const char *msg) {
   plait_table_close(&C.table, rc, msg);
   for (plait_entry_t *e = plait_table_drain(&C.table); e;) {
     plait_entry_t *next = e->next;
-    plait_namemap_put(&C.local, e->name, e);
+    char key[PLAIT_OP_KEY_MAX];
+    plait_namemap_put(&C.local, plait_op_key(key, e->meta.pset, e->name), e);
     e = next;
   }
   size_t n = C.local.count, k = 0;
@@ -176,7 +177,8 @@ static plait_result_t take_new(plait_request_list_t *req) {
   for (plait_entry_t *e = list; e;) {
     plait_entry_t *next = e->next;
     plait_request_t *q = &req->r[req->n++];
-    if (plait_namemap_put(&C.local, e->name, e))
+    char key[PLAIT_OP_KEY_MAX];
+    if (plait_namemap_put(&C.local, plait_op_key(key, e->meta.pset, e->name), e))
       return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory announcing '%s'", e->name);
     if (e->meta.coll == PLAIT_COLL_JOIN) C.exec.joined = 1;
     q->cache_id = plait_cache_lookup(&C.cache, e->name, &e->meta);
@@ -200,11 +202,13 @@ static plait_result_t take_new(plait_request_list_t *req) {
 static void mark_queued(const plait_response_list_t *l) {
   if (!plait_tl_active()) return;
   for (uint32_t i = 0; i < l->n; i++)
-    for (uint32_t j = 0; j < l->r[i].n; j++)
-      if (plait_namemap_get(&C.local, l->r[i].e[j].name)) {
+    for (uint32_t j = 0; j < l->r[i].n; j++) {
+      char key[PLAIT_OP_KEY_MAX];
+      if (plait_namemap_get(&C.local, plait_op_key(key, l->r[i].pset, l->r[i].e[j].name))) {
         plait_tl_end(l->r[i].e[j].name, "NEGOTIATE");
         plait_tl_begin(l->r[i].e[j].name, "QUEUE");
       }
+    }
 }
 
 /* Runs a response list (every rank, same order). */
@@ -277,7 +281,8 @@ static plait_result_t peer_resolve(plait_response_list_t *l) {
         if (!(e->name = strdup(s->name))) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
       }
       if (e->assign_id >= 0) {
-        plait_entry_t *mine = plait_namemap_get(&C.local, e->name);
+        char key[PLAIT_OP_KEY_MAX];
+        plait_entry_t *mine = plait_namemap_get(&C.local, plait_op_key(key, l->r[i].pset, e->name));
         const plait_meta_t *m = mine ? &mine->meta : e->has_meta ? &e->meta : NULL;
         if (!m) return plait_error(PLAIT_ERR_PROTOCOL, "rank 0 cached '%s' without metadata", e->name);
         PLAIT_CHECK(plait_cache_put(&C.cache, e->assign_id, e->name, m));

@@ -31,7 +31,7 @@ static uint64_t aligned(uint64_t b) {
 }
 
 static int same_bin(const plait_meta_t *a, const plait_meta_t *b) {
-  return a->dtype == b->dtype && a->op == b->op && a->prescale == b->prescale &&
+  return a->pset == b->pset && a->dtype == b->dtype && a->op == b->op && a->prescale == b->prescale &&
          a->postscale == b->postscale && a->device == b->device;
 }
 
@@ -50,6 +50,7 @@ static plait_result_t add_rec(building_t *b, plait_record_t *rec) {
 /* Fills the response's entries (and kind extras) from its records. */
 static plait_result_t finish(plait_negotiator_t *n, building_t *b) {
   plait_response_t *x = &b->resp;
+  x->pset = b->recs[0]->pset;
   x->e = calloc((size_t)b->nrecs, sizeof *x->e);
   if (!x->e) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory planning responses");
   x->n = (uint32_t)b->nrecs;
@@ -67,7 +68,8 @@ static plait_result_t finish(plait_negotiator_t *n, building_t *b) {
                (e->assign_id = plait_cache_next_id(n->cache)) >= 0) {
       PLAIT_CHECK(plait_cache_put(n->cache, e->assign_id, rec->name, meta));
     }
-    if (n->njoined > 0 || meta->coll == PLAIT_COLL_JOIN) {
+    /* ranks outside a set record its cache ids too: with the metadata */
+    if (n->njoined > 0 || meta->coll == PLAIT_COLL_JOIN || (meta->pset && e->assign_id >= 0)) {
       e->has_meta = 1;
       PLAIT_CHECK(plait_meta_copy(&e->meta, meta));
     }
@@ -93,35 +95,39 @@ static void order_cached(plait_response_t *x) {
 static plait_result_t extras(plait_negotiator_t *n, building_t *b) {
   plait_response_t *x = &b->resp;
   plait_record_t *rec = b->recs[0];
-  int size = n->size;
+  int size = rec->nmembers; /* dims go by the set's members, in rank order */
   if (x->status || (x->coll != PLAIT_COLL_ALLGATHER && x->coll != PLAIT_COLL_ALLTOALL))
     return PLAIT_SUCCESS;
   x->ndims = (uint32_t)(x->coll == PLAIT_COLL_ALLGATHER ? size : size * size);
   x->dims = calloc(x->ndims, sizeof *x->dims);
   if (!x->dims) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory planning responses");
-  for (int r = 0; r < size; r++) {
+  for (int r = 0, i = 0; r < n->size; r++) {
+    if (!rec->member[r]) continue;
+    int k = i++;
     if (!rec->have[r]) continue; /* a joined rank contributes nothing */
     if (x->coll == PLAIT_COLL_ALLGATHER)
-      x->dims[r] = rec->metas[r].shape[0];
+      x->dims[k] = rec->metas[r].shape[0];
     else if (rec->metas[r].nsplits == (uint32_t)size)
-      memcpy(x->dims + (size_t)r * size, rec->metas[r].splits, sizeof(int64_t) * size);
+      memcpy(x->dims + (size_t)k * size, rec->metas[r].splits, sizeof(int64_t) * size);
   }
   return PLAIT_SUCCESS;
 }
 
 /* Gives every member of a released group that has a failed member that
  * failure, so a group succeeds or fails as a whole. */
-static void fail_group(plait_negotiator_t *n, plait_record_t **out, int k, const char *group) {
+static void fail_group(plait_negotiator_t *n, plait_record_t **out, int k, int32_t pset,
+                       const char *group) {
   const plait_record_t *bad = NULL;
   for (int i = 0; i < k && !bad; i++) {
     const plait_meta_t *m = &out[i]->metas[ref_rank(n, out[i])];
-    if (m->group && !strcmp(m->group, group) && out[i]->status) bad = out[i];
+    if (m->group && !strcmp(m->group, group) && out[i]->pset == pset && out[i]->status)
+      bad = out[i];
   }
   if (!bad) return;
   for (int i = 0; i < k; i++) {
     plait_record_t *rec = out[i];
     const plait_meta_t *m = &rec->metas[ref_rank(n, rec)];
-    if (!m->group || strcmp(m->group, group) || rec->status) continue;
+    if (!m->group || strcmp(m->group, group) || rec->pset != pset || rec->status) continue;
     rec->status = bad->status;
     rec->message = malloc(1600);
     if (rec->message)
@@ -137,12 +143,15 @@ static void fail_broken_groups(plait_negotiator_t *n, plait_namemap_t *broken) {
   for (int i = 0; i < n->nready; i++) {
     plait_record_t *rec = n->ready[i];
     const plait_meta_t *m = &rec->metas[ref_rank(n, rec)];
-    if (!m->group || !rec->status || plait_namemap_get(broken, m->group)) continue;
-    plait_namemap_put(broken, m->group, rec);
+    if (!m->group || !rec->status) continue;
+    char gk[PLAIT_OP_KEY_MAX];
+    const char *gkey = plait_op_key(gk, rec->pset, m->group);
+    if (plait_namemap_get(broken, gkey)) continue;
+    plait_namemap_put(broken, gkey, rec);
     char why[1200];
     snprintf(why, sizeof why, "its member '%s' failed: %s", rec->name,
              rec->message ? rec->message : plait_strerror(rec->status));
-    plait_neg_fail_group(n, m->group, rec->status, why); /* appends to n->ready */
+    plait_neg_fail_group(n, rec->pset, m->group, rec->status, why); /* appends to n->ready */
   }
 }
 
@@ -163,15 +172,19 @@ static plait_record_t **release(plait_negotiator_t *n, int *count) {
     const plait_meta_t *m = &rec->metas[ref_rank(n, rec)];
     if (!m->group || rec->counted) continue;
     rec->counted = 1;
-    intptr_t have = (intptr_t)plait_namemap_get(&n->groups, m->group);
-    plait_namemap_put(&n->groups, m->group, (void *)(have + 1));
+    char gk[PLAIT_OP_KEY_MAX];
+    const char *gkey = plait_op_key(gk, rec->pset, m->group);
+    intptr_t have = (intptr_t)plait_namemap_get(&n->groups, gkey);
+    plait_namemap_put(&n->groups, gkey, (void *)(have + 1));
   }
   int k = 0, kept = 0;
   for (int i = 0; i < n->nready; i++) {
     plait_record_t *rec = n->ready[i];
     const plait_meta_t *m = &rec->metas[ref_rank(n, rec)];
-    if (!m->group || plait_namemap_get(&broken, m->group) ||
-        (intptr_t)plait_namemap_get(&n->groups, m->group) >= (intptr_t)m->group_size)
+    char gk[PLAIT_OP_KEY_MAX];
+    const char *gkey = m->group ? plait_op_key(gk, rec->pset, m->group) : NULL;
+    if (!m->group || plait_namemap_get(&broken, gkey) ||
+        (intptr_t)plait_namemap_get(&n->groups, gkey) >= (intptr_t)m->group_size)
       out[k++] = rec;
     else
       n->ready[kept++] = rec;
@@ -179,9 +192,11 @@ static plait_record_t **release(plait_negotiator_t *n, int *count) {
   n->nready = kept;
   for (int i = 0; i < k; i++) {
     const plait_meta_t *m = &out[i]->metas[ref_rank(n, out[i])];
-    if (m->group && plait_namemap_get(&n->groups, m->group)) {
-      fail_group(n, out, k, m->group);
-      plait_namemap_remove(&n->groups, m->group);
+    char gk[PLAIT_OP_KEY_MAX];
+    const char *gkey = m->group ? plait_op_key(gk, out[i]->pset, m->group) : NULL;
+    if (m->group && plait_namemap_get(&n->groups, gkey)) {
+      fail_group(n, out, k, out[i]->pset, m->group);
+      plait_namemap_remove(&n->groups, gkey);
     }
   }
   plait_namemap_free(&broken);

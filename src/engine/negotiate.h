@@ -23,6 +23,10 @@
 
 typedef struct plait_record {
   char *name;
+  char *key;           /* name within its process set (plait_op_key) */
+  int32_t pset;        /* its process set */
+  uint8_t *member;     /* per rank: a member of pset; NULL when pset is unknown */
+  int nmembers;
   plait_meta_t *metas; /* per rank, valid where have[r] */
   uint8_t *have;
   int count;
@@ -78,9 +82,17 @@ plait_result_t plait_neg_plan(plait_negotiator_t *n, double now, plait_response_
 plait_result_t plait_neg_fail_all(plait_negotiator_t *n, plait_result_t rc, const char *why,
                                   plait_response_list_t *out);
 
-/* Used by fusion_plan.c: fails the pending records of a failed group. */
-plait_result_t plait_neg_fail_group(plait_negotiator_t *n, const char *group, uint32_t status,
-                                    const char *why);
+/* Used by fusion_plan.c: fails the pending records of a failed group (of
+ * process set pset). */
+plait_result_t plait_neg_fail_group(plait_negotiator_t *n, int32_t pset, const char *group,
+                                    uint32_t status, const char *why);
+
+/* negotiate_pset.c: fills rec->member and rec->nmembers from rec->pset
+ * (member stays NULL for a set that does not exist); -1 out of memory. */
+int plait_neg_set_members(plait_negotiator_t *n, plait_record_t *rec);
+/* negotiate_pset.c: an agreed PSET_REMOVE record fails (status, message)
+ * when its set does not exist or has operations pending. */
+void plait_neg_check_removal(plait_negotiator_t *n, plait_record_t *rec);
 
 /* Used by fusion_plan.c: the stall inspector (warns, and fails records
  * stalled past PLAIT_STALL_ABORT_S into the ready list). */
