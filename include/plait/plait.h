@@ -495,7 +495,8 @@ PLAIT_API plait_result_t plait_handle_join_rank(plait_handle_t *handle, int *ran
  * Errors: PLAIT_ERR_UNSUPPORTED without PLAIT_DYNAMIC_PROCESS_SETS=1, or
  * when the transport has no sub-communicators (naming it);
  * PLAIT_ERR_INVALID_ARGUMENT for NULL pointers, n out of range, a rank
- * outside the job or listed twice; PLAIT_ERR_MISMATCH when ranks called it
+ * outside the job or listed twice, a set of the same ranks that exists
+ * already (the global set too, as in Horovod); PLAIT_ERR_MISMATCH when ranks called it
  * with different sets (the message names the ranks and each one's set);
  * PLAIT_ERR_NOT_INITIALIZED; PLAIT_ERR_PEER_LOST once the job has failed.
  * Any thread.

@@ -115,6 +115,12 @@ static plait_result_t add(const char *fn, const int *ranks, int n, int nsets, do
       return rc;
     }
   }
+  int32_t existing = plait_psets_find(meta.splits, n);
+  if (existing >= 0) {
+    free(meta.splits);
+    return BAD("%s: a process set of these %d ranks exists already (id %d%s), as Horovod "
+               "refuses a duplicate", fn, n, (int)existing, existing ? "" : ": the global set");
+  }
   return run(fn, &meta, timeout_s, id);
 }
 

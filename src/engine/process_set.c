@@ -148,6 +148,19 @@ plait_result_t plait_psets_query(const char *fn, int32_t id, int *n, int *index,
   return rc;
 }
 
+int32_t plait_psets_find(const int64_t *ranks, int n) {
+  pthread_mutex_lock(&P.mu);
+  int32_t found = -1;
+  for (int i = 0; i < P.cap && found < 0; i++) {
+    const plait_pset_t *s = P.sets[i];
+    int same = s && s->n == n;
+    for (int k = 0; same && k < n; k++) same = s->ranks[k] == ranks[k];
+    if (same) found = i;
+  }
+  pthread_mutex_unlock(&P.mu);
+  return found;
+}
+
 void plait_psets_ids(int32_t *ids, int cap, int *count) {
   pthread_mutex_lock(&P.mu);
   int k = 0;

@@ -58,6 +58,8 @@ int plait_psets_contains(int32_t id, int rank);
  * ARGUMENT naming fn for an unknown id. */
 plait_result_t plait_psets_query(const char *fn, int32_t id, int *n, int *index, int *ranks,
                                  int cap);
+/* The id of the set of exactly these ranks (increasing), or -1. */
+int32_t plait_psets_find(const int64_t *ranks, int n);
 /* The ids in use, increasing (up to cap into ids); *count: how many. */
 void plait_psets_ids(int32_t *ids, int cap, int *count);
 

@@ -96,7 +96,7 @@ plait_result_t plait_table_submit(plait_table_t *t, plait_entry_t **entries, int
     else
       t->head = entries[i];
     t->tail = entries[i];
-    if (entries[i]->meta.coll == PLAIT_COLL_BARRIER) t->barriers++;
+    if (entries[i]->meta.coll == PLAIT_COLL_BARRIER && !entries[i]->meta.pset) t->barriers++;
     if (entries[i]->meta.coll == PLAIT_COLL_JOIN) t->joins++;
     plait_tl_begin(entries[i]->name, "NEGOTIATE"); /* before the coordinator can take it */
   }

@@ -366,7 +366,7 @@ def test_bad_input(hvd):
         hvd.broadcast(torch.ones(1), "0")
     with pytest.raises(hvd.InvalidArgumentError, match="root"):
         hvd.broadcast(torch.ones(1), hvd.size(), name="badroot")
-    with pytest.raises(NotImplementedError, match="process sets"):
+    with pytest.raises(TypeError, match="must be a ProcessSet"):
         hvd.allreduce(torch.ones(1), process_set=[0])
 
 
