@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/coordinator.h"
+#include "api/current.h"
 #include "util/error.h"
 #include "engine/handle.h"
 #include "engine/process_set.h"
-#include "control/net.h"
+#include "util/clock.h"
 #include "plait/transport.h"
 #include "engine/timeline.h"
 
@@ -44,8 +44,8 @@ static plait_result_t check_name(const char *fn, const char *name) {
 }
 
 /* Checks a tensor and fills the shared parts of meta. */
-static plait_result_t check_tensor(const char *fn, const char *what, const plait_tensor_t *t,
-                                   plait_meta_t *meta) {
+static plait_result_t check_tensor(const char *fn, const plait_engine_t *e, const char *what,
+                                   const plait_tensor_t *t, plait_meta_t *meta) {
   if (!t) return BAD("%s: %s is NULL", fn, what);
   if (t->struct_size < sizeof(plait_tensor_t))
     return BAD("%s: %s->struct_size is %zu, expected sizeof(plait_tensor_t) = %zu", fn, what,
@@ -64,7 +64,7 @@ static plait_result_t check_tensor(const char *fn, const char *what, const plait
     count *= t->shape[i];
   }
   if (count > 0 && !t->data) return BAD("%s: %s->data is NULL with %lld elements", fn, what, (long long)count);
-  if (t->device != PLAIT_DEVICE_HOST && !(plait_coord_caps() & PLAIT_CAP_DEVICE_MEMORY))
+  if (t->device != PLAIT_DEVICE_HOST && !(e->plugin.table->caps & PLAIT_CAP_DEVICE_MEMORY))
     return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: %s is on device %d but the transport handles "
                        "host memory only (choose one with PLAIT_TRANSPORT, e.g. nccl)", fn, what,
                        t->device);
@@ -87,28 +87,24 @@ static int32_t opts_pset(const plait_op_options_t *opts) {
 }
 
 /* The operation's process set: this rank must be a member. *n: its size. */
-static plait_result_t check_pset(const char *fn, const plait_op_options_t *opts, int *n,
-                                 plait_meta_t *meta) {
+static plait_result_t check_pset(const char *fn, const plait_engine_t *e,
+                                 const plait_op_options_t *opts, int *n, plait_meta_t *meta) {
   int32_t id = opts_pset(opts);
-  if (id == PLAIT_GLOBAL_PROCESS_SET) {
-    *n = plait_coord_size();
-  } else {
-    PLAIT_CHECK(plait_psets_check_member(fn, id, n));
-  }
+  if (id == PLAIT_GLOBAL_PROCESS_SET)
+    *n = e->topo.size;
+  else
+    PLAIT_CHECK(plait_psets_check_member(e->psets, fn, id, n));
   meta->pset = id;
   return PLAIT_SUCCESS;
 }
 
-static plait_result_t check_common(const char *fn, const plait_op_options_t *opts,
-                                   plait_handle_t **handle) {
+static plait_result_t check_common(const char *fn, const plait_engine_t *e,
+                                   const plait_op_options_t *opts, plait_handle_t **handle) {
   if (!handle) return BAD("%s: handle is NULL", fn);
   if (opts && opts->struct_size < sizeof(plait_op_options_t))
     return BAD("%s: opts->struct_size is %zu, expected sizeof(plait_op_options_t) = %zu", fn,
                opts->struct_size, sizeof(plait_op_options_t));
-  if (!plait_coord_size())
-    return plait_error(PLAIT_ERR_NOT_INITIALIZED, "%s: plait is not initialized (call plait_init "
-                       "first)", fn);
-  return PLAIT_SUCCESS;
+  return plait_api_check(fn, e);
 }
 
 static plait_result_t check_reduction(const char *fn, plait_dtype_t dtype, int device,
@@ -145,15 +141,16 @@ static plait_entry_t *new_entry(const char *name, const plait_meta_t *meta) {
 }
 
 /* Submits n entries under one new handle; frees everything on failure. */
-static plait_result_t submit_as(const char *fn, plait_entry_t **es, int n, plait_coll_t coll,
-                                const plait_op_options_t *opts, plait_handle_t **handle) {
+static plait_result_t submit_as(const char *fn, plait_engine_t *e, plait_entry_t **es, int n,
+                                plait_coll_t coll, const plait_op_options_t *opts,
+                                plait_handle_t **handle) {
   plait_handle_t *h = plait_handle_new(coll, n, opts);
   plait_result_t rc = h ? PLAIT_SUCCESS : plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
   for (int i = 0; i < n && rc == PLAIT_SUCCESS; i++) {
     if (!es[i]) rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     else es[i]->handle = h, es[i]->index = i;
   }
-  if (rc == PLAIT_SUCCESS && (rc = plait_coord_submit(es, n)) != PLAIT_SUCCESS &&
+  if (rc == PLAIT_SUCCESS && (rc = plait_engine_submit(e, es, n)) != PLAIT_SUCCESS &&
       strncmp(plait_last_error(), fn, strlen(fn)))
     plait_error_context(rc, "%s", fn);
   if (rc != PLAIT_SUCCESS) {
@@ -168,7 +165,7 @@ static plait_result_t submit_as(const char *fn, plait_entry_t **es, int n, plait
   return PLAIT_SUCCESS;
 }
 
-#define submit(es, n, coll, opts, handle) submit_as(fn, es, n, coll, opts, handle)
+#define submit(es, n, coll, opts, handle) submit_as(fn, engine, es, n, coll, opts, handle)
 
 static plait_result_t same_shape(const char *fn, const plait_tensor_t *in, const plait_tensor_t *out) {
   if (in->dtype != out->dtype)
@@ -184,17 +181,18 @@ static plait_result_t same_shape(const char *fn, const plait_tensor_t *in, const
 }
 
 /* Builds one allreduce entry (shared by the single and grouped calls). */
-static plait_result_t allreduce_entry(const char *fn, const char *name, const plait_tensor_t *in,
+static plait_result_t allreduce_entry(const char *fn, const plait_engine_t *engine,
+                                      const char *name, const plait_tensor_t *in,
                                       const plait_tensor_t *out, plait_op_t op,
                                       const plait_op_options_t *opts, plait_entry_t **e) {
   plait_meta_t meta, ometa;
   PLAIT_CHECK(check_name(fn, name));
-  PLAIT_CHECK(check_tensor(fn, "input", in, &meta));
-  PLAIT_CHECK(check_tensor(fn, "output", out, &ometa));
+  PLAIT_CHECK(check_tensor(fn, engine, "input", in, &meta));
+  PLAIT_CHECK(check_tensor(fn, engine, "output", out, &ometa));
   PLAIT_CHECK(same_shape(fn, in, out));
   PLAIT_CHECK(check_reduction(fn, in->dtype, in->device, op, opts, &meta));
   int members;
-  PLAIT_CHECK(check_pset(fn, opts, &members, &meta));
+  PLAIT_CHECK(check_pset(fn, engine, opts, &members, &meta));
   meta.coll = PLAIT_COLL_ALLREDUCE;
   *e = new_entry(name, &meta);
   if (*e) (*e)->input = *in, (*e)->output = *out;
@@ -206,9 +204,10 @@ PLAIT_API plait_result_t plait_allreduce_async(const char *name, const plait_ten
                                                const plait_op_options_t *opts,
                                                plait_handle_t **handle) {
   static const char fn[] = "plait_allreduce_async";
-  PLAIT_CHECK(check_common(fn, opts, handle));
+  PLAIT_API_ENGINE(engine);
+  PLAIT_CHECK(check_common(fn, engine, opts, handle));
   plait_entry_t *e = NULL;
-  PLAIT_CHECK(allreduce_entry(fn, name, input, output, op, opts, &e));
+  PLAIT_CHECK(allreduce_entry(fn, engine, name, input, output, op, opts, &e));
   return submit(&e, 1, PLAIT_COLL_ALLREDUCE, opts, handle);
 }
 
@@ -219,7 +218,8 @@ PLAIT_API plait_result_t plait_grouped_allreduce_async(size_t count, const char 
                                                        const plait_op_options_t *opts,
                                                        plait_handle_t **handle) {
   static const char fn[] = "plait_grouped_allreduce_async";
-  PLAIT_CHECK(check_common(fn, opts, handle));
+  PLAIT_API_ENGINE(engine);
+  PLAIT_CHECK(check_common(fn, engine, opts, handle));
   if (count == 0 || count > 1000000) return BAD("%s: count %zu is not in 1..1000000", fn, count);
   if (!names || !inputs || !outputs)
     return BAD("%s: %s is NULL", fn, !names ? "names" : !inputs ? "inputs" : "outputs");
@@ -232,7 +232,7 @@ PLAIT_API plait_result_t plait_grouped_allreduce_async(size_t count, const char 
   for (size_t i = 0; i < count; i++)
     if (names[i] && (!key || strcmp(names[i], key) < 0)) key = names[i];
   for (size_t i = 0; i < count && rc == PLAIT_SUCCESS; i++) {
-    rc = allreduce_entry(fn, names[i], &inputs[i], &outputs[i], op, opts, &es[i]);
+    rc = allreduce_entry(fn, engine, names[i], &inputs[i], &outputs[i], op, opts, &es[i]);
     if (rc) plait_error_context(rc, "member %zu", i);
     else if (es[i] && !(es[i]->meta.group = strdup(key)))
       rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
@@ -249,16 +249,17 @@ PLAIT_API plait_result_t plait_allgather_async(const char *name, const plait_ten
                                                const plait_op_options_t *opts,
                                                plait_handle_t **handle) {
   static const char fn[] = "plait_allgather_async";
-  PLAIT_CHECK(check_common(fn, opts, handle));
+  PLAIT_API_ENGINE(engine);
+  PLAIT_CHECK(check_common(fn, engine, opts, handle));
   plait_meta_t meta;
   PLAIT_CHECK(check_name(fn, name));
-  PLAIT_CHECK(check_tensor(fn, "input", input, &meta));
+  PLAIT_CHECK(check_tensor(fn, engine, "input", input, &meta));
   if (input->ndim < 1) return BAD("%s: input is a scalar; allgather needs a first dimension", fn);
   if (input->device != PLAIT_DEVICE_HOST)
     return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
                        "(plait allocates this output on the host)", fn);
   int members;
-  PLAIT_CHECK(check_pset(fn, opts, &members, &meta));
+  PLAIT_CHECK(check_pset(fn, engine, opts, &members, &meta));
   meta.coll = PLAIT_COLL_ALLGATHER;
   plait_entry_t *e = new_entry(name, &meta);
   if (e) e->input = *input;
@@ -269,14 +270,15 @@ PLAIT_API plait_result_t plait_broadcast_async(const char *name, const plait_ten
                                                int root, const plait_op_options_t *opts,
                                                plait_handle_t **handle) {
   static const char fn[] = "plait_broadcast_async";
-  PLAIT_CHECK(check_common(fn, opts, handle));
+  PLAIT_API_ENGINE(engine);
+  PLAIT_CHECK(check_common(fn, engine, opts, handle));
   plait_meta_t meta;
   PLAIT_CHECK(check_name(fn, name));
-  PLAIT_CHECK(check_tensor(fn, "tensor", tensor, &meta));
-  int size = plait_coord_size(), members;
+  PLAIT_CHECK(check_tensor(fn, engine, "tensor", tensor, &meta));
+  int size = engine->topo.size, members;
   if (root < 0 || root >= size) return BAD("%s: root %d is not a rank of this job of %d", fn, root, size);
-  PLAIT_CHECK(check_pset(fn, opts, &members, &meta));
-  if (meta.pset && plait_psets_contains(meta.pset, root) != 1)
+  PLAIT_CHECK(check_pset(fn, engine, opts, &members, &meta));
+  if (meta.pset && plait_psets_contains(engine->psets, meta.pset, root) != 1)
     return BAD("%s: root %d is not a member of process set %d (a root is a rank of the job, as "
                "in Horovod)", fn, root, meta.pset);
   meta.coll = PLAIT_COLL_BROADCAST;
@@ -291,16 +293,17 @@ PLAIT_API plait_result_t plait_alltoall_async(const char *name, const plait_tens
                                               const plait_op_options_t *opts,
                                               plait_handle_t **handle) {
   static const char fn[] = "plait_alltoall_async";
-  PLAIT_CHECK(check_common(fn, opts, handle));
+  PLAIT_API_ENGINE(engine);
+  PLAIT_CHECK(check_common(fn, engine, opts, handle));
   plait_meta_t meta;
   PLAIT_CHECK(check_name(fn, name));
-  PLAIT_CHECK(check_tensor(fn, "input", input, &meta));
+  PLAIT_CHECK(check_tensor(fn, engine, "input", input, &meta));
   if (input->ndim < 1) return BAD("%s: input is a scalar; alltoall needs a first dimension", fn);
   if (input->device != PLAIT_DEVICE_HOST)
     return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
                        "(plait allocates this output on the host)", fn);
   int size;
-  PLAIT_CHECK(check_pset(fn, opts, &size, &meta));
+  PLAIT_CHECK(check_pset(fn, engine, opts, &size, &meta));
   int64_t rows = input->shape[0], sum = 0;
   if (!splits && rows % size)
     return BAD("%s: splits is NULL but the first dimension %lld does not divide by %d ranks", fn,
@@ -332,17 +335,18 @@ PLAIT_API plait_result_t plait_reducescatter_async(const char *name, const plait
                                                    plait_op_t op, const plait_op_options_t *opts,
                                                    plait_handle_t **handle) {
   static const char fn[] = "plait_reducescatter_async";
-  PLAIT_CHECK(check_common(fn, opts, handle));
+  PLAIT_API_ENGINE(engine);
+  PLAIT_CHECK(check_common(fn, engine, opts, handle));
   plait_meta_t meta;
   PLAIT_CHECK(check_name(fn, name));
-  PLAIT_CHECK(check_tensor(fn, "input", input, &meta));
+  PLAIT_CHECK(check_tensor(fn, engine, "input", input, &meta));
   if (input->ndim < 1) return BAD("%s: input is a scalar; reducescatter needs a first dimension", fn);
   if (input->device != PLAIT_DEVICE_HOST)
     return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
                        "(plait allocates this output on the host)", fn);
   PLAIT_CHECK(check_reduction(fn, input->dtype, input->device, op, opts, &meta));
   int members;
-  PLAIT_CHECK(check_pset(fn, opts, &members, &meta));
+  PLAIT_CHECK(check_pset(fn, engine, opts, &members, &meta));
   meta.coll = PLAIT_COLL_REDUCESCATTER;
   plait_entry_t *e = new_entry(name, &meta);
   if (e) e->input = *input;
@@ -351,21 +355,22 @@ PLAIT_API plait_result_t plait_reducescatter_async(const char *name, const plait
 
 static plait_result_t nameless(const char *fn, plait_coll_t coll, const plait_op_options_t *opts,
                                plait_handle_t **handle) {
-  PLAIT_CHECK(check_common(fn, opts, handle));
+  PLAIT_API_ENGINE(engine);
+  PLAIT_CHECK(check_common(fn, engine, opts, handle));
   plait_meta_t meta;
   memset(&meta, 0, sizeof meta);
   meta.coll = (uint8_t)coll;
   meta.device = PLAIT_DEVICE_HOST;
   meta.prescale = meta.postscale = 1.0;
   int members;
-  PLAIT_CHECK(check_pset(fn, opts, &members, &meta));
+  PLAIT_CHECK(check_pset(fn, engine, opts, &members, &meta));
   if (coll == PLAIT_COLL_JOIN && meta.pset)
     return BAD("%s: join runs on the global process set only (as Horovod's join); opts->"
                "process_set is %d", fn, meta.pset);
   char name[64];
   if (meta.pset) /* the table names the global set's barriers; a set's count here */
     snprintf(name, sizeof name, "plait:barrier.%d.%llu", (int)meta.pset,
-             (unsigned long long)plait_psets_next_barrier(meta.pset));
+             (unsigned long long)plait_psets_next_barrier(engine->psets, meta.pset));
   plait_entry_t *e = new_entry(meta.pset ? name : NULL, &meta);
   return submit(&e, 1, coll, opts, handle);
 }

@@ -21,11 +21,4 @@ void plait_core_test_without_coordinator(int on);
 /* This process's rank, or -1 when plait is not initialized. */
 int plait_core_rank(void);
 
-/* Adds the sets of PLAIT_PROCESS_SETS (after the coordinator started),
- * waiting up to timeout_s for each; PLAIT_ERR_CONFIG for a malformed value,
- * PLAIT_ERR_MISMATCH when ranks list different sets. */
-plait_result_t plait_process_sets_from_config(const char *spec, double timeout_s);
-/* A new session numbers its add/remove calls from 0. */
-void plait_process_sets_reset(void);
-
 #endif

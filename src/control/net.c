@@ -15,13 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "util/error.h"
-
-double plait_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 plait_result_t plait_net_parse_hostport(const char *text, const char *what, char *host,
                                         size_t host_cap, int *port) {

@@ -1,25 +1,25 @@
 /*
  * Internal: rank 0's side of negotiation. Every rank's requests (rank 0's own
- * included) are recorded by name; an operation is ready when every rank has
- * announced it (a rank that joined counts as present for allreduce and
+ * included) are recorded by name within their process set; an operation is
+ * ready when every rank of its set has announced it (a rank that joined counts as present for allreduce and
  * allgather). Ready operations are checked for agreement (a mismatch becomes
  * an error response naming the tensor, each value and the ranks that sent
- * it), held until their whole group is ready, then planned into responses:
- * allreduces with the same dtype, op, scale factors and device are fused up
- * to the fusion threshold, looking past operations of other kinds in
- * between. The stall inspector warns about, and optionally fails, operations
- * that some ranks have not announced.
+ * it). Each tick (plait_neg_plan) then, in this order: inspects stalls (warns
+ * about, and optionally fails, operations that some ranks have not
+ * announced), releases the ready operations (a group only whole), plans them
+ * with plait_fusion_plan (engine/fusion.h: allreduces with the same dtype,
+ * op, scale factors and device fused up to the fusion threshold, looking past
+ * operations of other kinds in between) and builds the response list.
+ * Not thread-safe: the coordinator thread of rank 0 owns the negotiator.
  */
 #ifndef PLAIT_NEGOTIATE_H
 #define PLAIT_NEGOTIATE_H
 
 #include "engine/cache.h"
 #include "util/config.h"
+#include "engine/fusion.h"
 #include "engine/namemap.h"
 #include "engine/negotiation_msgs.h"
-
-/* Fusion buffer entries start at multiples of this many bytes. */
-#define PLAIT_FUSION_ALIGN 64
 
 typedef struct plait_record {
   char *name;
@@ -40,9 +40,15 @@ typedef struct plait_record {
 } plait_record_t;
 
 void plait_record_free(plait_record_t *rec, int size);
+/* The first rank that announced rec: its metadata stands for every rank's
+ * once they agree. */
+int plait_record_ref(const plait_record_t *rec, int size);
+
+typedef struct plait_psets plait_psets_t;
 
 typedef struct plait_negotiator {
   int size;
+  plait_psets_t *psets;     /* the engine's process sets: who must announce what */
   uint64_t threshold;       /* fusion threshold, bytes; 0: no fusion */
   uint64_t max_tensor;      /* larger allreduces are never fused; 0: no limit */
   double stall_warn_s, stall_abort_s;
@@ -72,8 +78,9 @@ void plait_neg_free(plait_negotiator_t *n);
 plait_result_t plait_neg_add(plait_negotiator_t *n, int rank, const char *name,
                              const plait_meta_t *meta, int cache_id, uint64_t acked);
 
-/* Builds the next response list from what is ready (and stalled); *any says
- * whether it holds anything to send. */
+/* The tick: inspects stalls (at now), releases what is ready, plans fusion
+ * and builds the next response list into out (which the caller frees with
+ * plait_responses_free); *any says whether it holds anything to send. */
 plait_result_t plait_neg_plan(plait_negotiator_t *n, double now, plait_response_list_t *out,
                               int *any);
 
@@ -82,11 +89,9 @@ plait_result_t plait_neg_plan(plait_negotiator_t *n, double now, plait_response_
 plait_result_t plait_neg_fail_all(plait_negotiator_t *n, plait_result_t rc, const char *why,
                                   plait_response_list_t *out);
 
-/* Used by fusion_plan.c: fails the pending records of a failed group (of
- * process set pset). */
-plait_result_t plait_neg_fail_group(plait_negotiator_t *n, int32_t pset, const char *group,
-                                    uint32_t status, const char *why);
-
+/* The tick's last step (responses.c): the response list for count released
+ * records (taken in order, not freed) planned into nb bins; join_rank is the
+ * last rank to join, for a join response. Gives cache ids in n->cache. */
 /* negotiate_pset.c: fills rec->member and rec->nmembers from rec->pset
  * (member stays NULL for a set that does not exist); -1 out of memory. */
 int plait_neg_set_members(plait_negotiator_t *n, plait_record_t *rec);
@@ -94,8 +99,8 @@ int plait_neg_set_members(plait_negotiator_t *n, plait_record_t *rec);
  * when its set does not exist or has operations pending. */
 void plait_neg_check_removal(plait_negotiator_t *n, plait_record_t *rec);
 
-/* Used by fusion_plan.c: the stall inspector (warns, and fails records
- * stalled past PLAIT_STALL_ABORT_S into the ready list). */
-plait_result_t inspect_stalls_for_plan(plait_negotiator_t *n, double now);
+plait_result_t plait_neg_respond(plait_negotiator_t *n, plait_record_t **recs, int count,
+                                 const plait_fusion_bin_t *bins, int nb, const int *bin_of,
+                                 int join_rank, plait_response_list_t *out);
 
 #endif

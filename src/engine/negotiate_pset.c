@@ -2,6 +2,7 @@
  * whether a set may be removed. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/negotiate.h"
 #include "engine/process_set.h"
@@ -12,15 +13,18 @@ static int first(const plait_negotiator_t *n, const plait_record_t *rec) {
   return r;
 }
 
-/* Who must announce rec: the members of its process set (none known when
- * the set does not exist here: the record then fails at once). */
+/* Who must announce rec: every rank for the global set; the members of
+ * another set (none known when the set does not exist here, or when the
+ * negotiator has no process sets, as in unit tests: the record then fails at
+ * once). */
 int plait_neg_set_members(plait_negotiator_t *n, plait_record_t *rec) {
-  const plait_pset_t *s = plait_psets_get(rec->pset);
-  if (!s) return 0;
+  const plait_pset_t *s = rec->pset && n->psets ? plait_psets_get(n->psets, rec->pset) : NULL;
+  if (rec->pset && !s) return 0;
   if (!(rec->member = calloc((size_t)n->size, 1))) return -1;
-  for (int i = 0; i < s->n; i++)
+  for (int i = 0; s && i < s->n; i++)
     if (s->ranks[i] >= 0 && s->ranks[i] < n->size) rec->member[s->ranks[i]] = 1;
-  rec->nmembers = s->n;
+  if (!s) memset(rec->member, 1, (size_t)n->size);
+  rec->nmembers = s ? s->n : n->size;
   return 0;
 }
 
@@ -49,7 +53,7 @@ void plait_neg_check_removal(plait_negotiator_t *n, plait_record_t *rec) {
   char list[600] = "";
   pending_scan_t s = {id, list, 0, sizeof list, 0};
   plait_namemap_each(&n->records, pending_on_set_cb, &s);
-  if (!plait_psets_get(id)) {
+  if (!n->psets || !plait_psets_get(n->psets, id)) {
     rec->status = PLAIT_ERR_INVALID_ARGUMENT;
     rec->message = malloc(256);
     if (rec->message) snprintf(rec->message, 256, "process set %d does not exist", (int)id);

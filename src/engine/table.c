@@ -98,7 +98,7 @@ plait_result_t plait_table_submit(plait_table_t *t, plait_entry_t **entries, int
     t->tail = entries[i];
     if (entries[i]->meta.coll == PLAIT_COLL_BARRIER && !entries[i]->meta.pset) t->barriers++;
     if (entries[i]->meta.coll == PLAIT_COLL_JOIN) t->joins++;
-    plait_tl_begin(entries[i]->name, "NEGOTIATE"); /* before the coordinator can take it */
+    plait_tl_begin(t->tl, entries[i]->name, "NEGOTIATE"); /* before the coordinator can take it */
   }
   uint64_t one = 1;
   if (write(t->wake_fd, &one, sizeof one) < 0) { /* full counter: already awake */
