@@ -260,7 +260,8 @@ static plait_result_t peer_resolve(plait_coord_t *c, plait_response_list_t *l) {
       }
       if (e->assign_id >= 0) {
         char key[PLAIT_OP_KEY_MAX];
-        plait_entry_t *mine = plait_namemap_get(&c->local, plait_op_key(key, l->r[i].pset, e->name));
+        plait_entry_t *mine =
+            plait_namemap_get(&c->local, plait_op_key(key, l->r[i].pset, e->name));
         const plait_meta_t *m = mine ? &mine->meta : e->has_meta ? &e->meta : NULL;
         if (!m) return plait_error(PLAIT_ERR_PROTOCOL, "rank 0 cached '%s' without metadata", e->name);
         PLAIT_CHECK(plait_cache_put(&c->cache, e->assign_id, e->name, m));

@@ -130,8 +130,8 @@ int plait_psets_contains(plait_psets_t *P, int32_t id, int rank) {
   return in;
 }
 
-plait_result_t plait_psets_query(plait_psets_t *P, const char *fn, int32_t id, int *n, int *index, int *ranks,
-                                 int cap) {
+plait_result_t plait_psets_query(plait_psets_t *P, const char *fn, int32_t id, int *n, int *index,
+                                 int *ranks, int cap) {
   pthread_mutex_lock(&P->mu);
   plait_result_t rc = PLAIT_SUCCESS;
   const plait_pset_t *s = find_locked(P, id);

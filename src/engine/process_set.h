@@ -63,8 +63,8 @@ int plait_psets_contains(plait_psets_t *P, int32_t id, int rank);
 /* Copies what a query needs: size, this rank's index (-1), the ranks (up to
  * cap of them into ranks, which may be NULL with cap 0). PLAIT_ERR_INVALID_
  * ARGUMENT naming fn for an unknown id. */
-plait_result_t plait_psets_query(plait_psets_t *P, const char *fn, int32_t id, int *n, int *index, int *ranks,
-                                 int cap);
+plait_result_t plait_psets_query(plait_psets_t *P, const char *fn, int32_t id, int *n, int *index,
+                                 int *ranks, int cap);
 /* The id of the set of exactly these ranks (increasing), or -1. */
 int32_t plait_psets_find(plait_psets_t *P, const int64_t *ranks, int n);
 /* The ids in use, increasing (up to cap into ids); *count: how many. */
