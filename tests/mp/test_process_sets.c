@@ -11,6 +11,8 @@
  */
 #include <criterion/criterion.h>
 
+#include <sys/mman.h>
+
 #include "ops_util.h"
 
 /* opts for set id. */
@@ -332,4 +334,43 @@ Test(process_sets, mismatched_init_sets_3ranks, .timeout = 150) {
   job.env = env;
   cr_assert_eq(plait_test_run_ranks(&job, mismatched_init_rank, NULL), 0,
                "a rank failed (see above)");
+}
+
+/* The stall inspector counts a set's members only: an operation on set
+ * "1,2" that rank 1 submits and rank 2 never does names rank 2 alone (not
+ * rank 0, which is not in the set) and fails after PLAIT_STALL_ABORT_S.
+ * The other ranks wait for rank 1's verdict (a flag in shared memory, not a
+ * plait operation, which would stall too) before the job goes on. */
+static int stall_body(int rank, int n, void *arg) {
+  volatile int *done = arg;
+  if (rank == 1) {
+    float v = 1;
+    plait_tensor_t t;
+    plait_handle_t *h;
+    plait_op_options_t o = on(1);
+    OK(plait_tensor_1d(&t, &v, 1, PLAIT_FLOAT32));
+    OK(plait_allreduce_async("stall/alone", &t, &t, PLAIT_OP_SUM, &o, &h));
+    plait_result_t rc = plait_wait(h, 60);
+    const char *why = plait_last_error();
+    *done = 1;
+    CHECK(rc == PLAIT_ERR_STALLED, "%s: %s", plait_result_name(rc), why);
+    CHECK(strstr(why, "'stall/alone'") && strstr(why, "rank 2 never submitted it") &&
+          !strstr(why, "rank 0") && !strstr(why, "ranks 0"), "%s", why);
+    plait_release(h);
+  } else {
+    for (double t0 = ops_now(); !*done && ops_now() - t0 < 90;) ops_sleep(0.01);
+    CHECK(*done, "rank 1 never reported its stalled operation");
+  }
+  return global_allreduce(rank, n, "stall/after"); /* the job goes on */
+}
+
+static const char *const stall_env[] = {"PLAIT_PROCESS_SETS=1,2", "PLAIT_STALL_ABORT_S=2",
+                                        "PLAIT_STALL_WARN_S=1", NULL};
+Test(process_sets, stall_names_the_sets_missing_member_3ranks, .timeout = 150) {
+  OPS_REQUIRE_GLOO();
+  int *done = mmap(NULL, sizeof *done, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  cr_assert(done != MAP_FAILED, "mmap failed");
+  *done = 0;
+  cr_assert_eq(ops_run(3, stall_env, 120, stall_body, done), 0, "a rank failed (see above)");
+  munmap(done, sizeof *done);
 }
