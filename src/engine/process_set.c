@@ -1,4 +1,4 @@
-/* The process sets of this process: the table, its queries, and what adding
+/* An engine's process sets: the table, its queries, and what adding
  * and removing a set do on every rank. */
 #include "engine/process_set.h"
 
@@ -212,6 +212,11 @@ plait_result_t plait_psets_apply_add(plait_psets_t *P, const int64_t *ranks, int
   for (int i = 0; i < n; i++) {
     rs[i] = (int)ranks[i];
     if (rs[i] == P->rank) s->index = i;
+  }
+  if (!PLAIT_TRANSPORT_HAS(P->t, subset)) { /* the API refuses first; never reached */
+    free_set(P, s);
+    return plait_error(PLAIT_ERR_UNSUPPORTED, "transport '%s' has no sub-communicators",
+                       P->t->name);
   }
   /* Every rank runs this in the same order: a collective over the job. */
   void *sub = NULL;
