@@ -335,8 +335,9 @@ static plait_result_t run_kind(plait_exec_t *x, const plait_response_t *r, plait
 }
 
 /* The executor as the members of set r->pset see it: their rank and number,
- * the set's transport state and fusion buffer. NULL when this rank is not a
- * member (it runs nothing); an unknown set is a protocol error. */
+ * the set's transport state and fusion buffer. *set NULL when this rank is
+ * not a member (it runs nothing), or for the error response of a set that
+ * no longer exists; an unknown set is otherwise a protocol error. */
 static plait_result_t set_view(plait_exec_t *x, const plait_response_t *r, plait_exec_t *view,
                                plait_pset_t **set) {
   *set = NULL;
@@ -345,6 +346,7 @@ static plait_result_t set_view(plait_exec_t *x, const plait_response_t *r, plait
     return PLAIT_SUCCESS;
   }
   plait_pset_t *s = plait_psets_get(x->psets, r->pset);
+  if (!s && r->status) return PLAIT_SUCCESS; /* e.g. an operation on a set removed meanwhile */
   if (!s) return plait_error(PLAIT_ERR_PROTOCOL, "rank 0 scheduled %s '%s' on process set %d, "
                              "which does not exist here", plait_coll_name((plait_coll_t)r->coll),
                              r->n ? r->e[0].name : "", (int)r->pset);
