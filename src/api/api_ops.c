@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api/current.h"
+#include "api/struct_size.h"
 #include "util/error.h"
 #include "engine/handle.h"
 #include "engine/process_set.h"
@@ -21,8 +22,8 @@ PLAIT_API plait_result_t plait_tensor_1d(plait_tensor_t *t, void *data, size_t c
   if (!t) return BAD("plait_tensor_1d: t is NULL");
   if (!plait_dtype_name(dtype)) return BAD("plait_tensor_1d: dtype %d is not a plait_dtype_t", dtype);
   if (count > (size_t)INT64_MAX) return BAD("plait_tensor_1d: count %zu is too large", count);
-  memset(t, 0, sizeof *t);
-  t->struct_size = sizeof *t;
+  memset(t, 0, PLAIT_TENSOR_SIZE_V1); /* the first layout: safe on any caller's struct */
+  t->struct_size = PLAIT_TENSOR_SIZE_V1;
   t->data = data;
   t->dtype = dtype;
   t->device = PLAIT_DEVICE_HOST;
@@ -43,13 +44,14 @@ static plait_result_t check_name(const char *fn, const char *name) {
   return PLAIT_SUCCESS;
 }
 
-/* Checks a tensor and fills the shared parts of meta. */
+/* Checks a tensor and fills the shared parts of meta. *tp is read (any size
+ * from its first layout up) into copy and then points to it. */
 static plait_result_t check_tensor(const char *fn, const plait_engine_t *e, const char *what,
-                                   const plait_tensor_t *t, plait_meta_t *meta) {
-  if (!t) return BAD("%s: %s is NULL", fn, what);
-  if (t->struct_size < sizeof(plait_tensor_t))
-    return BAD("%s: %s->struct_size is %zu, expected sizeof(plait_tensor_t) = %zu", fn, what,
-               t->struct_size, sizeof(plait_tensor_t));
+                                   const plait_tensor_t **tp, plait_tensor_t *copy,
+                                   plait_meta_t *meta) {
+  if (!*tp) return BAD("%s: %s is NULL", fn, what);
+  PLAIT_CHECK(plait_tensor_read(fn, what, *tp, copy));
+  const plait_tensor_t *t = *tp = copy;
   if (!plait_dtype_name(t->dtype)) return BAD("%s: %s->dtype %d is not a plait_dtype_t", fn, what, t->dtype);
   if (t->ndim < 0 || t->ndim > PLAIT_MAX_DIMS)
     return BAD("%s: %s->ndim %d is not in 0..%d", fn, what, t->ndim, PLAIT_MAX_DIMS);
@@ -98,12 +100,14 @@ static plait_result_t check_pset(const char *fn, const plait_engine_t *e,
   return PLAIT_SUCCESS;
 }
 
+/* *opts (NULL or any size from its first layout up) is read over the
+ * defaults into copy and then points to it. */
 static plait_result_t check_common(const char *fn, const plait_engine_t *e,
-                                   const plait_op_options_t *opts, plait_handle_t **handle) {
+                                   const plait_op_options_t **opts, plait_op_options_t *copy,
+                                   plait_handle_t **handle) {
   if (!handle) return BAD("%s: handle is NULL", fn);
-  if (opts && opts->struct_size < sizeof(plait_op_options_t))
-    return BAD("%s: opts->struct_size is %zu, expected sizeof(plait_op_options_t) = %zu", fn,
-               opts->struct_size, sizeof(plait_op_options_t));
+  PLAIT_CHECK(plait_op_options_read(fn, *opts, copy));
+  *opts = copy;
   return plait_api_check(fn, e);
 }
 
@@ -186,9 +190,10 @@ static plait_result_t allreduce_entry(const char *fn, const plait_engine_t *engi
                                       const plait_tensor_t *out, plait_op_t op,
                                       const plait_op_options_t *opts, plait_entry_t **e) {
   plait_meta_t meta, ometa;
+  plait_tensor_t tin, tout;
   PLAIT_CHECK(check_name(fn, name));
-  PLAIT_CHECK(check_tensor(fn, engine, "input", in, &meta));
-  PLAIT_CHECK(check_tensor(fn, engine, "output", out, &ometa));
+  PLAIT_CHECK(check_tensor(fn, engine, "input", &in, &tin, &meta));
+  PLAIT_CHECK(check_tensor(fn, engine, "output", &out, &tout, &ometa));
   PLAIT_CHECK(same_shape(fn, in, out));
   PLAIT_CHECK(check_reduction(fn, in->dtype, in->device, op, opts, &meta));
   int members;
@@ -205,7 +210,8 @@ PLAIT_API plait_result_t plait_allreduce_async(const char *name, const plait_ten
                                                plait_handle_t **handle) {
   static const char fn[] = "plait_allreduce_async";
   PLAIT_API_ENGINE(engine);
-  PLAIT_CHECK(check_common(fn, engine, opts, handle));
+  plait_op_options_t o;
+  PLAIT_CHECK(check_common(fn, engine, &opts, &o, handle));
   plait_entry_t *e = NULL;
   PLAIT_CHECK(allreduce_entry(fn, engine, name, input, output, op, opts, &e));
   return submit(&e, 1, PLAIT_COLL_ALLREDUCE, opts, handle);
@@ -219,7 +225,8 @@ PLAIT_API plait_result_t plait_grouped_allreduce_async(size_t count, const char 
                                                        plait_handle_t **handle) {
   static const char fn[] = "plait_grouped_allreduce_async";
   PLAIT_API_ENGINE(engine);
-  PLAIT_CHECK(check_common(fn, engine, opts, handle));
+  plait_op_options_t o;
+  PLAIT_CHECK(check_common(fn, engine, &opts, &o, handle));
   if (count == 0 || count > 1000000) return BAD("%s: count %zu is not in 1..1000000", fn, count);
   if (!names || !inputs || !outputs)
     return BAD("%s: %s is NULL", fn, !names ? "names" : !inputs ? "inputs" : "outputs");
@@ -232,7 +239,11 @@ PLAIT_API plait_result_t plait_grouped_allreduce_async(size_t count, const char 
   for (size_t i = 0; i < count; i++)
     if (names[i] && (!key || strcmp(names[i], key) < 0)) key = names[i];
   for (size_t i = 0; i < count && rc == PLAIT_SUCCESS; i++) {
-    rc = allreduce_entry(fn, engine, names[i], &inputs[i], &outputs[i], op, opts, &es[i]);
+    /* the arrays' stride is member 0's struct_size, checked with member 0 */
+    if (i == 0 || (!(rc = plait_tensor_member_check(fn, "input", inputs, i)) &&
+                   !(rc = plait_tensor_member_check(fn, "output", outputs, i))))
+      rc = allreduce_entry(fn, engine, names[i], plait_tensor_at(inputs, i),
+                           plait_tensor_at(outputs, i), op, opts, &es[i]);
     if (rc) plait_error_context(rc, "member %zu", i);
     else if (es[i] && !(es[i]->meta.group = strdup(key)))
       rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
@@ -250,10 +261,12 @@ PLAIT_API plait_result_t plait_allgather_async(const char *name, const plait_ten
                                                plait_handle_t **handle) {
   static const char fn[] = "plait_allgather_async";
   PLAIT_API_ENGINE(engine);
-  PLAIT_CHECK(check_common(fn, engine, opts, handle));
+  plait_op_options_t o;
+  PLAIT_CHECK(check_common(fn, engine, &opts, &o, handle));
   plait_meta_t meta;
   PLAIT_CHECK(check_name(fn, name));
-  PLAIT_CHECK(check_tensor(fn, engine, "input", input, &meta));
+  plait_tensor_t tin;
+  PLAIT_CHECK(check_tensor(fn, engine, "input", &input, &tin, &meta));
   if (input->ndim < 1) return BAD("%s: input is a scalar; allgather needs a first dimension", fn);
   if (input->device != PLAIT_DEVICE_HOST)
     return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
@@ -271,10 +284,12 @@ PLAIT_API plait_result_t plait_broadcast_async(const char *name, const plait_ten
                                                plait_handle_t **handle) {
   static const char fn[] = "plait_broadcast_async";
   PLAIT_API_ENGINE(engine);
-  PLAIT_CHECK(check_common(fn, engine, opts, handle));
+  plait_op_options_t o;
+  PLAIT_CHECK(check_common(fn, engine, &opts, &o, handle));
   plait_meta_t meta;
   PLAIT_CHECK(check_name(fn, name));
-  PLAIT_CHECK(check_tensor(fn, engine, "tensor", tensor, &meta));
+  plait_tensor_t tt;
+  PLAIT_CHECK(check_tensor(fn, engine, "tensor", &tensor, &tt, &meta));
   int size = engine->topo.size, members;
   if (root < 0 || root >= size) return BAD("%s: root %d is not a rank of this job of %d", fn, root, size);
   PLAIT_CHECK(check_pset(fn, engine, opts, &members, &meta));
@@ -294,10 +309,12 @@ PLAIT_API plait_result_t plait_alltoall_async(const char *name, const plait_tens
                                               plait_handle_t **handle) {
   static const char fn[] = "plait_alltoall_async";
   PLAIT_API_ENGINE(engine);
-  PLAIT_CHECK(check_common(fn, engine, opts, handle));
+  plait_op_options_t o;
+  PLAIT_CHECK(check_common(fn, engine, &opts, &o, handle));
   plait_meta_t meta;
   PLAIT_CHECK(check_name(fn, name));
-  PLAIT_CHECK(check_tensor(fn, engine, "input", input, &meta));
+  plait_tensor_t tin;
+  PLAIT_CHECK(check_tensor(fn, engine, "input", &input, &tin, &meta));
   if (input->ndim < 1) return BAD("%s: input is a scalar; alltoall needs a first dimension", fn);
   if (input->device != PLAIT_DEVICE_HOST)
     return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
@@ -336,10 +353,12 @@ PLAIT_API plait_result_t plait_reducescatter_async(const char *name, const plait
                                                    plait_handle_t **handle) {
   static const char fn[] = "plait_reducescatter_async";
   PLAIT_API_ENGINE(engine);
-  PLAIT_CHECK(check_common(fn, engine, opts, handle));
+  plait_op_options_t o;
+  PLAIT_CHECK(check_common(fn, engine, &opts, &o, handle));
   plait_meta_t meta;
   PLAIT_CHECK(check_name(fn, name));
-  PLAIT_CHECK(check_tensor(fn, engine, "input", input, &meta));
+  plait_tensor_t tin;
+  PLAIT_CHECK(check_tensor(fn, engine, "input", &input, &tin, &meta));
   if (input->ndim < 1) return BAD("%s: input is a scalar; reducescatter needs a first dimension", fn);
   if (input->device != PLAIT_DEVICE_HOST)
     return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
@@ -356,7 +375,8 @@ PLAIT_API plait_result_t plait_reducescatter_async(const char *name, const plait
 static plait_result_t nameless(const char *fn, plait_coll_t coll, const plait_op_options_t *opts,
                                plait_handle_t **handle) {
   PLAIT_API_ENGINE(engine);
-  PLAIT_CHECK(check_common(fn, engine, opts, handle));
+  plait_op_options_t o;
+  PLAIT_CHECK(check_common(fn, engine, &opts, &o, handle));
   plait_meta_t meta;
   memset(&meta, 0, sizeof meta);
   meta.coll = (uint8_t)coll;

@@ -23,7 +23,15 @@ plait_handle_t *plait_handle_new(plait_coll_t coll, int n, const plait_op_option
     free(h);
     return NULL;
   }
-  if (pthread_cond_init(&h->cond, NULL)) {
+  /* Waits measure CLOCK_MONOTONIC, so a change of the wall clock neither
+   * stretches nor cuts a plait_wait timeout. */
+  pthread_condattr_t attr;
+  int bad = pthread_condattr_init(&attr);
+  if (!bad) {
+    bad = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) || pthread_cond_init(&h->cond, &attr);
+    pthread_condattr_destroy(&attr);
+  }
+  if (bad) {
     pthread_mutex_destroy(&h->mu);
     free(h);
     return NULL;
@@ -123,7 +131,7 @@ PLAIT_API plait_result_t plait_wait(plait_handle_t *handle, double timeout_s) {
                          "the thread running the callback can finish it (use plait_poll there)");
   }
   struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
+  clock_gettime(CLOCK_MONOTONIC, &until);
   if (timeout_s > 0) {
     double whole = floor(timeout_s > 1e9 ? 1e9 : timeout_s);
     until.tv_sec += (time_t)whole;
@@ -178,7 +186,10 @@ PLAIT_API plait_result_t plait_handle_output(plait_handle_t *handle, plait_tenso
   if (rc == PLAIT_SUCCESS && (handle->coll == PLAIT_COLL_BARRIER || handle->coll == PLAIT_COLL_JOIN))
     rc = plait_error(PLAIT_ERR_INVALID_ARGUMENT,
                      "plait_handle_output: a %s has no output", plait_coll_name(handle->coll));
-  if (rc == PLAIT_SUCCESS) *out = handle->output;
+  if (rc == PLAIT_SUCCESS) { /* the first layout only: out may be an older, smaller struct */
+    memcpy(out, &handle->output, PLAIT_TENSOR_SIZE_V1);
+    out->struct_size = PLAIT_TENSOR_SIZE_V1;
+  }
   pthread_mutex_unlock(&handle->mu);
   return rc;
 }

@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/eintr.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -320,8 +321,8 @@ static int lock_file(int fd) {
 
 static int write_all(int fd, const char *p, size_t len, off_t off) {
   while (len) {
-    ssize_t n = pwrite(fd, p, len, off);
-    if (n < 0 && errno == EINTR) continue;
+    ssize_t n;
+    PLAIT_RETRY_EINTR(n, pwrite(fd, p, len, off));
     if (n <= 0) return n < 0 ? errno : ENOSPC;
     p += n, len -= (size_t)n, off += n;
   }
