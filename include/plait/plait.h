@@ -392,12 +392,19 @@ typedef struct plait_op_options {
   double postscale_factor; /* allreduce, reducescatter: output x factor after */
   plait_callback_fn callback;
   void *user_data;
+  /* Appended after the first layout (PLAIT_OP_OPTIONS_SIZE_V1): a caller
+   * whose struct_size does not reach it gets 0. */
+  int32_t process_set; /* the process set that runs the operation: an id from
+                          plait_process_set_add, or PLAIT_GLOBAL_PROCESS_SET */
   /* Fields appended later go here, each with its default added at the end
    * of PLAIT_OP_OPTIONS_INIT (the library defaults them from it). */
 } plait_op_options_t;
 
+/* The process set of every rank; always there, never removed. */
+#define PLAIT_GLOBAL_PROCESS_SET 0
+
 /* The defaults; what a NULL opts means. */
-#define PLAIT_OP_OPTIONS_INIT {sizeof(plait_op_options_t), 1.0, 1.0, NULL, NULL}
+#define PLAIT_OP_OPTIONS_INIT {sizeof(plait_op_options_t), 1.0, 1.0, NULL, NULL, 0}
 /* Bytes of plait_op_options_t's first published layout (through user_data). */
 #define PLAIT_OP_OPTIONS_SIZE_V1 (offsetof(plait_op_options_t, user_data) + sizeof(void *))
 
@@ -417,6 +424,14 @@ typedef struct plait_op_options {
  *    over PLAIT_MAX_NAME, a name already in flight on this rank, bad tensor
  *    fields, or a bad enum; PLAIT_ERR_NOT_INITIALIZED before init or after
  *    shutdown; PLAIT_ERR_PEER_LOST (naming the rank) once the job has failed.
+ *  - runs on the ranks of opts->process_set (default: every rank). "Every
+ *    rank" above and below then means every member of that set, "size" its
+ *    number of members and alltoall/reducescatter/allgather blocks go in the
+ *    order of its members; roots stay ranks of the job (as in Horovod). An
+ *    operation on a set this rank is not a member of, or on an unknown id,
+ *    fails at once with PLAIT_ERR_INVALID_ARGUMENT naming the set and its
+ *    ranks. Names are matched within a set: two sets may run the same name
+ *    at once, but one rank may not have one name in flight twice.
  */
 
 /* Reduces input over all ranks into output (output may be input: in place).
@@ -471,7 +486,8 @@ PLAIT_API plait_result_t plait_reducescatter_async(const char *name, const plait
 PLAIT_API plait_result_t plait_barrier_async(const plait_op_options_t *opts,
                                              plait_handle_t **handle);
 
-/* This rank has no more data: until every rank has joined, it takes part in
+/* This rank has no more data (global process set only, as Horovod's join;
+ * opts->process_set must be 0): until every rank has joined, it takes part in
  * the other ranks' allreduces (contributing the op's identity: 0 for sum and
  * average, 1 for product, the largest value for min, the smallest for max)
  * and allgathers (contributing no rows). Other operations submitted by the
@@ -513,6 +529,72 @@ PLAIT_API plait_result_t plait_handle_splits(plait_handle_t *handle, int64_t *sp
 
 /* After a join: the last rank to join. */
 PLAIT_API plait_result_t plait_handle_join_rank(plait_handle_t *handle, int *rank);
+
+/* ------------------------------------------------------------------------ */
+/* Process sets                                                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A process set is a subset of the ranks that runs operations on its own
+ * (plait_op_options_t.process_set), with Horovod 0.28's semantics: the
+ * global set (PLAIT_GLOBAL_PROCESS_SET, id 0) always exists; other sets are
+ * known at init (PLAIT_PROCESS_SETS, e.g. "0,1;1,2,3": plait_init adds them
+ * in that order, ids 1, 2, ...) or, with PLAIT_DYNAMIC_PROCESS_SETS=1 (or
+ * HOROVOD_DYNAMIC_PROCESS_SETS=1), added and removed while plait runs. Sets
+ * may overlap; the transport must offer sub-communicators (gloo and ofi do).
+ * See docs/process-sets.md.
+ */
+
+/*
+ * Adds the set of the n ranks in ranks[] (any order, each once, 1 <= n <=
+ * size) and writes its id to *id: the lowest id not in use (freed ids are
+ * used again, as in Horovod), the same on every rank.
+ *
+ * Collective: every rank of the job, member of the new set or not, calls it
+ * with the same ranks, in the same order relative to its other
+ * plait_process_set_add/remove calls. Blocks until every rank has called it
+ * and the transport has made the set's communicator; not from a completion
+ * callback. ranks is read before it returns and not kept.
+ * Errors: PLAIT_ERR_UNSUPPORTED without PLAIT_DYNAMIC_PROCESS_SETS=1, or
+ * when the transport has no sub-communicators (naming it);
+ * PLAIT_ERR_INVALID_ARGUMENT for NULL pointers, n out of range, a rank
+ * outside the job or listed twice, a set of the same ranks that exists
+ * already (the global set too, as in Horovod); PLAIT_ERR_MISMATCH when ranks called it
+ * with different sets (the message names the ranks and each one's set);
+ * PLAIT_ERR_NOT_INITIALIZED; PLAIT_ERR_PEER_LOST once the job has failed.
+ * Any thread.
+ */
+PLAIT_API plait_result_t plait_process_set_add(const int *ranks, int n, int32_t *id);
+
+/*
+ * Removes set id; its id may be given to a later set. Collective like
+ * plait_process_set_add (every rank, same order), and blocks likewise.
+ * Errors: PLAIT_ERR_UNSUPPORTED without PLAIT_DYNAMIC_PROCESS_SETS=1;
+ * PLAIT_ERR_INVALID_ARGUMENT for id 0 (the global set is never removed) or
+ * an id not in use; PLAIT_ERR_MISMATCH when ranks named different ids;
+ * PLAIT_ERR_INVALID_ARGUMENT when an operation on the set is still pending
+ * on some rank (the message names it; the set stays). Any thread.
+ */
+PLAIT_API plait_result_t plait_process_set_remove(int32_t id);
+
+/*
+ * Queries; never block, any thread. PLAIT_ERR_INVALID_ARGUMENT naming the id
+ * when it is not in use; PLAIT_ERR_NOT_INITIALIZED before init.
+ *  - plait_process_set_size: number of ranks in set id.
+ *  - plait_process_set_rank: this rank's position in set id (its members in
+ *    increasing order), or -1 when this rank is not a member (Horovod's
+ *    ProcessSet.rank() raises then; plait.torch does too).
+ *  - plait_process_set_ranks: the members' ranks, increasing: up to capacity
+ *    of them into ranks (NULL allowed with capacity 0); *n gets the number
+ *    of members; PLAIT_ERR_BUFFER_TOO_SMALL (nothing written past capacity)
+ *    when capacity < *n.
+ *  - plait_process_set_ids: the ids in use, increasing (0 first), like
+ *    plait_process_set_ranks.
+ */
+PLAIT_API plait_result_t plait_process_set_size(int32_t id, int *size);
+PLAIT_API plait_result_t plait_process_set_rank(int32_t id, int *rank);
+PLAIT_API plait_result_t plait_process_set_ranks(int32_t id, int *ranks, int capacity, int *n);
+PLAIT_API plait_result_t plait_process_set_ids(int32_t *ids, int capacity, int *n);
 
 /* ------------------------------------------------------------------------ */
 /* Measuring: statistics and timeline                                        */

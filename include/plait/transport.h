@@ -218,6 +218,30 @@ typedef struct plait_transport_v1 {
    * and logs. May be called from any thread, concurrently with collectives:
    * a pure function of its settings. Static storage. */
   const char *(*algorithm)(void *state, uint64_t collective, uint64_t bytes);
+
+  /* Optional (may be NULL: the core then refuses every process set but the
+   * global one, naming the transport): a communicator over a subset of the
+   * ranks of `state`, for process sets (plait_process_set_add).
+   *
+   * A collective over `state`: every rank of `state`, member of the subset
+   * or not, calls it with the same ranks[], in the same order relative to
+   * its other collectives on `state`. ranks[] holds n distinct ranks of
+   * `state` in increasing order (1 <= n <= nranks); the plugin never keeps
+   * the pointer. On a member, *sub receives a new state usable with every
+   * entry of this table (collectives, mem_*, last_error, algorithm,
+   * subset): its rank is the member's index in ranks[], its nranks is n, and
+   * collectives on it involve the members only. On a non-member *sub is set
+   * to NULL. The sub-state is released with finalize, before its parent.
+   * A plugin makes the sub-state from what the parent already has (gloo: a
+   * context connected through the parent's collectives; ofi: the subset's
+   * addresses in the parent's address vector): it never uses the bootstrap,
+   * which after init belongs to the core's control plane. Messages of a
+   * sub-state never match receives of its parent or of another sub-state.
+   * Same threading as every call: one thread at a time over a parent and
+   * all its sub-states. Errors: PLAIT_ERR_INVALID_ARGUMENT (bad ranks[],
+   * nothing communicated), PLAIT_ERR_PEER_LOST / PLAIT_ERR_TRANSPORT as for
+   * any collective. */
+  plait_result_t (*subset)(void *state, const int *ranks, int n, void **sub);
 } plait_transport_v1_t;
 
 /* Bytes of a version-1 table before any appended field. */

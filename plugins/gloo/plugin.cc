@@ -8,6 +8,7 @@
 #include "ops.h"
 #include "sigpipe.h"
 #include "state.h"
+#include "subset.h"
 
 using plait_gloo::State;
 
@@ -154,6 +155,19 @@ static const char *gloo_algorithm(void *, uint64_t collective, uint64_t) {
   }
 }
 
+static plait_result_t gloo_subset(void *state, const int *ranks, int n,
+                                  void **sub) {
+  if (sub == nullptr) {
+    if (state != nullptr)
+      static_cast<State *>(state)->last_error = "subset: sub is NULL";
+    return PLAIT_ERR_INVALID_ARGUMENT;
+  }
+  *sub = nullptr;
+  return collective(state, "subset", [&](State &s) {
+    *sub = plait_gloo::subset(s, ranks, n);
+  });
+}
+
 static plait_result_t gloo_mem_copy(void *state, void *dst, const void *src,
                                     size_t bytes, plait_copy_kind_t kind) {
   return local(state, "mem_copy",
@@ -187,6 +201,7 @@ const plait_transport_v1_t plait_transport_v1 = {
     /* mem_free */ gloo_mem_free,
     /* mem_copy */ gloo_mem_copy,
     /* algorithm */ gloo_algorithm,
+    /* subset */ gloo_subset,
 };
 
 }  // extern "C"

@@ -13,6 +13,7 @@
 #include "mr.h"
 #include "progress.h"
 #include "setup.h"
+#include "subset.h"
 
 /* Message of the last init failure (or call with a NULL state) on this
  * thread: last_error(NULL). */
@@ -197,6 +198,17 @@ static const char *entry_algorithm(void *state, uint64_t collective, uint64_t by
   }
 }
 
+static plait_result_t entry_subset(void *state, const int *ranks, int n, void **sub) {
+  ENTER(state, "subset");
+  OFI_REQUIRE(st, sub != NULL, "subset: sub is NULL");
+  *sub = NULL;
+  ofi_state_t *made = NULL;
+  plait_result_t rc = ofi_subset(st, ranks, n, &made);
+  if (rc) return rc;
+  *sub = made;
+  return PLAIT_SUCCESS;
+}
+
 /* The one exported symbol (with -fvisibility=hidden and exports.map). */
 __attribute__((visibility("default"))) extern const plait_transport_v1_t plait_transport_v1;
 
@@ -222,4 +234,5 @@ const plait_transport_v1_t plait_transport_v1 = {
     .mem_free = entry_mem_free,
     .mem_copy = entry_mem_copy,
     .algorithm = entry_algorithm,
+    .subset = entry_subset,
 };

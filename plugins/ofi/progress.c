@@ -26,9 +26,15 @@ void ofi_begin(ofi_state_t *st, const char *op) {
   st->last_liveness = st->last_progress;
 }
 
-static uint64_t make_tag(uint32_t seq, int src, uint32_t id) {
-  return ((uint64_t)(seq & 0xffffu) << 44) | ((uint64_t)((uint32_t)src & 0xfffffu) << 24) |
-         (uint64_t)(id & OFI_TAG_ID_MAX);
+/* The rank of the job a peer of st is, for messages (a subset numbers its
+ * members from 0; the core names ranks of the job). */
+static int job_rank(const ofi_state_t *st, int peer) {
+  return st->global_ranks && peer >= 0 && peer < st->nranks ? st->global_ranks[peer] : peer;
+}
+
+static uint64_t make_tag(const ofi_state_t *st, int src, uint32_t id) {
+  return ((uint64_t)(st->comm & 0xfu) << 56) | ((uint64_t)(st->seq & 0xfffu) << 44) |
+         ((uint64_t)((uint32_t)src & 0xfffffu) << 24) | (uint64_t)(id & OFI_TAG_ID_MAX);
 }
 
 static void push_done(ofi_state_t *st, ofi_req_t *r) {
@@ -85,7 +91,8 @@ static plait_result_t read_error(ofi_state_t *st) {
   if (r != NULL)
     return ofi_break(st, ofi_code(e.err),
                      "%s %s rank %d (%zu bytes) failed: %s [%s: %s]",
-                     r->is_send ? "send" : "receive", r->is_send ? "to" : "from", r->peer,
+                     r->is_send ? "send" : "receive", r->is_send ? "to" : "from",
+                     job_rank(st, r->peer),
                      r->len, fi_strerror(e.err), st->provider, p ? p : "");
   return ofi_break(st, ofi_code(e.err), "a transfer failed: %s [%s: %s]", fi_strerror(e.err),
                    st->provider, p ? p : "");
@@ -163,7 +170,8 @@ static plait_result_t idle(ofi_state_t *st) {
       char why[128];
       if (ofi_peer_gone(st, r->peer, why, sizeof why))
         return ofi_break(st, PLAIT_ERR_PEER_LOST,
-                         "lost rank %d: %s, with a %s of %zu bytes outstanding (%s)", r->peer,
+                         "lost rank %d: %s, with a %s of %zu bytes outstanding (%s)",
+                         job_rank(st, r->peer),
                          why, r->is_send ? "send" : "receive", r->len, st->provider);
     }
   }
@@ -179,7 +187,7 @@ static plait_result_t idle(ofi_state_t *st) {
 static plait_result_t post_failed(ofi_state_t *st, const char *call, ssize_t rc, int peer,
                                   size_t len) {
   return ofi_break(st, ofi_code((int)-rc), "%s to rank %d (%zu bytes) failed: %s (%s)", call,
-                   peer, len, fi_strerror((int)-rc), st->provider);
+                   job_rank(st, peer), len, fi_strerror((int)-rc), st->provider);
 }
 
 plait_result_t ofi_post_send(ofi_state_t *st, ofi_req_t *req, int peer, const void *buf,
@@ -191,7 +199,7 @@ plait_result_t ofi_post_send(ofi_state_t *st, ofi_req_t *req, int peer, const vo
   req->done = 0;
   req->posted = 0;
   req->len = len;
-  req->tag = make_tag(st->seq, st->rank, id);
+  req->tag = make_tag(st, st->rank, id);
   static const char zero = 0;
   if (buf == NULL) buf = &zero; /* empty messages still need an address */
   for (;;) {
@@ -225,7 +233,7 @@ plait_result_t ofi_post_recv(ofi_state_t *st, ofi_req_t *req, int peer, void *bu
   req->done = 0;
   req->posted = 0;
   req->len = len;
-  req->tag = make_tag(st->seq, peer, id);
+  req->tag = make_tag(st, peer, id);
   static char sink;
   if (buf == NULL) buf = &sink;
   for (;;) {

@@ -12,9 +12,11 @@
  * sooner when a peer on this host is seen to have exited (its pid, checked
  * while a wait is idle).
  *
- * Tags: [16 bits collective number][20 bits sender's rank][24 bits id chosen
- * by the algorithm], so messages of different collectives, senders or steps
- * never match each other's receives.
+ * Tags: [4 bits communicator][12 bits collective number][20 bits sender's
+ * rank][24 bits id chosen by the algorithm], so messages of different
+ * communicators (init's state and its subsets, see subset.c), collectives,
+ * senders or steps never match each other's receives. A sender runs at most
+ * a few collectives ahead of a receiver, far fewer than 4096.
  */
 #ifndef PLAIT_OFI_PROGRESS_H
 #define PLAIT_OFI_PROGRESS_H

@@ -366,6 +366,12 @@ void ofi_teardown(ofi_state_t *st) {
 
 void ofi_stop(ofi_state_t *st) {
   if (!st) return;
+  if (st->parent) { /* a subset: the libfabric objects are its parent's */
+    ofi_mr_close_all(st);
+    st->ep = NULL, st->av = NULL, st->cq = NULL, st->domain = NULL, st->fabric = NULL;
+    st->info = NULL;
+    free(st->global_ranks);
+  }
   ofi_teardown(st);
   ofi_mr_free_all(st);
   free(st->addrs);

@@ -87,6 +87,12 @@ typedef struct ofi_state {
   double last_progress;              /* time of the last completion */
   double last_liveness;              /* time of the last pid check */
   uint32_t seq;                      /* collective number: part of tags */
+  uint32_t comm;                     /* communicator's tag bits: 0 for init's
+                                      * state, 1..15 for subsets (subset.c) */
+  uint32_t subsets_made;             /* subset() calls on this state so far */
+  struct ofi_state *parent;          /* a subset's parent, whose libfabric
+                                      * objects it uses; NULL for init's */
+  int *global_ranks;                 /* a subset's ranks in the parent */
   const char *op;                    /* the collective running ("allreduce") */
 
   /* After a failure inside a collective the ranks may be out of step: every

@@ -8,6 +8,7 @@
 
 #include "api/core.h"
 #include "api/current.h"
+#include "api/process_set_api.h"
 #include "engine/engine.h"
 #include "util/config.h"
 #include "util/config_horovod.h"
@@ -48,6 +49,14 @@ static plait_result_t init_locked(void) {
     PLAIT_WARN("config", "unknown variable(s) ignored: %s (see plaitrun --help-env)", unknown);
   plait_engine_t *e;
   PLAIT_CHECK(plait_engine_start(&cfg, &topo, !without_coordinator, &e));
+  if (!without_coordinator &&
+      (rc = plait_process_sets_from_config(e, e->cfg.process_sets, e->cfg.start_timeout_s))) {
+    char why[2048];
+    snprintf(why, sizeof why, "%s", plait_last_error());
+    plait_engine_stop(e);
+    plait_engine_unref(e);
+    return plait_error(rc, "%s", why);
+  }
   PLAIT_INFO("init", "rank %d of %d (local %d/%d, cross %d/%d) from %s, transport %s", e->topo.rank,
              e->topo.size, e->topo.local_rank, e->topo.local_size, e->topo.cross_rank,
              e->topo.cross_size, e->topo.source, e->transport_name);

@@ -1,6 +1,8 @@
 /* The operation calls of the public ABI: check every argument, build the
  * entries, hand them to the coordinator. Nothing is queued on any error. */
 #include <math.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +10,7 @@
 #include "api/struct_size.h"
 #include "util/error.h"
 #include "engine/handle.h"
+#include "engine/process_set.h"
 #include "util/clock.h"
 #include "plait/transport.h"
 #include "engine/timeline.h"
@@ -36,6 +39,8 @@ static plait_result_t check_name(const char *fn, const char *name) {
   if (n > PLAIT_MAX_NAME) return BAD("%s: name is %zu bytes, the limit is %d", fn, n, PLAIT_MAX_NAME);
   if (!strncmp(name, "plait:", 6))
     return BAD("%s: name '%s': names starting with 'plait:' are reserved", fn, name);
+  if (name[0] == '\x1f')
+    return BAD("%s: a name may not start with the byte 0x1f (plait's process-set keys do)", fn);
   return PLAIT_SUCCESS;
 }
 
@@ -71,6 +76,27 @@ static plait_result_t check_tensor(const char *fn, const plait_engine_t *e, cons
   meta->device = t->device;
   memcpy(meta->shape, t->shape, sizeof t->shape[0] * (size_t)t->ndim);
   meta->prescale = meta->postscale = 1.0;
+  return PLAIT_SUCCESS;
+}
+
+/* The process set of opts: 0 when opts is NULL or its struct_size does not
+ * reach the field (a caller built against the first layout). */
+static int32_t opts_pset(const plait_op_options_t *opts) {
+  if (!opts || opts->struct_size < offsetof(plait_op_options_t, process_set) +
+                                       sizeof opts->process_set)
+    return PLAIT_GLOBAL_PROCESS_SET;
+  return opts->process_set;
+}
+
+/* The operation's process set: this rank must be a member. *n: its size. */
+static plait_result_t check_pset(const char *fn, const plait_engine_t *e,
+                                 const plait_op_options_t *opts, int *n, plait_meta_t *meta) {
+  int32_t id = opts_pset(opts);
+  if (id == PLAIT_GLOBAL_PROCESS_SET)
+    *n = e->topo.size;
+  else
+    PLAIT_CHECK(plait_psets_check_member(e->psets, fn, id, n));
+  meta->pset = id;
   return PLAIT_SUCCESS;
 }
 
@@ -170,6 +196,8 @@ static plait_result_t allreduce_entry(const char *fn, const plait_engine_t *engi
   PLAIT_CHECK(check_tensor(fn, engine, "output", &out, &tout, &ometa));
   PLAIT_CHECK(same_shape(fn, in, out));
   PLAIT_CHECK(check_reduction(fn, in->dtype, in->device, op, opts, &meta));
+  int members;
+  PLAIT_CHECK(check_pset(fn, engine, opts, &members, &meta));
   meta.coll = PLAIT_COLL_ALLREDUCE;
   *e = new_entry(name, &meta);
   if (*e) (*e)->input = *in, (*e)->output = *out;
@@ -243,6 +271,8 @@ PLAIT_API plait_result_t plait_allgather_async(const char *name, const plait_ten
   if (input->device != PLAIT_DEVICE_HOST)
     return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
                        "(plait allocates this output on the host)", fn);
+  int members;
+  PLAIT_CHECK(check_pset(fn, engine, opts, &members, &meta));
   meta.coll = PLAIT_COLL_ALLGATHER;
   plait_entry_t *e = new_entry(name, &meta);
   if (e) e->input = *input;
@@ -260,8 +290,12 @@ PLAIT_API plait_result_t plait_broadcast_async(const char *name, const plait_ten
   PLAIT_CHECK(check_name(fn, name));
   plait_tensor_t tt;
   PLAIT_CHECK(check_tensor(fn, engine, "tensor", &tensor, &tt, &meta));
-  int size = engine->topo.size;
+  int size = engine->topo.size, members;
   if (root < 0 || root >= size) return BAD("%s: root %d is not a rank of this job of %d", fn, root, size);
+  PLAIT_CHECK(check_pset(fn, engine, opts, &members, &meta));
+  if (meta.pset && plait_psets_contains(engine->psets, meta.pset, root) != 1)
+    return BAD("%s: root %d is not a member of process set %d (a root is a rank of the job, as "
+               "in Horovod)", fn, root, meta.pset);
   meta.coll = PLAIT_COLL_BROADCAST;
   meta.root = root;
   plait_entry_t *e = new_entry(name, &meta);
@@ -285,7 +319,8 @@ PLAIT_API plait_result_t plait_alltoall_async(const char *name, const plait_tens
   if (input->device != PLAIT_DEVICE_HOST)
     return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
                        "(plait allocates this output on the host)", fn);
-  int size = engine->topo.size;
+  int size;
+  PLAIT_CHECK(check_pset(fn, engine, opts, &size, &meta));
   int64_t rows = input->shape[0], sum = 0;
   if (!splits && rows % size)
     return BAD("%s: splits is NULL but the first dimension %lld does not divide by %d ranks", fn,
@@ -329,6 +364,8 @@ PLAIT_API plait_result_t plait_reducescatter_async(const char *name, const plait
     return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
                        "(plait allocates this output on the host)", fn);
   PLAIT_CHECK(check_reduction(fn, input->dtype, input->device, op, opts, &meta));
+  int members;
+  PLAIT_CHECK(check_pset(fn, engine, opts, &members, &meta));
   meta.coll = PLAIT_COLL_REDUCESCATTER;
   plait_entry_t *e = new_entry(name, &meta);
   if (e) e->input = *input;
@@ -345,7 +382,16 @@ static plait_result_t nameless(const char *fn, plait_coll_t coll, const plait_op
   meta.coll = (uint8_t)coll;
   meta.device = PLAIT_DEVICE_HOST;
   meta.prescale = meta.postscale = 1.0;
-  plait_entry_t *e = new_entry(NULL, &meta);
+  int members;
+  PLAIT_CHECK(check_pset(fn, engine, opts, &members, &meta));
+  if (coll == PLAIT_COLL_JOIN && meta.pset)
+    return BAD("%s: join runs on the global process set only (as Horovod's join); opts->"
+               "process_set is %d", fn, meta.pset);
+  char name[64];
+  if (meta.pset) /* the table names the global set's barriers; a set's count here */
+    snprintf(name, sizeof name, "plait:barrier.%d.%llu", (int)meta.pset,
+             (unsigned long long)plait_psets_next_barrier(engine->psets, meta.pset));
+  plait_entry_t *e = new_entry(meta.pset ? name : NULL, &meta);
   return submit(&e, 1, coll, opts, handle);
 }
 

@@ -36,7 +36,7 @@ int plait_cache_eligible(const plait_meta_t *m) {
 
 int plait_meta_equal(const plait_meta_t *a, const plait_meta_t *b) {
   if (a->coll != b->coll || a->dtype != b->dtype || a->op != b->op || a->ndim != b->ndim ||
-      a->device != b->device || a->root != b->root || a->prescale != b->prescale ||
+      a->device != b->device || a->root != b->root || a->pset != b->pset || a->prescale != b->prescale ||
       a->postscale != b->postscale || a->group_size != b->group_size || a->nsplits != b->nsplits)
     return 0;
   if (memcmp(a->shape, b->shape, sizeof a->shape[0] * a->ndim)) return 0;
@@ -46,7 +46,8 @@ int plait_meta_equal(const plait_meta_t *a, const plait_meta_t *b) {
 
 int plait_cache_lookup(const plait_cache_t *c, const char *name, const plait_meta_t *m) {
   if (c->capacity <= 0 || !plait_cache_eligible(m)) return -1;
-  intptr_t v = (intptr_t)plait_namemap_get(&c->by_name, name);
+  char key[PLAIT_OP_KEY_MAX];
+  intptr_t v = (intptr_t)plait_namemap_get(&c->by_name, plait_op_key(key, m->pset, name));
   if (!v) return -1;
   int id = (int)(v - 1);
   return plait_meta_equal(&c->slots[id].meta, m) ? id : -1;
@@ -61,8 +62,10 @@ plait_result_t plait_cache_put(plait_cache_t *c, int id, const char *name, const
     return plait_error(PLAIT_ERR_PROTOCOL, "response cache id %d out of order (next is %d of %d)",
                        id, c->count, c->capacity);
   plait_cache_slot_t *s = &c->slots[id];
+  char key[PLAIT_OP_KEY_MAX];
   if (!(s->name = strdup(name)) || plait_meta_copy(&s->meta, m) ||
-      plait_namemap_put(&c->by_name, name, (void *)(intptr_t)(id + 1))) {
+      plait_namemap_put(&c->by_name, plait_op_key(key, m->pset, name),
+                        (void *)(intptr_t)(id + 1))) {
     free(s->name);
     s->name = NULL;
     return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory in the response cache");

@@ -103,7 +103,8 @@ static void fail_everything(plait_coord_t *c, plait_result_t rc, const char *msg
   plait_table_close(&c->table, rc, msg);
   for (plait_entry_t *e = plait_table_drain(&c->table); e;) {
     plait_entry_t *next = e->next;
-    plait_namemap_put(&c->local, e->name, e);
+    char key[PLAIT_OP_KEY_MAX];
+    plait_namemap_put(&c->local, plait_op_key(key, e->meta.pset, e->name), e);
     e = next;
   }
   size_t n = c->local.count, k = 0;
@@ -154,7 +155,8 @@ static plait_result_t take_new(plait_coord_t *c, plait_request_list_t *req) {
   for (plait_entry_t *e = list; e;) {
     plait_entry_t *next = e->next;
     plait_request_t *q = &req->r[req->n++];
-    if (plait_namemap_put(&c->local, e->name, e))
+    char key[PLAIT_OP_KEY_MAX];
+    if (plait_namemap_put(&c->local, plait_op_key(key, e->meta.pset, e->name), e))
       return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory announcing '%s'", e->name);
     if (e->meta.coll == PLAIT_COLL_JOIN) c->exec.joined = 1;
     q->cache_id = plait_cache_lookup(&c->cache, e->name, &e->meta);
@@ -178,11 +180,13 @@ static plait_result_t take_new(plait_coord_t *c, plait_request_list_t *req) {
 static void mark_queued(plait_coord_t *c, const plait_response_list_t *l) {
   if (!plait_tl_active(c->e->timeline)) return;
   for (uint32_t i = 0; i < l->n; i++)
-    for (uint32_t j = 0; j < l->r[i].n; j++)
-      if (plait_namemap_get(&c->local, l->r[i].e[j].name)) {
+    for (uint32_t j = 0; j < l->r[i].n; j++) {
+      char key[PLAIT_OP_KEY_MAX];
+      if (plait_namemap_get(&c->local, plait_op_key(key, l->r[i].pset, l->r[i].e[j].name))) {
         plait_tl_end(c->e->timeline, l->r[i].e[j].name, "NEGOTIATE");
         plait_tl_begin(c->e->timeline, l->r[i].e[j].name, "QUEUE");
       }
+    }
 }
 
 /* Runs a response list (every rank, same order). */
@@ -255,7 +259,9 @@ static plait_result_t peer_resolve(plait_coord_t *c, plait_response_list_t *l) {
         if (!(e->name = strdup(s->name))) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
       }
       if (e->assign_id >= 0) {
-        plait_entry_t *mine = plait_namemap_get(&c->local, e->name);
+        char key[PLAIT_OP_KEY_MAX];
+        plait_entry_t *mine =
+            plait_namemap_get(&c->local, plait_op_key(key, l->r[i].pset, e->name));
         const plait_meta_t *m = mine ? &mine->meta : e->has_meta ? &e->meta : NULL;
         if (!m) return plait_error(PLAIT_ERR_PROTOCOL, "rank 0 cached '%s' without metadata", e->name);
         PLAIT_CHECK(plait_cache_put(&c->cache, e->assign_id, e->name, m));
@@ -557,6 +563,7 @@ static plait_result_t coord_alloc(plait_coord_t *c) {
   if (plait_namemap_init(&c->local))
     return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory starting the coordinator");
   if (c->rank == 0) PLAIT_CHECK(plait_neg_init(&c->neg, c->size, c->cfg, &c->cache));
+  c->neg.psets = c->e->psets;
   if (!(c->last_heard = calloc((size_t)c->size, sizeof *c->last_heard)) ||
       !(c->pfd = calloc((size_t)c->size + 1, sizeof *c->pfd)))
     return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory starting the coordinator");
@@ -582,6 +589,7 @@ plait_result_t plait_coord_start(plait_engine_t *e, plait_coord_t **out) {
                   &c->local);
   c->exec.stats = &e->stats;
   c->exec.tl = e->timeline;
+  c->exec.psets = e->psets;
   apply_tuning(c);
   plait_result_t rc = coord_alloc(c);
   if (rc == PLAIT_SUCCESS && pthread_create(&c->thread, NULL, coordinator_main, c))

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "engine/coordinator.h"
+#include "engine/process_set.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/reduce.h"
@@ -94,11 +95,18 @@ plait_result_t plait_engine_start(plait_config_t *cfg, const plait_topology_t *t
   plait_boot_init(&e->boot, &e->ctrl);
   PLAIT_CHECK_GOTO(rc, start_transport(e), fail_ctrl);
   snprintf(e->transport_name, sizeof e->transport_name, "%s", e->plugin.table->name);
+  if (!(e->psets = plait_psets_create(e->topo.rank, e->topo.size, e->plugin.table,
+                                      e->plugin.state, e->cfg.dynamic_process_sets))) {
+    rc = PLAIT_ERR_NO_MEMORY;
+    goto fail_plugin;
+  }
   if (with_coordinator) PLAIT_CHECK_GOTO(rc, plait_coord_start(e, &e->coord), fail_plugin);
   atomic_store(&e->running, 1);
   *out = e;
   return PLAIT_SUCCESS;
 fail_plugin:
+  plait_psets_destroy(e->psets);
+  e->psets = NULL;
   plait_plugin_unload(&e->plugin);
 fail_ctrl:
   plait_control_close(&e->ctrl);
@@ -119,6 +127,8 @@ plait_result_t plait_engine_stop(plait_engine_t *e) {
     snprintf(why, sizeof why, "%s", plait_last_error());
     PLAIT_WARN("shutdown", "leaving without the other ranks: %s", why);
   }
+  plait_psets_destroy(e->psets); /* the sets' sub-states, before the transport goes */
+  e->psets = NULL;
   plait_plugin_unload(&e->plugin);
   plait_control_close(&e->ctrl);
   if (rc) return plait_error(rc, "%s", why);

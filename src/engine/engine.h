@@ -12,6 +12,7 @@
  *   tunables   what plait_config_set may change while running, one lock
  *   topo, ctrl, boot, plugin   where this rank sits, the control plane, the
  *              plugins' bootstrap, the transport
+ *   psets      the process sets (process_set.h)
  *   coord      the coordinator thread and its state (coordinator.h)
  *   stats      the counters of plait_stats
  *   timeline   the Chrome-trace writer
@@ -35,6 +36,7 @@
 #include "util/config.h"
 
 typedef struct plait_coord plait_coord_t;
+typedef struct plait_psets plait_psets_t;
 
 typedef struct plait_engine {
   pid_t pid;               /* the process that started it: only it may use or stop it */
@@ -45,6 +47,7 @@ typedef struct plait_engine {
   plait_boot_t boot;
   plait_plugin_t plugin;
   char transport_name[80];
+  plait_psets_t *psets;    /* the process sets; their sub-states live until stop */
   plait_coord_t *coord;    /* NULL when started without one (control-plane tests) */
   plait_counters_t stats;
   plait_timeline_t *timeline;

@@ -9,8 +9,15 @@
 
 const char *plait_coll_name(plait_coll_t c) {
   static const char *names[] = {"?", "allreduce", "allgather", "broadcast", "alltoall",
-                                "reducescatter", "barrier", "join"};
+                                "reducescatter", "barrier", "join", "process_set_add",
+                                "process_set_remove"};
   return c >= 1 && c <= PLAIT_COLL_MAX_ ? names[c] : "?";
+}
+
+const char *plait_op_key(char *buf, int32_t pset, const char *name) {
+  if (pset == 0) return name;
+  snprintf(buf, PLAIT_OP_KEY_MAX, "\x1f%d\x1f%s", (int)pset, name);
+  return buf;
 }
 
 int64_t plait_meta_elements(const plait_meta_t *m) {
@@ -56,6 +63,14 @@ static void shape_text(const plait_meta_t *m, int from, char *out, size_t cap) {
   if (used < cap) snprintf(out + used, cap - used, "]");
 }
 
+static void ranks_text(const plait_meta_t *m, char *out, size_t cap) {
+  size_t used = (size_t)snprintf(out, cap, "[");
+  for (uint32_t i = 0; i < m->nsplits && used < cap; i++)
+    used += (size_t)snprintf(out + used, cap - used, "%s%lld", i ? ", " : "",
+                             (long long)m->splits[i]);
+  if (used < cap) snprintf(out + used, cap - used, "]");
+}
+
 int plait_meta_describe_difference(const plait_meta_t *a, const plait_meta_t *b, char *what,
                                    size_t what_cap, char *va, char *vb, size_t v_cap) {
 #define DIFF(cond, name, fmt_a, fmt_b)                                         \
@@ -68,6 +83,22 @@ int plait_meta_describe_difference(const plait_meta_t *a, const plait_meta_t *b,
   DIFF(a->coll != b->coll, "operation",
        snprintf(va, v_cap, "%s", plait_coll_name((plait_coll_t)a->coll)),
        snprintf(vb, v_cap, "%s", plait_coll_name((plait_coll_t)b->coll)))
+  DIFF(a->pset != b->pset, "process set", snprintf(va, v_cap, "%d", a->pset),
+       snprintf(vb, v_cap, "%d", b->pset))
+  if (a->coll == PLAIT_COLL_PSET_ADD) {
+    int differs = a->nsplits != b->nsplits;
+    for (uint32_t i = 0; i < a->nsplits && !differs; i++) differs = a->splits[i] != b->splits[i];
+    if (differs) {
+      snprintf(what, what_cap, "process set ranks");
+      ranks_text(a, va, v_cap);
+      ranks_text(b, vb, v_cap);
+      return 1;
+    }
+  }
+  DIFF(a->coll == PLAIT_COLL_PSET_ADD && a->root != b->root, "number of sets in "
+       "PLAIT_PROCESS_SETS", snprintf(va, v_cap, "%d", a->root), snprintf(vb, v_cap, "%d", b->root))
+  DIFF(a->coll == PLAIT_COLL_PSET_REMOVE && a->root != b->root, "process set id",
+       snprintf(va, v_cap, "%d", a->root), snprintf(vb, v_cap, "%d", b->root))
   DIFF(a->dtype != b->dtype, "dtype", snprintf(va, v_cap, "%s", plait_dtype_name(a->dtype)),
        snprintf(vb, v_cap, "%s", plait_dtype_name(b->dtype)))
   int reduces = a->coll == PLAIT_COLL_ALLREDUCE || a->coll == PLAIT_COLL_REDUCESCATTER;

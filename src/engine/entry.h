@@ -18,10 +18,20 @@ typedef enum plait_coll {
   PLAIT_COLL_REDUCESCATTER = 5,
   PLAIT_COLL_BARRIER = 6,
   PLAIT_COLL_JOIN = 7,
-  PLAIT_COLL_MAX_ = 7
+  PLAIT_COLL_PSET_ADD = 8,    /* plait_process_set_add: ranks in splits */
+  PLAIT_COLL_PSET_REMOVE = 9, /* plait_process_set_remove: the id in root */
+  PLAIT_COLL_MAX_ = 9
 } plait_coll_t;
 
 const char *plait_coll_name(plait_coll_t c);
+
+/* Room for plait_op_key's text. */
+#define PLAIT_OP_KEY_MAX (PLAIT_MAX_NAME + 16)
+/* What identifies an operation across ranks: its name within its process
+ * set. For the global set (pset 0) the name itself; otherwise
+ * "\x1f<pset>\x1f<name>" (names may not start with \x1f, see api_ops.c).
+ * Returns buf, or name itself when pset is 0. */
+const char *plait_op_key(char *buf, int32_t pset, const char *name);
 
 /* What a rank announces about an operation; compared across ranks. */
 typedef struct plait_meta {
@@ -30,7 +40,8 @@ typedef struct plait_meta {
   uint8_t op;      /* plait_op_t (reductions) */
   uint8_t ndim;
   int32_t device;
-  int32_t root;    /* broadcast */
+  int32_t root;    /* broadcast (a rank of the job); process set removal: the id */
+  int32_t pset;    /* process set id: 0 the global set */
   double prescale, postscale;
   int64_t shape[PLAIT_MAX_DIMS];
   uint32_t group_size; /* grouped allreduce: members in the group; 0 none */

@@ -11,6 +11,7 @@
 #include "engine/handle.h"
 #include "util/log.h"
 #include "engine/fusion.h"
+#include "engine/process_set.h"
 #include "util/clock.h"
 #include "util/reduce.h"
 #include "engine/stats.h"
@@ -45,8 +46,10 @@ void *plait_exec_alloc_host(size_t bytes) {
 }
 
 void plait_exec_finish(plait_exec_t *x, plait_entry_t *e, plait_result_t rc, const char *msg) {
-  plait_namemap_remove(x->local, e->name);
-  plait_table_forget(x->table, e->name);
+  char key[PLAIT_OP_KEY_MAX];
+  const char *k = plait_op_key(key, e->meta.pset, e->name);
+  plait_namemap_remove(x->local, k);
+  plait_table_forget(x->table, k);
   if (rc != PLAIT_SUCCESS) { /* close whatever is open, innermost first */
     plait_tl_end(x->tl, e->name, x->activity[e->meta.coll <= PLAIT_COLL_MAX_ ? e->meta.coll : 0]);
     plait_tl_end(x->tl, e->name, "MEMCPY_IN_FUSION_BUFFER");
@@ -268,7 +271,8 @@ static plait_result_t run_allreduce(plait_exec_t *x, const plait_response_t *r, 
  * rank, or an error for an operation this rank never submitted). */
 static plait_result_t gather_entries(plait_exec_t *x, const plait_response_t *r, plait_entry_t **es) {
   for (uint32_t i = 0; i < r->n; i++) {
-    es[i] = plait_namemap_get(x->local, r->e[i].name);
+    char key[PLAIT_OP_KEY_MAX];
+    es[i] = plait_namemap_get(x->local, plait_op_key(key, r->pset, r->e[i].name));
     if (es[i]) {
       plait_tl_end(x->tl, es[i]->name, "QUEUE");
       continue;
@@ -295,8 +299,12 @@ static plait_result_t run_kind(plait_exec_t *x, const plait_response_t *r, plait
   case PLAIT_COLL_REDUCESCATTER: return plait_exec_reducescatter(x, e);
   case PLAIT_COLL_BROADCAST: {
     size_t bytes = plait_meta_bytes(&e->meta);
+    int root = e->meta.root; /* a rank of the job: its place in the set */
+    const plait_pset_t *s = r->pset ? plait_psets_get(x->psets, r->pset) : NULL;
+    for (int i = 0; s && i < s->n; i++)
+      if (s->ranks[i] == e->meta.root) root = i;
     plait_tl_begin(x->tl, e->name, x->activity[r->coll]);
-    rc = x->t->broadcast(x->ts, e->output.data, bytes, e->meta.root);
+    rc = x->t->broadcast(x->ts, e->output.data, bytes, root);
     plait_tl_end(x->tl, e->name, x->activity[r->coll]);
     if (rc) return transport_error(x, rc, "broadcast", e->name);
     plait_handle_set_output(e->handle, &e->output, NULL, NULL, 0);
@@ -314,11 +322,69 @@ static plait_result_t run_kind(plait_exec_t *x, const plait_response_t *r, plait
     plait_handle_set_join_rank(e->handle, r->join_rank);
     x->joined = 0;
     return PLAIT_SUCCESS;
+  case PLAIT_COLL_PSET_ADD: {
+    int32_t id = 0;
+    PLAIT_CHECK(plait_psets_apply_add(x->psets, e->meta.splits, (int)e->meta.nsplits, &id));
+    plait_handle_set_join_rank(e->handle, id); /* the id plait_process_set_add reports */
+    return PLAIT_SUCCESS;
+  }
+  case PLAIT_COLL_PSET_REMOVE:
+    return plait_psets_apply_remove(x->psets, e->meta.root);
   }
   return plait_error(PLAIT_ERR_PROTOCOL, "response of unknown kind %u", r->coll);
 }
 
+/* The executor as the members of set r->pset see it: their rank and number,
+ * the set's transport state and fusion buffer. *set NULL when this rank is
+ * not a member (it runs nothing), or for the error response of a set that
+ * no longer exists; an unknown set is otherwise a protocol error. */
+static plait_result_t set_view(plait_exec_t *x, const plait_response_t *r, plait_exec_t *view,
+                               plait_pset_t **set) {
+  *set = NULL;
+  if (r->pset == 0) {
+    *view = *x;
+    return PLAIT_SUCCESS;
+  }
+  plait_pset_t *s = plait_psets_get(x->psets, r->pset);
+  if (!s && r->status) return PLAIT_SUCCESS; /* e.g. an operation on a set removed meanwhile */
+  if (!s) return plait_error(PLAIT_ERR_PROTOCOL, "rank 0 scheduled %s '%s' on process set %d, "
+                             "which does not exist here", plait_coll_name((plait_coll_t)r->coll),
+                             r->n ? r->e[0].name : "", (int)r->pset);
+  if (s->index < 0) return PLAIT_SUCCESS;
+  *view = *x;
+  view->rank = s->index;
+  view->size = s->n;
+  view->ts = s->ts;
+  view->fusion = s->fusion;
+  view->fusion_cap = s->fusion_cap;
+  view->joined = 0; /* join is the global set's only */
+  *set = s;
+  return PLAIT_SUCCESS;
+}
+
+static plait_result_t run_response(plait_exec_t *x, const plait_response_t *r);
+
 plait_result_t plait_exec_run(plait_exec_t *x, const plait_response_t *r) {
+  if (r->pset == 0) return run_response(x, r);
+  plait_exec_t view;
+  plait_pset_t *set = NULL;
+  PLAIT_CHECK(set_view(x, r, &view, &set));
+  if (!set) { /* not a member: nothing of it is ours (an error came to a member only) */
+    for (uint32_t i = 0; i < r->n; i++) {
+      char key[PLAIT_OP_KEY_MAX];
+      plait_entry_t *e = plait_namemap_get(x->local, plait_op_key(key, r->pset, r->e[i].name));
+      if (e && r->status)
+        plait_exec_finish(x, e, (plait_result_t)r->status, r->message);
+    }
+    return PLAIT_SUCCESS;
+  }
+  plait_result_t rc = run_response(&view, r);
+  set->fusion = view.fusion; /* the set's buffer, grown or made here */
+  set->fusion_cap = view.fusion_cap;
+  return rc;
+}
+
+static plait_result_t run_response(plait_exec_t *x, const plait_response_t *r) {
   plait_entry_t **es = calloc(r->n ? r->n : 1, sizeof *es);
   if (!es) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory running a response");
   plait_result_t rc = gather_entries(x, r, es);

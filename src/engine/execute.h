@@ -25,6 +25,7 @@ typedef struct plait_exec {
   plait_namemap_t *local; /* name -> entry waiting for its response */
   plait_counters_t *stats;  /* the engine's counters */
   plait_timeline_t *tl;     /* the engine's timeline (NULL: none) */
+  struct plait_psets *psets; /* the engine's process sets (process_set.h) */
   char activity[PLAIT_COLL_MAX_ + 1][48]; /* "GLOO_ALLREDUCE", ... */
 } plait_exec_t;
 

@@ -12,7 +12,7 @@ uint64_t plait_fusion_layout_add(plait_fusion_layout_t *l, uint64_t bytes) {
 }
 
 static int same_key(const plait_fusion_key_t *a, const plait_fusion_key_t *b) {
-  return a->dtype == b->dtype && a->op == b->op && a->prescale == b->prescale &&
+  return a->pset == b->pset && a->dtype == b->dtype && a->op == b->op && a->prescale == b->prescale &&
          a->postscale == b->postscale && a->device == b->device;
 }
 

@@ -33,6 +33,7 @@ typedef struct plait_fusion_key {
   uint8_t dtype, op; /* plait_dtype_t, plait_op_t */
   int32_t device;
   double prescale, postscale;
+  int32_t pset; /* process set: each runs on its own communicator */
 } plait_fusion_key_t;
 
 /* One released operation, as the planner sees it. */

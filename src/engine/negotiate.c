@@ -11,6 +11,7 @@
 #include "util/error.h"
 #include "util/log.h"
 #include "util/clock.h"
+#include "engine/process_set.h"
 
 
 plait_result_t plait_neg_init(plait_negotiator_t *n, int size, const plait_config_t *cfg,
@@ -39,6 +40,8 @@ void plait_record_free(plait_record_t *rec, int size) {
     if (rec->have[r]) plait_meta_free(&rec->metas[r]);
   free(rec->metas);
   free(rec->have);
+  free(rec->member);
+  free(rec->key);
   free(rec->name);
   free(rec->message);
   free(rec);
@@ -76,9 +79,11 @@ static void bury(plait_negotiator_t *n, const plait_record_t *rec) {
   }
   t->list_no = n->lists_sent + 1;
   int any = 0;
-  for (int r = 0; r < n->size; r++) any |= t->missing[r] = !rec->have[r] && !n->joined[r];
-  tombstone_t *old = plait_namemap_get(&n->tombstones, rec->name);
-  if (!any || plait_namemap_put(&n->tombstones, rec->name, t)) {
+  for (int r = 0; r < n->size; r++)
+    any |= t->missing[r] = rec->member && rec->member[r] && !rec->have[r] &&
+                           !(rec->pset == 0 && n->joined[r]);
+  tombstone_t *old = plait_namemap_get(&n->tombstones, rec->key);
+  if (!any || plait_namemap_put(&n->tombstones, rec->key, t)) {
     free(t->missing);
     free(t);
     return;
@@ -114,16 +119,20 @@ void plait_neg_free(plait_negotiator_t *n) {
   memset(n, 0, sizeof *n);
 }
 
-static plait_record_t *new_record(plait_negotiator_t *n, const char *name, double now) {
+static plait_record_t *new_record(plait_negotiator_t *n, const char *key, const char *name,
+                                  int32_t pset, double now) {
   plait_record_t *rec = calloc(1, sizeof *rec);
   if (!rec) return NULL;
   rec->name = strdup(name);
+  rec->key = strdup(key);
+  rec->pset = pset;
   rec->metas = calloc((size_t)n->size, sizeof *rec->metas);
   rec->have = calloc((size_t)n->size, 1);
   rec->cache_id = -1;
   rec->first_seen = now;
   rec->arrival = n->arrivals++;
-  if (!rec->name || !rec->metas || !rec->have || plait_namemap_put(&n->records, name, rec)) {
+  if (!rec->name || !rec->key || !rec->metas || !rec->have || plait_neg_set_members(n, rec) ||
+      plait_namemap_put(&n->records, key, rec)) {
     plait_record_free(rec, 0);
     return NULL;
   }
@@ -199,10 +208,35 @@ static plait_result_t push_ready(plait_negotiator_t *n, plait_record_t *rec) {
   return PLAIT_SUCCESS;
 }
 
+static int first_have(const plait_negotiator_t *n, const plait_record_t *rec) {
+  int r = 0;
+  while (r < n->size - 1 && !rec->have[r]) r++;
+  return r;
+}
+
+/* A record sent for a process set that does not exist at rank 0, or by a
+ * rank outside it: it fails at once on the ranks that sent it. */
+static plait_result_t fail_outside_set(plait_negotiator_t *n, plait_record_t *rec, int rank) {
+  rec->status = PLAIT_ERR_INVALID_ARGUMENT;
+  rec->message = malloc(512);
+  if (rec->message) {
+    if (!rec->member)
+      snprintf(rec->message, 512, "'%s' is on process set %d, which does not exist (removed "
+               "while the operation was on its way, or never added)", rec->name, (int)rec->pset);
+    else
+      snprintf(rec->message, 512, "'%s': rank %d is not a member of process set %d", rec->name,
+               rank, (int)rec->pset);
+  }
+  plait_namemap_remove(&n->records, rec->key);
+  return push_ready(n, rec);
+}
+
 /* A record is complete: agree, then hand it (or its whole group) on. */
 static plait_result_t complete(plait_negotiator_t *n, plait_record_t *rec) {
-  plait_namemap_remove(&n->records, rec->name);
+  plait_namemap_remove(&n->records, rec->key);
   check_agreement(n, rec);
+  if (!rec->status && rec->metas[first_have(n, rec)].coll == PLAIT_COLL_PSET_REMOVE)
+    plait_neg_check_removal(n, rec);
   PLAIT_CHECK(push_ready(n, rec));
   return PLAIT_SUCCESS;
 }
@@ -211,7 +245,7 @@ static int present(const plait_negotiator_t *n, const plait_record_t *rec) {
   int count = rec->count;
   int ref = 0;
   while (ref < n->size && !rec->have[ref]) ref++;
-  if (ref < n->size && counts_joined(&rec->metas[ref]))
+  if (ref < n->size && rec->pset == 0 && counts_joined(&rec->metas[ref]))
     for (int r = 0; r < n->size; r++) count += !rec->have[r] && n->joined[r];
   return count;
 }
@@ -230,9 +264,11 @@ static plait_result_t settle_joined(plait_negotiator_t *n, plait_record_t *rec);
 
 plait_result_t plait_neg_add(plait_negotiator_t *n, int rank, const char *name,
                              const plait_meta_t *meta, int cache_id, uint64_t acked) {
-  if (n->tombstones.count && stale(n, rank, name, acked)) return PLAIT_SUCCESS;
-  plait_record_t *rec = plait_namemap_get(&n->records, name);
-  if (!rec && !(rec = new_record(n, name, plait_now())))
+  char buf[PLAIT_OP_KEY_MAX];
+  const char *key = plait_op_key(buf, meta->pset, name);
+  if (n->tombstones.count && stale(n, rank, key, acked)) return PLAIT_SUCCESS;
+  plait_record_t *rec = plait_namemap_get(&n->records, key);
+  if (!rec && !(rec = new_record(n, key, name, meta->pset, plait_now())))
     return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory recording '%s'", name);
   if (rec->have[rank])
     return plait_error(PLAIT_ERR_PROTOCOL, "rank %d announced '%s' twice", rank, name);
@@ -241,12 +277,13 @@ plait_result_t plait_neg_add(plait_negotiator_t *n, int rank, const char *name,
   rec->have[rank] = 1;
   rec->count++;
   if (cache_id >= 0) rec->cache_id = cache_id;
+  if (!rec->member || !rec->member[rank]) return fail_outside_set(n, rec, rank);
   if (meta->coll == PLAIT_COLL_JOIN) {
     note_join(n, rank);
     PLAIT_CHECK(sweep_joined(n));
-    if (!plait_namemap_get(&n->records, name)) return PLAIT_SUCCESS; /* completed by the sweep */
+    if (!plait_namemap_get(&n->records, key)) return PLAIT_SUCCESS; /* completed by the sweep */
   }
-  if (present(n, rec) == n->size) return complete(n, rec);
+  if (present(n, rec) == rec->nmembers) return complete(n, rec);
   if (n->njoined) return settle_joined(n, rec); /* e.g. a broadcast after a join */
   return PLAIT_SUCCESS;
 }
@@ -281,6 +318,7 @@ static plait_record_t **pending_records(plait_negotiator_t *n, int *count) {
 /* A pending record whose missing ranks have all joined completes (allreduce,
  * allgather) or fails naming them (anything else). */
 static plait_result_t settle_joined(plait_negotiator_t *n, plait_record_t *rec) {
+  if (rec->pset != 0) return PLAIT_SUCCESS; /* join is the global set's only */
   plait_result_t rc = PLAIT_SUCCESS;
   uint8_t *missing = calloc((size_t)n->size, 1);
   int nmissing = 0, all_joined = 1, ref = 0;
@@ -298,7 +336,7 @@ static plait_result_t settle_joined(plait_negotiator_t *n, plait_record_t *rec) 
                  nmissing == 1 ? "s" : "", plait_coll_name((plait_coll_t)rec->metas[ref].coll));
       rec->status = PLAIT_ERR_MISMATCH;
       rec->message = msg;
-      plait_namemap_remove(&n->records, rec->name);
+      plait_namemap_remove(&n->records, rec->key);
       rc = push_ready(n, rec);
     } else {
       rc = complete(n, rec);
@@ -320,8 +358,8 @@ static plait_result_t sweep_joined(plait_negotiator_t *n) {
 
 /* Fails every pending record of a group that already failed, so no member
  * waits for announcements that cannot complete it. */
-static plait_result_t fail_group(plait_negotiator_t *n, const char *group, uint32_t status,
-                                 const char *why) {
+static plait_result_t fail_group(plait_negotiator_t *n, int32_t pset, const char *group,
+                                 uint32_t status, const char *why) {
   int count;
   plait_record_t **list = pending_records(n, &count);
   if (!list) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory in negotiation");
@@ -331,7 +369,7 @@ static plait_result_t fail_group(plait_negotiator_t *n, const char *group, uint3
     int ref = 0;
     while (!rec->have[ref]) ref++;
     const plait_meta_t *m = &rec->metas[ref];
-    if (!m->group || strcmp(m->group, group)) continue;
+    if (!m->group || strcmp(m->group, group) || rec->pset != pset) continue;
     rec->status = status;
     rec->message = malloc(1600);
     if (rec->message)
@@ -339,7 +377,7 @@ static plait_result_t fail_group(plait_negotiator_t *n, const char *group, uint3
                group, why);
     rec->counted = 1; /* released with its group now, not counted towards it */
     bury(n, rec);
-    plait_namemap_remove(&n->records, rec->name);
+    plait_namemap_remove(&n->records, rec->key);
     rc = push_ready(n, rec);
   }
   free(list);
@@ -382,13 +420,16 @@ static plait_result_t inspect_stalls(plait_negotiator_t *n, double now) {
     if (!warn && !abort_now) continue;
     uint8_t *missing = calloc((size_t)n->size, 1);
     if (!missing) break;
-    for (int r = 0; r < n->size; r++) missing[r] = !rec->have[r] && !n->joined[r];
-    char who[512];
+    for (int r = 0; r < n->size; r++)
+      missing[r] = rec->member && rec->member[r] && !rec->have[r] &&
+                   !(rec->pset == 0 && n->joined[r]);
+    char who[512], where[48] = "";
     plait_format_ranks(who, sizeof who, n->size, missing);
     free(missing);
+    if (rec->pset) snprintf(where, sizeof where, " of process set %d", (int)rec->pset);
     if (warn) {
-      PLAIT_WARN("stall", "'%s' has waited %.1f s: submitted by %d of %d ranks; missing: %s "
-                 "(PLAIT_STALL_WARN_S=%g)", rec->name, age, rec->count, n->size, who,
+      PLAIT_WARN("stall", "'%s' has waited %.1f s: submitted by %d of %d ranks%s; missing: %s "
+                 "(PLAIT_STALL_WARN_S=%g)", rec->name, age, rec->count, rec->nmembers, where, who,
                  n->stall_warn_s);
       rec->warned = 1;
     }
@@ -399,7 +440,7 @@ static plait_result_t inspect_stalls(plait_negotiator_t *n, double now) {
         snprintf(rec->message, 768, "'%s' stalled for %.1f s (PLAIT_STALL_ABORT_S=%g): %s never "
                  "submitted it", rec->name, age, n->stall_abort_s, who);
       bury(n, rec);
-      plait_namemap_remove(&n->records, rec->name);
+      plait_namemap_remove(&n->records, rec->key);
       rc = push_ready(n, rec);
     }
   }
@@ -410,17 +451,18 @@ static plait_result_t inspect_stalls(plait_negotiator_t *n, double now) {
 /* Gives every member of a released group that has a failed member that
  * failure, so a group succeeds or fails as a whole. */
 static void fail_released_group(plait_negotiator_t *n, plait_record_t **out, int k,
-                                const char *group) {
+                                int32_t pset, const char *group) {
   const plait_record_t *bad = NULL;
   for (int i = 0; i < k && !bad; i++) {
     const plait_meta_t *m = &out[i]->metas[plait_record_ref(out[i], n->size)];
-    if (m->group && !strcmp(m->group, group) && out[i]->status) bad = out[i];
+    if (m->group && !strcmp(m->group, group) && out[i]->pset == pset && out[i]->status)
+      bad = out[i];
   }
   if (!bad) return;
   for (int i = 0; i < k; i++) {
     plait_record_t *rec = out[i];
     const plait_meta_t *m = &rec->metas[plait_record_ref(rec, n->size)];
-    if (!m->group || strcmp(m->group, group) || rec->status) continue;
+    if (!m->group || strcmp(m->group, group) || rec->pset != pset || rec->status) continue;
     rec->status = bad->status;
     rec->message = malloc(1600);
     if (rec->message)
@@ -436,12 +478,15 @@ static void fail_broken_groups(plait_negotiator_t *n, plait_namemap_t *broken) {
   for (int i = 0; i < n->nready; i++) {
     plait_record_t *rec = n->ready[i];
     const plait_meta_t *m = &rec->metas[plait_record_ref(rec, n->size)];
-    if (!m->group || !rec->status || plait_namemap_get(broken, m->group)) continue;
-    plait_namemap_put(broken, m->group, rec);
+    if (!m->group || !rec->status) continue;
+    char gk[PLAIT_OP_KEY_MAX];
+    const char *gkey = plait_op_key(gk, rec->pset, m->group); /* a group within its set */
+    if (plait_namemap_get(broken, gkey)) continue;
+    plait_namemap_put(broken, gkey, rec);
     char why[1200];
     snprintf(why, sizeof why, "its member '%s' failed: %s", rec->name,
              rec->message ? rec->message : plait_strerror(rec->status));
-    fail_group(n, m->group, rec->status, why); /* appends to n->ready */
+    fail_group(n, rec->pset, m->group, rec->status, why); /* appends to n->ready */
   }
 }
 
@@ -462,15 +507,19 @@ static plait_record_t **release(plait_negotiator_t *n, int *count) {
     const plait_meta_t *m = &rec->metas[plait_record_ref(rec, n->size)];
     if (!m->group || rec->counted) continue;
     rec->counted = 1;
-    intptr_t have = (intptr_t)plait_namemap_get(&n->groups, m->group);
-    plait_namemap_put(&n->groups, m->group, (void *)(have + 1));
+    char gk[PLAIT_OP_KEY_MAX];
+    const char *gkey = plait_op_key(gk, rec->pset, m->group);
+    intptr_t have = (intptr_t)plait_namemap_get(&n->groups, gkey);
+    plait_namemap_put(&n->groups, gkey, (void *)(have + 1));
   }
   int k = 0, kept = 0;
   for (int i = 0; i < n->nready; i++) {
     plait_record_t *rec = n->ready[i];
     const plait_meta_t *m = &rec->metas[plait_record_ref(rec, n->size)];
-    if (!m->group || plait_namemap_get(&broken, m->group) ||
-        (intptr_t)plait_namemap_get(&n->groups, m->group) >= (intptr_t)m->group_size)
+    char gk[PLAIT_OP_KEY_MAX];
+    const char *gkey = m->group ? plait_op_key(gk, rec->pset, m->group) : NULL;
+    if (!m->group || plait_namemap_get(&broken, gkey) ||
+        (intptr_t)plait_namemap_get(&n->groups, gkey) >= (intptr_t)m->group_size)
       out[k++] = rec;
     else
       n->ready[kept++] = rec;
@@ -478,9 +527,11 @@ static plait_record_t **release(plait_negotiator_t *n, int *count) {
   n->nready = kept;
   for (int i = 0; i < k; i++) {
     const plait_meta_t *m = &out[i]->metas[plait_record_ref(out[i], n->size)];
-    if (m->group && plait_namemap_get(&n->groups, m->group)) {
-      fail_released_group(n, out, k, m->group);
-      plait_namemap_remove(&n->groups, m->group);
+    char gk[PLAIT_OP_KEY_MAX];
+    const char *gkey = m->group ? plait_op_key(gk, out[i]->pset, m->group) : NULL;
+    if (m->group && plait_namemap_get(&n->groups, gkey)) {
+      fail_released_group(n, out, k, out[i]->pset, m->group);
+      plait_namemap_remove(&n->groups, gkey);
     }
   }
   plait_namemap_free(&broken);
@@ -495,7 +546,7 @@ static plait_fusion_item_t fusion_item(const plait_negotiator_t *n, const plait_
       .coll = m->coll,
       .failed = rec->status != 0,
       .key = {.dtype = m->dtype, .op = m->op, .device = m->device, .prescale = m->prescale,
-              .postscale = m->postscale},
+              .postscale = m->postscale, .pset = rec->pset},
       .bytes = plait_meta_bytes(m)};
 }
 
@@ -556,7 +607,7 @@ plait_result_t plait_neg_fail_all(plait_negotiator_t *n, plait_result_t rc, cons
     rec->status = rc;
     rec->message = malloc(1024);
     if (rec->message) snprintf(rec->message, 1024, "'%s' was pending: %s", rec->name, why);
-    plait_namemap_remove(&n->records, rec->name);
+    plait_namemap_remove(&n->records, rec->key);
     plait_result_t prc = push_ready(n, rec);
     if (prc) {
       free(list);

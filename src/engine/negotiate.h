@@ -1,7 +1,7 @@
 /*
  * Internal: rank 0's side of negotiation. Every rank's requests (rank 0's own
- * included) are recorded by name; an operation is ready when every rank has
- * announced it (a rank that joined counts as present for allreduce and
+ * included) are recorded by name within their process set; an operation is
+ * ready when every rank of its set has announced it (a rank that joined counts as present for allreduce and
  * allgather). Ready operations are checked for agreement (a mismatch becomes
  * an error response naming the tensor, each value and the ranks that sent
  * it). Each tick (plait_neg_plan) then, in this order: inspects stalls (warns
@@ -23,6 +23,10 @@
 
 typedef struct plait_record {
   char *name;
+  char *key;           /* name within its process set (plait_op_key) */
+  int32_t pset;        /* its process set */
+  uint8_t *member;     /* per rank: a member of pset; NULL when pset is unknown */
+  int nmembers;
   plait_meta_t *metas; /* per rank, valid where have[r] */
   uint8_t *have;
   int count;
@@ -40,8 +44,11 @@ void plait_record_free(plait_record_t *rec, int size);
  * once they agree. */
 int plait_record_ref(const plait_record_t *rec, int size);
 
+typedef struct plait_psets plait_psets_t;
+
 typedef struct plait_negotiator {
   int size;
+  plait_psets_t *psets;     /* the engine's process sets: who must announce what */
   uint64_t threshold;       /* fusion threshold, bytes; 0: no fusion */
   uint64_t max_tensor;      /* larger allreduces are never fused; 0: no limit */
   double stall_warn_s, stall_abort_s;
@@ -85,6 +92,13 @@ plait_result_t plait_neg_fail_all(plait_negotiator_t *n, plait_result_t rc, cons
 /* The tick's last step (responses.c): the response list for count released
  * records (taken in order, not freed) planned into nb bins; join_rank is the
  * last rank to join, for a join response. Gives cache ids in n->cache. */
+/* negotiate_pset.c: fills rec->member and rec->nmembers from rec->pset
+ * (member stays NULL for a set that does not exist); -1 out of memory. */
+int plait_neg_set_members(plait_negotiator_t *n, plait_record_t *rec);
+/* negotiate_pset.c: an agreed PSET_REMOVE record fails (status, message)
+ * when its set does not exist or has operations pending. */
+void plait_neg_check_removal(plait_negotiator_t *n, plait_record_t *rec);
+
 plait_result_t plait_neg_respond(plait_negotiator_t *n, plait_record_t **recs, int count,
                                  const plait_fusion_bin_t *bins, int nb, const int *bin_of,
                                  int join_rank, plait_response_list_t *out);

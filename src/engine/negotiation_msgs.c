@@ -90,6 +90,7 @@ void plait_meta_encode(plait_writer_t *w, const plait_meta_t *m) {
   plait_wr_u8(w, m->ndim);
   plait_wr_i32(w, m->device);
   plait_wr_i32(w, m->root);
+  plait_wr_i32(w, m->pset);
   plait_wr_f64(w, m->prescale);
   plait_wr_f64(w, m->postscale);
   for (int i = 0; i < m->ndim; i++) plait_wr_i64(w, m->shape[i]);
@@ -107,6 +108,8 @@ void plait_meta_decode(plait_reader_t *r, plait_meta_t *m) {
   m->ndim = plait_rd_u8(r);
   m->device = plait_rd_i32(r);
   m->root = plait_rd_i32(r);
+  m->pset = plait_rd_i32(r);
+  if (m->pset < 0) r->bad = 1;
   m->prescale = plait_rd_f64(r);
   m->postscale = plait_rd_f64(r);
   if (m->coll < 1 || m->coll > PLAIT_COLL_MAX_ || m->dtype >= PLAIT_DTYPE_COUNT_ ||
@@ -259,6 +262,7 @@ static void encode_response(plait_writer_t *w, const plait_response_t *x) {
   plait_wr_u32(w, x->ndims);
   for (uint32_t i = 0; i < x->ndims; i++) plait_wr_i64(w, x->dims[i]);
   plait_wr_i32(w, x->join_rank);
+  plait_wr_i32(w, x->pset);
 }
 
 plait_result_t plait_responses_encode(plait_writer_t *w, const plait_response_list_t *l) {
@@ -346,6 +350,8 @@ static void decode_response(plait_reader_t *r, plait_response_t *x) {
   }
   for (uint32_t i = 0; i < x->ndims; i++) x->dims[i] = plait_rd_i64(r);
   x->join_rank = plait_rd_i32(r);
+  x->pset = plait_rd_i32(r);
+  if (x->pset < 0) r->bad = 1;
 }
 
 plait_result_t plait_responses_decode(const uint8_t *p, size_t n, plait_response_list_t *l) {

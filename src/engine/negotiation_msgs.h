@@ -51,6 +51,7 @@ typedef struct plait_response {
   int64_t *dims;      /* allgather: first dimension of each rank; alltoall: size x size splits */
   uint32_t ndims;
   int32_t join_rank;  /* join: the last rank to join */
+  int32_t pset;       /* the process set that runs it (0: every rank); others skip it */
 } plait_response_t;
 
 typedef struct plait_response_list {

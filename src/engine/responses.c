@@ -29,7 +29,8 @@ static plait_result_t fill_entries(plait_negotiator_t *n, plait_response_t *x,
                (e->assign_id = plait_cache_next_id(n->cache)) >= 0) {
       PLAIT_CHECK(plait_cache_put(n->cache, e->assign_id, rec->name, meta));
     }
-    if (n->njoined > 0 || meta->coll == PLAIT_COLL_JOIN) {
+    /* ranks outside a set record its cache ids too: with the metadata */
+    if (n->njoined > 0 || meta->coll == PLAIT_COLL_JOIN || (meta->pset && e->assign_id >= 0)) {
       e->has_meta = 1;
       PLAIT_CHECK(plait_meta_copy(&e->meta, meta));
     }
@@ -51,21 +52,24 @@ static void order_cached(plait_response_t *x) {
   qsort(x->e, x->n, sizeof *x->e, by_cache_id);
 }
 
-/* allgather: every rank's first dimension; alltoall: the split matrix. */
+/* allgather: every member's first dimension; alltoall: the split matrix,
+ * both by the members of the record's process set in rank order. */
 static plait_result_t extras(plait_negotiator_t *n, plait_response_t *x,
                              const plait_record_t *rec) {
-  int size = n->size;
+  int size = rec->nmembers;
   if (x->status || (x->coll != PLAIT_COLL_ALLGATHER && x->coll != PLAIT_COLL_ALLTOALL))
     return PLAIT_SUCCESS;
   x->ndims = (uint32_t)(x->coll == PLAIT_COLL_ALLGATHER ? size : size * size);
   x->dims = calloc(x->ndims, sizeof *x->dims);
   if (!x->dims) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory planning responses");
-  for (int r = 0; r < size; r++) {
+  for (int r = 0, i = 0; r < n->size; r++) {
+    if (!rec->member[r]) continue;
+    int k = i++;
     if (!rec->have[r]) continue; /* a joined rank contributes nothing */
     if (x->coll == PLAIT_COLL_ALLGATHER)
-      x->dims[r] = rec->metas[r].shape[0];
+      x->dims[k] = rec->metas[r].shape[0];
     else if (rec->metas[r].nsplits == (uint32_t)size)
-      memcpy(x->dims + (size_t)r * size, rec->metas[r].splits, sizeof(int64_t) * size);
+      memcpy(x->dims + (size_t)k * size, rec->metas[r].splits, sizeof(int64_t) * size);
   }
   return PLAIT_SUCCESS;
 }
@@ -75,6 +79,7 @@ static plait_result_t respond_one(plait_negotiator_t *n, plait_record_t **member
                                   int join_rank, plait_response_t *x) {
   const plait_record_t *first = members[0];
   x->coll = first->metas[plait_record_ref(first, n->size)].coll;
+  x->pset = first->pset;
   x->status = first->status;
   x->join_rank = x->coll == PLAIT_COLL_JOIN && !first->status ? join_rank : -1;
   if (first->status && first->message && !(x->message = strdup(first->message)))

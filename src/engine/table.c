@@ -48,10 +48,12 @@ static void internal_name(plait_table_t *t, plait_entry_t *e) {
 /* Checks every name is free; the lock is held. */
 static plait_result_t check_names_locked(plait_table_t *t, plait_entry_t **entries, int n) {
   for (int i = 0; i < n; i++) {
-    if (plait_namemap_get(&t->inflight, entries[i]->name))
+    char key[PLAIT_OP_KEY_MAX];
+    if (plait_namemap_get(&t->inflight, plait_op_key(key, entries[i]->meta.pset,
+                                                     entries[i]->name)))
       return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "a tensor named '%s' is already in flight on "
-                         "this rank: wait for it before submitting the name again",
-                         entries[i]->name);
+                         "this rank%s: wait for it before submitting the name again",
+                         entries[i]->name, entries[i]->meta.pset ? " in this process set" : "");
     for (int j = 0; j < i; j++)
       if (!strcmp(entries[i]->name, entries[j]->name))
         return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "the name '%s' appears twice in one group",
@@ -77,8 +79,12 @@ plait_result_t plait_table_submit(plait_table_t *t, plait_entry_t **entries, int
   }
   PLAIT_CHECK_GOTO(rc, check_names_locked(t, entries, n), out);
   for (int i = 0; i < n; i++) {
-    if (plait_namemap_put(&t->inflight, entries[i]->name, entries[i])) {
-      for (int j = 0; j < i; j++) plait_namemap_remove(&t->inflight, entries[j]->name);
+    char key[PLAIT_OP_KEY_MAX];
+    if (plait_namemap_put(&t->inflight, plait_op_key(key, entries[i]->meta.pset, entries[i]->name),
+                          entries[i])) {
+      for (int j = 0; j < i; j++)
+        plait_namemap_remove(&t->inflight, plait_op_key(key, entries[j]->meta.pset,
+                                                         entries[j]->name));
       rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory queueing '%s'", entries[i]->name);
       goto out;
     }
@@ -90,7 +96,7 @@ plait_result_t plait_table_submit(plait_table_t *t, plait_entry_t **entries, int
     else
       t->head = entries[i];
     t->tail = entries[i];
-    if (entries[i]->meta.coll == PLAIT_COLL_BARRIER) t->barriers++;
+    if (entries[i]->meta.coll == PLAIT_COLL_BARRIER && !entries[i]->meta.pset) t->barriers++;
     if (entries[i]->meta.coll == PLAIT_COLL_JOIN) t->joins++;
     plait_tl_begin(t->tl, entries[i]->name, "NEGOTIATE"); /* before the coordinator can take it */
   }

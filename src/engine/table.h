@@ -39,8 +39,9 @@ plait_result_t plait_table_submit(plait_table_t *t, plait_entry_t **entries, int
 /* Takes every submitted entry (a list in submission order). */
 plait_entry_t *plait_table_drain(plait_table_t *t);
 
-/* The entry with this name has finished: its name may be used again. */
-void plait_table_forget(plait_table_t *t, const char *name);
+/* The entry with this key (plait_op_key: its name within its process set)
+ * has finished: the name may be used again there. */
+void plait_table_forget(plait_table_t *t, const char *key);
 
 /* Later submissions fail with rc and msg. */
 void plait_table_close(plait_table_t *t, plait_result_t rc, const char *msg);

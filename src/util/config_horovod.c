@@ -49,6 +49,7 @@ static const mapped_t MAPPED[] = {
     {"HOROVOD_LOCAL_SIZE", "PLAIT_LOCAL_SIZE", K_RANKNUM},
     {"HOROVOD_HOSTNAME", "PLAIT_HOSTNAME", K_TEXT},
     {"HOROVOD_TIMELINE_MARK_CYCLES", "PLAIT_TIMELINE_MARK_CYCLES", K_FLAG},
+    {"HOROVOD_DYNAMIC_PROCESS_SETS", "PLAIT_DYNAMIC_PROCESS_SETS", K_FLAG},
 };
 #define N_MAPPED (sizeof MAPPED / sizeof MAPPED[0])
 
@@ -89,8 +90,6 @@ static const unsupported_t UNSUPPORTED[] = {
     {"HOROVOD_ENABLE_ASYNC_COMPLETION", W_GT0, "plait has no GPU transport yet"},
     {"HOROVOD_ENABLE_XLA_OPS", W_GT0, "plait has no TensorFlow (XLA) binding yet"},
     {"HOROVOD_ADASUM_MPI_CHUNK_SIZE", W_ANY, "plait has no Adasum reduction"},
-    {"HOROVOD_DYNAMIC_PROCESS_SETS", W_GT0,
-     "plait does not add or remove process sets while running"},
     {"HOROVOD_CPU_OPERATIONS", W_NOT_GLOO,
      "plait's CPU collectives run over PLAIT_TRANSPORT (gloo or ofi), never MPI or oneCCL"},
     {"HOROVOD_CONTROLLER", W_NOT_GLOO,

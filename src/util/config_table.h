@@ -67,6 +67,11 @@
   X(local_size, "PLAIT_LOCAL_SIZE", RANKNUM, "", "1..16777216",                \
     "ranks on this host (set by plaitrun); unset: derived at rendezvous")      \
   X(hostname, "PLAIT_HOSTNAME", TEXT, "", "",                                  \
-    "host identity used to group ranks into hosts; empty: gethostname()")
+    "host identity used to group ranks into hosts; empty: gethostname()")      \
+  X(process_sets, "PLAIT_PROCESS_SETS", TEXT, "", "",                          \
+    "process sets plait_init adds, ids 1, 2, ... in order: ranks separated "   \
+    "by commas, sets by semicolons (\"0,1;1,2,3\"); the same on every rank")   \
+  X(dynamic_process_sets, "PLAIT_DYNAMIC_PROCESS_SETS", BOOL, "0", "",         \
+    "allow plait_process_set_add/remove while plait runs (collective calls)")
 
 #endif

@@ -35,6 +35,9 @@ int tm_reducescatter(tm_ctx_t *c); /* every dtype x op, uneven counts, 8 MiB */
 int tm_barrier(tm_ctx_t *c);       /* 20 barriers */
 int tm_errors(tm_ctx_t *c);        /* argument errors, caps, memory functions */
 int tm_everything(tm_ctx_t *c);    /* all of the above in one job */
+/* subset(): overlapping and disjoint subsets, a subset of a subset, traffic
+ * on them interleaved with the job's, argument errors (transport_subsets.c) */
+int tm_subsets(tm_ctx_t *c);
 
 /* One allreduce of count elements, checked; 0 = passed. */
 int tm_allreduce_one(tm_ctx_t *c, plait_dtype_t d, plait_op_t op, size_t count);

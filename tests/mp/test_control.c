@@ -190,7 +190,7 @@ static int intrude(intruder_t kind) {
     const char *junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
     if (write(fd, junk, strlen(junk)) < 0) return 1;
   } else if (kind == OVERSIZED) { /* a valid header announcing 1 GiB */
-    unsigned char h[12] = {'P', 'L', 'T', '1', 1, 0, 2, 0, 0, 0, 0, 0x40};
+    unsigned char h[12] = {'P', 'L', 'T', '1', 2, 0, 2, 0, 0, 0, 0, 0x40};
     if (write(fd, h, sizeof h) < 0) return 1;
   } else { /* SILENT: stay connected, say nothing; must not hold up the job */
     return 0; /* the fd stays open in the parent's copy below */

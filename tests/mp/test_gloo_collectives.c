@@ -42,6 +42,7 @@ PER_RANK_COUNT(broadcast, tm_broadcast)
 PER_RANK_COUNT(alltoallv, tm_alltoallv)
 PER_RANK_COUNT(reducescatter, tm_reducescatter)
 PER_RANK_COUNT(barrier, tm_barrier)
+PER_RANK_COUNT(subsets, tm_subsets)
 
 /* These tests call the plugin directly from the main thread: no coordinator. */
 static void no_coordinator(void) { plait_core_test_without_coordinator(1); }

@@ -63,7 +63,8 @@ TestSuite(ofi, .init = no_coordinator);
   PER_RANK_COUNT(prov, broadcast, tm_broadcast)                                \
   PER_RANK_COUNT(prov, alltoallv, tm_alltoallv)                                \
   PER_RANK_COUNT(prov, reducescatter, tm_reducescatter)                        \
-  PER_RANK_COUNT(prov, barrier, tm_barrier)
+  PER_RANK_COUNT(prov, barrier, tm_barrier)                                    \
+  PER_RANK_COUNT(prov, subsets, tm_subsets)
 
 MATRIX(shm)
 MATRIX(tcp)

@@ -483,7 +483,7 @@ def test_gloo_built_loads_the_plugin_as_init_would(lonely_library, plugin, found
         """ % (found, found), env))
 
 
-def test_process_sets_as_horovod_until_the_engine_has_them():
+def test_process_sets_as_horovod_in_one_process():
     check_ok(run_job("""
         ps = hvd.global_process_set
         # Before init (Horovod): id 0, no ranks yet, included() ValueError.
@@ -494,9 +494,8 @@ def test_process_sets_as_horovod_until_the_engine_has_them():
         s = hvd.ProcessSet([2, 0])
         assert s.ranks == [0, 2] and s.process_set_id is None and s.size() is None
         assert str(s) == "ProcessSet(process_set_id=None, ranks=[0, 2], mpi_comm=None)"
-        # A set of some ranks needs the engine's support: refused before plait starts.
-        e = raises(lambda: hvd.init(process_sets=[hvd.ProcessSet([0])]), NotImplementedError)
-        assert "global" in str(e) and not hvd.is_initialized()
+        raises(lambda: hvd.init(process_sets=[ps]), ValueError)   # the global set is always there
+        assert not hvd.is_initialized()
 
         hvd.init()
         assert ps.ranks == [0] and ps.size() == 1 and ps.rank() == 0 and ps.included() is True
@@ -508,7 +507,7 @@ def test_process_sets_as_horovod_until_the_engine_has_them():
         assert hvd.reducescatter(x, process_set=ps).tolist() == x.tolist()
         assert hvd.grouped_allreduce([x], process_set=ps)[0].tolist() == x.tolist()
         hvd.barrier(process_set=ps)
-        other = hvd.ProcessSet([0])
+        other = hvd.ProcessSet([0])   # never registered: refused before anything is sent
         for op in (lambda: hvd.allreduce(x, process_set=other),
                    lambda: hvd.allreduce_async(x, process_set=other),
                    lambda: hvd.allgather(x, process_set=other),
@@ -517,8 +516,8 @@ def test_process_sets_as_horovod_until_the_engine_has_them():
                    lambda: hvd.reducescatter(x, process_set=other),
                    lambda: hvd.grouped_allreduce([x], process_set=other),
                    lambda: hvd.barrier(process_set=other)):
-            e = raises(op, NotImplementedError)
-            assert "process set" in str(e), e
+            e = raises(op, ValueError)
+            assert "not registered" in str(e), e
         # Horovod: adding needs dynamic process sets (ValueError); removing the global
         # set or one never registered is False.
         raises(lambda: hvd.add_process_set([0]), ValueError)
@@ -530,8 +529,8 @@ def test_process_sets_as_horovod_until_the_engine_has_them():
 
         hvd.init(process_sets="dynamic")
         raises(lambda: hvd.add_process_set([5]), ValueError)   # no rank 5
-        e = raises(lambda: hvd.add_process_set([0]), NotImplementedError)
-        assert "global" in str(e)
+        e = raises(lambda: hvd.add_process_set([0]), ValueError)   # the global set's ranks
+        assert "exists already" in str(e)
         hvd.shutdown()
         print("OK")
         """))

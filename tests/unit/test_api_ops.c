@@ -200,7 +200,7 @@ static plait_result_t make_call(const row_t *r, int fix, const char *base, int n
     op = (plait_op_t)r->op;
     switch (r->opts) {
     case OPT_NULL: opts = NULL; break;
-    case OPT_STRUCT_SMALL: c.opts.struct_size = sizeof c.opts - 1; break;
+    case OPT_STRUCT_SMALL: c.opts.struct_size = PLAIT_OP_OPTIONS_SIZE_V1 - 1; break;
     case OPT_STRUCT_ZERO: c.opts.struct_size = 0; break;
     case OPT_PRE_NAN: c.opts.prescale_factor = NAN; break;
     case OPT_POST_INF: c.opts.postscale_factor = INFINITY; break;

@@ -191,3 +191,24 @@ Test(loader, error_names_files_skipped_and_why) {
   unlink(file);
   rmdir(dir);
 }
+
+/* A plugin without the appended subset entry (the fixture is built against
+ * the first table layout) runs the global process set only: adding another
+ * is refused naming the transport, at init and while running. */
+Test(loader, plugin_without_subset_refuses_process_sets) {
+  setenv("PLAIT_TRANSPORT", "fixture", 1);
+  setenv("PLAIT_DYNAMIC_PROCESS_SETS", "1", 1);
+  cr_assert_eq(plait_init(), PLAIT_SUCCESS, "%s", plait_last_error());
+  int ranks[1] = {0};
+  int32_t id = -1;
+  cr_assert_eq(plait_process_set_add(ranks, 1, &id), PLAIT_ERR_UNSUPPORTED);
+  cr_assert(strstr(plait_last_error(), "transport 'fixture' has no sub-communicators"), "%s",
+            plait_last_error());
+  cr_assert_eq(id, -1, "no id may be written on error");
+  cr_assert_eq(plait_shutdown(), PLAIT_SUCCESS);
+  unsetenv("PLAIT_DYNAMIC_PROCESS_SETS");
+  setenv("PLAIT_PROCESS_SETS", "0", 1);
+  const char *n[] = {"PLAIT_PROCESS_SETS", "'fixture'", "sub-communicators", NULL};
+  expect_init_fails("fixture", PLAIT_ERR_UNSUPPORTED, n);
+  unsetenv("PLAIT_PROCESS_SETS");
+}

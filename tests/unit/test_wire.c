@@ -19,8 +19,8 @@ Test(wire, header_round_trip) {
   for (int i = 0; i < PLAIT_WIRE_NONCE_SIZE; i++) h.nonce[i] = (uint8_t)i;
   cr_assert_eq(plait_msg_encode_hello(&W, &h), PLAIT_SUCCESS);
   cr_assert_eq(W.len, PLAIT_WIRE_HEADER_SIZE + PLAIT_WIRE_NONCE_SIZE);
-  /* explicit little-endian: magic "PLT1", version 1, type 1, length 32 */
-  cr_assert_eq(memcmp(W.data, "PLT1\x01\x00\x01\x00\x20\x00\x00\x00", 12), 0);
+  /* explicit little-endian: magic "PLT1", version 2, type 1, length 32 */
+  cr_assert_eq(memcmp(W.data, "PLT1\x02\x00\x01\x00\x20\x00\x00\x00", 12), 0);
   plait_frame_header_t fh;
   cr_assert_eq(plait_wire_decode_header(W.data, PLAIT_WIRE_MAX_PAYLOAD, &fh), PLAIT_SUCCESS);
   cr_assert_eq(fh.type, PLAIT_MSG_HELLO);
@@ -30,17 +30,17 @@ Test(wire, header_round_trip) {
 }
 
 Test(wire, header_rejects_bad_magic_version_type_length) {
-  uint8_t h[12] = {'P', 'L', 'T', '1', 1, 0, 1, 0, 0, 0, 0, 0};
+  uint8_t h[12] = {'P', 'L', 'T', '1', 2, 0, 1, 0, 0, 0, 0, 0};
   plait_frame_header_t fh;
   cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_SUCCESS);
   h[0] = 'G';
   cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_ERR_PROTOCOL);
   cr_assert(strstr(plait_last_error(), "not a plait frame"));
   h[0] = 'P';
-  h[4] = 2;
+  h[4] = 1; /* version 1 had no process sets in its negotiation messages */
   cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_ERR_PROTOCOL);
-  cr_assert(strstr(plait_last_error(), "version 2"));
-  h[4] = 1;
+  cr_assert(strstr(plait_last_error(), "version 1, this library speaks 2"));
+  h[4] = 2;
   h[6] = 99;
   cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_ERR_PROTOCOL);
   cr_assert(strstr(plait_last_error(), "unknown message type 99"));
@@ -189,8 +189,8 @@ static size_t make_seeds(uint8_t **seeds, size_t *lens) {
   SEED(plait_requests_encode(&w, &rl));
   int64_t dims[4] = {1, 2, 3, 4};
   plait_resp_entry_t re[2] = {{"a", -1, 3, 1, m}, {NULL, 5, -1, 0, {0}}};
-  plait_response_t rs[2] = {{PLAIT_COLL_ALLREDUCE, 0, NULL, 2, re, dims, 4, -1},
-                            {PLAIT_COLL_JOIN, PLAIT_ERR_MISMATCH, "bad", 0, NULL, NULL, 0, 1}};
+  plait_response_t rs[2] = {{PLAIT_COLL_ALLREDUCE, 0, NULL, 2, re, dims, 4, -1, 0},
+                            {PLAIT_COLL_JOIN, PLAIT_ERR_MISMATCH, "bad", 0, NULL, NULL, 0, 1, 2}};
   plait_response_list_t rsl = {1, 2, 2, rs};
   SEED(plait_responses_encode(&w, &rsl));
 #undef SEED
@@ -373,7 +373,7 @@ Test(wire, encoders_refuse_values_their_fields_cannot_carry) {
 Test(wire, long_failure_message_is_cut_not_refused) {
   static char msg[20000];
   memset(msg, 'm', sizeof msg - 1);
-  plait_response_t rs[1] = {{PLAIT_COLL_ALLREDUCE, PLAIT_ERR_MISMATCH, msg, 0, NULL, NULL, 0, -1}};
+  plait_response_t rs[1] = {{PLAIT_COLL_ALLREDUCE, PLAIT_ERR_MISMATCH, msg, 0, NULL, NULL, 0, -1, 0}};
   plait_response_list_t rsl = {0, -1, 1, rs}, back;
   cr_assert_eq(plait_responses_encode(&W, &rsl), PLAIT_SUCCESS, "%s", plait_last_error());
   cr_assert_eq(plait_responses_decode(W.data + 12, W.len - 12, &back), PLAIT_SUCCESS, "%s",

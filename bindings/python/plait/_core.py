@@ -101,6 +101,7 @@ class OpOptions(ctypes.Structure):
         ("postscale_factor", ctypes.c_double),
         ("callback", CALLBACK),
         ("user_data", ctypes.c_void_p),
+        ("process_set", ctypes.c_int32),
     ]
 
 
@@ -173,6 +174,12 @@ _FUNCTIONS = {
     "plait_handle_output": (_R, [_P, _TP]),
     "plait_handle_splits": (_R, [_P, ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t]),
     "plait_handle_join_rank": (_R, [_P, _IP]),
+    "plait_process_set_add": (_R, [_IP, ctypes.c_int, ctypes.POINTER(ctypes.c_int32)]),
+    "plait_process_set_remove": (_R, [ctypes.c_int32]),
+    "plait_process_set_size": (_R, [ctypes.c_int32, _IP]),
+    "plait_process_set_rank": (_R, [ctypes.c_int32, _IP]),
+    "plait_process_set_ranks": (_R, [ctypes.c_int32, _IP, ctypes.c_int, _IP]),
+    "plait_process_set_ids": (_R, [ctypes.POINTER(ctypes.c_int32), ctypes.c_int, _IP]),
     "plait_stats": (_R, [ctypes.POINTER(Stats)]),
     "plait_stats_reset": (_R, []),
     "plait_timeline_start": (_R, [_S]),
@@ -342,11 +349,12 @@ def tensor_nbytes(t):
     return n * dtype_size(t.dtype)
 
 
-def options(prescale=1.0, postscale=1.0):
+def options(prescale=1.0, postscale=1.0, process_set=0):
     o = OpOptions()
     o.struct_size = ctypes.sizeof(OpOptions)
     o.prescale_factor = float(prescale)
     o.postscale_factor = float(postscale)
+    o.process_set = int(process_set)
     return o
 
 
@@ -552,6 +560,53 @@ def cross_rank():
 
 def cross_size():
     return _query(lib.plait_cross_size)
+
+
+def process_set_add(ranks):
+    """Adds the process set of ranks (collective: every rank, same order);
+    returns its id."""
+    ranks = [int(r) for r in ranks]
+    arr = (ctypes.c_int * max(len(ranks), 1))(*ranks)
+    out = ctypes.c_int32(-1)
+    check(lib.plait_process_set_add(arr, len(ranks), ctypes.byref(out)))
+    return out.value
+
+
+def process_set_remove(process_set_id):
+    check(lib.plait_process_set_remove(int(process_set_id)))
+
+
+def process_set_size(process_set_id):
+    v = ctypes.c_int()
+    check(lib.plait_process_set_size(int(process_set_id), ctypes.byref(v)))
+    return v.value
+
+
+def process_set_rank(process_set_id):
+    """This rank's position in the set, -1 when it is not a member."""
+    v = ctypes.c_int()
+    check(lib.plait_process_set_rank(int(process_set_id), ctypes.byref(v)))
+    return v.value
+
+
+def process_set_ranks(process_set_id):
+    n = ctypes.c_int(0)
+    rc = lib.plait_process_set_ranks(int(process_set_id), None, 0, ctypes.byref(n))
+    if rc not in (SUCCESS, RESULTS["PLAIT_ERR_BUFFER_TOO_SMALL"]):
+        check(rc)
+    arr = (ctypes.c_int * max(n.value, 1))()
+    check(lib.plait_process_set_ranks(int(process_set_id), arr, n.value, ctypes.byref(n)))
+    return list(arr[:n.value])
+
+
+def process_set_ids():
+    n = ctypes.c_int(0)
+    rc = lib.plait_process_set_ids(None, 0, ctypes.byref(n))
+    if rc not in (SUCCESS, RESULTS["PLAIT_ERR_BUFFER_TOO_SMALL"]):
+        check(rc)
+    arr = (ctypes.c_int32 * max(n.value, 1))()
+    check(lib.plait_process_set_ids(arr, n.value, ctypes.byref(n)))
+    return list(arr[:n.value])
 
 
 def transport_name():

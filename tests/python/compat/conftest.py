@@ -46,9 +46,18 @@ except Exception as e:  # noqa: BLE001 -- the class is what is checked
 # ignores it.
 os.environ.setdefault("HOROVOD_TIMELINE", "DYNAMIC")
 
-_module.init()
+# One process set known at init, the ranks but rank 0 (ranks [1] at 2 ranks,
+# [1, 2] at 3): its tests are test_process_sets.py. Horovod lists it in
+# init(process_sets=...), and so does plait.torch.
+_LAUNCH_SIZE = int(os.environ.get("HOROVOD_SIZE") or os.environ.get("PLAIT_SIZE") or "1")
+PROCESS_SET = _module.ProcessSet(list(range(1, _LAUNCH_SIZE))) if _LAUNCH_SIZE > 1 else None
+_module.init(process_sets=[PROCESS_SET] if PROCESS_SET is not None else None)
 RANK = _module.rank()
 SIZE = _module.size()
+if PROCESS_SET is not None:
+    # Horovod registers init's process sets on its background thread: meet
+    # once before any test uses the set.
+    _module.barrier()
 _results = {}
 
 
@@ -102,6 +111,12 @@ def _meet_after_each_test(request):
         except Exception as e:  # noqa: BLE001 -- reported as the test's error
             errors.append("%s: %s" % (type(e).__name__, e))
     pytest.fail("ranks could not meet after the test: " + "; ".join(errors), pytrace=False)
+
+
+@pytest.fixture
+def process_set():
+    """The process set of init(process_sets=...) (None in a job of one rank)."""
+    return PROCESS_SET
 
 
 @pytest.fixture

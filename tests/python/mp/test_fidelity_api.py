@@ -128,13 +128,14 @@ def test_global_process_set_everywhere(hvd):
     hvd.barrier(process_set=ps)
 
 
-def test_other_process_sets_refused_on_every_rank(hvd):
-    """plait's engine has the global set only: a set of some ranks is
-    refused before anything is sent (so no rank waits for another)."""
+def test_other_process_sets_checked_on_every_rank(hvd):
+    """A set that was never registered is refused before anything is sent
+    (so no rank waits for another); without dynamic process sets adding one
+    is refused as Horovod refuses it. tests/python/psets runs real sets."""
     other = hvd.ProcessSet([0])
-    with pytest.raises(NotImplementedError, match="process set"):
+    with pytest.raises(ValueError, match="not registered"):
         hvd.allreduce(torch.ones(2), name="fid.ps.other", process_set=other)
-    with pytest.raises(ValueError):  # Horovod: dynamic process sets were not asked for
+    with pytest.raises(ValueError, match="HOROVOD_DYNAMIC_PROCESS_SETS"):
         hvd.add_process_set([0])
     assert hvd.remove_process_set(other) is False
     hvd.barrier()

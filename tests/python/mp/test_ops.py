@@ -376,7 +376,7 @@ def test_bad_input(hvd):
     n = hvd.size()
     with pytest.raises(ValueError, match=r"splits\[0\] %d is out of range" % (2**64 + n)):
         hvd.alltoall(torch.ones(n), splits=[2**64 + n] + [0] * (n - 1), name="wrapped.splits")
-    with pytest.raises(NotImplementedError, match="process sets"):
+    with pytest.raises(TypeError, match="must be a ProcessSet"):
         hvd.allreduce(torch.ones(1), process_set=[0])
 
 

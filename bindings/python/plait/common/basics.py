@@ -106,18 +106,19 @@ def init(comm=None, process_sets=None):
     so the list must name them all (a subset is refused with
     NotImplementedError). An MPI communicator is refused with ValueError (as
     Horovod built without MPI does).
-    process_sets: None, "dynamic", or a list of ProcessSet objects; plait has
-    the global set only, so a non-empty list is refused with
-    NotImplementedError (plait.common.process_sets).
+    process_sets: None, "dynamic" (add_process_set/remove_process_set
+    allowed), or a list of ProcessSet objects that plait_init registers, ids
+    1, 2, ... in order (plait.common.process_sets).
     """
     global _atexit_registered
     ranks = _check_comm(comm)
-    dynamic = _ps._check_init_sets(process_sets)
+    dynamic, sets = _ps._check_init_sets(process_sets)
     with _lock:
         fresh = not _core.is_initialized()
         if fresh:
             try:
-                _core.init()
+                with _ps._InitEnvironment(dynamic, sets):
+                    _core.init()
             except PlaitError as e:
                 raise _as_init_failure(e) from None
         if not _atexit_registered:
@@ -125,7 +126,7 @@ def init(comm=None, process_sets=None):
             # shutdown(), so the other ranks are not told this one was lost.
             atexit.register(_shutdown_at_exit)
             _atexit_registered = True
-        _ps._started(dynamic, fresh)
+        _ps._started(dynamic, fresh, sets)
     # A second init ignores comm, as Horovod's does.
     if fresh and ranks and sorted(ranks) != list(range(_core.size())):
         raise NotImplementedError(

@@ -1,14 +1,15 @@
 """Process sets with Horovod 0.28's Python interface
-(horovod.common.process_sets -> plait.common.process_sets).
+(horovod.common.process_sets -> plait.common.process_sets), on plait's
+process sets (plait_process_set_add and the process_set field of every
+operation; docs/process-sets.md).
 
-plait's engine runs every collective on all ranks of the job: it has the
-global process set only. Sets of other ranks are refused with
-NotImplementedError naming what is missing (the engine's support, which a
-later change adds), at the first place Horovod would use them: init(
-process_sets=[...]), add_process_set() and the process_set= argument of every
-operation. Everything else (constructing ProcessSet objects, their queries,
-remove_process_set, init(process_sets="dynamic")) behaves as in Horovod, and
-global_process_set works everywhere.
+Sets known at init: init(process_sets=[ProcessSet(...), ...]) hands them to
+plait_init (PLAIT_PROCESS_SETS), which gives them ids 1, 2, ... in order, on
+every rank. Dynamic sets: init(process_sets="dynamic") or
+HOROVOD_DYNAMIC_PROCESS_SETS=1 (or PLAIT_DYNAMIC_PROCESS_SETS=1), then
+add_process_set / remove_process_set, called by every rank in the same
+order. Every operation takes process_set=; global_process_set is the
+default.
 """
 
 import os
@@ -16,10 +17,6 @@ import os
 from plait import _core
 
 __all__ = ["ProcessSet", "global_process_set", "add_process_set", "remove_process_set"]
-
-_MISSING = ("plait runs every collective on all ranks of the job: its engine has no process "
-            "sets other than the global one yet (hvd.global_process_set)")
-
 
 def _is_iterable(x):
     try:
@@ -30,12 +27,13 @@ def _is_iterable(x):
 
 
 class ProcessSet:
-    """A set of ranks that would run collectives together (Horovod's
-    ProcessSet). Made from a list of global ranks; Horovod's other form, an
-    mpi4py communicator, needs MPI, which plait does not use.
+    """A set of ranks that runs collectives together (Horovod's ProcessSet).
+    Made from a list of global ranks; Horovod's other form, an mpi4py
+    communicator, needs MPI, which plait does not use.
 
-    process_set_id is 0 for global_process_set and None for any other set
-    (plait registers none). ranks is the sorted list of ranks."""
+    process_set_id is 0 for global_process_set, the id plait gave it once
+    registered (init(process_sets=...) or add_process_set), else None.
+    ranks is the sorted list of ranks."""
 
     process_set_id = None
     ranks = None
@@ -60,15 +58,18 @@ class ProcessSet:
         """The number of ranks in the set; None while it is not registered."""
         if self.process_set_id is None:
             return None
-        _check(self, "ProcessSet.size")
-        return _core.size()
+        return _core.process_set_size(self.process_set_id)
 
     def rank(self):
-        """This process's rank within the set; None while it is not registered."""
+        """This process's rank within the set (its position among the set's
+        ranks); None while it is not registered. A process outside the set
+        gets ValueError, with Horovod 0.28.1's words."""
         if self.process_set_id is None:
             return None
-        _check(self, "ProcessSet.rank")
-        return _core.rank()
+        r = _core.process_set_rank(self.process_set_id)
+        if r < 0:
+            raise ValueError("Process is not part of provided process set.")
+        return r
 
     def included(self):
         """Whether this process belongs to the set; None without ranks."""
@@ -91,17 +92,35 @@ def _is_global(process_set):
         isinstance(process_set, ProcessSet) and process_set.process_set_id == 0)
 
 
+def _id(process_set, what="this operation"):
+    """The id of process_set for an operation (None: the global set). Every
+    operation takes its set through here; plait checks membership (a rank
+    outside the set gets ValueError naming the set and its ranks)."""
+    if process_set is None or process_set is global_process_set:
+        return 0
+    if isinstance(process_set, ProcessSet):
+        if process_set.process_set_id is None:
+            raise ValueError("%s: %s is not registered: pass it to init(process_sets=[...]) "
+                             "or add_process_set() first" % (what, process_set))
+        return process_set.process_set_id
+    raise TypeError("%s: process_set must be a ProcessSet (e.g. hvd.global_process_set), "
+                    "not %s" % (what, type(process_set).__name__))
+
+
 def _check(process_set, what="this operation"):
-    """Raises unless process_set is the global set (or None, plait's
-    default meaning the global set). The check every operation makes."""
+    """For the bindings that do not pass process sets to plait yet
+    (plait.tensorflow, plait.mxnet): raises unless process_set is the global
+    set (or None, or an empty list); any other set is NotImplementedError
+    naming what is missing, never a silent run on every rank."""
     if process_set is None or _is_global(process_set):
         return
     if isinstance(process_set, (list, tuple)) and not process_set:
         return
-    if isinstance(process_set, ProcessSet):
-        raise NotImplementedError("%s: process_set=%s: %s" % (what, process_set, _MISSING))
-    if isinstance(process_set, (list, tuple)):  # ranks where a ProcessSet belongs
-        raise NotImplementedError("%s: process_set=%r: %s" % (what, process_set, _MISSING))
+    if isinstance(process_set, (ProcessSet, list, tuple)):
+        raise NotImplementedError(
+            "%s: process_set=%s: this binding runs every operation on the global process set; "
+            "other process sets are in plait's C ABI and plait.torch only so far "
+            "(docs/process-sets.md)" % (what, process_set))
     raise TypeError("%s: process_set must be a ProcessSet (e.g. hvd.global_process_set), "
                     "not %s" % (what, type(process_set).__name__))
 
@@ -125,12 +144,12 @@ def _parse_bool_env(name):
 
 def _check_init_sets(process_sets):
     """Checks init's process_sets argument before plait starts; returns
-    whether it asks for dynamic process sets."""
+    (whether it asks for dynamic process sets, the list of sets to add)."""
     if process_sets is None:
-        return False
+        return False, []
     if isinstance(process_sets, str):
         if process_sets.lower() == "dynamic":
-            return True
+            return True, []
         raise ValueError("init(process_sets=%r): expected a list of ProcessSet objects or "
                          "\"dynamic\"" % (process_sets,))
     sets = list(process_sets)
@@ -141,53 +160,94 @@ def _check_init_sets(process_sets):
         if ps is global_process_set:
             raise ValueError("init: process_sets entry number %d is hvd.global_process_set, "
                              "which is always there; list only other sets" % i)
-    if sets:
-        raise NotImplementedError("init(process_sets=[%s]): %s"
-                                  % (", ".join(str(ps) for ps in sets), _MISSING))
-    return False
+        if not ps.ranks:
+            raise ValueError("init: process_sets entry number %d (%s) has no ranks" % (i, ps))
+    return False, sets
 
 
-def _started(dynamic, fresh):
-    """Called by every init once plait runs: the global set gets its ranks.
-    Whether sets may be added is decided by the init that started plait, as
-    in Horovod (a later init(process_sets="dynamic") changes nothing)."""
+class _InitEnvironment:
+    """Around plait_init: the sets of init(process_sets=[...]) go in
+    PLAIT_PROCESS_SETS (plait_init adds them, ids 1, 2, ... in order) and
+    "dynamic" in PLAIT_DYNAMIC_PROCESS_SETS; the environment is restored
+    after."""
+
+    def __init__(self, dynamic, sets):
+        self.values = {}
+        if sets:
+            self.values["PLAIT_PROCESS_SETS"] = ";".join(
+                ",".join(str(r) for r in ps.ranks) for ps in sets)
+        if dynamic:
+            self.values["PLAIT_DYNAMIC_PROCESS_SETS"] = "1"
+        self.saved = {}
+
+    def __enter__(self):
+        for k, v in self.values.items():
+            self.saved[k] = os.environ.get(k)
+            os.environ[k] = v
+        return self
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        return False
+
+
+def _started(dynamic, fresh, sets=()):
+    """Called by every init once plait runs: the global set gets its ranks,
+    the sets given to the init that started plait their ids. Whether sets may
+    be added is decided by that init too, as in Horovod (a later
+    init(process_sets="dynamic") changes nothing)."""
     global _dynamic
     if fresh:
-        _dynamic = dynamic or _parse_bool_env("HOROVOD_DYNAMIC_PROCESS_SETS")
+        _dynamic = (dynamic or _parse_bool_env("HOROVOD_DYNAMIC_PROCESS_SETS") or
+                    _parse_bool_env("PLAIT_DYNAMIC_PROCESS_SETS"))
+        for i, ps in enumerate(sets):
+            ps.process_set_id = i + 1
     ranks = list(range(_core.size()))
     if global_process_set.ranks != ranks:
         global_process_set.ranks = ranks
 
 
+_DYNAMIC_ONLY = ("Set HOROVOD_DYNAMIC_PROCESS_SETS=1 to allow %s process sets after Horovod "
+                 "initialization.")
+
+
 def add_process_set(process_set):
-    """Horovod's add_process_set (ranks or a ProcessSet). Checked as Horovod
-    checks it (a bad list of ranks, before init, without dynamic process
-    sets: ValueError), then refused: plait has only the global set."""
+    """Horovod's add_process_set (ranks or a ProcessSet): collective (every
+    rank, in the same order); returns the ProcessSet, now registered.
+    ValueError without dynamic process sets, for bad ranks, and for a set of
+    the same ranks as one that exists (the global set too), as Horovod."""
     if not isinstance(process_set, ProcessSet):
         process_set = ProcessSet(process_set)
     if not _core.is_initialized():
         _core.rank()  # raises NotInitializedError (a ValueError, as Horovod's)
     if not _dynamic:
-        raise ValueError("add_process_set: process sets can only be added after init when "
-                         "init(process_sets=\"dynamic\") or HOROVOD_DYNAMIC_PROCESS_SETS=1 "
-                         "asked for it")
+        raise ValueError(_DYNAMIC_ONLY % "adding")
     size = _core.size()
     bad = [r for r in process_set.ranks if r < 0 or r >= size]
-    if bad or len(set(process_set.ranks)) != len(process_set.ranks):
+    if bad or len(set(process_set.ranks)) != len(process_set.ranks) or not process_set.ranks:
         raise ValueError("add_process_set: %s has %s; ranks are 0..%d, each at most once"
-                         % (process_set, "rank %d" % bad[0] if bad else "a rank twice",
-                            size - 1))
-    raise NotImplementedError("add_process_set(%s): %s" % (process_set, _MISSING))
+                         % (process_set, "rank %d" % bad[0] if bad else
+                            "a rank twice" if process_set.ranks else "no rank", size - 1))
+    process_set.process_set_id = _core.process_set_add(process_set.ranks)
+    return process_set
 
 
 def remove_process_set(process_set):
-    """Horovod's remove_process_set: False for a set that is not registered
-    and for the global set (which is never removed); plait registers no
-    other set, so it is always False."""
+    """Horovod's remove_process_set: collective; False for a set that is not
+    registered and for the global set (which is never removed), else True
+    once removed. As in Horovod the object is unregistered first, even when
+    the removal then fails (ValueError without dynamic process sets)."""
     process_set_id = process_set.process_set_id
     if process_set_id is None or process_set_id == 0:
         return False
     if not _core.is_initialized():
         _core.rank()  # raises NotInitializedError (a ValueError, as Horovod's)
     process_set._invalidate()
-    return False
+    if not _dynamic:
+        raise ValueError(_DYNAMIC_ONLY % "removing")
+    _core.process_set_remove(process_set_id)
+    return True

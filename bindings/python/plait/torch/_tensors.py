@@ -95,12 +95,13 @@ def _describe(t, code):
     return _core.make_tensor(t.data_ptr() if t.numel() else 0, code, tuple(t.shape), _device(t))
 
 
-def _options(prescale_factor, postscale_factor):
+def _options(prescale_factor=1.0, postscale_factor=1.0, pset=0):
     """A pointer to plait_op_options_t, or None (the library's defaults) when
-    both factors are 1: no struct to build on the common path."""
-    if prescale_factor == 1.0 and postscale_factor == 1.0:
+    both factors are 1 on the global process set: no struct to build on the
+    common path."""
+    if prescale_factor == 1.0 and postscale_factor == 1.0 and not pset:
         return None
-    return ctypes.byref(_core.options(prescale_factor, postscale_factor))
+    return ctypes.byref(_core.options(prescale_factor, postscale_factor, pset))
 
 
 def _resolve_op(op, average, what):

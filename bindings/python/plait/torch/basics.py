@@ -17,7 +17,7 @@ from plait.common.exceptions import HorovodInternalError  # noqa: F401
 from plait.common.process_sets import (  # noqa: F401
     ProcessSet, global_process_set, add_process_set, remove_process_set,
 )
-from plait.common.process_sets import _check as _check_process_sets
+from plait.common.process_sets import _id as _process_set_id
 from plait.torch import _handles
 
 _OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max",
@@ -27,7 +27,7 @@ _OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max",
 _basics.add_shutdown_hook(_handles.clear)
 
 
-def _check_process_set(process_set):
-    """Raises unless process_set is the global set (or None): plait has no
-    other process sets yet (NotImplementedError naming what is missing)."""
-    _check_process_sets(process_set)
+def _check_process_set(process_set, what="this operation"):
+    """The id of process_set for plait (0: the global set); TypeError or
+    ValueError for something no operation can run on."""
+    return _process_set_id(process_set, what)

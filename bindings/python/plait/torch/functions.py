@@ -11,6 +11,7 @@ from collections.abc import Mapping
 import torch
 
 from plait.torch._handles import synchronize
+from plait.common.process_sets import _id as _process_set_id
 from plait.torch.basics import global_process_set, rank, size
 from plait.torch.mpi_ops import allgather_async, broadcast_, broadcast_async_
 
@@ -30,9 +31,7 @@ def _check_root(root_rank, what):
 
 
 def _check_process_set(process_set, what):
-    if process_set is not None and process_set is not global_process_set:
-        raise NotImplementedError("plait.torch.%s: plait has no process sets other than "
-                                  "the global one (got %r)" % (what, process_set))
+    _process_set_id(process_set, "plait.torch." + what)
 
 
 def _wait_all(handles):
@@ -262,7 +261,9 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
 
     Arguments:
         obj: any picklable object (only root_rank's is used).
-        root_rank: the rank whose object is sent.
+        root_rank: the rank whose object is sent (a rank of the job, a member
+            of process_set, as in Horovod).
+        process_set: the ranks that take part (all of them call it).
         name: names the broadcasts, as Horovod: '<name>.sz' and
             '<name>.t' (the operations 'broadcast.<name>.sz', ...). Unlike
             Horovod's (type(obj).__name__), the default, 'broadcast_object',
@@ -275,13 +276,13 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     if rank() == root_rank:
         payload = _to_bytes_tensor(obj)
         n = torch.tensor([payload.numel()], dtype=torch.int64)
-        broadcast_(n, root_rank, name=base + ".sz")
-        broadcast_(payload, root_rank, name=base + ".t")
+        broadcast_(n, root_rank, name=base + ".sz", process_set=process_set)
+        broadcast_(payload, root_rank, name=base + ".t", process_set=process_set)
         return obj
     n = torch.zeros(1, dtype=torch.int64)
-    broadcast_(n, root_rank, name=base + ".sz")
+    broadcast_(n, root_rank, name=base + ".sz", process_set=process_set)
     payload = torch.empty(int(n.item()), dtype=torch.uint8)
-    broadcast_(payload, root_rank, name=base + ".t")
+    broadcast_(payload, root_rank, name=base + ".t", process_set=process_set)
     return _from_bytes(payload)
 
 

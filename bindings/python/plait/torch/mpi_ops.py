@@ -48,7 +48,8 @@ from plait.torch.compression import Compression
 # allreduce
 # --------------------------------------------------------------------------
 
-def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, what):
+def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, what,
+                     pset=0):
     """Submits an allreduce of tensor into output (output is tensor for in
     place); returns a handle whose result is output."""
     _check_tensor(tensor, what)
@@ -56,7 +57,7 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     in_place = output is tensor
     rsrc, code = _reducible(src, op, what)
     name = _op_name("allreduce", name)
-    opts = _options(prescale_factor, postscale_factor)
+    opts = _options(prescale_factor, postscale_factor, pset)
     tin = _describe(rsrc, code)
     if in_place:  # the hot path (DistributedOptimizer): one description serves both
         dst, tout = src, tin
@@ -79,19 +80,19 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
                     postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing tensor over all ranks into a new tensor; returns a handle.
     op: Average (default), Sum, Min, Max or Product."""
-    _check_process_set(process_set)
+    ps = _check_process_set(process_set, "allreduce_async")
     op = _resolve_op(op, average, "allreduce_async")
     return _allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor,
-                            "allreduce_async")
+                            "allreduce_async", ps)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """In-place allreduce_async: tensor holds the result after synchronize()."""
-    _check_process_set(process_set)
+    ps = _check_process_set(process_set, "allreduce_async_")
     op = _resolve_op(op, average, "allreduce_async_")
     return _allreduce_async(tensor, tensor, name, op, prescale_factor, postscale_factor,
-                            "allreduce_async_")
+                            "allreduce_async_", ps)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -101,8 +102,8 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                                         postscale_factor, process_set))
 
 
-def _sum(t, name):
-    return synchronize(_allreduce_async(t, None, name, Sum, 1.0, 1.0, "allreduce"))
+def _sum(t, name, pset=0):
+    return synchronize(_allreduce_async(t, None, name, Sum, 1.0, 1.0, "allreduce", pset))
 
 
 def _sub(name, suffix):
@@ -120,7 +121,7 @@ def _prescaled(x, pre):
     return (x.float() * torch.tensor(pre, dtype=torch.float32)).to(x.dtype)
 
 
-def _true_grad(x, total, op, pre, post, name):
+def _true_grad(x, total, op, pre, post, name, pset=0):
     """The gradient for Min, Max and Product (plait's, not Horovod's): of
     y = post * op_k(pre * x_k) with respect to this rank's x, given total,
     the sum over ranks of the gradients of y.
@@ -136,15 +137,15 @@ def _true_grad(x, total, op, pre, post, name):
         zero = (s == 0)
         nonzero = torch.where(zero, torch.ones_like(s), s)
         prod_nz = synchronize(_allreduce_async(nonzero, None, _sub(name, ".prod"), Product,
-                                               1.0, 1.0, "allreduce"))
-        zeros = _sum(zero.to(torch.int32), _sub(name, ".zeros"))
+                                               1.0, 1.0, "allreduce", pset))
+        zeros = _sum(zero.to(torch.int32), _sub(name, ".zeros"), pset)
         others = torch.where(zeros - zero.to(torch.int32) > 0, torch.zeros_like(s),
                              prod_nz / nonzero)
         return total * others * scale
     extreme = synchronize(_allreduce_async(s, None, _sub(name, ".extreme"), op, 1.0, 1.0,
-                                           "allreduce"))
+                                           "allreduce", pset))
     hit = (s == extreme).to(total.dtype)
-    hits = _sum(hit, _sub(name, ".ties"))
+    hits = _sum(hit, _sub(name, ".ties"), pset)
     return total * hit / hits.clamp(min=1) * scale
 
 
@@ -152,12 +153,14 @@ class _Allreduce(torch.autograd.Function):
     """Horovod's HorovodAllreduce; Min, Max and Product: the true gradient."""
 
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
         ctx.op = op
         ctx.pre, ctx.post = prescale_factor, postscale_factor
         ctx.name = name
+        ctx.process_set = process_set
         out = synchronize(_allreduce_async(tensor, None, name, op, prescale_factor,
-                                           postscale_factor, "allreduce"))
+                                           postscale_factor, "allreduce",
+                                           _check_process_set(process_set)))
         if op in (Min, Max, Product):
             ctx.save_for_backward(tensor)
         return out
@@ -168,22 +171,24 @@ class _Allreduce(torch.autograd.Function):
         if ctx.op in (Sum, Average):
             # Horovod: the same allreduce (op and factors) of the gradient.
             return (allreduce(grad, name=gname, op=ctx.op, prescale_factor=ctx.pre,
-                              postscale_factor=ctx.post), None, None, None, None)
+                              postscale_factor=ctx.post, process_set=ctx.process_set),
+                    None, None, None, None, None)
         x, = ctx.saved_tensors
-        total = _sum(grad, gname)
-        return (_true_grad(x, total, ctx.op, ctx.pre, ctx.post, gname),
-                None, None, None, None)
+        ps = _check_process_set(ctx.process_set)
+        total = _sum(grad, gname, ps)
+        return (_true_grad(x, total, ctx.op, ctx.pre, ctx.post, gname, ps),
+                None, None, None, None, None)
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
               prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Reduces tensor over all ranks; returns a new tensor (tensor is not
     modified). Differentiable. op: Average (default), Sum, Min, Max, Product."""
-    _check_process_set(process_set)
+    _check_process_set(process_set, "allreduce")
     op = _resolve_op(op, average, "allreduce")
     _check_tensor(tensor, "allreduce")
     compressed, cctx = compression.compress(tensor)
-    out = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor)
+    out = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor, process_set)
     return compression.decompress(out, cctx)
 
 
@@ -192,7 +197,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
 # --------------------------------------------------------------------------
 
 def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, postscale_factor,
-                             what):
+                             what, pset=0):
     tensors = _check_group(tensors, what)
     n = len(tensors)
     names = [_core.encode_name(nm) for nm in _group_names("grouped_allreduce", name, n)]
@@ -209,7 +214,7 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, posts
         srcs.append(src)
         dsts.append(dst)
     cnames = (ctypes.c_char_p * n)(*names)
-    opts = _options(prescale_factor, postscale_factor)
+    opts = _options(prescale_factor, postscale_factor, pset)
     h = _core.submit(_core.lib.plait_grouped_allreduce_async, names[0].decode("utf-8"),
                      (srcs, dsts, ins, outs, cnames, opts), n, cnames, ins, outs, c_op(op), opts)
 
@@ -227,18 +232,18 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
                             postscale_factor=1.0, process_set=global_process_set):
     """Starts an allreduce of a list of tensors negotiated and run as one
     unit; synchronize() returns the list of new tensors."""
-    _check_process_set(process_set)
+    ps = _check_process_set(process_set, "grouped_allreduce_async")
     op = _resolve_op(op, average, "grouped_allreduce_async")
     return _grouped_allreduce_async(tensors, False, name, op, prescale_factor,
-                                    postscale_factor, "grouped_allreduce_async")
+                                    postscale_factor, "grouped_allreduce_async", ps)
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set):
-    _check_process_set(process_set)
+    ps = _check_process_set(process_set, "grouped_allreduce_async_")
     op = _resolve_op(op, average, "grouped_allreduce_async_")
     return _grouped_allreduce_async(tensors, True, name, op, prescale_factor,
-                                    postscale_factor, "grouped_allreduce_async_")
+                                    postscale_factor, "grouped_allreduce_async_", ps)
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -252,28 +257,33 @@ class _GroupedAllreduce(torch.autograd.Function):
     gradient of each tensor, as for allreduce."""
 
     @staticmethod
-    def forward(ctx, name, op, prescale_factor, postscale_factor, *tensors):
+    def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, *tensors):
         ctx.op = op
         ctx.pre, ctx.post = prescale_factor, postscale_factor
         ctx.name = name
+        ctx.process_set = process_set
         if op in (Min, Max, Product):
             ctx.save_for_backward(*tensors)
         return tuple(synchronize(_grouped_allreduce_async(
-            tensors, False, name, op, prescale_factor, postscale_factor, "grouped_allreduce")))
+            tensors, False, name, op, prescale_factor, postscale_factor, "grouped_allreduce",
+            _check_process_set(process_set))))
 
     @staticmethod
     def backward(ctx, *grads):
         gname = _grad_name(ctx.name)
-        head = (None, None, None, None)
+        head = (None, None, None, None, None)
         if ctx.op in (Sum, Average):
             return head + tuple(grouped_allreduce(list(grads), name=gname, op=ctx.op,
                                                   prescale_factor=ctx.pre,
-                                                  postscale_factor=ctx.post))
+                                                  postscale_factor=ctx.post,
+                                                  process_set=ctx.process_set))
         xs = ctx.saved_tensors
+        ps = _check_process_set(ctx.process_set)
         totals = synchronize(_grouped_allreduce_async(
-            [g.contiguous() for g in grads], False, gname, Sum, 1.0, 1.0, "grouped_allreduce"))
+            [g.contiguous() for g in grads], False, gname, Sum, 1.0, 1.0, "grouped_allreduce",
+            ps))
         return head + tuple(
-            _true_grad(x, t, ctx.op, ctx.pre, ctx.post, _sub(gname, ".%d" % i))
+            _true_grad(x, t, ctx.op, ctx.pre, ctx.post, _sub(gname, ".%d" % i), ps)
             for i, (x, t) in enumerate(zip(xs, totals)))
 
 
@@ -281,11 +291,11 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
                       prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Reduces a list of tensors as one unit; returns a list of new tensors.
     Differentiable."""
-    _check_process_set(process_set)
+    _check_process_set(process_set, "grouped_allreduce")
     op = _resolve_op(op, average, "grouped_allreduce")
     tensors = list(tensors)
     pairs = [compression.compress(t) for t in tensors]
-    outs = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor,
+    outs = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, process_set,
                                    *[p[0] for p in pairs])
     return [compression.decompress(o, p[1]) for o, p in zip(outs, pairs)]
 
@@ -294,15 +304,16 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
 # allgather
 # --------------------------------------------------------------------------
 
-def _allgather_async(tensor, name, what, kind="allgather"):
+def _allgather_async(tensor, name, what, kind="allgather", pset=0):
     _check_tensor(tensor, what)
     _check_rows(tensor, what, ScalarAllgatherError)
     src = tensor.contiguous()
     view, code, back = _movable(src)
     name = name if kind is None else _op_name(kind, name)
     tin = _describe(view, code)
-    h = _core.submit(_core.lib.plait_allgather_async, name, (src, view, tin),
-                     _core.encode_name(name), ctypes.byref(tin), None)
+    opts = _options(pset=pset)
+    h = _core.submit(_core.lib.plait_allgather_async, name, (src, view, tin, opts),
+                     _core.encode_name(name), ctypes.byref(tin), opts)
 
     def finish(hh):
         out = _from_output(hh.output())
@@ -313,16 +324,16 @@ def _allgather_async(tensor, name, what, kind="allgather"):
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts concatenating tensor from every rank along the first dimension
     (which may differ between ranks); synchronize() returns the result."""
-    _check_process_set(process_set)
-    return _allgather_async(tensor, name, "allgather_async")
+    ps = _check_process_set(process_set, "allgather_async")
+    return _allgather_async(tensor, name, "allgather_async", pset=ps)
 
 
-def _rank_offsets(rows_list, name):
+def _rank_offsets(rows_list, name, process_set=global_process_set):
     """For each tensor, the first row of this rank's rows in the gathered
     tensor (every rank's row counts are allgathered as int32, as Horovod)."""
     counts = synchronize(grouped_allgather_async(
-        [torch.tensor([r], dtype=torch.int32) for r in rows_list], name))
-    r = rank()
+        [torch.tensor([r], dtype=torch.int32) for r in rows_list], name, process_set))
+    r = rank() if _check_process_set(process_set) == 0 else process_set.rank()
     return [int(c[:r].sum()) if r else 0 for c in counts]
 
 
@@ -331,34 +342,36 @@ class _Allgather(torch.autograd.Function):
     gradient of the output, sliced to this rank's rows."""
 
     @staticmethod
-    def forward(ctx, tensor, name):
+    def forward(ctx, tensor, name, process_set):
         ctx.rows = tensor.shape[0]
         ctx.name = name
-        return synchronize(_allgather_async(tensor, name, "allgather"))
+        ctx.process_set = process_set
+        return synchronize(_allgather_async(tensor, name, "allgather",
+                                            pset=_check_process_set(process_set)))
 
     @staticmethod
     def backward(ctx, grad):
         gname = _grad_name(ctx.name)
-        reduced = allreduce(grad, name=gname, op=Average)
-        offset, = _rank_offsets([ctx.rows], _sub(gname, ".rows"))
-        return reduced.narrow(0, offset, ctx.rows), None
+        reduced = allreduce(grad, name=gname, op=Average, process_set=ctx.process_set)
+        offset, = _rank_offsets([ctx.rows], _sub(gname, ".rows"), ctx.process_set)
+        return reduced.narrow(0, offset, ctx.rows), None, None
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
     """Concatenates tensor from every rank along the first dimension.
     Differentiable (Horovod's gradient: this rank's rows of the averaged
     gradient of the output)."""
-    _check_process_set(process_set)
+    _check_process_set(process_set, "allgather")
     _check_tensor(tensor, "allgather")
     _check_rows(tensor, "allgather", ScalarAllgatherError)
-    return _Allgather.apply(tensor, name)
+    return _Allgather.apply(tensor, name, process_set)
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     """Starts an allgather of each tensor of a list; synchronize() returns
     the tuple of results. Tensors are named as in Horovod
     ('grouped_allgather.<name>_<i>of<n>')."""
-    _check_process_set(process_set)
+    ps = _check_process_set(process_set, "grouped_allgather_async")
     tensors = _check_group(tensors, "grouped_allgather_async")
     for t in tensors:
         _check_rows(t, "grouped_allgather_async", ScalarAllgatherError)
@@ -366,7 +379,8 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     handles = []
     try:
         for t, nm in zip(tensors, names):
-            handles.append(_allgather_async(t, nm, "grouped_allgather_async", kind=None))
+            handles.append(_allgather_async(t, nm, "grouped_allgather_async", kind=None,
+                                            pset=ps))
     except Exception:
         _drain(handles)
         raise
@@ -386,35 +400,37 @@ class _GroupedAllgather(torch.autograd.Function):
     gradients, each sliced to this rank's rows."""
 
     @staticmethod
-    def forward(ctx, name, *tensors):
+    def forward(ctx, name, process_set, *tensors):
         ctx.rows = [t.shape[0] for t in tensors]
         ctx.name = name
-        return tuple(synchronize(grouped_allgather_async(list(tensors), name)))
+        ctx.process_set = process_set
+        return tuple(synchronize(grouped_allgather_async(list(tensors), name, process_set)))
 
     @staticmethod
     def backward(ctx, *grads):
         gname = _grad_name(ctx.name)
-        reduced = grouped_allreduce(list(grads), name=gname, op=Average)
-        offsets = _rank_offsets(ctx.rows, _sub(gname, ".rows"))
-        return (None,) + tuple(g.narrow(0, o, r)
+        reduced = grouped_allreduce(list(grads), name=gname, op=Average,
+                                    process_set=ctx.process_set)
+        offsets = _rank_offsets(ctx.rows, _sub(gname, ".rows"), ctx.process_set)
+        return (None, None) + tuple(g.narrow(0, o, r)
                                for g, o, r in zip(reduced, offsets, ctx.rows))
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
     """Allgathers each tensor of a list; returns the tuple of results (as
     Horovod). Differentiable, as allgather."""
-    _check_process_set(process_set)
+    _check_process_set(process_set, "grouped_allgather")
     tensors = _check_group(tensors, "grouped_allgather")
     for t in tensors:
         _check_rows(t, "grouped_allgather", ScalarAllgatherError)
-    return _GroupedAllgather.apply(name, *tensors)  # a tuple, as Horovod's
+    return _GroupedAllgather.apply(name, process_set, *tensors)  # a tuple, as Horovod's
 
 
 # --------------------------------------------------------------------------
 # broadcast
 # --------------------------------------------------------------------------
 
-def _broadcast_async(tensor, in_place, root_rank, name, what):
+def _broadcast_async(tensor, in_place, root_rank, name, what, pset=0):
     _check_tensor(tensor, what)
     if not isinstance(root_rank, int) or isinstance(root_rank, bool):
         raise TypeError("plait.torch.%s: root_rank must be an int, not %s"
@@ -427,8 +443,9 @@ def _broadcast_async(tensor, in_place, root_rank, name, what):
     view, code, back = _movable(buf)
     name = _op_name("broadcast", name)
     t = _describe(view, code)
-    h = _core.submit(_core.lib.plait_broadcast_async, name, (buf, view, t),
-                     _core.encode_name(name), ctypes.byref(t), root_rank, None)
+    opts = _options(pset=pset)
+    h = _core.submit(_core.lib.plait_broadcast_async, name, (buf, view, t, opts),
+                     _core.encode_name(name), ctypes.byref(t), root_rank, opts)
 
     def finish(_h):
         if in_place:
@@ -442,13 +459,13 @@ def _broadcast_async(tensor, in_place, root_rank, name, what):
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts replacing a copy of tensor with root_rank's; synchronize()
     returns the copy."""
-    _check_process_set(process_set)
-    return _broadcast_async(tensor, False, root_rank, name, "broadcast_async")
+    ps = _check_process_set(process_set, "broadcast_async")
+    return _broadcast_async(tensor, False, root_rank, name, "broadcast_async", ps)
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
-    _check_process_set(process_set)
-    return _broadcast_async(tensor, True, root_rank, name, "broadcast_async_")
+    ps = _check_process_set(process_set, "broadcast_async_")
+    return _broadcast_async(tensor, True, root_rank, name, "broadcast_async_", ps)
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
@@ -461,26 +478,28 @@ class _Broadcast(torch.autograd.Function):
     others that times 0."""
 
     @staticmethod
-    def forward(ctx, tensor, root_rank, name):
+    def forward(ctx, tensor, root_rank, name, process_set):
         ctx.root_rank = root_rank
         ctx.name = name
-        return synchronize(broadcast_async(tensor, root_rank, name))
+        ctx.process_set = process_set
+        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
 
     @staticmethod
     def backward(ctx, grad):
-        reduced = allreduce(grad, name=_grad_name(ctx.name), op=Average)
-        if rank() != ctx.root_rank:
+        reduced = allreduce(grad, name=_grad_name(ctx.name), op=Average,
+                            process_set=ctx.process_set)
+        if rank() != ctx.root_rank:  # root_rank is a rank of the job, as in Horovod
             reduced = reduced * 0  # as Horovod: NaN and Inf stay NaN
-        return reduced, None, None
+        return reduced, None, None, None
 
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """root_rank's tensor on every rank, as a new tensor. Differentiable
     (Horovod's gradient: the root gets the averaged gradient, the others
     zero)."""
-    _check_process_set(process_set)
+    _check_process_set(process_set, "broadcast")
     _check_tensor(tensor, "broadcast")
-    return _Broadcast.apply(tensor, root_rank, name)
+    return _Broadcast.apply(tensor, root_rank, name, process_set)
 
 
 # --------------------------------------------------------------------------
@@ -508,10 +527,10 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     parts when splits is None); synchronize() returns, as Horovod's, the
     tuple (received rows in rank order, how many came from each rank); the
     latter is int32, or splits' dtype when splits is a tensor."""
-    _check_process_set(process_set)
+    ps = _check_process_set(process_set, "alltoall_async")
     _check_tensor(tensor, "alltoall_async")
     _check_rows(tensor, "alltoall_async")
-    n = size()
+    n = size() if ps == 0 else process_set.size()
     if splits is None and tensor.shape[0] % n != 0:
         raise ValueError("plait.torch.alltoall_async: without splits the first dimension (%d) "
                          "must divide by the number of ranks (%d)" % (tensor.shape[0], n))
@@ -521,8 +540,9 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     view, code, back = _movable(src)
     name = _op_name("alltoall", name)
     tin = _describe(view, code)
-    h = _core.submit(_core.lib.plait_alltoall_async, name, (src, view, tin, arr),
-                     _core.encode_name(name), ctypes.byref(tin), arr, None)
+    opts = _options(pset=ps)
+    h = _core.submit(_core.lib.plait_alltoall_async, name, (src, view, tin, arr, opts),
+                     _core.encode_name(name), ctypes.byref(tin), arr, opts)
 
     def finish(hh):
         out = _from_output(hh.output())
@@ -537,9 +557,10 @@ class _Alltoall(torch.autograd.Function):
     splits."""
 
     @staticmethod
-    def forward(ctx, tensor, splits, name):
+    def forward(ctx, tensor, splits, name, process_set):
         ctx.name = name
-        out, received = synchronize(alltoall_async(tensor, splits, name))
+        ctx.process_set = process_set
+        out, received = synchronize(alltoall_async(tensor, splits, name, process_set))
         ctx.received = received
         if splits is None:
             return out
@@ -548,8 +569,9 @@ class _Alltoall(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad, *_unused):
-        g, _ = alltoall(grad, splits=ctx.received, name=_grad_name(ctx.name))
-        return g, None, None
+        g, _ = alltoall(grad, splits=ctx.received, name=_grad_name(ctx.name),
+                        process_set=ctx.process_set)
+        return g, None, None, None
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
@@ -557,13 +579,14 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     rank order, and when splits is given also the received splits (int32,
     or splits' dtype when splits is a tensor), as Horovod does.
     Differentiable."""
-    _check_process_set(process_set)
+    ps = _check_process_set(process_set, "alltoall")
     _check_tensor(tensor, "alltoall")
     _check_rows(tensor, "alltoall")
-    if splits is None and tensor.shape[0] % size() != 0:
+    n = size() if ps == 0 else process_set.size()
+    if splits is None and tensor.shape[0] % n != 0:
         raise ValueError("plait.torch.alltoall: without splits the first dimension (%d) "
-                         "must divide by the number of ranks (%d)" % (tensor.shape[0], size()))
-    return _Alltoall.apply(tensor, splits, name)
+                         "must divide by the number of ranks (%d)" % (tensor.shape[0], n))
+    return _Alltoall.apply(tensor, splits, name, process_set)
 
 
 # --------------------------------------------------------------------------
@@ -571,13 +594,13 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 # --------------------------------------------------------------------------
 
 def _reducescatter_async(tensor, name, op, prescale_factor, postscale_factor, what,
-                         kind="reducescatter"):
+                         kind="reducescatter", pset=0):
     _check_tensor(tensor, what)
     _check_rows(tensor, what)
     src = tensor.contiguous()
     rsrc, code = _reducible(src, op, what)
     name = name if kind is None else _op_name(kind, name)
-    opts = _options(prescale_factor, postscale_factor)
+    opts = _options(prescale_factor, postscale_factor, pset)
     tin = _describe(rsrc, code)
     h = _core.submit(_core.lib.plait_reducescatter_async, name, (src, rsrc, tin, opts),
                      _core.encode_name(name), ctypes.byref(tin), c_op(op), opts)
@@ -593,17 +616,18 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
                         postscale_factor=1.0):
     """Starts reducing tensor over all ranks; rank r receives its block of
     first-dimension rows (the first rows % size ranks get one more)."""
-    _check_process_set(process_set)
+    ps = _check_process_set(process_set, "reducescatter_async")
     op = _resolve_op(op, None, "reducescatter_async")
     return _reducescatter_async(tensor, name, op, prescale_factor, postscale_factor,
-                                "reducescatter_async")
+                                "reducescatter_async", pset=ps)
 
 
-def _reducescatter_grad(grad, op, pre, post):
+def _reducescatter_grad(grad, op, pre, post, process_set=global_process_set):
     """Horovod's HorovodReducescatter.backward before its allgather: times
-    size for Sum, then the prescale, then the postscale factor."""
+    size (the process set's) for Sum, then the prescale, then the postscale
+    factor."""
     if op == Sum:
-        grad = grad * size()
+        grad = grad * (size() if _check_process_set(process_set) == 0 else process_set.size())
     if pre != 1.0:
         grad = grad * pre
     if post != 1.0:
@@ -623,18 +647,21 @@ class _Reducescatter(torch.autograd.Function):
     (Sum only) and the scale factors."""
 
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
         ctx.op = op
         ctx.pre, ctx.post = prescale_factor, postscale_factor
         ctx.name = name
+        ctx.process_set = process_set
         return synchronize(_reducescatter_async(tensor, name, op, prescale_factor,
-                                                postscale_factor, "reducescatter"))
+                                                postscale_factor, "reducescatter",
+                                                pset=_check_process_set(process_set)))
 
     @staticmethod
     def backward(ctx, grad):
         _check_rs_grad(ctx.op, "reducescatter")
-        g = _reducescatter_grad(grad, ctx.op, ctx.pre, ctx.post)
-        return allgather(g, name=_grad_name(ctx.name)), None, None, None, None
+        g = _reducescatter_grad(grad, ctx.op, ctx.pre, ctx.post, ctx.process_set)
+        return (allgather(g, name=_grad_name(ctx.name), process_set=ctx.process_set),
+                None, None, None, None, None)
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
@@ -642,12 +669,13 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
     """Reduces tensor over all ranks and returns this rank's block of rows.
     op: Average (Horovod's default) or Sum, Min, Max, Product. Differentiable
     for Sum and Average (Horovod's gradient)."""
-    _check_process_set(process_set)
+    _check_process_set(process_set, "reducescatter")
     op = _resolve_op(op, None, "reducescatter")
     _check_tensor(tensor, "reducescatter")
     _check_rows(tensor, "reducescatter")
     compressed, cctx = compression.compress(tensor)
-    out = _Reducescatter.apply(compressed, name, op, prescale_factor, postscale_factor)
+    out = _Reducescatter.apply(compressed, name, op, prescale_factor, postscale_factor,
+                               process_set)
     return compression.decompress(out, cctx)
 
 
@@ -656,7 +684,7 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     """Starts a reducescatter of each tensor of a list; synchronize() returns
     the tuple of this rank's blocks. Tensors are named as in Horovod
     ('grouped_reducescatter.<name>_<i>of<n>')."""
-    _check_process_set(process_set)
+    ps = _check_process_set(process_set, "grouped_reducescatter_async")
     op = _resolve_op(op, None, "grouped_reducescatter_async")
     tensors = _check_group(tensors, "grouped_reducescatter_async")
     names = _group_names("grouped_reducescatter", name, len(tensors))
@@ -664,7 +692,8 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     try:
         for t, nm in zip(tensors, names):
             handles.append(_reducescatter_async(t, nm, op, prescale_factor, postscale_factor,
-                                                "grouped_reducescatter_async", kind=None))
+                                                "grouped_reducescatter_async", kind=None,
+                                                pset=ps))
     except Exception:
         _drain(handles)
         raise
@@ -675,30 +704,31 @@ class _GroupedReducescatter(torch.autograd.Function):
     """Horovod's HorovodGroupedReducescatter."""
 
     @staticmethod
-    def forward(ctx, name, op, prescale_factor, postscale_factor, *tensors):
+    def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, *tensors):
         ctx.op = op
         ctx.pre, ctx.post = prescale_factor, postscale_factor
         ctx.name = name
+        ctx.process_set = process_set
         return tuple(synchronize(grouped_reducescatter_async(
-            list(tensors), name, op, None, prescale_factor, postscale_factor)))
+            list(tensors), name, op, process_set, prescale_factor, postscale_factor)))
 
     @staticmethod
     def backward(ctx, *grads):
         _check_rs_grad(ctx.op, "grouped_reducescatter")
-        gs = [_reducescatter_grad(g, ctx.op, ctx.pre, ctx.post) for g in grads]
-        return (None, None, None, None) + tuple(grouped_allgather(gs,
-                                                                  name=_grad_name(ctx.name)))
+        gs = [_reducescatter_grad(g, ctx.op, ctx.pre, ctx.post, ctx.process_set) for g in grads]
+        return (None, None, None, None, None) + tuple(grouped_allgather(
+            gs, name=_grad_name(ctx.name), process_set=ctx.process_set))
 
 
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
                           process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     """Reducescatters each tensor of a list; returns the list of this rank's
     blocks. Differentiable for Sum and Average, as reducescatter."""
-    _check_process_set(process_set)
+    _check_process_set(process_set, "grouped_reducescatter")
     op = _resolve_op(op, None, "grouped_reducescatter")
     tensors = _check_group(tensors, "grouped_reducescatter")
     pairs = [compression.compress(t) for t in tensors]
-    outs = _GroupedReducescatter.apply(name, op, prescale_factor, postscale_factor,
+    outs = _GroupedReducescatter.apply(name, op, prescale_factor, postscale_factor, process_set,
                                        *[p[0] for p in pairs])
     return [compression.decompress(o, p[1]) for o, p in zip(outs, pairs)]
 
@@ -712,7 +742,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     and values are allgathered ('<name>.indices', '<name>.values'; values
     divided by size for Average). Returns a function that waits and returns
     the (uncoalesced) sparse sum, as Horovod's does."""
-    _check_process_set(process_set)
+    _check_process_set(process_set, "sparse_allreduce_async")
     if not isinstance(tensor, torch.Tensor) or not tensor.is_sparse:
         raise TypeError("plait.torch.sparse_allreduce_async: expected a sparse COO tensor, "
                         "got %s" % (type(tensor).__name__ if not isinstance(tensor, torch.Tensor)
@@ -720,8 +750,9 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     op = _resolve_op(op, None, "sparse_allreduce_async")
     t = tensor
     h_indices = allgather_async(t._indices().transpose(0, 1).contiguous(),
-                                name="%s.indices" % (name,))
-    h_values = allgather_async(t._values(), name="%s.values" % (name,))
+                                name="%s.indices" % (name,), process_set=process_set)
+    h_values = allgather_async(t._values(), name="%s.values" % (name,), process_set=process_set)
+    n = size() if _check_process_set(process_set) == 0 else process_set.size()
     done = []
 
     def handle():
@@ -729,7 +760,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
             values = synchronize(h_values)
             indices = synchronize(h_indices)
             if op == Average:
-                values = values / size()
+                values = values / n
             if indices.dim() == 0 or values.dim() == 0:
                 done.append(t.new().resize_as_(t))
             else:
@@ -756,9 +787,9 @@ def join(device=-1) -> int:
 
 
 def barrier(process_set=global_process_set):
-    """Returns when every rank has reached the barrier."""
-    _check_process_set(process_set)
-    h = _core.submit(_core.lib.plait_barrier_async, "barrier", None, None)
+    """Returns when every rank of process_set has reached the barrier."""
+    opts = _options(pset=_check_process_set(process_set, "barrier"))
+    h = _core.submit(_core.lib.plait_barrier_async, "barrier", opts, opts)
     try:
         h.wait()
     finally:

@@ -22,6 +22,7 @@ import torch
 from plait.torch.compression import Compression
 from plait.torch._handles import synchronize
 from plait.torch.basics import Adasum, Average, Max, Min, Product, Sum, global_process_set, size
+from plait.common.process_sets import _id as _process_set_id
 from plait.torch.mpi_ops import allreduce_async_, grouped_allreduce_async_, sparse_allreduce_async
 
 # Horovod's wording, kept so that code matching on it keeps working.
@@ -96,8 +97,9 @@ class _DistributedOptimizer:
         self._plait_unit_of = {p: u for u in self._plait_units for p in u}
         self._plait_ready = {u: set() for u in self._plait_units}
 
-        # One rank has nothing to reduce with (Horovod skips the hooks too).
-        self._plait_hooked = size() > 1
+        # One rank has nothing to reduce with, and a rank outside the process
+        # set takes no part (Horovod skips the hooks in both cases too).
+        self._plait_hooked = size() > 1 and bool(process_set.included())
         if self._plait_hooked:
             self._plait_register_hooks(where)
 
@@ -145,13 +147,17 @@ class _DistributedOptimizer:
     def _plait_make_units(self, groups, params, where):
         """The tuples of parameters reduced together: Horovod's `groups`."""
         reduced = self._plait_params
-        if groups is None:
+        if groups is None or not self.process_set.included():  # outside: nothing to reduce
             return [(p,) for p in reduced]
         if isinstance(groups, int):
             # The same split on every rank: rank 0's parameter order decides.
             from plait.torch.functions import broadcast_object
             mine = [self._plait_names[p] for p in reduced]
-            order = broadcast_object(mine, root_rank=0,
+            # rank 0 of the process set decides (Horovod asks rank 0 of the
+            # job, which may not be in the set)
+            ps = self.process_set
+            root = 0 if ps is global_process_set else ps.ranks[0]
+            order = broadcast_object(mine, root_rank=root, process_set=ps,
                                      name="DistributedOptimizer.parameter_order")
             if sorted(order) != sorted(mine):
                 raise ValueError("DistributedOptimizer: groups=%d needs the same parameter "
@@ -240,7 +246,8 @@ class _DistributedOptimizer:
         if len(unit) == 1 and tensors[0].is_sparse:
             # Horovod's sparse allreduce: indices and values allgathered
             # (no compression, no predivide factor), a callable handle.
-            h = sparse_allreduce_async(tensors[0], name=self._plait_names[unit[0]], op=self.op)
+            h = sparse_allreduce_async(tensors[0], name=self._plait_names[unit[0]], op=self.op,
+                                       process_set=self.process_set)
             self._plait_handles[unit] = (h, tensors, [None])
             return
         for p, t in zip(unit, tensors):
@@ -257,11 +264,13 @@ class _DistributedOptimizer:
         op, pre, post = self._plait_scaling()
         if len(unit) == 1:
             h = allreduce_async_(sent[0], name=self._plait_names[unit[0]], op=op,
-                                 prescale_factor=pre, postscale_factor=post)
+                                 prescale_factor=pre, postscale_factor=post,
+                                 process_set=self.process_set)
         else:
             # Horovod names a group after its first parameter.
             h = grouped_allreduce_async_(sent, name=self._plait_names[unit[0]], op=op,
-                                         prescale_factor=pre, postscale_factor=post)
+                                         prescale_factor=pre, postscale_factor=post,
+                                         process_set=self.process_set)
         self._plait_handles[unit] = (h, sent, ctxs)
 
     @staticmethod
@@ -438,7 +447,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
             Horovod does, by allgathering every rank's indices and values
             (divided by size for Average), and p.grad becomes that
             uncoalesced sparse sum.
-        process_set: only the global process set exists in plait.
+        process_set: the ranks that average their gradients (a registered
+            ProcessSet; default: every rank). A rank outside it registers
+            no hooks and its synchronize() does nothing, as in Horovod.
 
     Returns:
         The distributed optimizer (an instance of a subclass of
@@ -449,9 +460,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                         % type(optimizer).__name__)
     if isinstance(optimizer, _DistributedOptimizer):
         raise ValueError("DistributedOptimizer: the optimizer is already a DistributedOptimizer")
-    if process_set is not None and process_set is not global_process_set:
-        raise NotImplementedError("DistributedOptimizer: plait has no process sets other "
-                                  "than the global one (got %r)" % (process_set,))
+    if process_set is None:
+        process_set = global_process_set
+    _process_set_id(process_set, "DistributedOptimizer")
     if op == Adasum:
         raise NotImplementedError("DistributedOptimizer: op=Adasum is not implemented by "
                                   "plait; use op=Average or op=Sum")
