@@ -17,6 +17,7 @@
 #include "engine/execute.h"
 #include "engine/handle.h"
 #include "util/log.h"
+#include "util/waitset.h"
 #include "control/messages.h"
 #include "engine/negotiate.h"
 #include "control/net.h"
@@ -41,6 +42,7 @@ typedef struct coord {
   double shutdown_sent_at;
   double last_cycle;
   struct pollfd *pfd;
+  plait_waitset_t waitset; /* rank 0: one socket per rank, waited on with epoll */
   /* liveness: when this rank last sent, and last heard from each rank */
   double last_sent;
   double *last_heard; /* rank 0: per rank; others: [0] is rank 0 */
@@ -442,7 +444,7 @@ static plait_result_t cycle(void) {
     else
       C.pfd[n++] = (struct pollfd){C.ctrl->fds[0], POLLIN, 0};
   }
-  int ready = poll(C.pfd, (nfds_t)n, poll_timeout_ms());
+  int ready = plait_waitset_poll(&C.waitset, C.pfd, n, poll_timeout_ms());
   apply_tuning();
   if (ready < 0 && errno != EINTR)
     return plait_error(PLAIT_ERR_SYSTEM, "coordinator poll failed: %s", strerror(errno));
@@ -580,6 +582,7 @@ plait_result_t plait_coord_start(const plait_coord_args_t *a) {
   C.size = a->size;
   C.t = a->transport;
   C.ended_by = -1;
+  plait_waitset_init(&C.waitset);
   plait_stats_clear();
   PLAIT_CHECK(plait_table_open(&C.table));
   plait_result_t rc = plait_cache_init(&C.cache, (int)(a->cfg->cache_capacity > 1 << 24
@@ -630,5 +633,6 @@ void plait_coord_stop(void) {
   plait_table_destroy(&C.table);
   free(C.pfd);
   free(C.last_heard);
+  plait_waitset_free(&C.waitset);
   C.started = 0;
 }
