@@ -11,6 +11,7 @@ transport's latency. Printed per N, from plait_stats:
 
   init_s       rank 0's plait_init (the slowest rank's in brackets)
   op_ms        wall time per allreduce at rank 0
+  cpu_ms       rank 0's CPU time (all threads, user + system) per allreduce
   neg_ms       rank 0's negotiation time per allreduce (negotiate_s / ops)
   neg_us/rank  the same divided by N - 1: flat while the star costs linearly
   ctl_B/op r0  control bytes rank 0 sends per allreduce (to all ranks)
@@ -27,6 +28,7 @@ import json
 import os
 import resource
 import secrets
+import signal
 import socket
 import statistics
 import subprocess
@@ -91,11 +93,10 @@ def run_point(args, transport, n):
         os.close(go_w)
         go_w = -1
         deadline = time.monotonic() + args.job_timeout
-        for p in procs:
-            try:
-                p.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                break
+        while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+            if any(p.poll() not in (None, 0) for p in procs):  # one failed: the rest soon
+                deadline = min(deadline, time.monotonic() + args.fail_grace)
+            time.sleep(0.2)
         job_s = time.monotonic() - t0 - spawn_s
         bad = [(r, p.poll()) for r, p in enumerate(procs) if p.poll() != 0]
     finally:
@@ -113,7 +114,8 @@ def run_point(args, transport, n):
     if args.stderr:
         with open(args.stderr, "a") as f:
             f.write(errors)
-    rec = {"kind": "scale", "transport": transport, "ranks": n, "iters": args.iters,
+    rec = {"kind": "scale", "label": args.label, "transport": transport, "ranks": n,
+           "iters": args.iters,
            "spawn_s": round(spawn_s, 3), "job_s": round(job_s, 3)}
     if bad or len(lines) != n:
         rec["error"] = "%d of %d ranks failed or hung (first: %s); stderr: %s" % (
@@ -123,7 +125,7 @@ def run_point(args, transport, n):
     r0, others = by[0], [by[r] for r in range(1, n)]
     rec.update({
         "init_s": r0["init_s"], "init_s_max": max(x["init_s"] for x in lines),
-        "op_s": r0["op_s"], "negotiate_s": r0["negotiate_s"],
+        "op_s": r0["op_s"], "cpu_s": r0["cpu_s"], "negotiate_s": r0["negotiate_s"],
         "negotiate_s_per_rank": r0["negotiate_s"] / (n - 1),
         "control_bytes_rank0": r0["control_bytes"] / args.iters,
         "control_bytes_rank": statistics.median(x["control_bytes"] for x in others) / args.iters,
@@ -136,14 +138,15 @@ def run_point(args, transport, n):
 def row(rec):
     if "error" in rec:
         return "%-8s %5d  FAILED: %s" % (rec["transport"], rec["ranks"], rec["error"])
-    return "%-8s %5d %7.2f (%6.2f) %8.3f %8.3f %11.2f %11.0f %12.0f" % (
+    return "%-8s %5d %7.2f (%6.2f) %8.3f %8.3f %8.3f %11.2f %11.0f %12.0f" % (
         rec["transport"], rec["ranks"], rec["init_s"], rec["init_s_max"], rec["op_s"] * 1e3,
+        rec["cpu_s"] * 1e3,
         rec["negotiate_s"] * 1e3, rec["negotiate_s_per_rank"] * 1e6,
         rec["control_bytes_rank0"], rec["control_bytes_rank"])
 
 
-HEAD = "%-8s %5s %7s %8s %8s %8s %11s %11s %12s" % (
-    "", "ranks", "init_s", "(max)", "op_ms", "neg_ms", "neg_us/rank", "ctl_B/op r0",
+HEAD = "%-8s %5s %7s %8s %8s %8s %8s %11s %11s %12s" % (
+    "", "ranks", "init_s", "(max)", "op_ms", "cpu_ms", "neg_ms", "neg_us/rank", "ctl_B/op r0",
     "ctl_B/op r>0")
 
 
@@ -160,6 +163,7 @@ def plot(records, path):
         return
     panels = [("negotiate_s", 1e3, "rank 0 negotiation per allreduce (ms)"),
               ("op_s", 1e3, "wall time per tiny allreduce (ms)"),
+              ("cpu_s", 1e3, "rank 0 CPU per allreduce (ms)"),
               ("control_bytes_rank0", 1, "control bytes rank 0 sends per allreduce"),
               ("init_s", 1, "rank 0 plait_init (s)")]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8))
@@ -192,11 +196,14 @@ def main(argv):
     a.add_argument("--plait-timeout", type=float, default=300,
                    help="PLAIT_TIMEOUT_S and PLAIT_START_TIMEOUT_S (generous: 2 cores)")
     a.add_argument("--job-timeout", type=float, default=900, help="seconds per job")
+    a.add_argument("--fail-grace", type=float, default=60,
+                   help="once a rank failed, the others get this long before they are killed")
     a.add_argument("--rank0-env", action="append", default=[], metavar="VAR=VALUE",
                    help="set this for rank 0 only (e.g. PLAIT_LOG_LEVEL=debug)")
     a.add_argument("--rank0-wrap", help="run rank 0 under this command "
                    "(e.g. 'perf record -g -o rank0.data --')")
     a.add_argument("--stderr", help="write the ranks' stderr here")
+    a.add_argument("--label", default="", help="a label for the records (e.g. the build)")
     a.add_argument("--out", help="append the JSON records to this file")
     a.add_argument("--plot", help="write the plot here (PNG)")
     a.add_argument("--replot", help="only plot the records in this JSON lines file")
@@ -231,5 +238,11 @@ def main(argv):
     return 1 if any("error" in r for r in records) else 0
 
 
+def on_signal(signum, frame):
+    raise SystemExit(128 + signum)  # the finally blocks kill the ranks
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     sys.exit(main(sys.argv[1:]))

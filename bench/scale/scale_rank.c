@@ -9,17 +9,19 @@
  * SCALE_ITERS timed tiny allreduces, one at a time, and prints one JSON line
  * with its own figures (the driver reads them from a shared file):
  *
- *   {"rank":r,"size":n,"init_s":..,"op_s":..,"negotiate_s":..,
+ *   {"rank":r,"size":n,"init_s":..,"op_s":..,"cpu_s":..,"negotiate_s":..,
  *    "control_bytes":..,"control_messages":..,"cycles":..,"busy_cycles":..,
  *    "iters":..}
  *
- * op_s and negotiate_s are per operation (seconds), control_* totals over
- * the timed operations. Exit status 0, or 1 with the failure on stderr.
+ * op_s (wall), cpu_s (this process's CPU, all threads, user + system) and
+ * negotiate_s are per operation (seconds), control_* totals over the timed
+ * operations. Exit status 0, or 1 with the failure on stderr.
  */
 #define _GNU_SOURCE
 #include <plait/plait.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +39,14 @@ static int env_int(const char *name, int dflt) {
 static int fail(const char *what, plait_result_t rc) {
   fprintf(stderr, "scale_rank: %s: %s: %s\n", what, plait_result_name(rc), plait_last_error());
   return 1;
+}
+
+/* CPU seconds of this process (every thread), user and system */
+static double cpu_now(void) {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return (double)u.ru_utime.tv_sec + (double)u.ru_utime.tv_usec * 1e-6 +
+         (double)u.ru_stime.tv_sec + (double)u.ru_stime.tv_usec * 1e-6;
 }
 
 static plait_result_t tiny_allreduce(float *x) {
@@ -69,7 +79,7 @@ int main(void) {
   for (int i = 0; i < warmup; i++)
     if ((rc = tiny_allreduce(&x)) != PLAIT_SUCCESS) return fail("warm-up allreduce", rc);
   plait_stats_reset();
-  double t1 = mono();
+  double t1 = mono(), c1 = cpu_now();
   for (int i = 0; i < iters; i++) {
     x = 1;
     if ((rc = tiny_allreduce(&x)) != PLAIT_SUCCESS) return fail("allreduce", rc);
@@ -79,14 +89,16 @@ int main(void) {
     }
   }
   double op_s = (mono() - t1) / (iters ? iters : 1);
+  double cpu_s = (cpu_now() - c1) / (iters ? iters : 1);
   plait_stats_t st = {.struct_size = sizeof st};
   plait_stats(&st);
   char line[512];
   int len = snprintf(line, sizeof line,
-                     "{\"rank\":%d,\"size\":%d,\"init_s\":%.6f,\"op_s\":%.6g,\"negotiate_s\":%.6g,"
+                     "{\"rank\":%d,\"size\":%d,\"init_s\":%.6f,\"op_s\":%.6g,\"cpu_s\":%.6g,"
+                     "\"negotiate_s\":%.6g,"
                      "\"control_bytes\":%llu,\"control_messages\":%llu,\"cycles\":%llu,"
                      "\"busy_cycles\":%llu,\"iters\":%d}\n",
-                     rank, size, init_s, op_s, st.negotiate_s / (iters ? iters : 1),
+                     rank, size, init_s, op_s, cpu_s, st.negotiate_s / (iters ? iters : 1),
                      (unsigned long long)st.control_bytes, (unsigned long long)st.control_messages,
                      (unsigned long long)st.cycles, (unsigned long long)st.busy_cycles, iters);
   /* one write: lines of many ranks appended to one file do not interleave */
