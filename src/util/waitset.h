@@ -30,7 +30,9 @@ void plait_waitset_init(plait_waitset_t *ws);
  * POLLERR as poll would report them for events POLLIN), and the number of
  * entries with revents set is returned; 0 on timeout; -1 with errno on
  * failure (EINTR included). The descriptors may change between calls (the
- * set is rebuilt when they do); events must be POLLIN. */
+ * set is rebuilt when they do); events must be POLLIN. A descriptor closed
+ * and reopened under the same number needs plait_waitset_free first (epoll
+ * forgets the closed one; the coordinator's sockets live as long as it). */
 int plait_waitset_poll(plait_waitset_t *ws, struct pollfd *pfd, int n, int timeout_ms);
 
 /* Releases the epoll descriptor and memory; harmless on an unused set. */
