@@ -165,9 +165,10 @@ def plot(records, path):
               ("op_s", 1e3, "wall time per tiny allreduce (ms)"),
               ("cpu_s", 1e3, "rank 0 CPU per allreduce (ms)"),
               ("control_bytes_rank0", 1, "control bytes rank 0 sends per allreduce"),
+              ("control_bytes_rank", 1, "control bytes each other rank sends per allreduce"),
               ("init_s", 1, "rank 0 plait_init (s)")]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8))
-    for ax, (field, scale, title) in zip(axes, panels):
+    fig, axes = plt.subplots(2, 3, figsize=(12.6, 7.6))
+    for ax, (field, scale, title) in zip(axes.flat, panels):
         for tr in sorted({r["transport"] for r in good}):
             rs = sorted((r for r in good if r["transport"] == tr), key=lambda r: r["ranks"])
             xs = [r["ranks"] for r in rs]
