@@ -474,7 +474,8 @@ def main(argv):
           "margin %g s, hang after %g s, load %d, transports %s, languages %s" % (
               seed, seed, len(trials), args.ranks, args.timeout, args.margin, args.hang_after,
               args.load, ",".join(args.transports), ",".join(args.langs)), flush=True)
-    if not args.logs:
+    made_logs = not args.logs
+    if made_logs:
         args.logs = tempfile.mkdtemp(prefix="plait-chaos-%d-" % seed)
     os.makedirs(args.logs, exist_ok=True)
     print("chaos: the stderr of ranks with a problem is kept in %s" % args.logs)
@@ -497,6 +498,8 @@ def main(argv):
         stop_all()
         if out:
             out.close()
+        if made_logs and not os.listdir(args.logs):
+            os.rmdir(args.logs)  # nothing went wrong: leave nothing behind
     text, bad = summarize(args, records)
     print("chaos: summary (seed %d, %.0f s%s)" % (seed, time.monotonic() - t0,
                                                   ", under load %d" % args.load if args.load
