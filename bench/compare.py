@@ -6,8 +6,8 @@ ratios against plait, per workload.
 
 Input: JSON lines written during ci/bench's comparison rounds:
   - {"kind":"comparison","system","workload","median_s",...}: from
-    mpi_allreduce and examples/torch_bench.py;
-  - {"impl","workload","median_s",...}: from examples/horovod_bench.py
+    mpi_allreduce and bench/torch_bench.py;
+  - {"impl","workload","median_s",...}: from bench/horovod_bench.py
     (workloads fused, large, unfused);
   - plait-bench rows, turned into comparison rows here: a fusion row of the
     uniform-200x64K mix at one threshold -> workload "200x64K", system
@@ -43,7 +43,7 @@ def rows_from(path):
             kind = r.get("kind")
             if kind == "missing":
                 yield r.get("system", "?"), None, r.get("reason") or "no reason given"
-            elif kind is None and "impl" in r:  # examples/horovod_bench.py
+            elif kind is None and "impl" in r:  # bench/horovod_bench.py
                 work = {"fused": "200x64K", "large": "allreduce-64M",
                         "unfused": "200x64K-unfused"}.get(r["workload"], r["workload"])
                 if r["impl"] == "horovod":

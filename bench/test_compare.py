@@ -1,5 +1,5 @@
 """Tests for the comparison reports: bench/compare.py (ci/bench) and
-examples/horovod_bench.py --report (ci/bench-horovod) never leave a system
+bench/horovod_bench.py --report (ci/bench-horovod) never leave a system
 out silently. Run: /usr/bin/python3 -m pytest bench/test_compare.py
 
 The records written here are FAKE, made up to exercise the reports. They are
@@ -13,7 +13,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COMPARE = os.path.join(HERE, "compare.py")
-HVD_BENCH = os.path.join(os.path.dirname(HERE), "examples", "horovod_bench.py")
+HVD_BENCH = os.path.join(HERE, "horovod_bench.py")
 
 
 def write(tmp_path, rows):

@@ -1,5 +1,6 @@
 """What plait's coordinator did, as a few lines of text: shared by the
-PyTorch examples (torch_train.py, torch_synthetic_benchmark.py, torch_bench.py).
+PyTorch examples (torch_train.py, torch_synthetic_benchmark.py) and
+bench/torch_bench.py.
 
     import plait
     plait.stats_reset()

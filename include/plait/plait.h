@@ -15,7 +15,16 @@
  *    is an error (PLAIT_ERR_INVALID_ARGUMENT), never a crash.
  *  - Thread safety: every function may be called from any thread. plait_init()
  *    and plait_shutdown() must not race with each other.
+ *  - fork(): plait belongs to the process that called plait_init. In a child
+ *    forked after it, every call fails at once with PLAIT_ERR_NOT_INITIALIZED
+ *    (the message names the fork; plait_init there: PLAIT_ERR_UNSUPPORTED),
+ *    plait_is_initialized reports 0, and plait_shutdown (e.g. from an atexit
+ *    handler) touches none of the parent's connections.
  *  - Nothing in the library calls exit() or abort() on bad input.
+ *  - Structs that cross the ABI (plait_tensor_t, plait_op_options_t,
+ *    plait_stats_t) begin with struct_size and only ever grow: fields are
+ *    appended, never moved, removed or retyped. See "Size-prefixed structs"
+ *    below for what the library accepts.
  */
 #ifndef PLAIT_PLAIT_H
 #define PLAIT_PLAIT_H
@@ -263,9 +272,14 @@ PLAIT_API plait_result_t plait_config_dump(char *buf, size_t buf_size,
  * value written as in the environment ("4M", "2.5", "debug"), parsed as
  * strictly. The coordinator takes the new values up at the start of its next
  * cycle: operations negotiated from then on use them. The fusion threshold
- * decides fusion on rank 0 (which plans the fused responses) and sizes the
- * fusion buffer on every rank: set it on every rank, to the same value, at a
- * quiet moment (e.g. after a barrier). plait_config_dump shows the new value.
+ * and max tensor size are used where fusion is planned, on rank 0: rank 0's
+ * values decide which allreduces share one collective (a fused collective
+ * carries at most the threshold in bytes, each tensor counted rounded up to
+ * 64 bytes). They do not size any buffer: every rank's fusion buffer grows to
+ * the largest fused collective it has run and is reused. On the other ranks
+ * the threshold only enters plait_stats' fusion_capacity, so set it on every
+ * rank to the same value to keep the statistics comparable.
+ * plait_config_dump shows the new value.
  * Errors: PLAIT_ERR_NOT_INITIALIZED (before plait_init, set the environment
  * variable instead), PLAIT_ERR_CONFIG (a bad value, or not a plait
  * variable), PLAIT_ERR_UNSUPPORTED (a variable that cannot change while
@@ -291,6 +305,38 @@ PLAIT_API plait_result_t plait_config_help(char *buf, size_t buf_size,
 #define PLAIT_MAX_NAME 1024
 
 /*
+ * Size-prefixed structs. Each struct below begins with struct_size, which
+ * the caller sets to sizeof(the struct) as its header knows it (the *_INIT
+ * macros and plait_tensor_1d do it). Fields are only ever appended, so that a
+ * program and a library built from different versions of this header work
+ * together:
+ *
+ *  - Structs the library reads (plait_tensor_t, plait_op_options_t): any
+ *    struct_size from the struct's first published layout (PLAIT_*_SIZE_V1)
+ *    up is accepted. Fields the caller's struct is too small to hold take
+ *    their defaults (those of PLAIT_OP_OPTIONS_INIT; for plait_tensor_t the
+ *    ones the appended field's comment names). A struct_size below the first
+ *    layout is PLAIT_ERR_INVALID_ARGUMENT, naming the struct, the size given
+ *    and the minimum.
+ *  - A struct_size larger than this library knows (a program built against a
+ *    newer header) is accepted only if every byte the library does not know
+ *    is zero, i.e. the newer fields are left at their zero defaults (as
+ *    Linux's clone3/openat2 do). Otherwise the call fails with
+ *    PLAIT_ERR_UNSUPPORTED naming the first non-zero byte: the program asks
+ *    for something this library cannot do, and silently ignoring it could
+ *    e.g. run an operation on the wrong ranks. Initialize such structs with
+ *    their *_INIT macro or memset them to 0 before setting fields. A
+ *    struct_size over 4096 is refused as unset.
+ *  - Arrays of structs (the inputs and outputs of a grouped allreduce) are
+ *    laid out with a stride of the first element's struct_size; every
+ *    element must have the same struct_size.
+ *  - Structs the library writes (plait_stats_t; plait_tensor_t from
+ *    plait_tensor_1d and plait_handle_output, see there): the library writes
+ *    only the fields that fit in the caller's struct_size and leaves bytes it
+ *    does not know unchanged.
+ */
+
+/*
  * A tensor as the caller describes it. No pointers besides data, so it maps
  * directly onto a ctypes Structure. Element count = product of shape[0..ndim)
  * (1 for ndim 0). Memory is row-major and contiguous.
@@ -302,9 +348,19 @@ typedef struct plait_tensor {
   int32_t device;                /* PLAIT_DEVICE_HOST or a device index */
   int32_t ndim;                  /* 0 .. PLAIT_MAX_DIMS */
   int64_t shape[PLAIT_MAX_DIMS]; /* each >= 0 */
+  /* Fields appended later go here, each with its default for a struct whose
+   * struct_size ends before it. */
 } plait_tensor_t;
 
-/* Fills t for a host tensor of shape [count] (a helper for C callers). */
+/* Bytes of plait_tensor_t's first published layout (through shape). */
+#define PLAIT_TENSOR_SIZE_V1                                                   \
+  (offsetof(plait_tensor_t, shape) + sizeof(int64_t) * PLAIT_MAX_DIMS)
+
+/* Fills t for a host tensor of shape [count] (a helper for C callers).
+ * Writes the first layout only (PLAIT_TENSOR_SIZE_V1 bytes, struct_size set
+ * to that), so it is safe on a struct from any version of this header;
+ * fields appended later keep their defaults unless the caller sets them and
+ * struct_size = sizeof(plait_tensor_t) afterwards. */
 PLAIT_API plait_result_t plait_tensor_1d(plait_tensor_t *t, void *data, size_t count,
                                          plait_dtype_t dtype);
 
@@ -336,9 +392,14 @@ typedef struct plait_op_options {
   double postscale_factor; /* allreduce, reducescatter: output x factor after */
   plait_callback_fn callback;
   void *user_data;
+  /* Fields appended later go here, each with its default added at the end
+   * of PLAIT_OP_OPTIONS_INIT (the library defaults them from it). */
 } plait_op_options_t;
 
+/* The defaults; what a NULL opts means. */
 #define PLAIT_OP_OPTIONS_INIT {sizeof(plait_op_options_t), 1.0, 1.0, NULL, NULL}
+/* Bytes of plait_op_options_t's first published layout (through user_data). */
+#define PLAIT_OP_OPTIONS_SIZE_V1 (offsetof(plait_op_options_t, user_data) + sizeof(void *))
 
 /*
  * The operations. Every one:
@@ -440,7 +501,9 @@ PLAIT_API plait_result_t plait_release(plait_handle_t *handle);
 /* After completion: the output of an allgather, alltoall or reducescatter (or
  * the output tensor given to allreduce/broadcast). out->data points into
  * memory owned by the handle, valid until plait_release. PLAIT_ERR_INVALID_ARGUMENT
- * before completion. */
+ * before completion. Writes the first layout of plait_tensor_t only
+ * (PLAIT_TENSOR_SIZE_V1 bytes, out->struct_size set to that), so out may be a
+ * struct from any version of this header. */
 PLAIT_API plait_result_t plait_handle_output(plait_handle_t *handle, plait_tensor_t *out);
 
 /* After an alltoall: rows received from each rank; splits has room for size
@@ -468,18 +531,25 @@ typedef struct plait_stats {
   uint64_t fused_responses;  /* responses that carried more than one tensor */
   uint64_t fused_tensors;    /* tensors that travelled in fused responses */
   uint64_t fusion_bytes;     /* bytes that travelled through the fusion buffer */
-  uint64_t fusion_capacity;  /* sum over fused responses of the buffer's size
-                                (PLAIT_FUSION_THRESHOLD): fill = bytes / capacity */
+  uint64_t fusion_capacity;  /* sum over fused responses of this rank's
+                                PLAIT_FUSION_THRESHOLD (or the response's bytes
+                                if larger): fill = fusion_bytes / capacity */
   uint64_t control_messages; /* control-plane messages this rank sent */
   uint64_t control_bytes;    /* control-plane bytes this rank sent */
   double negotiate_s;        /* time in negotiation (this rank's view) */
   double copy_in_s;          /* copies into the fusion buffer (with prescale) */
   double transport_s;        /* time in the transport's collectives */
   double copy_out_s;         /* copies out of the fusion buffer (with postscale) */
+  /* Counters appended later go here. */
 } plait_stats_t;
 
-/* Copies the counters into *stats (stats->struct_size must be set; a smaller
- * struct from an older header gets the fields it has room for). */
+/* Bytes of plait_stats_t's first published layout (through copy_out_s). */
+#define PLAIT_STATS_SIZE_V1 (offsetof(plait_stats_t, copy_out_s) + sizeof(double))
+
+/* Copies the counters into *stats (stats->struct_size must be set, at least
+ * to hold the first counter; a smaller struct from an older header gets the
+ * fields it has room for, a larger one from a newer header keeps the bytes
+ * this library does not know unchanged). */
 PLAIT_API plait_result_t plait_stats(plait_stats_t *stats);
 /* Zeroes the counters. */
 PLAIT_API plait_result_t plait_stats_reset(void);

@@ -10,6 +10,15 @@
  *  - Every struct starts with its size (or, for the exported table, its ABI
  *    version and then its size). Fields are only ever appended; a reader checks
  *    the size before touching a field that was appended after version 1.
+ *  - A reader accepts any size from the struct's first layout up
+ *    (PLAIT_BOOTSTRAP_SIZE_V1, PLAIT_TRANSPORT_INIT_ARGS_SIZE_V1,
+ *    PLAIT_TRANSPORT_V1_MIN_SIZE) and refuses a smaller one with an error
+ *    naming the struct, the size and the minimum. Fields it does not know
+ *    (a larger size, from a newer writer) are ignored: unlike plait.h's
+ *    structs, nothing here asks the reader to do something. What a plugin
+ *    supports is declared by its own table, which the core reads first; the
+ *    core never relies on a plugin reading a field appended to the structs
+ *    it passes in.
  *  - A plugin never throws across the ABI, never calls exit() or abort(), and
  *    reports every failure as a plait_result_t plus a message it returns from
  *    last_error().
@@ -87,7 +96,12 @@ typedef struct plait_bootstrap {
   /* buf (bytes long on every rank) is replaced by root's. */
   plait_result_t (*broadcast)(void *ctx, void *buf, size_t bytes, int root);
   plait_result_t (*barrier)(void *ctx);
+  /* Fields appended later go here. */
 } plait_bootstrap_t;
+
+/* Bytes of plait_bootstrap_t's first layout (through barrier). */
+#define PLAIT_BOOTSTRAP_SIZE_V1                                                \
+  (offsetof(plait_bootstrap_t, barrier) + sizeof(plait_result_t (*)(void *)))
 
 /*
  * The core's reduction kernel: dst[i] = a[i] op b[i] for i < count. dst may be
@@ -131,7 +145,12 @@ typedef struct plait_transport_init_args {
   /* Numeric IP address (text) of this host on the network the control plane
    * uses: the address other ranks can reach this process at. */
   const char *host_address;
+  /* Fields appended later go here. */
 } plait_transport_init_args_t;
+
+/* Bytes of plait_transport_init_args_t's first layout (through host_address). */
+#define PLAIT_TRANSPORT_INIT_ARGS_SIZE_V1                                      \
+  (offsetof(plait_transport_init_args_t, host_address) + sizeof(const char *))
 
 /* Where a copy goes, for mem_copy. */
 typedef enum plait_copy_kind {

@@ -14,9 +14,9 @@
 #include <cstring>
 #include <limits>
 
-#include "dtypes.h"
 #include "errors.h"
 #include "ops.h"
+#include "plait/dtypes.h"
 
 namespace plait_gloo {
 
@@ -38,9 +38,9 @@ static size_t checked_sum(const char *what, const char *name, const size_t *v,
 }
 
 void check_reduction(const char *what, plait_dtype_t dtype, plait_op_t op) {
-  PLAIT_GLOO_REQUIRE(dtype_valid(dtype), "%s: dtype %d is not a plait dtype",
+  PLAIT_GLOO_REQUIRE(plait_dtype_valid_inline(dtype), "%s: dtype %d is not a plait dtype",
                      what, (int)dtype);
-  PLAIT_GLOO_REQUIRE(op_valid(op), "%s: op %d is not a plait op", what,
+  PLAIT_GLOO_REQUIRE(plait_op_valid_inline(op), "%s: op %d is not a plait op", what,
                      (int)op);
   PLAIT_GLOO_REQUIRE(!(dtype == PLAIT_BOOL && op == PLAIT_OP_AVERAGE),
                      "%s: op average is not defined for dtype bool (sum and "
@@ -73,10 +73,10 @@ static void set_allreduce_output(gloo::AllreduceOptions &opts, void *buf,
 void allreduce(State &s, void *buf, size_t count, plait_dtype_t dtype,
                plait_op_t op) {
   check_reduction("allreduce", dtype, op);
-  const size_t esize = dtype_size(dtype);
+  const size_t esize = plait_dtype_size_inline(dtype);
   PLAIT_GLOO_REQUIRE(count <= std::numeric_limits<size_t>::max() / esize,
                      "allreduce: count %zu of %s overflows size_t", count,
-                     dtype_name(dtype));
+                     plait_dtype_name_inline(dtype));
   PLAIT_GLOO_REQUIRE(buf != nullptr || count == 0,
                      "allreduce: buf is NULL but count is %zu", count);
   if (count == 0 || s.nranks == 1) return;  // AVERAGE over 1 rank: itself
@@ -96,12 +96,12 @@ void allreduce(State &s, void *buf, size_t count, plait_dtype_t dtype,
   gloo::allreduce(opts);
   if (kernel_rc != PLAIT_SUCCESS)
     fail(kernel_rc, "allreduce: the core's kernel failed to reduce %s %s (%s)",
-         dtype_name(dtype), op_name(reduce_op), result_name(kernel_rc));
+         plait_dtype_name_inline(dtype), plait_op_name_inline(reduce_op), plait_result_name_inline(kernel_rc));
   if (op == PLAIT_OP_AVERAGE) {
     plait_result_t rc = s.divide(dtype, buf, buf, count, (uint32_t)s.nranks);
     if (rc != PLAIT_SUCCESS)
       fail(rc, "allreduce: the core's kernel failed to divide %s by %d (%s)",
-           dtype_name(dtype), s.nranks, result_name(rc));
+           plait_dtype_name_inline(dtype), s.nranks, plait_result_name_inline(rc));
   }
 }
 

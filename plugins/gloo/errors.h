@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "peers.h"
+#include "plait/dtypes.h"  // plait_result_name_inline: no libplait to call
 #include "plait/plait.h"
 #include "state.h"
 
@@ -25,20 +26,6 @@ class Error : public std::runtime_error {
  private:
   plait_result_t code_;
 };
-
-// "PLAIT_ERR_PEER_LOST": the plugin does not link against libplait, so it
-// keeps its own copy of plait_result_name().
-inline const char *result_name(plait_result_t result) {
-  switch (result) {
-#define PLAIT_GLOO_RESULT_NAME_(name, value, message) \
-  case name:                                          \
-    return #name;
-    PLAIT_RESULT_LIST(PLAIT_GLOO_RESULT_NAME_)
-#undef PLAIT_GLOO_RESULT_NAME_
-    default:
-      return "PLAIT_RESULT_UNKNOWN";
-  }
-}
 
 std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

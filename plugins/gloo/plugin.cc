@@ -67,7 +67,9 @@ static plait_result_t gloo_init(const plait_transport_init_args_t *args,
     return PLAIT_ERR_INVALID_ARGUMENT;
   }
   double timeout_s =
-      args != nullptr && args->size >= sizeof *args ? args->timeout_s : 0;
+      args != nullptr && args->size >= PLAIT_TRANSPORT_INIT_ARGS_SIZE_V1
+          ? args->timeout_s
+          : 0;
   plait_gloo::PeerAddresses peers;
   // Also makes gloo's event-loop thread, started here, block SIGPIPE.
   plait_gloo::SigpipeGuard guard;
@@ -158,8 +160,6 @@ static plait_result_t gloo_mem_copy(void *state, void *dst, const void *src,
                [&] { plait_gloo::mem_copy(dst, src, bytes, kind); });
 }
 
-#define PLAIT_GLOO_ALL_DTYPES_(name, value, text, bytes) | PLAIT_DTYPE_BIT(name)
-#define PLAIT_GLOO_ALL_OPS_(name, value, text) | PLAIT_OP_BIT(name)
 
 // The one exported symbol (with -fvisibility=hidden and exports.map).
 #define PLAIT_GLOO_EXPORT __attribute__((visibility("default")))
@@ -172,8 +172,8 @@ const plait_transport_v1_t plait_transport_v1 = {
     /* caps */ PLAIT_CAP_HOST_MEMORY | PLAIT_CAP_ALLREDUCE |
         PLAIT_CAP_ALLGATHERV | PLAIT_CAP_BROADCAST | PLAIT_CAP_ALLTOALLV |
         PLAIT_CAP_REDUCESCATTER | PLAIT_CAP_BARRIER,
-    /* dtypes */ 0u PLAIT_DTYPE_LIST(PLAIT_GLOO_ALL_DTYPES_),
-    /* ops */ 0u PLAIT_OP_LIST(PLAIT_GLOO_ALL_OPS_),
+    /* dtypes */ PLAIT_DTYPE_MASK_ALL,
+    /* ops */ PLAIT_OP_MASK_ALL,
     /* init */ gloo_init,
     /* finalize */ gloo_finalize,
     /* last_error */ gloo_last_error,

@@ -11,9 +11,9 @@
 #include <limits>
 #include <memory>
 
-#include "dtypes.h"
 #include "errors.h"
 #include "ops.h"
+#include "plait/dtypes.h"
 
 namespace plait_gloo {
 
@@ -30,7 +30,7 @@ static Layout check_args(const State &s, const void *send, void *recv,
                          plait_op_t op) {
   check_reduction("reducescatter", dtype, op);
   PLAIT_GLOO_REQUIRE(counts != nullptr, "reducescatter: counts is NULL");
-  Layout l{dtype_size(dtype), 0, counts[s.rank]};
+  Layout l{plait_dtype_size_inline(dtype), 0, counts[s.rank]};
   const size_t max_elems = std::numeric_limits<size_t>::max() / l.esize;
   for (int r = 0; r < s.nranks; r++) {
     PLAIT_GLOO_REQUIRE(counts[r] <= max_elems - l.total,
@@ -58,7 +58,7 @@ static void kernel_check(plait_result_t rc, const char *what,
                          plait_dtype_t dtype) {
   if (rc != PLAIT_SUCCESS)
     fail(rc, "reducescatter: the core's kernel failed to %s %s (%s)", what,
-         dtype_name(dtype), result_name(rc));
+         plait_dtype_name_inline(dtype), plait_result_name_inline(rc));
 }
 
 void reducescatter(State &s, const void *send, void *recv, const size_t *counts,

@@ -30,9 +30,10 @@ namespace plait_gloo {
 
 static void check_init_args(const plait_transport_init_args_t *a) {
   PLAIT_GLOO_REQUIRE(a != nullptr, "init: args is NULL");
-  PLAIT_GLOO_REQUIRE(a->size >= sizeof(plait_transport_init_args_t),
-                     "init: args->size is %zu, version 1 needs at least %zu",
-                     a->size, sizeof(plait_transport_init_args_t));
+  PLAIT_GLOO_REQUIRE(a->size >= PLAIT_TRANSPORT_INIT_ARGS_SIZE_V1,
+                     "init: args->size is %zu, less than %zu, the first layout "
+                     "of plait_transport_init_args_t",
+                     a->size, PLAIT_TRANSPORT_INIT_ARGS_SIZE_V1);
   PLAIT_GLOO_REQUIRE(a->nranks >= 1 && a->rank >= 0 && a->rank < a->nranks,
                      "init: rank %d is not in [0, nranks = %d)", a->rank,
                      a->nranks);
@@ -41,9 +42,10 @@ static void check_init_args(const plait_transport_init_args_t *a) {
   if (a->nranks == 1) return;
   const plait_bootstrap_t *b = a->bootstrap;
   PLAIT_GLOO_REQUIRE(b != nullptr, "init: args->bootstrap is NULL");
-  PLAIT_GLOO_REQUIRE(b->size >= sizeof(plait_bootstrap_t),
-                     "init: bootstrap->size is %zu, version 1 needs %zu",
-                     b->size, sizeof(plait_bootstrap_t));
+  PLAIT_GLOO_REQUIRE(b->size >= PLAIT_BOOTSTRAP_SIZE_V1,
+                     "init: bootstrap->size is %zu, less than %zu, the first "
+                     "layout of plait_bootstrap_t",
+                     b->size, PLAIT_BOOTSTRAP_SIZE_V1);
   PLAIT_GLOO_REQUIRE(b->allgather != nullptr,
                      "init: bootstrap->allgather is NULL");
   PLAIT_GLOO_REQUIRE(b->rank == a->rank && b->nranks == a->nranks,

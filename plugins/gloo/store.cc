@@ -90,7 +90,7 @@ void BootstrapStore::exchange(const std::string &key,
                                             sizeof my_len, lens.data());
   if (rc != PLAIT_SUCCESS)
     fail(rc, "gloo store: bootstrap allgather of lengths failed (%s)",
-         result_name(rc));
+         plait_result_name_inline(rc));
   uint64_t longest = 0;
   for (uint64_t l : lens) longest = l > longest ? l : longest;
   mine.resize((size_t)longest);
@@ -99,7 +99,7 @@ void BootstrapStore::exchange(const std::string &key,
                              all.data());
   if (rc != PLAIT_SUCCESS)
     fail(rc, "gloo store: bootstrap allgather of %llu bytes failed (%s)",
-         (unsigned long long)longest, result_name(rc));
+         (unsigned long long)longest, plait_result_name_inline(rc));
   for (int r = 0; r < n; r++) {
     if (r == bootstrap_->rank) continue;
     decode(all.data() + (size_t)r * longest, (size_t)lens[(size_t)r], r,

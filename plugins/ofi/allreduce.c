@@ -9,21 +9,9 @@
 #include "coll.h"
 #include "errors.h"
 
-#define OFI_DTYPE_SIZE_(name, value, text, bytes) \
-  case name:                                      \
-    return bytes;
-
-size_t ofi_dtype_size(plait_dtype_t dtype) {
-  switch (dtype) {
-    PLAIT_DTYPE_LIST(OFI_DTYPE_SIZE_)
-    default:
-      return 0;
-  }
-}
-
 static plait_result_t ring_allreduce(ofi_state_t *st, void *buf, size_t count,
                                      plait_dtype_t dtype, plait_op_t op) {
-  size_t n = (size_t)st->nranks, es = ofi_dtype_size(dtype);
+  size_t n = (size_t)st->nranks, es = plait_dtype_size_inline(dtype);
   size_t *off = malloc(2 * n * sizeof *off);
   if (!off) return ofi_fail(st, PLAIT_ERR_NO_MEMORY, "out of memory");
   size_t *len = off + n;
@@ -37,7 +25,7 @@ static plait_result_t ring_allreduce(ofi_state_t *st, void *buf, size_t count,
 plait_result_t ofi_allreduce(ofi_state_t *st, void *buf, size_t count, plait_dtype_t dtype,
                              plait_op_t op) {
   if (st->nranks == 1 || count == 0) return PLAIT_SUCCESS;
-  size_t bytes = count * ofi_dtype_size(dtype);
+  size_t bytes = count * plait_dtype_size_inline(dtype);
   if (ofi_allreduce_small(st, bytes))
     return ofi_allreduce_rd(st, buf, count, dtype, op);
   return ring_allreduce(st, buf, count, dtype, op);

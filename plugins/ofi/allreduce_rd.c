@@ -33,7 +33,7 @@ static plait_result_t combine(ofi_state_t *st, plait_dtype_t dtype, plait_op_t o
                                    : st->reduce(dtype, op, buf, buf, tmp, count);
   if (rc)
     return ofi_break(st, rc, "the core's reduction kernel failed on %zu elements (%s)", count,
-                     ofi_result_name(rc));
+                     plait_result_name_inline(rc));
   return PLAIT_SUCCESS;
 }
 
@@ -43,7 +43,7 @@ static plait_result_t run(ofi_state_t *st, void *buf, void *tmp, size_t count,
   int n = st->nranks, r = st->rank, p = 1;
   while (p * 2 <= n) p *= 2;
   int extra = n - p, vr;
-  size_t bytes = count * ofi_dtype_size(dtype);
+  size_t bytes = count * plait_dtype_size_inline(dtype);
   if (r < 2 * extra) {
     if (r % 2 == 0) { /* hand over, sit out, get the result */
       OFI_CHECK(exchange(st, r + 1, buf, tmp, bytes, db, dt, 0, 1, 0));
@@ -66,7 +66,7 @@ static plait_result_t run(ofi_state_t *st, void *buf, void *tmp, size_t count,
     plait_result_t rc = st->divide(dtype, buf, buf, count, (uint32_t)n);
     if (rc)
       return ofi_break(st, rc, "the core's divide kernel failed on %zu elements (%s)", count,
-                       ofi_result_name(rc));
+                       plait_result_name_inline(rc));
   }
   if (r < 2 * extra) /* odd: give the result back */
     OFI_CHECK(exchange(st, r - 1, buf, tmp, bytes, db, dt, OFI_TAG_ID_MAX, 1, 0));
@@ -75,7 +75,7 @@ static plait_result_t run(ofi_state_t *st, void *buf, void *tmp, size_t count,
 
 plait_result_t ofi_allreduce_rd(ofi_state_t *st, void *buf, size_t count, plait_dtype_t dtype,
                                 plait_op_t op) {
-  size_t bytes = count * ofi_dtype_size(dtype);
+  size_t bytes = count * plait_dtype_size_inline(dtype);
   OFI_CHECK(ofi_scratch_reserve(st, &st->tmp, bytes));
   ofi_desc_t db, dt;
   OFI_CHECK(ofi_mr_acquire(st, buf, bytes, &db));

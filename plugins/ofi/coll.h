@@ -73,7 +73,4 @@ plait_result_t ofi_barrier(ofi_state_t *st);
  * (within any provider's queues) and the batches match up across ranks. */
 #define OFI_DIRECT_BATCH 32
 
-/* Size of a dtype (the plugin does not link libplait). */
-size_t ofi_dtype_size(plait_dtype_t dtype);
-
 #endif

@@ -58,15 +58,3 @@ plait_result_t ofi_code(int e) {
       return PLAIT_ERR_TRANSPORT;
   }
 }
-
-const char *ofi_result_name(plait_result_t result) {
-  switch (result) {
-#define OFI_RESULT_NAME_(name, value, message) \
-  case name:                                  \
-    return #name;
-    PLAIT_RESULT_LIST(OFI_RESULT_NAME_)
-#undef OFI_RESULT_NAME_
-    default:
-      return "PLAIT_RESULT_UNKNOWN";
-  }
-}

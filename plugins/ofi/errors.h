@@ -6,6 +6,7 @@
 #ifndef PLAIT_OFI_ERRORS_H
 #define PLAIT_OFI_ERRORS_H
 
+#include "plait/dtypes.h" /* plait_result_name_inline: no libplait to call */
 #include "state.h"
 
 #define OFI_LOG(st, level, ...)                                                \
@@ -32,10 +33,6 @@ plait_result_t ofi_break(ofi_state_t *st, plait_result_t code, const char *fmt, 
  * fi_cq_err_entry.err): a lost connection is PLAIT_ERR_PEER_LOST, the rest
  * PLAIT_ERR_TRANSPORT. */
 plait_result_t ofi_code(int fi_errno);
-
-/* "PLAIT_ERR_PEER_LOST": the plugin does not link libplait, so it keeps its
- * own copy of plait_result_name(). */
-const char *ofi_result_name(plait_result_t result);
 
 #define OFI_REQUIRE(st, cond, ...)                                             \
   do {                                                                         \

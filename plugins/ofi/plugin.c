@@ -33,12 +33,9 @@ static plait_result_t null_state(const char *what) {
                     "the ofi endpoint failed earlier and cannot be used: %s",  \
                     st->broken_msg);
 
-static int dtype_valid(plait_dtype_t d) { return (unsigned)d < PLAIT_DTYPE_COUNT_; }
-static int op_valid(plait_op_t o) { return (unsigned)o < PLAIT_OP_COUNT_; }
-
 static plait_result_t check_reduction(ofi_state_t *st, plait_dtype_t dtype, plait_op_t op) {
-  OFI_REQUIRE(st, dtype_valid(dtype), "dtype %d is not a plait dtype", (int)dtype);
-  OFI_REQUIRE(st, op_valid(op), "op %d is not a plait op", (int)op);
+  OFI_REQUIRE(st, plait_dtype_valid_inline(dtype), "dtype %d is not a plait dtype", (int)dtype);
+  OFI_REQUIRE(st, plait_op_valid_inline(op), "op %d is not a plait op", (int)op);
   OFI_REQUIRE(st, !(dtype == PLAIT_BOOL && op == PLAIT_OP_AVERAGE),
               "op average is not defined for dtype bool (sum and max are logical or, min "
               "and product logical and)");
@@ -82,7 +79,7 @@ static plait_result_t entry_allreduce(void *state, void *buf, size_t count, plai
                                       plait_op_t op) {
   ENTER(state, "allreduce");
   OFI_CHECK(check_reduction(st, dtype, op));
-  size_t es = ofi_dtype_size(dtype);
+  size_t es = plait_dtype_size_inline(dtype);
   OFI_REQUIRE(st, count <= SIZE_MAX / es, "count %zu of %zu-byte elements overflows size_t",
               count, es);
   OFI_REQUIRE(st, buf != NULL || count == 0, "buf is NULL but count is %zu", count);
@@ -133,7 +130,7 @@ static plait_result_t entry_reducescatter(void *state, const void *send, void *r
   ENTER(state, "reducescatter");
   OFI_CHECK(check_reduction(st, dtype, op));
   OFI_REQUIRE(st, counts != NULL, "counts is NULL");
-  size_t es = ofi_dtype_size(dtype), total = 0, mine = counts[st->rank];
+  size_t es = plait_dtype_size_inline(dtype), total = 0, mine = counts[st->rank];
   for (int r = 0; r < st->nranks; r++) {
     OFI_REQUIRE(st, counts[r] <= SIZE_MAX / es - total, "the sum of counts[] overflows");
     total += counts[r];
@@ -178,9 +175,6 @@ static plait_result_t entry_mem_copy(void *state, void *dst, const void *src, si
   return ofi_mem_copy(st, dst, src, bytes, kind);
 }
 
-#define OFI_ALL_DTYPES_(name, value, text, bytes) | PLAIT_DTYPE_BIT(name)
-#define OFI_ALL_OPS_(name, value, text) | PLAIT_OP_BIT(name)
-
 /* What the collectives would run for `bytes` in all (the parts of the split
  * collectives taken as equal). */
 static const char *entry_algorithm(void *state, uint64_t collective, uint64_t bytes) {
@@ -213,8 +207,8 @@ const plait_transport_v1_t plait_transport_v1 = {
     .caps = PLAIT_CAP_HOST_MEMORY | PLAIT_CAP_ALLREDUCE | PLAIT_CAP_ALLGATHERV |
             PLAIT_CAP_BROADCAST | PLAIT_CAP_ALLTOALLV | PLAIT_CAP_REDUCESCATTER |
             PLAIT_CAP_BARRIER,
-    .dtypes = 0u PLAIT_DTYPE_LIST(OFI_ALL_DTYPES_),
-    .ops = 0u PLAIT_OP_LIST(OFI_ALL_OPS_),
+    .dtypes = PLAIT_DTYPE_MASK_ALL,
+    .ops = PLAIT_OP_MASK_ALL,
     .init = ofi_init,
     .finalize = ofi_finalize,
     .last_error = ofi_last_error,

@@ -17,7 +17,7 @@
 static plait_result_t finish(ofi_state_t *st, plait_result_t rc, size_t count) {
   if (rc)
     return ofi_break(st, rc, "the core's reduction kernel failed on %zu elements (%s)", count,
-                     ofi_result_name(rc));
+                     plait_result_name_inline(rc));
   return PLAIT_SUCCESS;
 }
 
@@ -64,7 +64,7 @@ static plait_result_t direct(ofi_state_t *st, const char *send, char *recv, cons
 plait_result_t ofi_reducescatter(ofi_state_t *st, const void *send, void *recv,
                                  const size_t *counts, plait_dtype_t dtype, plait_op_t op) {
   int n = st->nranks;
-  size_t es = ofi_dtype_size(dtype), total = 0, largest = 0;
+  size_t es = plait_dtype_size_inline(dtype), total = 0, largest = 0;
   size_t *off = malloc(2 * (size_t)n * sizeof *off);
   if (!off) return ofi_fail(st, PLAIT_ERR_NO_MEMORY, "out of memory");
   size_t *len = off + n;

@@ -155,7 +155,7 @@ static plait_result_t reduce_chunk(ring_run_t *x, const ofi_req_t *q) {
     rc = x->st->divide(g->dtype, dst, dst, count, (uint32_t)x->n);
   if (rc)
     return ofi_break(x->st, rc, "the core's reduction kernel failed on %zu elements (%s)",
-                     count, ofi_result_name(rc));
+                     count, plait_result_name_inline(rc));
   return PLAIT_SUCCESS;
 }
 

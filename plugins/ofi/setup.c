@@ -284,9 +284,13 @@ static plait_result_t start(start_ctx_t *c) {
              "PLAIT_OFI_WINDOW, PLAIT_OFI_MR and PLAIT_OFI_{ALLREDUCE,ALLGATHERV,"
              "REDUCESCATTER}_RING_MIN, PLAIT_OFI_BROADCAST_CHAIN_MIN)", unknown);
   if (st->nranks == 1) return PLAIT_SUCCESS; /* every collective is local */
-  if (!a->bootstrap || a->bootstrap->size < sizeof *a->bootstrap || !a->bootstrap->allgather ||
-      !a->bootstrap->broadcast)
-    SETUP_FAIL(c, PLAIT_ERR_INVALID_ARGUMENT, "init: args->bootstrap is missing or too small");
+  if (!a->bootstrap) SETUP_FAIL(c, PLAIT_ERR_INVALID_ARGUMENT, "init: args->bootstrap is NULL");
+  if (a->bootstrap->size < PLAIT_BOOTSTRAP_SIZE_V1)
+    SETUP_FAIL(c, PLAIT_ERR_INVALID_ARGUMENT, "init: bootstrap->size is %zu, less than %zu, the "
+               "first layout of plait_bootstrap_t", a->bootstrap->size,
+               (size_t)PLAIT_BOOTSTRAP_SIZE_V1);
+  if (!a->bootstrap->allgather || !a->bootstrap->broadcast)
+    SETUP_FAIL(c, PLAIT_ERR_INVALID_ARGUMENT, "init: bootstrap->allgather or broadcast is NULL");
   if ((rc = agree_tunables(c))) return rc;
   pin_libfabric();
   if ((rc = choose(c, &st->info))) return rc;
@@ -297,9 +301,10 @@ static plait_result_t start(start_ctx_t *c) {
 
 plait_result_t ofi_start(const plait_transport_init_args_t *args, ofi_state_t **out, char *err,
                          size_t err_len) {
-  if (!args || args->size < sizeof *args) {
-    snprintf(err, err_len, "init: args is NULL or older than this plugin (size %zu, needs %zu)",
-             args ? args->size : 0, sizeof *args);
+  if (!args || args->size < PLAIT_TRANSPORT_INIT_ARGS_SIZE_V1) {
+    snprintf(err, err_len, "init: args is NULL or its size %zu is less than %zu, the first "
+             "layout of plait_transport_init_args_t", args ? args->size : 0,
+             (size_t)PLAIT_TRANSPORT_INIT_ARGS_SIZE_V1);
     return PLAIT_ERR_INVALID_ARGUMENT;
   }
   if (args->nranks < 1 || args->rank < 0 || args->rank >= args->nranks || !args->reduce ||

@@ -4,10 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/coordinator.h"
+#include "api/current.h"
+#include "api/struct_size.h"
 #include "util/error.h"
 #include "engine/handle.h"
-#include "control/net.h"
+#include "util/clock.h"
 #include "plait/transport.h"
 #include "engine/timeline.h"
 
@@ -18,8 +19,8 @@ PLAIT_API plait_result_t plait_tensor_1d(plait_tensor_t *t, void *data, size_t c
   if (!t) return BAD("plait_tensor_1d: t is NULL");
   if (!plait_dtype_name(dtype)) return BAD("plait_tensor_1d: dtype %d is not a plait_dtype_t", dtype);
   if (count > (size_t)INT64_MAX) return BAD("plait_tensor_1d: count %zu is too large", count);
-  memset(t, 0, sizeof *t);
-  t->struct_size = sizeof *t;
+  memset(t, 0, PLAIT_TENSOR_SIZE_V1); /* the first layout: safe on any caller's struct */
+  t->struct_size = PLAIT_TENSOR_SIZE_V1;
   t->data = data;
   t->dtype = dtype;
   t->device = PLAIT_DEVICE_HOST;
@@ -38,13 +39,14 @@ static plait_result_t check_name(const char *fn, const char *name) {
   return PLAIT_SUCCESS;
 }
 
-/* Checks a tensor and fills the shared parts of meta. */
-static plait_result_t check_tensor(const char *fn, const char *what, const plait_tensor_t *t,
+/* Checks a tensor and fills the shared parts of meta. *tp is read (any size
+ * from its first layout up) into copy and then points to it. */
+static plait_result_t check_tensor(const char *fn, const plait_engine_t *e, const char *what,
+                                   const plait_tensor_t **tp, plait_tensor_t *copy,
                                    plait_meta_t *meta) {
-  if (!t) return BAD("%s: %s is NULL", fn, what);
-  if (t->struct_size < sizeof(plait_tensor_t))
-    return BAD("%s: %s->struct_size is %zu, expected sizeof(plait_tensor_t) = %zu", fn, what,
-               t->struct_size, sizeof(plait_tensor_t));
+  if (!*tp) return BAD("%s: %s is NULL", fn, what);
+  PLAIT_CHECK(plait_tensor_read(fn, what, *tp, copy));
+  const plait_tensor_t *t = *tp = copy;
   if (!plait_dtype_name(t->dtype)) return BAD("%s: %s->dtype %d is not a plait_dtype_t", fn, what, t->dtype);
   if (t->ndim < 0 || t->ndim > PLAIT_MAX_DIMS)
     return BAD("%s: %s->ndim %d is not in 0..%d", fn, what, t->ndim, PLAIT_MAX_DIMS);
@@ -59,7 +61,7 @@ static plait_result_t check_tensor(const char *fn, const char *what, const plait
     count *= t->shape[i];
   }
   if (count > 0 && !t->data) return BAD("%s: %s->data is NULL with %lld elements", fn, what, (long long)count);
-  if (t->device != PLAIT_DEVICE_HOST && !(plait_coord_caps() & PLAIT_CAP_DEVICE_MEMORY))
+  if (t->device != PLAIT_DEVICE_HOST && !(e->plugin.table->caps & PLAIT_CAP_DEVICE_MEMORY))
     return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: %s is on device %d but the transport handles "
                        "host memory only (choose one with PLAIT_TRANSPORT, e.g. nccl)", fn, what,
                        t->device);
@@ -72,16 +74,15 @@ static plait_result_t check_tensor(const char *fn, const char *what, const plait
   return PLAIT_SUCCESS;
 }
 
-static plait_result_t check_common(const char *fn, const plait_op_options_t *opts,
+/* *opts (NULL or any size from its first layout up) is read over the
+ * defaults into copy and then points to it. */
+static plait_result_t check_common(const char *fn, const plait_engine_t *e,
+                                   const plait_op_options_t **opts, plait_op_options_t *copy,
                                    plait_handle_t **handle) {
   if (!handle) return BAD("%s: handle is NULL", fn);
-  if (opts && opts->struct_size < sizeof(plait_op_options_t))
-    return BAD("%s: opts->struct_size is %zu, expected sizeof(plait_op_options_t) = %zu", fn,
-               opts->struct_size, sizeof(plait_op_options_t));
-  if (!plait_coord_size())
-    return plait_error(PLAIT_ERR_NOT_INITIALIZED, "%s: plait is not initialized (call plait_init "
-                       "first)", fn);
-  return PLAIT_SUCCESS;
+  PLAIT_CHECK(plait_op_options_read(fn, *opts, copy));
+  *opts = copy;
+  return plait_api_check(fn, e);
 }
 
 static plait_result_t check_reduction(const char *fn, plait_dtype_t dtype, int device,
@@ -118,15 +119,16 @@ static plait_entry_t *new_entry(const char *name, const plait_meta_t *meta) {
 }
 
 /* Submits n entries under one new handle; frees everything on failure. */
-static plait_result_t submit_as(const char *fn, plait_entry_t **es, int n, plait_coll_t coll,
-                                const plait_op_options_t *opts, plait_handle_t **handle) {
+static plait_result_t submit_as(const char *fn, plait_engine_t *e, plait_entry_t **es, int n,
+                                plait_coll_t coll, const plait_op_options_t *opts,
+                                plait_handle_t **handle) {
   plait_handle_t *h = plait_handle_new(coll, n, opts);
   plait_result_t rc = h ? PLAIT_SUCCESS : plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
   for (int i = 0; i < n && rc == PLAIT_SUCCESS; i++) {
     if (!es[i]) rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     else es[i]->handle = h, es[i]->index = i;
   }
-  if (rc == PLAIT_SUCCESS && (rc = plait_coord_submit(es, n)) != PLAIT_SUCCESS &&
+  if (rc == PLAIT_SUCCESS && (rc = plait_engine_submit(e, es, n)) != PLAIT_SUCCESS &&
       strncmp(plait_last_error(), fn, strlen(fn)))
     plait_error_context(rc, "%s", fn);
   if (rc != PLAIT_SUCCESS) {
@@ -141,7 +143,7 @@ static plait_result_t submit_as(const char *fn, plait_entry_t **es, int n, plait
   return PLAIT_SUCCESS;
 }
 
-#define submit(es, n, coll, opts, handle) submit_as(fn, es, n, coll, opts, handle)
+#define submit(es, n, coll, opts, handle) submit_as(fn, engine, es, n, coll, opts, handle)
 
 static plait_result_t same_shape(const char *fn, const plait_tensor_t *in, const plait_tensor_t *out) {
   if (in->dtype != out->dtype)
@@ -157,13 +159,15 @@ static plait_result_t same_shape(const char *fn, const plait_tensor_t *in, const
 }
 
 /* Builds one allreduce entry (shared by the single and grouped calls). */
-static plait_result_t allreduce_entry(const char *fn, const char *name, const plait_tensor_t *in,
+static plait_result_t allreduce_entry(const char *fn, const plait_engine_t *engine,
+                                      const char *name, const plait_tensor_t *in,
                                       const plait_tensor_t *out, plait_op_t op,
                                       const plait_op_options_t *opts, plait_entry_t **e) {
   plait_meta_t meta, ometa;
+  plait_tensor_t tin, tout;
   PLAIT_CHECK(check_name(fn, name));
-  PLAIT_CHECK(check_tensor(fn, "input", in, &meta));
-  PLAIT_CHECK(check_tensor(fn, "output", out, &ometa));
+  PLAIT_CHECK(check_tensor(fn, engine, "input", &in, &tin, &meta));
+  PLAIT_CHECK(check_tensor(fn, engine, "output", &out, &tout, &ometa));
   PLAIT_CHECK(same_shape(fn, in, out));
   PLAIT_CHECK(check_reduction(fn, in->dtype, in->device, op, opts, &meta));
   meta.coll = PLAIT_COLL_ALLREDUCE;
@@ -177,9 +181,11 @@ PLAIT_API plait_result_t plait_allreduce_async(const char *name, const plait_ten
                                                const plait_op_options_t *opts,
                                                plait_handle_t **handle) {
   static const char fn[] = "plait_allreduce_async";
-  PLAIT_CHECK(check_common(fn, opts, handle));
+  PLAIT_API_ENGINE(engine);
+  plait_op_options_t o;
+  PLAIT_CHECK(check_common(fn, engine, &opts, &o, handle));
   plait_entry_t *e = NULL;
-  PLAIT_CHECK(allreduce_entry(fn, name, input, output, op, opts, &e));
+  PLAIT_CHECK(allreduce_entry(fn, engine, name, input, output, op, opts, &e));
   return submit(&e, 1, PLAIT_COLL_ALLREDUCE, opts, handle);
 }
 
@@ -190,7 +196,9 @@ PLAIT_API plait_result_t plait_grouped_allreduce_async(size_t count, const char 
                                                        const plait_op_options_t *opts,
                                                        plait_handle_t **handle) {
   static const char fn[] = "plait_grouped_allreduce_async";
-  PLAIT_CHECK(check_common(fn, opts, handle));
+  PLAIT_API_ENGINE(engine);
+  plait_op_options_t o;
+  PLAIT_CHECK(check_common(fn, engine, &opts, &o, handle));
   if (count == 0 || count > 1000000) return BAD("%s: count %zu is not in 1..1000000", fn, count);
   if (!names || !inputs || !outputs)
     return BAD("%s: %s is NULL", fn, !names ? "names" : !inputs ? "inputs" : "outputs");
@@ -203,7 +211,11 @@ PLAIT_API plait_result_t plait_grouped_allreduce_async(size_t count, const char 
   for (size_t i = 0; i < count; i++)
     if (names[i] && (!key || strcmp(names[i], key) < 0)) key = names[i];
   for (size_t i = 0; i < count && rc == PLAIT_SUCCESS; i++) {
-    rc = allreduce_entry(fn, names[i], &inputs[i], &outputs[i], op, opts, &es[i]);
+    /* the arrays' stride is member 0's struct_size, checked with member 0 */
+    if (i == 0 || (!(rc = plait_tensor_member_check(fn, "input", inputs, i)) &&
+                   !(rc = plait_tensor_member_check(fn, "output", outputs, i))))
+      rc = allreduce_entry(fn, engine, names[i], plait_tensor_at(inputs, i),
+                           plait_tensor_at(outputs, i), op, opts, &es[i]);
     if (rc) plait_error_context(rc, "member %zu", i);
     else if (es[i] && !(es[i]->meta.group = strdup(key)))
       rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
@@ -220,10 +232,13 @@ PLAIT_API plait_result_t plait_allgather_async(const char *name, const plait_ten
                                                const plait_op_options_t *opts,
                                                plait_handle_t **handle) {
   static const char fn[] = "plait_allgather_async";
-  PLAIT_CHECK(check_common(fn, opts, handle));
+  PLAIT_API_ENGINE(engine);
+  plait_op_options_t o;
+  PLAIT_CHECK(check_common(fn, engine, &opts, &o, handle));
   plait_meta_t meta;
   PLAIT_CHECK(check_name(fn, name));
-  PLAIT_CHECK(check_tensor(fn, "input", input, &meta));
+  plait_tensor_t tin;
+  PLAIT_CHECK(check_tensor(fn, engine, "input", &input, &tin, &meta));
   if (input->ndim < 1) return BAD("%s: input is a scalar; allgather needs a first dimension", fn);
   if (input->device != PLAIT_DEVICE_HOST)
     return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
@@ -238,11 +253,14 @@ PLAIT_API plait_result_t plait_broadcast_async(const char *name, const plait_ten
                                                int root, const plait_op_options_t *opts,
                                                plait_handle_t **handle) {
   static const char fn[] = "plait_broadcast_async";
-  PLAIT_CHECK(check_common(fn, opts, handle));
+  PLAIT_API_ENGINE(engine);
+  plait_op_options_t o;
+  PLAIT_CHECK(check_common(fn, engine, &opts, &o, handle));
   plait_meta_t meta;
   PLAIT_CHECK(check_name(fn, name));
-  PLAIT_CHECK(check_tensor(fn, "tensor", tensor, &meta));
-  int size = plait_coord_size();
+  plait_tensor_t tt;
+  PLAIT_CHECK(check_tensor(fn, engine, "tensor", &tensor, &tt, &meta));
+  int size = engine->topo.size;
   if (root < 0 || root >= size) return BAD("%s: root %d is not a rank of this job of %d", fn, root, size);
   meta.coll = PLAIT_COLL_BROADCAST;
   meta.root = root;
@@ -256,15 +274,18 @@ PLAIT_API plait_result_t plait_alltoall_async(const char *name, const plait_tens
                                               const plait_op_options_t *opts,
                                               plait_handle_t **handle) {
   static const char fn[] = "plait_alltoall_async";
-  PLAIT_CHECK(check_common(fn, opts, handle));
+  PLAIT_API_ENGINE(engine);
+  plait_op_options_t o;
+  PLAIT_CHECK(check_common(fn, engine, &opts, &o, handle));
   plait_meta_t meta;
   PLAIT_CHECK(check_name(fn, name));
-  PLAIT_CHECK(check_tensor(fn, "input", input, &meta));
+  plait_tensor_t tin;
+  PLAIT_CHECK(check_tensor(fn, engine, "input", &input, &tin, &meta));
   if (input->ndim < 1) return BAD("%s: input is a scalar; alltoall needs a first dimension", fn);
   if (input->device != PLAIT_DEVICE_HOST)
     return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
                        "(plait allocates this output on the host)", fn);
-  int size = plait_coord_size();
+  int size = engine->topo.size;
   int64_t rows = input->shape[0], sum = 0;
   if (!splits && rows % size)
     return BAD("%s: splits is NULL but the first dimension %lld does not divide by %d ranks", fn,
@@ -296,10 +317,13 @@ PLAIT_API plait_result_t plait_reducescatter_async(const char *name, const plait
                                                    plait_op_t op, const plait_op_options_t *opts,
                                                    plait_handle_t **handle) {
   static const char fn[] = "plait_reducescatter_async";
-  PLAIT_CHECK(check_common(fn, opts, handle));
+  PLAIT_API_ENGINE(engine);
+  plait_op_options_t o;
+  PLAIT_CHECK(check_common(fn, engine, &opts, &o, handle));
   plait_meta_t meta;
   PLAIT_CHECK(check_name(fn, name));
-  PLAIT_CHECK(check_tensor(fn, "input", input, &meta));
+  plait_tensor_t tin;
+  PLAIT_CHECK(check_tensor(fn, engine, "input", &input, &tin, &meta));
   if (input->ndim < 1) return BAD("%s: input is a scalar; reducescatter needs a first dimension", fn);
   if (input->device != PLAIT_DEVICE_HOST)
     return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
@@ -313,7 +337,9 @@ PLAIT_API plait_result_t plait_reducescatter_async(const char *name, const plait
 
 static plait_result_t nameless(const char *fn, plait_coll_t coll, const plait_op_options_t *opts,
                                plait_handle_t **handle) {
-  PLAIT_CHECK(check_common(fn, opts, handle));
+  PLAIT_API_ENGINE(engine);
+  plait_op_options_t o;
+  PLAIT_CHECK(check_common(fn, engine, &opts, &o, handle));
   plait_meta_t meta;
   memset(&meta, 0, sizeof meta);
   meta.coll = (uint8_t)coll;

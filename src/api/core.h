@@ -1,5 +1,6 @@
-/* Internal: what the rest of the core (and the tests) may ask of the running
- * session. Not exported from libplait.so. */
+/* Internal: what tests and the transport benchmark may ask of the running
+ * engine (the core itself reaches it through api/current.h). Not exported
+ * from libplait.so. */
 #ifndef PLAIT_CORE_H
 #define PLAIT_CORE_H
 

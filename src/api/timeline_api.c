@@ -1,10 +1,9 @@
 /* The public timeline calls: plait_timeline_start and plait_timeline_stop
  * (include/plait/plait.h) over the internal timeline (timeline.h). */
 
-#include "api/core.h"
+#include "api/current.h"
 #include "util/error.h"
 #include "util/log.h"
-#include "engine/timeline.h"
 
 /*
  * Blocks while an active timeline is flushed and closed (the one it replaces)
@@ -14,14 +13,12 @@
  * active timeline then keeps running), PLAIT_ERR_NO_MEMORY.
  */
 PLAIT_API plait_result_t plait_timeline_start(const char *path) {
-  int rank = plait_core_rank();
-  if (rank < 0)
-    return plait_error(PLAIT_ERR_NOT_INITIALIZED,
-                       "plait_timeline_start: plait is not initialized (call plait_init first)");
+  PLAIT_API_ENGINE(e);
+  PLAIT_CHECK(plait_api_check("plait_timeline_start", e));
   if (!path || !*path)
     return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_timeline_start: path is %s",
                        path ? "empty" : "NULL");
-  plait_result_t rc = plait_tl_start(path, rank);
+  plait_result_t rc = plait_tl_start(e->timeline, path, e->topo.rank);
   if (rc != PLAIT_SUCCESS) return plait_error_context(rc, "plait_timeline_start");
   PLAIT_INFO("timeline", "writing the timeline to %s", path);
   return PLAIT_SUCCESS;
@@ -30,9 +27,8 @@ PLAIT_API plait_result_t plait_timeline_start(const char *path) {
 /* Flushes every queued event, closes the file (valid JSON) and returns.
  * Succeeds when no timeline runs. Errors: PLAIT_ERR_NOT_INITIALIZED. */
 PLAIT_API plait_result_t plait_timeline_stop(void) {
-  if (plait_core_rank() < 0)
-    return plait_error(PLAIT_ERR_NOT_INITIALIZED,
-                       "plait_timeline_stop: plait is not initialized (call plait_init first)");
-  plait_tl_stop();
+  PLAIT_API_ENGINE(e);
+  PLAIT_CHECK(plait_api_check("plait_timeline_stop", e));
+  plait_tl_stop(e->timeline);
   return PLAIT_SUCCESS;
 }

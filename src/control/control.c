@@ -287,6 +287,28 @@ out:
   return rc;
 }
 
+struct pollfd plait_control_pollfd(const plait_control_t *c, int peer) {
+  struct pollfd p = {c->fds ? c->fds[peer] : -1, POLLIN, 0};
+  return p;
+}
+
+int plait_control_readable(const plait_control_t *c, int peer) {
+  struct pollfd p = plait_control_pollfd(c, peer);
+  return poll(&p, 1, 0) > 0;
+}
+
+plait_result_t plait_control_recv_any(plait_control_t *c, int peer, double deadline,
+                                      const char *who, plait_frame_t *out) {
+  return plait_control_read_frame(c->fds[peer], PLAIT_WIRE_MAX_PAYLOAD, deadline, who, out);
+}
+
+plait_result_t plait_control_send_by(plait_control_t *c, int peer, const plait_writer_t *w,
+                                     double deadline) {
+  if (plait_net_write_full(c->fds[peer], w->data, w->len, deadline) != PLAIT_IO_OK)
+    return plait_error(PLAIT_ERR_PEER_LOST, "cannot send to rank %d", peer);
+  return PLAIT_SUCCESS;
+}
+
 void plait_control_close(plait_control_t *c) {
   if (c->fds) {
     int n = c->rank == 0 ? c->size : 1;

@@ -10,6 +10,7 @@
 #ifndef PLAIT_CONTROL_H
 #define PLAIT_CONTROL_H
 
+#include <poll.h>
 #include <stdint.h>
 
 #include "util/config.h"
@@ -63,6 +64,21 @@ plait_result_t plait_control_gather(plait_control_t *c, plait_msg_type_t type,
 /* Marks the control plane failed with the current last error; rank 0 sends
  * ABORT (code, message) to every rank still connected. Returns rc. */
 plait_result_t plait_control_fail(plait_control_t *c, plait_result_t rc);
+
+/* For a caller that waits on the control plane and its own descriptors in one
+ * poll(): a pollfd for input from peer (rank 0: any rank > 0; others: 0). */
+struct pollfd plait_control_pollfd(const plait_control_t *c, int peer);
+/* 1 when input from peer (a frame, or the connection closing) is waiting. */
+int plait_control_readable(const plait_control_t *c, int peer);
+
+/* While learning who failed, past the sticky failure: reads peer's next frame
+ * of any type by deadline (plait_now() seconds), naming `who` in errors; and
+ * sends a finished frame to peer by deadline (best effort: the result says
+ * whether it went). */
+plait_result_t plait_control_recv_any(plait_control_t *c, int peer, double deadline,
+                                      const char *who, plait_frame_t *out);
+plait_result_t plait_control_send_by(plait_control_t *c, int peer, const plait_writer_t *w,
+                                     double deadline);
 
 void plait_frame_free(plait_frame_t *f);
 void plait_control_close(plait_control_t *c);

@@ -10,6 +10,7 @@
 
 #include "control/auth.h"
 #include "control/control.h"
+#include "util/eintr.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "control/messages.h"
@@ -125,13 +126,13 @@ static void serve(plait_control_t *c, pending_t *p, admit_t *a) {
     uint8_t *dst = p->got < PLAIT_WIRE_HEADER_SIZE
                        ? p->hdr + p->got
                        : p->payload + (p->got - PLAIT_WIRE_HEADER_SIZE);
-    ssize_t n = read(p->fd, dst, want);
+    ssize_t n;
+    PLAIT_RETRY_EINTR(n, read(p->fd, dst, want));
     if (n == 0) {
       refuse(p, 0, "closed before authenticating");
       return;
     }
     if (n < 0) {
-      if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
       refuse(p, 0, strerror(errno));
       return;

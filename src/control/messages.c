@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "util/error.h"
-#include "engine/negotiation_msgs.h"
 
 plait_result_t plait_msg_encode_hello(plait_writer_t *w, const plait_msg_hello_t *m) {
   plait_wr_begin(w, PLAIT_MSG_HELLO);
@@ -195,18 +194,10 @@ plait_result_t plait_msg_decode_frame(const uint8_t *frame, size_t len) {
   case PLAIT_MSG_TOPOLOGY: return decode_any_topology(p, h.length);
   case PLAIT_MSG_BOOT_DATA: return plait_msg_decode_boot_data(p, h.length, &u.boot);
   case PLAIT_MSG_BOOT_RESULT: return plait_msg_decode_boot_result(p, h.length, &u.result);
-  case PLAIT_MSG_REQUESTS: {
-    plait_request_list_t l;
-    plait_result_t rc = plait_requests_decode(p, h.length, &l);
-    if (rc == PLAIT_SUCCESS) plait_requests_free(&l);
-    return rc;
-  }
-  case PLAIT_MSG_RESPONSES: {
-    plait_response_list_t l;
-    plait_result_t rc = plait_responses_decode(p, h.length, &l);
-    if (rc == PLAIT_SUCCESS) plait_responses_free(&l);
-    return rc;
-  }
+  case PLAIT_MSG_REQUESTS:
+  case PLAIT_MSG_RESPONSES:
+    return plait_error(PLAIT_ERR_PROTOCOL, "message type %u carries negotiation, which the "
+                       "engine decodes (plait_neg_decode_frame)", h.type);
   }
   return plait_error(PLAIT_ERR_PROTOCOL, "unknown message type %u", h.type);
 }

@@ -15,13 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
+#include "util/eintr.h"
 #include "util/error.h"
-
-double plait_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 plait_result_t plait_net_parse_hostport(const char *text, const char *what, char *host,
                                         size_t host_cap, int *port) {
@@ -174,32 +170,30 @@ void plait_net_peer_name(int fd, char *buf, size_t cap) {
 
 plait_result_t plait_net_accept(int listen_fd, int *fd_out, char *peer, size_t peer_cap) {
   *fd_out = -1;
-  for (;;) {
-    int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
-    if (fd >= 0) {
-      set_flags(fd);
-      plait_net_peer_name(fd, peer, peer_cap);
-      *fd_out = fd;
-      return PLAIT_SUCCESS;
-    }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED || errno == EPROTO)
-      return PLAIT_SUCCESS;
-    return plait_error(PLAIT_ERR_SYSTEM, "accept failed: %s", strerror(errno));
+  int fd;
+  PLAIT_RETRY_EINTR(fd, accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC));
+  if (fd >= 0) {
+    set_flags(fd);
+    plait_net_peer_name(fd, peer, peer_cap);
+    *fd_out = fd;
+    return PLAIT_SUCCESS;
   }
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED || errno == EPROTO)
+    return PLAIT_SUCCESS;
+  return plait_error(PLAIT_ERR_SYSTEM, "accept failed: %s", strerror(errno));
 }
 
 plait_io_t plait_net_read_full(int fd, void *buf, size_t n, double deadline) {
   char *p = buf;
   while (n > 0) {
-    ssize_t r = recv(fd, p, n, 0);
+    ssize_t r;
+    PLAIT_RETRY_EINTR(r, recv(fd, p, n, 0));
     if (r > 0) {
       p += r;
       n -= (size_t)r;
       continue;
     }
     if (r == 0) return PLAIT_IO_EOF;
-    if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return PLAIT_IO_ERROR;
     int w = wait_fd(fd, POLLIN, deadline);
     if (w == 0) return PLAIT_IO_TIMEOUT;
@@ -211,13 +205,13 @@ plait_io_t plait_net_read_full(int fd, void *buf, size_t n, double deadline) {
 plait_io_t plait_net_write_full(int fd, const void *buf, size_t n, double deadline) {
   const char *p = buf;
   while (n > 0) {
-    ssize_t r = send(fd, p, n, MSG_NOSIGNAL);
+    ssize_t r;
+    PLAIT_RETRY_EINTR(r, send(fd, p, n, MSG_NOSIGNAL));
     if (r >= 0) {
       p += r;
       n -= (size_t)r;
       continue;
     }
-    if (errno == EINTR) continue;
     if (errno == EPIPE) return PLAIT_IO_EOF;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return PLAIT_IO_ERROR;
     int w = wait_fd(fd, POLLOUT, deadline);

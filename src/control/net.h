@@ -6,9 +6,7 @@
 #include <stddef.h>
 
 #include "plait/plait.h"
-
-/* Monotonic clock in seconds. */
-double plait_now(void);
+#include "util/clock.h" /* deadlines are plait_now() seconds */
 
 /* Parses "host:port" or "[v6addr]:port". PLAIT_ERR_CONFIG naming `what` and
  * the text on bad input. */

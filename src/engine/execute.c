@@ -10,8 +10,8 @@
 #include "util/error.h"
 #include "engine/handle.h"
 #include "util/log.h"
-#include "engine/negotiate.h"
-#include "control/net.h"
+#include "engine/fusion.h"
+#include "util/clock.h"
 #include "util/reduce.h"
 #include "engine/stats.h"
 #include "engine/timeline.h"
@@ -48,15 +48,15 @@ void plait_exec_finish(plait_exec_t *x, plait_entry_t *e, plait_result_t rc, con
   plait_namemap_remove(x->local, e->name);
   plait_table_forget(x->table, e->name);
   if (rc != PLAIT_SUCCESS) { /* close whatever is open, innermost first */
-    plait_tl_end(e->name, x->activity[e->meta.coll <= PLAIT_COLL_MAX_ ? e->meta.coll : 0]);
-    plait_tl_end(e->name, "MEMCPY_IN_FUSION_BUFFER");
-    plait_tl_end(e->name, "MEMCPY_OUT_FUSION_BUFFER");
-    plait_tl_end(e->name, "QUEUE");
+    plait_tl_end(x->tl, e->name, x->activity[e->meta.coll <= PLAIT_COLL_MAX_ ? e->meta.coll : 0]);
+    plait_tl_end(x->tl, e->name, "MEMCPY_IN_FUSION_BUFFER");
+    plait_tl_end(x->tl, e->name, "MEMCPY_OUT_FUSION_BUFFER");
+    plait_tl_end(x->tl, e->name, "QUEUE");
   }
-  plait_tl_end(e->name, "NEGOTIATE"); /* ends that close nothing are ignored */
-  plait_stats_t *s = plait_stats_lock();
+  plait_tl_end(x->tl, e->name, "NEGOTIATE"); /* ends that close nothing are ignored */
+  plait_stats_t *s = plait_stats_lock(x->stats);
   s->tensors++;
-  plait_stats_unlock();
+  plait_stats_unlock(x->stats);
   plait_handle_t *h = e->handle;
   e->handle = NULL;
   plait_entry_free(e);
@@ -120,9 +120,9 @@ static plait_op_t wire_op(const plait_meta_t *m) {
   return m->op == PLAIT_OP_AVERAGE ? PLAIT_OP_SUM : (plait_op_t)m->op;
 }
 
-static void add_times(double in, double tr, double out, uint64_t bytes, int fused, int n,
-                      uint64_t cap) {
-  plait_stats_t *s = plait_stats_lock();
+static void add_times(plait_exec_t *x, double in, double tr, double out, uint64_t bytes,
+                      int fused, int n, uint64_t cap) {
+  plait_stats_t *s = plait_stats_lock(x->stats);
   s->copy_in_s += in;
   s->transport_s += tr;
   s->copy_out_s += out;
@@ -134,7 +134,7 @@ static void add_times(double in, double tr, double out, uint64_t bytes, int fuse
     s->fusion_bytes += bytes;
     s->fusion_capacity += cap;
   }
-  plait_stats_unlock();
+  plait_stats_unlock(x->stats);
 }
 
 /* One tensor: reduced in place in its output, no fusion buffer. */
@@ -143,23 +143,23 @@ static plait_result_t allreduce_single(plait_exec_t *x, plait_entry_t *e) {
   size_t count = (size_t)plait_meta_elements(m), bytes = count * plait_dtype_size(m->dtype);
   void *out = e->output.data;
   double t0 = plait_now();
-  plait_tl_begin(e->name, "MEMCPY_IN_FUSION_BUFFER");
+  plait_tl_begin(x->tl, e->name, "MEMCPY_IN_FUSION_BUFFER");
   if (m->prescale != 1.0)
     PLAIT_CHECK(plait_scale((plait_dtype_t)m->dtype, out, e->input.data, count, m->prescale));
   else if (out != e->input.data && bytes)
     PLAIT_CHECK(x->t->mem_copy(x->ts, out, e->input.data, bytes,
                                m->device < 0 ? PLAIT_COPY_HOST_TO_HOST : PLAIT_COPY_DEVICE_TO_DEVICE));
-  plait_tl_end(e->name, "MEMCPY_IN_FUSION_BUFFER");
+  plait_tl_end(x->tl, e->name, "MEMCPY_IN_FUSION_BUFFER");
   double t1 = plait_now();
-  plait_tl_begin(e->name, x->activity[PLAIT_COLL_ALLREDUCE]);
+  plait_tl_begin(x->tl, e->name, x->activity[PLAIT_COLL_ALLREDUCE]);
   plait_result_t rc = x->t->allreduce(x->ts, out, count, (plait_dtype_t)m->dtype, wire_op(m));
-  plait_tl_end(e->name, x->activity[PLAIT_COLL_ALLREDUCE]);
+  plait_tl_end(x->tl, e->name, x->activity[PLAIT_COLL_ALLREDUCE]);
   if (rc) return transport_error(x, rc, "allreduce", e->name);
   double t2 = plait_now();
-  plait_tl_begin(e->name, "MEMCPY_OUT_FUSION_BUFFER");
+  plait_tl_begin(x->tl, e->name, "MEMCPY_OUT_FUSION_BUFFER");
   PLAIT_CHECK(finish_values(x, m, out, count));
-  plait_tl_end(e->name, "MEMCPY_OUT_FUSION_BUFFER");
-  add_times(t1 - t0, t2 - t1, plait_now() - t2, bytes, 0, 1, 0);
+  plait_tl_end(x->tl, e->name, "MEMCPY_OUT_FUSION_BUFFER");
+  add_times(x, t1 - t0, t2 - t1, plait_now() - t2, bytes, 0, 1, 0);
   return PLAIT_SUCCESS;
 }
 
@@ -175,10 +175,6 @@ static plait_result_t ensure_fusion(plait_exec_t *x, size_t need) {
   return PLAIT_SUCCESS;
 }
 
-static size_t align_up(size_t b) {
-  return (b + PLAIT_FUSION_ALIGN - 1) / PLAIT_FUSION_ALIGN * PLAIT_FUSION_ALIGN;
-}
-
 /* Copies (with prescale) every member into the buffer; joined: identities. */
 static plait_result_t copy_in(plait_exec_t *x, const plait_response_t *r, plait_entry_t **es,
                               const plait_meta_t *m, size_t *offs) {
@@ -190,7 +186,7 @@ static plait_result_t copy_in(plait_exec_t *x, const plait_response_t *r, plait_
     if (!es[i]) {
       fill_identity((plait_dtype_t)m->dtype, (plait_op_t)m->op, dst, count);
     } else {
-      plait_tl_begin(es[i]->name, "MEMCPY_IN_FUSION_BUFFER");
+      plait_tl_begin(x->tl, es[i]->name, "MEMCPY_IN_FUSION_BUFFER");
       if (m->prescale != 1.0)
         PLAIT_CHECK(plait_scale((plait_dtype_t)m->dtype, dst, es[i]->input.data, count, m->prescale));
       else if (bytes && m->device < 0)
@@ -198,7 +194,7 @@ static plait_result_t copy_in(plait_exec_t *x, const plait_response_t *r, plait_
       else if (bytes) /* device memory: only the transport can copy it */
         PLAIT_CHECK(x->t->mem_copy(x->ts, dst, es[i]->input.data, bytes,
                                    PLAIT_COPY_DEVICE_TO_DEVICE));
-      plait_tl_end(es[i]->name, "MEMCPY_IN_FUSION_BUFFER");
+      plait_tl_end(x->tl, es[i]->name, "MEMCPY_IN_FUSION_BUFFER");
     }
     size_t pad = offs[i + 1] - offs[i] - bytes; /* keep padding defined */
     if (pad && m->device < 0) memset(dst + bytes, 0, pad);
@@ -213,14 +209,14 @@ static plait_result_t copy_out(plait_exec_t *x, const plait_response_t *r, plait
     if (!es[i]) continue;
     size_t count = (size_t)plait_meta_elements(&es[i]->meta);
     char *src = (char *)x->fusion + offs[i];
-    plait_tl_begin(es[i]->name, "MEMCPY_OUT_FUSION_BUFFER");
+    plait_tl_begin(x->tl, es[i]->name, "MEMCPY_OUT_FUSION_BUFFER");
     PLAIT_CHECK(finish_values(x, m, src, count));
     if (count && m->device < 0)
       memcpy(es[i]->output.data, src, count * es_size);
     else if (count)
       PLAIT_CHECK(x->t->mem_copy(x->ts, es[i]->output.data, src, count * es_size,
                                  PLAIT_COPY_DEVICE_TO_DEVICE));
-    plait_tl_end(es[i]->name, "MEMCPY_OUT_FUSION_BUFFER");
+    plait_tl_end(x->tl, es[i]->name, "MEMCPY_OUT_FUSION_BUFFER");
   }
   return PLAIT_SUCCESS;
 }
@@ -231,34 +227,30 @@ static plait_result_t allreduce_fused(plait_exec_t *x, const plait_response_t *r
                                       plait_entry_t **es, const plait_meta_t *m) {
   size_t *offs = malloc(sizeof *offs * (r->n + 1));
   if (!offs) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-  size_t es_size = plait_dtype_size(m->dtype);
-  offs[0] = 0;
+  size_t es_size = plait_dtype_size(m->dtype), data = 0; /* without the padding */
+  plait_fusion_layout_t layout = {0}; /* the one rank 0 planned with (fusion.h) */
   for (uint32_t i = 0; i < r->n; i++) {
-    const plait_meta_t *mi = es[i] ? &es[i]->meta : &r->e[i].meta;
-    size_t b = (size_t)plait_meta_elements(mi) * es_size;
-    /* every rank must pass the transport the same count: a lone tensor is
-     * never padded, whether a rank has it or stands in for it (joined) */
-    offs[i + 1] = offs[i] + (r->n > 1 ? align_up(b) : b);
+    size_t b = (size_t)plait_meta_elements(es[i] ? &es[i]->meta : &r->e[i].meta) * es_size;
+    offs[i] = (size_t)plait_fusion_layout_add(&layout, b);
+    data += b;
   }
-  size_t total = offs[r->n], data = 0; /* with and without the alignment padding */
-  for (uint32_t i = 0; i < r->n; i++)
-    data += (size_t)plait_meta_elements(es[i] ? &es[i]->meta : &r->e[i].meta) * es_size;
+  size_t total = offs[r->n] = (size_t)layout.size;
   double t0 = plait_now(), t1 = t0, t2 = t0;
   plait_result_t rc = ensure_fusion(x, total);
   if (rc == PLAIT_SUCCESS) rc = copy_in(x, r, es, m, offs);
   if (rc == PLAIT_SUCCESS) {
     t1 = plait_now();
     for (uint32_t i = 0; i < r->n; i++)
-      if (es[i]) plait_tl_begin(es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
+      if (es[i]) plait_tl_begin(x->tl, es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
     rc = x->t->allreduce(x->ts, x->fusion, total / es_size, (plait_dtype_t)m->dtype, wire_op(m));
     for (uint32_t i = 0; i < r->n; i++)
-      if (es[i]) plait_tl_end(es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
+      if (es[i]) plait_tl_end(x->tl, es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
     if (rc) rc = transport_error(x, rc, "fused allreduce of", r->e[0].name);
     t2 = plait_now();
   }
   if (rc == PLAIT_SUCCESS) rc = copy_out(x, r, es, m, offs);
   if (rc == PLAIT_SUCCESS)
-    add_times(t1 - t0, t2 - t1, plait_now() - t2, data, r->n > 1, (int)r->n,
+    add_times(x, t1 - t0, t2 - t1, plait_now() - t2, data, r->n > 1, (int)r->n,
               x->threshold > total ? x->threshold : total);
   free(offs);
   return rc;
@@ -278,7 +270,7 @@ static plait_result_t gather_entries(plait_exec_t *x, const plait_response_t *r,
   for (uint32_t i = 0; i < r->n; i++) {
     es[i] = plait_namemap_get(x->local, r->e[i].name);
     if (es[i]) {
-      plait_tl_end(es[i]->name, "QUEUE");
+      plait_tl_end(x->tl, es[i]->name, "QUEUE");
       continue;
     }
     int stands_in = x->joined && r->e[i].has_meta &&
@@ -303,20 +295,20 @@ static plait_result_t run_kind(plait_exec_t *x, const plait_response_t *r, plait
   case PLAIT_COLL_REDUCESCATTER: return plait_exec_reducescatter(x, e);
   case PLAIT_COLL_BROADCAST: {
     size_t bytes = plait_meta_bytes(&e->meta);
-    plait_tl_begin(e->name, x->activity[r->coll]);
+    plait_tl_begin(x->tl, e->name, x->activity[r->coll]);
     rc = x->t->broadcast(x->ts, e->output.data, bytes, e->meta.root);
-    plait_tl_end(e->name, x->activity[r->coll]);
+    plait_tl_end(x->tl, e->name, x->activity[r->coll]);
     if (rc) return transport_error(x, rc, "broadcast", e->name);
     plait_handle_set_output(e->handle, &e->output, NULL, NULL, 0);
-    add_times(0, plait_now() - t0, 0, bytes, 0, 1, 0);
+    add_times(x, 0, plait_now() - t0, 0, bytes, 0, 1, 0);
     return PLAIT_SUCCESS;
   }
   case PLAIT_COLL_BARRIER: /* a joined rank (e NULL) takes part too */
-    plait_tl_begin(r->e[0].name, x->activity[r->coll]);
+    plait_tl_begin(x->tl, r->e[0].name, x->activity[r->coll]);
     rc = x->t->barrier(x->ts);
-    plait_tl_end(r->e[0].name, x->activity[r->coll]);
+    plait_tl_end(x->tl, r->e[0].name, x->activity[r->coll]);
     if (rc) return transport_error(x, rc, "barrier", r->e[0].name);
-    add_times(0, plait_now() - t0, 0, 0, 0, 1, 0);
+    add_times(x, 0, plait_now() - t0, 0, 0, 0, 1, 0);
     return PLAIT_SUCCESS;
   case PLAIT_COLL_JOIN:
     plait_handle_set_join_rank(e->handle, r->join_rank);

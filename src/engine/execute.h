@@ -6,9 +6,12 @@
 #define PLAIT_EXECUTE_H
 
 #include "engine/namemap.h"
+#include "util/error.h"
 #include "engine/negotiation_msgs.h"
 #include "plait/transport.h"
+#include "engine/stats.h"
 #include "engine/table.h"
+#include "engine/timeline.h"
 
 typedef struct plait_exec {
   int rank, size;
@@ -20,6 +23,8 @@ typedef struct plait_exec {
   uint64_t threshold; /* PLAIT_FUSION_THRESHOLD: the buffer's nominal size */
   plait_table_t *table;
   plait_namemap_t *local; /* name -> entry waiting for its response */
+  plait_counters_t *stats;  /* the engine's counters */
+  plait_timeline_t *tl;     /* the engine's timeline (NULL: none) */
   char activity[PLAIT_COLL_MAX_ + 1][48]; /* "GLOO_ALLREDUCE", ... */
 } plait_exec_t;
 
@@ -36,7 +41,8 @@ plait_result_t plait_exec_run(plait_exec_t *x, const plait_response_t *r);
  * handle with rc and msg, frees it). */
 void plait_exec_finish(plait_exec_t *x, plait_entry_t *e, plait_result_t rc, const char *msg);
 
-/* Used by execute_other.c. */
+/* The collectives whose output plait allocates: execute_allgather.c,
+ * execute_alltoall.c, execute_reducescatter.c. */
 plait_result_t plait_exec_allgather(plait_exec_t *x, const plait_response_t *r, plait_entry_t *e);
 plait_result_t plait_exec_alltoall(plait_exec_t *x, const plait_response_t *r, plait_entry_t *e);
 plait_result_t plait_exec_reducescatter(plait_exec_t *x, plait_entry_t *e);
@@ -44,5 +50,29 @@ void *plait_exec_alloc_host(size_t bytes);
 /* The factor a reduction's result is scaled by: the postscale factor, and
  * for AVERAGE postscale / size (Horovod's arithmetic). */
 double plait_exec_postscale(const plait_meta_t *m, int size);
+
+/* Bytes of one first-dimension row of a tensor described by m. */
+static inline size_t plait_exec_row_bytes(const plait_meta_t *m) {
+  size_t b = plait_dtype_size((plait_dtype_t)m->dtype);
+  for (int i = 1; i < m->ndim; i++) b *= (size_t)m->shape[i];
+  return b;
+}
+
+/* Counts one response that spent transport_s in the transport for bytes. */
+static inline void plait_exec_count(plait_exec_t *x, double transport_s, uint64_t bytes) {
+  plait_stats_t *s = plait_stats_lock(x->stats);
+  s->transport_s += transport_s;
+  s->responses++;
+  s->bytes += bytes;
+  plait_stats_unlock(x->stats);
+}
+
+/* A transport call failed: its message, with the operation's context. */
+static inline plait_result_t plait_exec_transport_error(plait_exec_t *x, plait_result_t rc,
+                                                        const char *what, const char *name) {
+  const char *m = x->t->last_error(x->ts);
+  return plait_error(rc, "%s '%s' failed in transport '%s': %s", what, name, x->t->name,
+                     m && *m ? m : plait_strerror(rc));
+}
 
 #endif

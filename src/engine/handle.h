@@ -2,11 +2,15 @@
 #ifndef PLAIT_HANDLE_H
 #define PLAIT_HANDLE_H
 
+#include <pthread.h>
+
 #include "engine/entry.h"
 #include "plait/plait.h"
 
 struct plait_handle {
-  int refs;          /* caller + coordinator; freed at 0 (under the lock) */
+  pthread_mutex_t mu; /* guards every field below */
+  pthread_cond_t cond; /* broadcast when done */
+  int refs;          /* caller + coordinator; freed at 0 */
   int done;
   int pending;       /* entries not yet finished */
   plait_result_t result;

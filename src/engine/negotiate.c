@@ -1,14 +1,16 @@
-/* Rank 0's negotiation: records, readiness, agreement, groups, stalls. The
- * planning of responses (fusion) is in fusion_plan.c. */
+/* Rank 0's negotiation: records, readiness, agreement, groups, stalls, and
+ * the tick that releases ready records to the fusion planner (fusion.c) and
+ * the response list (responses.c). */
 #include "engine/negotiate.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/error.h"
 #include "util/log.h"
-#include "control/net.h"
+#include "util/clock.h"
 
 
 plait_result_t plait_neg_init(plait_negotiator_t *n, int size, const plait_config_t *cfg,
@@ -40,6 +42,12 @@ void plait_record_free(plait_record_t *rec, int size) {
   free(rec->name);
   free(rec->message);
   free(rec);
+}
+
+int plait_record_ref(const plait_record_t *rec, int size) {
+  int r = 0;
+  while (r < size - 1 && !rec->have[r]) r++;
+  return r;
 }
 
 static void free_record_cb(const char *key, void *value, void *arg) {
@@ -310,10 +318,10 @@ static plait_result_t sweep_joined(plait_negotiator_t *n) {
   return rc;
 }
 
-/* Fails every pending record of a group that already failed (used by the
- * planner), so no member waits for announcements that cannot complete it. */
-plait_result_t plait_neg_fail_group(plait_negotiator_t *n, const char *group, uint32_t status,
-                                    const char *why) {
+/* Fails every pending record of a group that already failed, so no member
+ * waits for announcements that cannot complete it. */
+static plait_result_t fail_group(plait_negotiator_t *n, const char *group, uint32_t status,
+                                 const char *why) {
   int count;
   plait_record_t **list = pending_records(n, &count);
   if (!list) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory in negotiation");
@@ -355,7 +363,7 @@ static void stall_scan_cb(const char *key, void *value, void *arg) {
 
 /* Warns about, and with PLAIT_STALL_ABORT_S fails, records that some ranks
  * have not announced for long. */
-plait_result_t inspect_stalls_for_plan(plait_negotiator_t *n, double now) {
+static plait_result_t inspect_stalls(plait_negotiator_t *n, double now) {
   if (n->stall_warn_s <= 0 && n->stall_abort_s <= 0) return PLAIT_SUCCESS;
   if (now - n->last_stall_check < 0.1) return PLAIT_SUCCESS;
   n->last_stall_check = now;
@@ -396,6 +404,145 @@ plait_result_t inspect_stalls_for_plan(plait_negotiator_t *n, double now) {
     }
   }
   free(list);
+  return rc;
+}
+
+/* Gives every member of a released group that has a failed member that
+ * failure, so a group succeeds or fails as a whole. */
+static void fail_released_group(plait_negotiator_t *n, plait_record_t **out, int k,
+                                const char *group) {
+  const plait_record_t *bad = NULL;
+  for (int i = 0; i < k && !bad; i++) {
+    const plait_meta_t *m = &out[i]->metas[plait_record_ref(out[i], n->size)];
+    if (m->group && !strcmp(m->group, group) && out[i]->status) bad = out[i];
+  }
+  if (!bad) return;
+  for (int i = 0; i < k; i++) {
+    plait_record_t *rec = out[i];
+    const plait_meta_t *m = &rec->metas[plait_record_ref(rec, n->size)];
+    if (!m->group || strcmp(m->group, group) || rec->status) continue;
+    rec->status = bad->status;
+    rec->message = malloc(1600);
+    if (rec->message)
+      snprintf(rec->message, 1600, "allreduce '%s' failed with its group '%s': its member '%s' "
+               "failed: %s", rec->name, group, bad->name,
+               bad->message ? bad->message : plait_strerror(bad->status));
+  }
+}
+
+/* Groups with a failed member: they leave at once (their pending members
+ * failed too), instead of waiting for members that cannot all come. */
+static void fail_broken_groups(plait_negotiator_t *n, plait_namemap_t *broken) {
+  for (int i = 0; i < n->nready; i++) {
+    plait_record_t *rec = n->ready[i];
+    const plait_meta_t *m = &rec->metas[plait_record_ref(rec, n->size)];
+    if (!m->group || !rec->status || plait_namemap_get(broken, m->group)) continue;
+    plait_namemap_put(broken, m->group, rec);
+    char why[1200];
+    snprintf(why, sizeof why, "its member '%s' failed: %s", rec->name,
+             rec->message ? rec->message : plait_strerror(rec->status));
+    fail_group(n, m->group, rec->status, why); /* appends to n->ready */
+  }
+}
+
+/* Releases the ready records, a group only once all its members are ready
+ * (or one has failed), in order. */
+static plait_record_t **release(plait_negotiator_t *n, int *count) {
+  plait_namemap_t broken;
+  *count = 0;
+  if (plait_namemap_init(&broken)) return NULL;
+  fail_broken_groups(n, &broken);
+  plait_record_t **out = malloc(sizeof *out * (size_t)(n->nready ? n->nready : 1));
+  if (!out) {
+    plait_namemap_free(&broken);
+    return NULL;
+  }
+  for (int i = 0; i < n->nready; i++) {
+    plait_record_t *rec = n->ready[i];
+    const plait_meta_t *m = &rec->metas[plait_record_ref(rec, n->size)];
+    if (!m->group || rec->counted) continue;
+    rec->counted = 1;
+    intptr_t have = (intptr_t)plait_namemap_get(&n->groups, m->group);
+    plait_namemap_put(&n->groups, m->group, (void *)(have + 1));
+  }
+  int k = 0, kept = 0;
+  for (int i = 0; i < n->nready; i++) {
+    plait_record_t *rec = n->ready[i];
+    const plait_meta_t *m = &rec->metas[plait_record_ref(rec, n->size)];
+    if (!m->group || plait_namemap_get(&broken, m->group) ||
+        (intptr_t)plait_namemap_get(&n->groups, m->group) >= (intptr_t)m->group_size)
+      out[k++] = rec;
+    else
+      n->ready[kept++] = rec;
+  }
+  n->nready = kept;
+  for (int i = 0; i < k; i++) {
+    const plait_meta_t *m = &out[i]->metas[plait_record_ref(out[i], n->size)];
+    if (m->group && plait_namemap_get(&n->groups, m->group)) {
+      fail_released_group(n, out, k, m->group);
+      plait_namemap_remove(&n->groups, m->group);
+    }
+  }
+  plait_namemap_free(&broken);
+  *count = k;
+  return out;
+}
+
+/* What the fusion planner needs of a released record, and nothing else. */
+static plait_fusion_item_t fusion_item(const plait_negotiator_t *n, const plait_record_t *rec) {
+  const plait_meta_t *m = &rec->metas[plait_record_ref(rec, n->size)];
+  return (plait_fusion_item_t){
+      .coll = m->coll,
+      .failed = rec->status != 0,
+      .key = {.dtype = m->dtype, .op = m->op, .device = m->device, .prescale = m->prescale,
+              .postscale = m->postscale},
+      .bytes = plait_meta_bytes(m)};
+}
+
+/* A join released (it succeeded): the ranks that joined are back. Returns
+ * the last rank to join, which its response reports. */
+static int end_joins(plait_negotiator_t *n, plait_record_t **recs, int count) {
+  for (int i = 0; i < count; i++) {
+    const plait_meta_t *m = &recs[i]->metas[plait_record_ref(recs[i], n->size)];
+    if (m->coll != PLAIT_COLL_JOIN || recs[i]->status) continue;
+    n->njoined = 0;
+    memset(n->joined, 0, (size_t)n->size);
+  }
+  return n->last_joined;
+}
+
+plait_result_t plait_neg_plan(plait_negotiator_t *n, double now, plait_response_list_t *out,
+                              int *any) {
+  memset(out, 0, sizeof *out);
+  out->shutdown_rank = -1;
+  *any = 0;
+  PLAIT_CHECK(inspect_stalls(n, now)); /* 1. stalls: may fail records into n->ready */
+  if (n->nready == 0) return PLAIT_SUCCESS;
+  int count = 0;
+  plait_record_t **recs = release(n, &count); /* 2. release: groups whole, in order */
+  size_t cap = (size_t)(count ? count : 1);
+  plait_fusion_item_t *items = malloc(sizeof *items * cap);
+  plait_fusion_bin_t *bins = malloc(sizeof *bins * cap);
+  int *bin_of = malloc(sizeof *bin_of * cap);
+  plait_result_t rc = PLAIT_SUCCESS;
+  if (!recs || !items || !bins || !bin_of) {
+    rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory planning responses");
+    goto out;
+  }
+  for (int i = 0; i < count; i++) items[i] = fusion_item(n, recs[i]);
+  /* 3. plan: pure, from the records' metadata, the threshold and the limit */
+  int nb = plait_fusion_plan(items, count, n->threshold, n->max_tensor, bins, bin_of);
+  int join_rank = end_joins(n, recs, count);
+  /* 4. the response list, in the plan's order */
+  PLAIT_CHECK_GOTO(rc, plait_neg_respond(n, recs, count, bins, nb, bin_of, join_rank, out), out);
+  *any = out->n > 0;
+out:
+  for (int i = 0; i < count; i++) plait_record_free(recs[i], n->size);
+  free(recs);
+  free(items);
+  free(bins);
+  free(bin_of);
+  if (rc) plait_responses_free(out);
   return rc;
 }
 

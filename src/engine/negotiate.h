@@ -4,22 +4,22 @@
  * announced it (a rank that joined counts as present for allreduce and
  * allgather). Ready operations are checked for agreement (a mismatch becomes
  * an error response naming the tensor, each value and the ranks that sent
- * it), held until their whole group is ready, then planned into responses:
- * allreduces with the same dtype, op, scale factors and device are fused up
- * to the fusion threshold, looking past operations of other kinds in
- * between. The stall inspector warns about, and optionally fails, operations
- * that some ranks have not announced.
+ * it). Each tick (plait_neg_plan) then, in this order: inspects stalls (warns
+ * about, and optionally fails, operations that some ranks have not
+ * announced), releases the ready operations (a group only whole), plans them
+ * with plait_fusion_plan (engine/fusion.h: allreduces with the same dtype,
+ * op, scale factors and device fused up to the fusion threshold, looking past
+ * operations of other kinds in between) and builds the response list.
+ * Not thread-safe: the coordinator thread of rank 0 owns the negotiator.
  */
 #ifndef PLAIT_NEGOTIATE_H
 #define PLAIT_NEGOTIATE_H
 
 #include "engine/cache.h"
 #include "util/config.h"
+#include "engine/fusion.h"
 #include "engine/namemap.h"
 #include "engine/negotiation_msgs.h"
-
-/* Fusion buffer entries start at multiples of this many bytes. */
-#define PLAIT_FUSION_ALIGN 64
 
 typedef struct plait_record {
   char *name;
@@ -36,6 +36,9 @@ typedef struct plait_record {
 } plait_record_t;
 
 void plait_record_free(plait_record_t *rec, int size);
+/* The first rank that announced rec: its metadata stands for every rank's
+ * once they agree. */
+int plait_record_ref(const plait_record_t *rec, int size);
 
 typedef struct plait_negotiator {
   int size;
@@ -68,8 +71,9 @@ void plait_neg_free(plait_negotiator_t *n);
 plait_result_t plait_neg_add(plait_negotiator_t *n, int rank, const char *name,
                              const plait_meta_t *meta, int cache_id, uint64_t acked);
 
-/* Builds the next response list from what is ready (and stalled); *any says
- * whether it holds anything to send. */
+/* The tick: inspects stalls (at now), releases what is ready, plans fusion
+ * and builds the next response list into out (which the caller frees with
+ * plait_responses_free); *any says whether it holds anything to send. */
 plait_result_t plait_neg_plan(plait_negotiator_t *n, double now, plait_response_list_t *out,
                               int *any);
 
@@ -78,12 +82,11 @@ plait_result_t plait_neg_plan(plait_negotiator_t *n, double now, plait_response_
 plait_result_t plait_neg_fail_all(plait_negotiator_t *n, plait_result_t rc, const char *why,
                                   plait_response_list_t *out);
 
-/* Used by fusion_plan.c: fails the pending records of a failed group. */
-plait_result_t plait_neg_fail_group(plait_negotiator_t *n, const char *group, uint32_t status,
-                                    const char *why);
-
-/* Used by fusion_plan.c: the stall inspector (warns, and fails records
- * stalled past PLAIT_STALL_ABORT_S into the ready list). */
-plait_result_t inspect_stalls_for_plan(plait_negotiator_t *n, double now);
+/* The tick's last step (responses.c): the response list for count released
+ * records (taken in order, not freed) planned into nb bins; join_rank is the
+ * last rank to join, for a join response. Gives cache ids in n->cache. */
+plait_result_t plait_neg_respond(plait_negotiator_t *n, plait_record_t **recs, int count,
+                                 const plait_fusion_bin_t *bins, int nb, const int *bin_of,
+                                 int join_rank, plait_response_list_t *out);
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control/messages.h"
 #include "util/error.h"
 
 #define MAX_ITEMS (1u << 24) /* no list is longer; a bigger count is malformed */
@@ -336,4 +337,24 @@ plait_result_t plait_responses_decode(const uint8_t *p, size_t n, plait_response
   plait_result_t rc = plait_rd_finish(&r, "responses message");
   if (rc) plait_responses_free(l);
   return rc;
+}
+
+plait_result_t plait_neg_decode_frame(const uint8_t *frame, size_t len) {
+  plait_frame_header_t h;
+  if (len < PLAIT_WIRE_HEADER_SIZE ||
+      plait_wire_decode_header(frame, PLAIT_WIRE_MAX_PAYLOAD, &h) != PLAIT_SUCCESS ||
+      h.length != len - PLAIT_WIRE_HEADER_SIZE ||
+      (h.type != PLAIT_MSG_REQUESTS && h.type != PLAIT_MSG_RESPONSES))
+    return plait_msg_decode_frame(frame, len); /* also says what is wrong with the header */
+  const uint8_t *p = frame + PLAIT_WIRE_HEADER_SIZE;
+  if (h.type == PLAIT_MSG_REQUESTS) {
+    plait_request_list_t l;
+    PLAIT_CHECK(plait_requests_decode(p, h.length, &l));
+    plait_requests_free(&l);
+    return PLAIT_SUCCESS;
+  }
+  plait_response_list_t l;
+  PLAIT_CHECK(plait_responses_decode(p, h.length, &l));
+  plait_responses_free(&l);
+  return PLAIT_SUCCESS;
 }

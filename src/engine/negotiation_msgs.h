@@ -74,4 +74,9 @@ plait_result_t plait_responses_decode(const uint8_t *p, size_t n, plait_response
 void plait_response_free(plait_response_t *r);
 void plait_responses_free(plait_response_list_t *l);
 
+/* Decodes a whole frame (header and payload, len bytes) of any type: the
+ * negotiation payloads here, every other type by plait_msg_decode_frame. The
+ * entry point for fuzzing; PLAIT_ERR_PROTOCOL on anything malformed. */
+plait_result_t plait_neg_decode_frame(const uint8_t *frame, size_t len);
+
 #endif

@@ -11,7 +11,7 @@
 #include "engine/timeline.h"
 
 plait_result_t plait_table_open(plait_table_t *t) {
-  pthread_mutex_t mu = t->mu; /* initialized once, statically, by the owner */
+  pthread_mutex_t mu = t->mu; /* initialized by the owner (the coordinator) */
   memset(t, 0, sizeof *t);
   t->mu = mu;
   if (plait_namemap_init(&t->inflight))
@@ -92,7 +92,7 @@ plait_result_t plait_table_submit(plait_table_t *t, plait_entry_t **entries, int
     t->tail = entries[i];
     if (entries[i]->meta.coll == PLAIT_COLL_BARRIER) t->barriers++;
     if (entries[i]->meta.coll == PLAIT_COLL_JOIN) t->joins++;
-    plait_tl_begin(entries[i]->name, "NEGOTIATE"); /* before the coordinator can take it */
+    plait_tl_begin(t->tl, entries[i]->name, "NEGOTIATE"); /* before the coordinator can take it */
   }
   uint64_t one = 1;
   if (write(t->wake_fd, &one, sizeof one) < 0) { /* full counter: already awake */

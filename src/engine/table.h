@@ -13,6 +13,7 @@
 
 #include "engine/entry.h"
 #include "engine/namemap.h"
+#include "engine/timeline.h"
 
 typedef struct plait_table {
   pthread_mutex_t mu;
@@ -23,6 +24,7 @@ typedef struct plait_table {
   plait_result_t closed_rc;
   char closed_msg[1024];
   uint64_t barriers, joins; /* numbers the internal names of barrier and join */
+  plait_timeline_t *tl;     /* the engine's timeline: NEGOTIATE begins at submission */
 } plait_table_t;
 
 plait_result_t plait_table_open(plait_table_t *t);

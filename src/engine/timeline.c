@@ -2,13 +2,14 @@
  * The Chrome-trace timeline (timeline.h; format and use in docs/timeline.md).
  *
  * Threads and locks:
- *  - g_ctl serialises plait_tl_start and plait_tl_stop (held across the join).
- *  - Q.mu guards the queue, the name tables and Q.accepting. Emitters hold it
+ *  - One plait_timeline_t per engine holds everything below.
+ *  - ctl serialises plait_tl_start and plait_tl_stop (held across the join).
+ *  - q.mu guards the queue, the name tables and q.accepting. Emitters hold it
  *    only to look names up and append: no I/O, no waiting for the writer (a
  *    full queue drops the event and counts it).
- *  - The writer thread owns W and the file: it swaps the pending array out
- *    under Q.mu, then formats and writes without the lock. Stop joins it.
- *  - g_active is the fast path's hint; Q.accepting decides. An emitter racing
+ *  - The writer thread owns w and the file: it swaps the pending array out
+ *    under q.mu, then formats and writes without the lock. Stop joins it.
+ *  - active is the fast path's hint; q.accepting decides. An emitter racing
  *    with stop appends before stop closes the queue (the writer drains it) or
  *    finds it closed. No emitter ever touches the file.
  *
@@ -34,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/eintr.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -74,7 +76,7 @@ typedef struct tl_event {
   char ph;
 } tl_event_t;
 
-static struct {
+typedef struct tl_queue {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int accepting, stopping, writer_waiting;
@@ -83,10 +85,10 @@ static struct {
   int64_t t0_ns;
   tl_table_t rows, names;
   uint64_t dropped_full, dropped_names, unmatched;
-} Q = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} tl_queue_t;
 
 /* The writer's state: set before its thread starts, then its own until join. */
-static struct {
+typedef struct tl_writer {
   int fd, rank, warned_write, warned_drop;
   char *path;
   off_t end; /* offset of the closing ']' */
@@ -95,11 +97,16 @@ static struct {
   size_t len, chunk_events;
   uint64_t written, lost;
   pthread_t thread;
-} W;
+} tl_writer_t;
 
-static pthread_mutex_t g_ctl = PTHREAD_MUTEX_INITIALIZER;
-static int g_running; /* under g_ctl: a writer thread exists */
-static atomic_int g_active;
+struct plait_timeline {
+  pthread_mutex_t ctl; /* serialises start and stop */
+  int running;         /* under ctl: a writer thread exists */
+  atomic_int active;
+  atomic_int mark_cycles;
+  tl_queue_t q;        /* "Q" in the comments */
+  tl_writer_t w;       /* "W" */
+};
 
 static int64_t now_ns(void) {
   struct timespec ts;
@@ -172,7 +179,7 @@ static size_t format_event(char *out, const tl_event_t *e, int rank) {
                           us, ns, rank, e->tid);
 }
 
-/* ---- Name tables (under Q.mu) ---- */
+/* ---- Name tables (under q.mu) ---- */
 
 static tl_str_t *find_locked(const tl_table_t *t, const char *s, uint32_t len, uint64_t h) {
   for (uint32_t j = (uint32_t)h & (t->cap - 1); t->cap && t->slots[j]; j = (j + 1) & (t->cap - 1)) {
@@ -229,65 +236,75 @@ static int nest_locked(tl_str_t *row, const tl_str_t *name, char ph) {
   return 1;
 }
 
-static void enqueue_locked(const char *tensor, uint32_t tlen, uint64_t th, const char *what,
-                           uint32_t wlen, uint64_t wh, char ph) {
-  int64_t ts = now_ns() - Q.t0_ns; /* under the lock: the queue is in time order */
-  size_t was = Q.n, limit = ph == TL_END ? TL_QUEUE_MAX : TL_QUEUE_MAX - TL_END_ROOM;
-  if (Q.n + 2 > limit) { /* room for a new row's metadata too */
-    Q.dropped_full++;
-    tl_str_t *row = tensor && ph == TL_END ? find_locked(&Q.rows, tensor, tlen, th) : NULL;
-    if (row) nest_locked(row, find_locked(&Q.names, what, wlen, wh), ph); /* B stays open */
+static void enqueue_locked(plait_timeline_t *tl, const char *tensor, uint32_t tlen, uint64_t th,
+                           const char *what, uint32_t wlen, uint64_t wh, char ph) {
+  int64_t ts = now_ns() - tl->q.t0_ns; /* under the lock: the queue is in time order */
+  size_t was = tl->q.n, limit = ph == TL_END ? TL_QUEUE_MAX : TL_QUEUE_MAX - TL_END_ROOM;
+  if (tl->q.n + 2 > limit) { /* room for a new row's metadata too */
+    tl->q.dropped_full++;
+    tl_str_t *row = tensor && ph == TL_END ? find_locked(&tl->q.rows, tensor, tlen, th) : NULL;
+    if (row) nest_locked(row, find_locked(&tl->q.names, what, wlen, wh), ph); /* B stays open */
     return;
   }
   int added;
-  const tl_str_t *name = intern_locked(&Q.names, what, wlen, wh, &added);
-  tl_str_t *row = tensor ? intern_locked(&Q.rows, tensor, tlen, th, &added) : NULL;
+  const tl_str_t *name = intern_locked(&tl->q.names, what, wlen, wh, &added);
+  tl_str_t *row = tensor ? intern_locked(&tl->q.rows, tensor, tlen, th, &added) : NULL;
   if (!name || (tensor && !row)) {
-    Q.dropped_names++;
+    tl->q.dropped_names++;
     return;
   }
   uint32_t tid = row ? row->id : 0;
-  if (row && added) Q.pending[Q.n++] = (tl_event_t){ts, row, tid, TL_ROW};
-  if (!row || nest_locked(row, name, ph)) Q.pending[Q.n++] = (tl_event_t){ts, name, tid, ph};
-  else Q.unmatched++;
+  if (row && added) tl->q.pending[tl->q.n++] = (tl_event_t){ts, row, tid, TL_ROW};
+  if (!row || nest_locked(row, name, ph))
+    tl->q.pending[tl->q.n++] = (tl_event_t){ts, name, tid, ph};
+  else tl->q.unmatched++;
   /* Wake the writer for the first event after it went idle, then only for a
    * big batch: it wakes itself to write what gathered, so emitters seldom
    * pay for a wake-up. */
-  if (Q.writer_waiting && (!was || Q.n >= TL_WAKE_AT)) {
-    Q.writer_waiting = 0;
-    pthread_cond_signal(&Q.cv);
+  if (tl->q.writer_waiting && (!was || tl->q.n >= TL_WAKE_AT)) {
+    tl->q.writer_waiting = 0;
+    pthread_cond_signal(&tl->q.cv);
   }
 }
 
 /* At stop: an E, now, for every activity still open. */
-static void close_open_locked(void) {
-  int64_t ts = now_ns() - Q.t0_ns;
-  for (uint32_t i = 0; i < Q.rows.cap; i++)
-    for (tl_str_t *r = Q.rows.slots[i]; r && r->depth && Q.n < TL_QUEUE_MAX;)
-      Q.pending[Q.n++] = (tl_event_t){ts, r->open[--r->depth], r->id, TL_END};
+static void close_open_locked(plait_timeline_t *tl) {
+  int64_t ts = now_ns() - tl->q.t0_ns;
+  for (uint32_t i = 0; i < tl->q.rows.cap; i++)
+    for (tl_str_t *r = tl->q.rows.slots[i]; r && r->depth && tl->q.n < TL_QUEUE_MAX;)
+      tl->q.pending[tl->q.n++] = (tl_event_t){ts, r->open[--r->depth], r->id, TL_END};
 }
 
-static void emit(const char *tensor, const char *what, char ph) {
-  if (!atomic_load_explicit(&g_active, memory_order_relaxed)) return;
+static void emit(plait_timeline_t *tl, const char *tensor, const char *what, char ph) {
+  if (!atomic_load_explicit(&tl->active, memory_order_relaxed)) return;
   if (!what || (ph != TL_MARK && !tensor)) return;
   uint32_t wlen = (uint32_t)strnlen(what, TL_NAME_MAX), tlen = 0;
   uint64_t wh = hash_bytes(what, wlen), th = 0;
   if (tensor) tlen = (uint32_t)strnlen(tensor, TL_NAME_MAX), th = hash_bytes(tensor, tlen);
-  pthread_mutex_lock(&Q.mu);
-  if (Q.accepting) enqueue_locked(tensor, tlen, th, what, wlen, wh, ph);
-  pthread_mutex_unlock(&Q.mu);
+  pthread_mutex_lock(&tl->q.mu);
+  if (tl->q.accepting) enqueue_locked(tl, tensor, tlen, th, what, wlen, wh, ph);
+  pthread_mutex_unlock(&tl->q.mu);
 }
 
-void plait_tl_begin(const char *tensor, const char *activity) { emit(tensor, activity, TL_BEGIN); }
-void plait_tl_end(const char *tensor, const char *activity) { emit(tensor, activity, TL_END); }
-void plait_tl_mark(const char *what) { emit(NULL, what, TL_MARK); }
-
-static atomic_int g_mark_cycles;
-void plait_tl_set_mark_cycles(int on) { atomic_store(&g_mark_cycles, on != 0); }
-void plait_tl_mark_cycle(void) {
-  if (atomic_load_explicit(&g_mark_cycles, memory_order_relaxed)) emit(NULL, "CYCLE", TL_MARK);
+void plait_tl_begin(plait_timeline_t *tl, const char *tensor, const char *activity) {
+  if (tl) emit(tl, tensor, activity, TL_BEGIN);
 }
-int plait_tl_active(void) { return atomic_load_explicit(&g_active, memory_order_relaxed); }
+void plait_tl_end(plait_timeline_t *tl, const char *tensor, const char *activity) {
+  if (tl) emit(tl, tensor, activity, TL_END);
+}
+void plait_tl_mark(plait_timeline_t *tl, const char *what) {
+  if (tl) emit(tl, NULL, what, TL_MARK);
+}
+void plait_tl_set_mark_cycles(plait_timeline_t *tl, int on) {
+  if (tl) atomic_store(&tl->mark_cycles, on != 0);
+}
+void plait_tl_mark_cycle(plait_timeline_t *tl) {
+  if (tl && atomic_load_explicit(&tl->mark_cycles, memory_order_relaxed))
+    emit(tl, NULL, "CYCLE", TL_MARK);
+}
+int plait_tl_active(plait_timeline_t *tl) {
+  return tl && atomic_load_explicit(&tl->active, memory_order_relaxed);
+}
 
 /* ---- Writing ---- */
 
@@ -304,85 +321,86 @@ static int lock_file(int fd) {
 
 static int write_all(int fd, const char *p, size_t len, off_t off) {
   while (len) {
-    ssize_t n = pwrite(fd, p, len, off);
-    if (n < 0 && errno == EINTR) continue;
+    ssize_t n;
+    PLAIT_RETRY_EINTR(n, pwrite(fd, p, len, off));
     if (n <= 0) return n < 0 ? errno : ENOSPC;
     p += n, len -= (size_t)n, off += n;
   }
   return 0;
 }
 
-/* Writes W.buf's events plus "\n]" over the closing ']' (one pwrite). On
+/* Writes tl->w.buf's events plus "\n]" over the closing ']' (one pwrite). On
  * failure the file is put back as it was after the last good write. */
-static void flush(void) {
-  if (!W.len) return;
-  memcpy(W.buf + W.len, "\n]", 2);
-  int locked = lock_file(W.fd);
-  int err = write_all(W.fd, W.buf, W.len + 2, W.end);
+static void flush(plait_timeline_t *tl) {
+  if (!tl->w.len) return;
+  memcpy(tl->w.buf + tl->w.len, "\n]", 2);
+  int locked = lock_file(tl->w.fd);
+  int err = write_all(tl->w.fd, tl->w.buf, tl->w.len + 2, tl->w.end);
   if (!err) {
-    W.end += (off_t)W.len + 1;
-    W.written += W.chunk_events;
+    tl->w.end += (off_t)tl->w.len + 1;
+    tl->w.written += tl->w.chunk_events;
   } else {
-    W.lost += W.chunk_events;
+    tl->w.lost += tl->w.chunk_events;
     /* cut what a partial write left and put the ']' back */
-    int torn = ftruncate(W.fd, W.end + 1) != 0 || write_all(W.fd, "]", 1, W.end) != 0;
-    if (!W.warned_write++)
+    int torn = ftruncate(tl->w.fd, tl->w.end + 1) != 0 ||
+               write_all(tl->w.fd, "]", 1, tl->w.end) != 0;
+    if (!tl->w.warned_write++)
       PLAIT_WARN("timeline", "writing '%s' failed: %s; events are lost until writes succeed "
-                 "again%s", W.path, strerror(err), torn ? " (and the file could not be "
+                 "again%s", tl->w.path, strerror(err), torn ? " (and the file could not be "
                  "repaired)" : " (the file stays valid JSON)");
   }
-  if (locked) flock(W.fd, LOCK_UN);
-  W.len = 0;
-  W.chunk_events = 0;
+  if (locked) flock(tl->w.fd, LOCK_UN);
+  tl->w.len = 0;
+  tl->w.chunk_events = 0;
 }
 
-static void write_events(const tl_event_t *ev, size_t n) {
+static void write_events(plait_timeline_t *tl, const tl_event_t *ev, size_t n) {
   for (size_t i = 0; i < n; i++) {
-    if (W.len >= TL_CHUNK) flush();
-    W.len += format_event(W.buf + W.len, &ev[i], W.rank);
-    W.chunk_events++;
+    if (tl->w.len >= TL_CHUNK) flush(tl);
+    tl->w.len += format_event(tl->w.buf + tl->w.len, &ev[i], tl->w.rank);
+    tl->w.chunk_events++;
   }
-  flush();
+  flush(tl);
 }
 
 static void *writer_main(void *arg) {
-  (void)arg;
-  pthread_mutex_lock(&Q.mu);
+  plait_timeline_t *tl = arg;
+  pthread_mutex_lock(&tl->q.mu);
   for (;;) {
-    while (!Q.n && !Q.stopping) { /* idle until the first event */
-      Q.writer_waiting = 1;
-      pthread_cond_wait(&Q.cv, &Q.mu);
+    while (!tl->q.n && !tl->q.stopping) { /* idle until the first event */
+      tl->q.writer_waiting = 1;
+      pthread_cond_wait(&tl->q.cv, &tl->q.mu);
     }
     struct timespec until; /* then let a batch gather */
     clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_nsec += TL_GATHER_NS;
     if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
-    while (!Q.stopping && Q.n < TL_WAKE_AT) {
-      Q.writer_waiting = 1;
-      if (pthread_cond_timedwait(&Q.cv, &Q.mu, &until) == ETIMEDOUT) break;
+    while (!tl->q.stopping && tl->q.n < TL_WAKE_AT) {
+      tl->q.writer_waiting = 1;
+      if (pthread_cond_timedwait(&tl->q.cv, &tl->q.mu, &until) == ETIMEDOUT) break;
     }
-    Q.writer_waiting = 0;
-    if (!Q.n) break; /* stopping, and everything is written */
-    tl_event_t *batch = Q.pending;
-    size_t n = Q.n;
-    uint64_t dropped = Q.dropped_full + Q.dropped_names;
-    Q.pending = W.batch;
-    Q.n = 0;
-    W.batch = batch;
-    pthread_mutex_unlock(&Q.mu);
-    if (dropped && !W.warned_drop++)
+    tl->q.writer_waiting = 0;
+    if (!tl->q.n) break; /* stopping, and everything is written */
+    tl_event_t *batch = tl->q.pending;
+    size_t n = tl->q.n;
+    uint64_t dropped = tl->q.dropped_full + tl->q.dropped_names;
+    tl->q.pending = tl->w.batch;
+    tl->q.n = 0;
+    tl->w.batch = batch;
+    pthread_mutex_unlock(&tl->q.mu);
+    if (dropped && !tl->w.warned_drop++)
       PLAIT_WARN("timeline", "'%s': dropping events (queue full or too many distinct names); "
-                 "the count is written when the timeline stops", W.path);
-    write_events(batch, n);
-    pthread_mutex_lock(&Q.mu);
+                 "the count is written when the timeline stops", tl->w.path);
+    write_events(tl, batch, n);
+    pthread_mutex_lock(&tl->q.mu);
   }
-  pthread_mutex_unlock(&Q.mu);
+  pthread_mutex_unlock(&tl->q.mu);
   return NULL;
 }
 
 /* The first elements: this rank's process row and the coordinator's row. */
-static plait_result_t write_header(const struct timespec *wall) {
-  int n = snprintf(W.buf, TL_BUF_CAP,
+static plait_result_t write_header(plait_timeline_t *tl, const struct timespec *wall) {
+  int n = snprintf(tl->w.buf, TL_BUF_CAP,
                    "[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
                    "\"args\":{\"name\":\"rank %d\"}},\n"
                    "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
@@ -393,118 +411,118 @@ static plait_result_t write_header(const struct timespec *wall) {
                    "\"args\":{\"name\":\"coordinator\"}},\n"
                    "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
                    "\"args\":{\"sort_index\":0}}\n]",
-                   W.rank, W.rank, W.rank, W.rank, W.rank,
-                   (long long)wall->tv_sec * 1000000 + wall->tv_nsec / 1000, W.rank, W.rank);
-  int locked = lock_file(W.fd);
-  int err = ftruncate(W.fd, 0) ? errno : write_all(W.fd, W.buf, (size_t)n, 0);
-  if (locked) flock(W.fd, LOCK_UN);
+                   tl->w.rank, tl->w.rank, tl->w.rank, tl->w.rank, tl->w.rank,
+                   (long long)wall->tv_sec * 1000000 + wall->tv_nsec / 1000, tl->w.rank,
+                   tl->w.rank);
+  int locked = lock_file(tl->w.fd);
+  int err = ftruncate(tl->w.fd, 0) ? errno : write_all(tl->w.fd, tl->w.buf, (size_t)n, 0);
+  if (locked) flock(tl->w.fd, LOCK_UN);
   if (err)
-    return plait_error(PLAIT_ERR_SYSTEM, "cannot write timeline '%s': %s", W.path, strerror(err));
-  W.end = n - 1;
+    return plait_error(PLAIT_ERR_SYSTEM, "cannot write timeline '%s': %s", tl->w.path,
+                       strerror(err));
+  tl->w.end = n - 1;
   return PLAIT_SUCCESS;
 }
 
 /* ---- Start and stop ---- */
 
-static void reset_queue_locked(void) {
-  table_free(&Q.rows);
-  table_free(&Q.names);
-  free(Q.pending);
-  Q.pending = NULL;
-  Q.n = 0;
-  Q.accepting = Q.stopping = Q.writer_waiting = 0;
-  Q.dropped_full = Q.dropped_names = Q.unmatched = 0;
+static void reset_queue_locked(plait_timeline_t *tl) {
+  table_free(&tl->q.rows);
+  table_free(&tl->q.names);
+  free(tl->q.pending);
+  tl->q.pending = NULL;
+  tl->q.n = 0;
+  tl->q.accepting = tl->q.stopping = tl->q.writer_waiting = 0;
+  tl->q.dropped_full = tl->q.dropped_names = tl->q.unmatched = 0;
 }
 
-static void free_writer(void) {
-  if (W.fd >= 0) close(W.fd);
-  free(W.path);
-  free(W.batch);
-  free(W.buf);
-  memset(&W, 0, sizeof W);
-  W.fd = -1;
+static void free_writer(plait_timeline_t *tl) {
+  if (tl->w.fd >= 0) close(tl->w.fd);
+  free(tl->w.path);
+  free(tl->w.batch);
+  free(tl->w.buf);
+  memset(&tl->w, 0, sizeof tl->w);
+  tl->w.fd = -1;
 }
 
 /* After the join: the drop count if any, then close. */
-static void finish_locked(void) {
+static void finish_locked(plait_timeline_t *tl) {
   typedef unsigned long long ull;
-  pthread_mutex_lock(&Q.mu);
-  ull full = Q.dropped_full, names = Q.dropped_names, unmatched = Q.unmatched;
-  reset_queue_locked();
-  pthread_mutex_unlock(&Q.mu);
+  pthread_mutex_lock(&tl->q.mu);
+  ull full = tl->q.dropped_full, names = tl->q.dropped_names, unmatched = tl->q.unmatched;
+  reset_queue_locked(tl);
+  pthread_mutex_unlock(&tl->q.mu);
   if (full + names) {
-    W.len = (size_t)snprintf(
-        W.buf, TL_BUF_CAP,
+    tl->w.len = (size_t)snprintf(
+        tl->w.buf, TL_BUF_CAP,
         ",\n{\"name\":\"plait_dropped_events\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":"
         "{\"queue_full\":%llu,\"too_many_names\":%llu,\"ends_left_out\":%llu}},\n"
         "{\"name\":\"process_labels\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
         "\"args\":{\"labels\":\"timeline dropped %llu events\"}}",
-        W.rank, full, names, unmatched, W.rank, full + names);
-    flush();
+        tl->w.rank, full, names, unmatched, tl->w.rank, full + names);
+    flush(tl);
   }
-  if (full + names || W.lost)
+  if (full + names || tl->w.lost)
     PLAIT_WARN("timeline", "'%s': %llu events written, %llu dropped (queue full %llu, too many "
-               "distinct names %llu), %llu lost to write errors", W.path, (ull)W.written,
-               full + names, full, names, (ull)W.lost);
+               "distinct names %llu), %llu lost to write errors", tl->w.path, (ull)tl->w.written,
+               full + names, full, names, (ull)tl->w.lost);
   else
-    PLAIT_INFO("timeline", "'%s': %llu events written", W.path, (ull)W.written);
+    PLAIT_INFO("timeline", "'%s': %llu events written", tl->w.path, (ull)tl->w.written);
   if (unmatched) /* a caller's slip, not the user's: for plait's developers */
     PLAIT_DEBUG("timeline", "'%s': %llu ends without their begin (or nested more than %d "
-                "deep) left out", W.path, unmatched, TL_DEPTH);
-  free_writer();
+                "deep) left out", tl->w.path, unmatched, TL_DEPTH);
+  free_writer(tl);
 }
 
-static void stop_locked(void) {
-  if (!g_running) return;
-  atomic_store(&g_active, 0);
-  pthread_mutex_lock(&Q.mu);
-  close_open_locked();
-  Q.accepting = 0;
-  Q.stopping = 1;
-  pthread_cond_signal(&Q.cv);
-  pthread_mutex_unlock(&Q.mu);
-  pthread_join(W.thread, NULL);
-  g_running = 0;
-  finish_locked();
+static void stop_locked(plait_timeline_t *tl) {
+  if (!tl->running) return;
+  atomic_store(&tl->active, 0);
+  pthread_mutex_lock(&tl->q.mu);
+  close_open_locked(tl);
+  tl->q.accepting = 0;
+  tl->q.stopping = 1;
+  pthread_cond_signal(&tl->q.cv);
+  pthread_mutex_unlock(&tl->q.mu);
+  pthread_join(tl->w.thread, NULL);
+  tl->running = 0;
+  finish_locked(tl);
 }
 
-/* Q.cv times its waits on the monotonic clock. */
-static void init_cv(void) {
-  pthread_condattr_t attr;
+plait_timeline_t *plait_tl_create(void) {
+  plait_timeline_t *tl = calloc(1, sizeof *tl);
+  if (!tl) return NULL;
+  pthread_condattr_t attr; /* q.cv times its waits on the monotonic clock */
   pthread_condattr_init(&attr);
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-  pthread_cond_init(&Q.cv, &attr);
+  pthread_cond_init(&tl->q.cv, &attr);
   pthread_condattr_destroy(&attr);
+  pthread_mutex_init(&tl->q.mu, NULL);
+  pthread_mutex_init(&tl->ctl, NULL);
+  tl->w.fd = -1;
+  return tl;
 }
 
-/* A forked child has no writer thread: it keeps no timeline. */
-static void after_fork_child(void) {
-  atomic_store(&g_active, 0);
-  pthread_mutex_init(&Q.mu, NULL);
-  init_cv();
-  pthread_mutex_init(&g_ctl, NULL);
-  Q.accepting = 0;
-  g_running = 0;
+void plait_tl_destroy(plait_timeline_t *tl) {
+  if (!tl) return;
+  plait_tl_stop(tl);
+  pthread_cond_destroy(&tl->q.cv);
+  pthread_mutex_destroy(&tl->q.mu);
+  pthread_mutex_destroy(&tl->ctl);
+  free(tl);
 }
 
-static void init_once(void) {
-  init_cv();
-  pthread_atfork(NULL, NULL, after_fork_child);
-}
-
-static plait_result_t start_locked(int fd, const char *path, int rank) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, init_once);
-  memset(&W, 0, sizeof W);
-  W.fd = fd, W.rank = rank;
-  W.path = strdup(path);
-  W.buf = malloc(TL_BUF_CAP);
-  W.batch = malloc(TL_QUEUE_MAX * sizeof(tl_event_t));
-  pthread_mutex_lock(&Q.mu);
-  Q.pending = malloc(TL_QUEUE_MAX * sizeof(tl_event_t));
-  int ok = W.path && W.buf && W.batch && Q.pending && !table_init(&Q.rows, TL_ROWS_MAX) &&
-           !table_init(&Q.names, TL_NAMES_MAX);
-  pthread_mutex_unlock(&Q.mu);
+static plait_result_t start_locked(plait_timeline_t *tl, int fd, const char *path, int rank) {
+  memset(&tl->w, 0, sizeof tl->w);
+  tl->w.fd = fd, tl->w.rank = rank;
+  tl->w.path = strdup(path);
+  tl->w.buf = malloc(TL_BUF_CAP);
+  tl->w.batch = malloc(TL_QUEUE_MAX * sizeof(tl_event_t));
+  pthread_mutex_lock(&tl->q.mu);
+  tl->q.pending = malloc(TL_QUEUE_MAX * sizeof(tl_event_t));
+  int ok = tl->w.path && tl->w.buf && tl->w.batch && tl->q.pending &&
+           !table_init(&tl->q.rows, TL_ROWS_MAX) &&
+           !table_init(&tl->q.names, TL_NAMES_MAX);
+  pthread_mutex_unlock(&tl->q.mu);
   plait_result_t rc = PLAIT_ERR_NO_MEMORY;
   if (!ok) {
     plait_error(rc, "no memory for the timeline's queue");
@@ -513,31 +531,32 @@ static plait_result_t start_locked(int fd, const char *path, int rank) {
   struct timespec wall; /* the wall clock at ts 0, for lining up ranks' files */
   int64_t t0 = now_ns();
   clock_gettime(CLOCK_REALTIME, &wall);
-  PLAIT_CHECK_GOTO(rc, write_header(&wall), fail);
-  pthread_mutex_lock(&Q.mu);
-  Q.t0_ns = t0;
-  Q.accepting = 1;
-  pthread_mutex_unlock(&Q.mu);
+  PLAIT_CHECK_GOTO(rc, write_header(tl, &wall), fail);
+  pthread_mutex_lock(&tl->q.mu);
+  tl->q.t0_ns = t0;
+  tl->q.accepting = 1;
+  pthread_mutex_unlock(&tl->q.mu);
   sigset_t all, old; /* the writer takes no signals meant for the application */
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  int err = pthread_create(&W.thread, NULL, writer_main, NULL);
+  int err = pthread_create(&tl->w.thread, NULL, writer_main, tl);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (!err) {
-    g_running = 1;
-    atomic_store(&g_active, 1);
+    tl->running = 1;
+    atomic_store(&tl->active, 1);
     return PLAIT_SUCCESS;
   }
   rc = plait_error(PLAIT_ERR_SYSTEM, "cannot start the timeline thread: %s", strerror(err));
 fail:
-  pthread_mutex_lock(&Q.mu);
-  reset_queue_locked();
-  pthread_mutex_unlock(&Q.mu);
-  free_writer();
+  pthread_mutex_lock(&tl->q.mu);
+  reset_queue_locked(tl);
+  pthread_mutex_unlock(&tl->q.mu);
+  free_writer(tl);
   return rc;
 }
 
-plait_result_t plait_tl_start(const char *path, int rank) {
+plait_result_t plait_tl_start(plait_timeline_t *tl, const char *path, int rank) {
+  if (!tl) return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "timeline is NULL");
   if (!path || !*path)
     return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "timeline path is %s", path ? "empty" : "NULL");
   if (rank < 0) return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "timeline rank %d < 0", rank);
@@ -551,15 +570,16 @@ plait_result_t plait_tl_start(const char *path, int rank) {
     close(fd);
     return plait_error(PLAIT_ERR_SYSTEM, "cannot use timeline '%s': not a regular file", path);
   }
-  pthread_mutex_lock(&g_ctl);
-  stop_locked();
-  plait_result_t rc = start_locked(fd, path, rank);
-  pthread_mutex_unlock(&g_ctl);
+  pthread_mutex_lock(&tl->ctl);
+  stop_locked(tl);
+  plait_result_t rc = start_locked(tl, fd, path, rank);
+  pthread_mutex_unlock(&tl->ctl);
   return rc;
 }
 
-void plait_tl_stop(void) {
-  pthread_mutex_lock(&g_ctl);
-  stop_locked();
-  pthread_mutex_unlock(&g_ctl);
+void plait_tl_stop(plait_timeline_t *tl) {
+  if (!tl) return;
+  pthread_mutex_lock(&tl->ctl);
+  stop_locked(tl);
+  pthread_mutex_unlock(&tl->ctl);
 }

@@ -8,25 +8,34 @@
  * timeline's own thread, so emitting never waits for the disk. The file is a
  * JSON array that is complete and valid after every write.
  *
- * Every plait_tl_* function is a cheap no-op while no timeline is active, may
- * be called from any thread, and never blocks on I/O. Strings are copied.
+ * Every plait_tl_* function is a cheap no-op while no timeline is active (or
+ * when tl is NULL), may be called from any thread, and never blocks on I/O.
+ * Strings are copied.
  */
 #ifndef PLAIT_TIMELINE_H
 #define PLAIT_TIMELINE_H
 
 #include "plait/plait.h"
 
+/* One engine's timeline: its queue, name tables and writer thread. */
+typedef struct plait_timeline plait_timeline_t;
+
+/* A timeline that is not writing (NULL when out of memory). Destroy stops it
+ * first; both accept NULL. */
+plait_timeline_t *plait_tl_create(void);
+void plait_tl_destroy(plait_timeline_t *tl);
+
 /* Starts writing to path for this rank (pid field = rank); replaces a
  * timeline already running (which is closed properly first). Errors (set
  * with plait_error): PLAIT_ERR_INVALID_ARGUMENT (NULL or empty path, rank <
  * 0), PLAIT_ERR_SYSTEM (names the path and the reason), PLAIT_ERR_NO_MEMORY.
  * When path cannot be opened, a timeline already running keeps running. */
-plait_result_t plait_tl_start(const char *path, int rank);
+plait_result_t plait_tl_start(plait_timeline_t *tl, const char *path, int rank);
 /* Flushes, closes the file (valid JSON), joins the thread. Harmless when none
  * is running. */
-void plait_tl_stop(void);
+void plait_tl_stop(plait_timeline_t *tl);
 /* 1 while a timeline is active. */
-int plait_tl_active(void);
+int plait_tl_active(plait_timeline_t *tl);
 
 /* Begin and end activity on tensor's row (the row is named after the tensor
  * and created the first time the tensor is seen). Each row stays properly
@@ -35,13 +44,13 @@ int plait_tl_active(void);
  * activities before outer ones), and whatever is still open when the timeline
  * stops is ended then. NULL tensor or activity: nothing. Names are cut at
  * 1024 bytes. When the queue is full the event is dropped and counted. */
-void plait_tl_begin(const char *tensor, const char *activity);
-void plait_tl_end(const char *tensor, const char *activity);
+void plait_tl_begin(plait_timeline_t *tl, const char *tensor, const char *activity);
+void plait_tl_end(plait_timeline_t *tl, const char *tensor, const char *activity);
 /* An instant event on the coordinator's own row, e.g. "CYCLE". */
-void plait_tl_mark(const char *what);
+void plait_tl_mark(plait_timeline_t *tl, const char *what);
 /* The coordinator's "CYCLE" instant, written only while marking cycles is on
  * (PLAIT_TIMELINE_MARK_CYCLES; off at first). Any thread. */
-void plait_tl_mark_cycle(void);
-void plait_tl_set_mark_cycles(int on);
+void plait_tl_mark_cycle(plait_timeline_t *tl);
+void plait_tl_set_mark_cycles(plait_timeline_t *tl, int on);
 
 #endif

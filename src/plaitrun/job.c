@@ -3,6 +3,7 @@
 #include "linebuf.h"
 #include "signals.h"
 #include "spawn.h"
+#include "util/eintr.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -164,9 +165,7 @@ static int pump(job_t *job, int owner) {
   rank_proc_t *r = &job->ranks[owner / 2];
   int stream = owner % 2;
   ssize_t n;
-  do {
-    n = read(r->fds[stream], chunk, sizeof chunk);
-  } while (n < 0 && errno == EINTR);
+  PLAIT_RETRY_EINTR(n, read(r->fds[stream], chunk, sizeof chunk));
   if (n > 0) {
     plaitrun_linebuf_feed(&r->lines[stream], chunk, (size_t)n);
     return 1;

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,23 +17,57 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-int plaitrun_free_loopback_port(void) {
+#include "util/eintr.h"
+
+/* Binds a loopback socket to port (0: the kernel's choice) and returns the
+ * port it got, or -1. */
+static int try_loopback_port(int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   struct sockaddr_in addr;
   memset(&addr, 0, sizeof addr);
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0; /* the kernel picks a free one */
+  addr.sin_port = htons((uint16_t)port);
   socklen_t len = sizeof addr;
-  int port = -1;
+  int got = -1;
   if (bind(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
       getsockname(fd, (struct sockaddr *)&addr, &len) == 0)
-    port = ntohs(addr.sin_port);
+    got = ntohs(addr.sin_port);
   int saved = errno;
   close(fd);
   errno = saved;
-  return port;
+  return got;
+}
+
+/* The first port of the kernel's ephemeral range (where outgoing
+ * connections take their local ports), 32768 when unknown. */
+static int ephemeral_low(void) {
+  int lo = 32768, hi = 0;
+  FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (f) {
+    if (fscanf(f, "%d %d", &lo, &hi) != 2) lo = 32768;
+    fclose(f);
+  }
+  return lo;
+}
+
+/* The port is free now, but rank 0 binds it only later: a port from the
+ * ephemeral range could meanwhile become the local port of any outgoing
+ * connection on the machine (seen under load: "Address already in use").
+ * So a random free port below that range is taken when one is found. */
+int plaitrun_free_loopback_port(void) {
+  int lo = ephemeral_low();
+  const int first = 10000;
+  if (lo - first > 1000) {
+    for (int attempt = 0; attempt < 64; attempt++) {
+      unsigned r = 0;
+      if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) break;
+      int port = try_loopback_port(first + (int)(r % (unsigned)(lo - first)));
+      if (port > 0) return port;
+    }
+  }
+  return try_loopback_port(0);
 }
 
 static int read_urandom(unsigned char *buf, size_t n) {
@@ -40,8 +75,8 @@ static int read_urandom(unsigned char *buf, size_t n) {
   if (fd < 0) return -1;
   size_t got = 0;
   while (got < n) {
-    ssize_t r = read(fd, buf + got, n - got);
-    if (r < 0 && errno == EINTR) continue;
+    ssize_t r;
+    PLAIT_RETRY_EINTR(r, read(fd, buf + got, n - got));
     if (r <= 0) {
       close(fd);
       if (r == 0) errno = EIO;
@@ -56,8 +91,8 @@ static int read_urandom(unsigned char *buf, size_t n) {
 static int random_bytes(unsigned char *buf, size_t n) {
   size_t got = 0;
   while (got < n) {
-    ssize_t r = getrandom(buf + got, n - got, 0);
-    if (r < 0 && errno == EINTR) continue;
+    ssize_t r;
+    PLAIT_RETRY_EINTR(r, getrandom(buf + got, n - got, 0));
     if (r < 0) return read_urandom(buf, n); /* e.g. ENOSYS in old sandboxes */
     got += (size_t)r;
   }

@@ -8,6 +8,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "util/eintr.h"
+
 void plaitrun_linebuf_init(plaitrun_linebuf_t *lb, int out_fd, int rank, int prefix_enabled) {
   memset(lb, 0, sizeof *lb);
   lb->out_fd = out_fd;
@@ -25,9 +27,9 @@ void plaitrun_linebuf_free(plaitrun_linebuf_t *lb) {
 /* writev() all of iov, retrying on EINTR, EAGAIN and short writes. */
 static void write_all(plaitrun_linebuf_t *lb, struct iovec *iov, int count) {
   while (count > 0 && !lb->write_failed) {
-    ssize_t w = writev(lb->out_fd, iov, count);
+    ssize_t w;
+    PLAIT_RETRY_EINTR(w, writev(lb->out_fd, iov, count));
     if (w < 0) {
-      if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) { /* inherited O_NONBLOCK */
         struct pollfd pfd = {.fd = lb->out_fd, .events = POLLOUT};
         if (poll(&pfd, 1, -1) >= 0 || errno == EINTR) continue;

@@ -2,6 +2,7 @@
 
 #include "jobenv.h"
 #include "signals.h"
+#include "util/eintr.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,9 +27,8 @@ static void close_pair(int fds[2]) {
 static void child_fail(int status_fd) {
   int e = errno;
   ssize_t w;
-  do {
-    w = write(status_fd, &e, sizeof e);
-  } while (w < 0 && errno == EINTR);
+  PLAIT_RETRY_EINTR(w, write(status_fd, &e, sizeof e));
+  (void)w;
   _exit(CHILD_SETUP_FAILED);
 }
 
@@ -52,9 +52,7 @@ static void child_main(const plaitrun_spawn_spec_t *spec, int out_fd, int err_fd
 static int read_exec_result(int status_fd) {
   int e = 0;
   ssize_t r;
-  do {
-    r = read(status_fd, &e, sizeof e);
-  } while (r < 0 && errno == EINTR);
+  PLAIT_RETRY_EINTR(r, read(status_fd, &e, sizeof e));
   if (r == (ssize_t)sizeof e) return e > 0 ? e : EIO;
   return 0;
 }
@@ -88,8 +86,9 @@ int plaitrun_spawn_rank(const plaitrun_spawn_spec_t *spec, plaitrun_child_t *chi
   if (exec_errno != 0) {
     close(out[0]);
     close(errp[0]);
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
-    }
+    pid_t reaped;
+    PLAIT_RETRY_EINTR(reaped, waitpid(pid, NULL, 0));
+    (void)reaped;
     return exec_errno;
   }
   child->pid = pid;

@@ -21,7 +21,8 @@
     "colon-separated folders searched for transport plugins before the "       \
     "folder of libplait.so")                                                   \
   X(fusion_threshold, "PLAIT_FUSION_THRESHOLD", SIZE, "64M",                   \
-    "fusion buffer size in bytes (units K, M, G); 0 disables fusion")          \
+    "most bytes of allreduces fused into one collective, decided on rank 0 "   \
+    "(units K, M, G); the fusion buffer grows as needed; 0 disables fusion")   \
   X(fusion_max_tensor, "PLAIT_FUSION_MAX_TENSOR", SIZE, "0",                 \
     "allreduce tensors larger than this skip the fusion buffer and are "       \
     "reduced alone, in place; 0: no limit besides the threshold")              \

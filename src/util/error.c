@@ -5,32 +5,18 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "plait/dtypes.h"
+
 #define PLAIT_ERROR_MAX 2048
 
 static _Thread_local char last_error[PLAIT_ERROR_MAX];
 
 PLAIT_API const char *plait_strerror(plait_result_t result) {
-  switch (result) {
-#define X(name, value, message) \
-  case name:                    \
-    return message;
-    PLAIT_RESULT_LIST(X)
-#undef X
-  default:
-    return "unknown result code";
-  }
+  return plait_strerror_inline(result);
 }
 
 PLAIT_API const char *plait_result_name(plait_result_t result) {
-  switch (result) {
-#define X(name, value, message) \
-  case name:                    \
-    return #name;
-    PLAIT_RESULT_LIST(X)
-#undef X
-  default:
-    return "PLAIT_RESULT_UNKNOWN";
-  }
+  return plait_result_name_inline(result);
 }
 
 PLAIT_API const char *plait_last_error(void) { return last_error; }

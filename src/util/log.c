@@ -9,10 +9,12 @@
 
 static atomic_int threshold = PLAIT_LOG_WARN;
 static atomic_int log_rank = -1;
+static _Thread_local int thread_rank = -1; /* -1: the process's */
 
 int plait_log_level(void) { return atomic_load_explicit(&threshold, memory_order_relaxed); }
 void plait_log_set_level(int level) { atomic_store(&threshold, level); }
 void plait_log_set_rank(int rank) { atomic_store(&log_rank, rank); }
+void plait_log_set_thread_rank(int rank) { thread_rank = rank < 0 ? -1 : rank; }
 
 static const char *level_tag(int level) {
   static const char *tags[] = {"TRACE", "DEBUG", "INFO", "WARN", "ERROR"};
@@ -36,7 +38,7 @@ void plait_log_write(int level, const char *subsystem, const char *file, int lin
   strftime(when, sizeof when, "%H:%M:%S", &tm);
 
   char who[16];
-  int rank = atomic_load(&log_rank);
+  int rank = thread_rank >= 0 ? thread_rank : atomic_load(&log_rank);
   if (rank >= 0)
     snprintf(who, sizeof who, "r%d", rank);
   else

@@ -10,6 +10,10 @@ int plait_log_level(void);
 void plait_log_set_level(int level);
 /* Rank shown in each line; -1 until known. */
 void plait_log_set_rank(int rank);
+/* The rank shown in lines written by the calling thread, over the process's
+ * (several engines in one process: each engine's threads show its rank); a
+ * negative rank drops the override. */
+void plait_log_set_thread_rank(int rank);
 
 /* Also handed to plugins as their plait_log_fn; a NULL subsystem reads "plugin". */
 void plait_log_write(int level, const char *subsystem, const char *file, int line,

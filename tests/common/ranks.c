@@ -21,14 +21,14 @@ static double now_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int plait_test_free_port(void) {
+static int bind_loopback_port(int want) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
   struct sockaddr_in a;
   memset(&a, 0, sizeof a);
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
+  a.sin_port = htons((unsigned short)want);
   socklen_t len = sizeof a;
   int port = -1;
   if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
@@ -36,6 +36,18 @@ int plait_test_free_port(void) {
     port = ntohs(a.sin_port);
   close(fd);
   return port;
+}
+
+/* A free port below the kernel's ephemeral range (10000-32767 as Linux sets
+ * it), as plaitrun picks: a port from that range may become some outgoing
+ * connection's local port before rank 0 binds it. */
+int plait_test_free_port(void) {
+  unsigned seed = (unsigned)getpid() ^ (unsigned)(now_s() * 1e6);
+  for (int attempt = 0; attempt < 64; attempt++) {
+    int port = bind_loopback_port(10000 + (int)(rand_r(&seed) % 22000));
+    if (port > 0) return port;
+  }
+  return bind_loopback_port(0);
 }
 
 extern char **environ;

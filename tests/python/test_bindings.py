@@ -111,6 +111,18 @@ def test_not_initialized_error_has_library_message():
 
 
 def free_port():
+    """A free port below the kernel's ephemeral range, as plaitrun picks: one
+    from that range may become an outgoing connection's local port before
+    rank 0 binds it."""
+    import random
+    for _ in range(64):
+        port = random.randrange(10000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

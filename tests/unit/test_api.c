@@ -16,7 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "plait/dtypes.h"
 #include "plait/plait.h"
+#include "plait/transport.h"
 #include "ranks.h"
 
 
@@ -340,6 +342,18 @@ Test(life, default_transport_is_gloo) {
   expect_not_initialized("after plait_shutdown");
 }
 
+/* plait.h: the transport's name stays valid until the next plait_init, so
+ * after plait_shutdown too (the ASan build sees a read of freed memory). */
+Test(life, transport_name_stays_valid_after_shutdown) {
+  INIT_OK();
+  const char *name = NULL;
+  cr_assert_eq(plait_transport_name(&name), PLAIT_SUCCESS, "%s", plait_last_error());
+  char copy[80];
+  snprintf(copy, sizeof copy, "%s", name);
+  cr_assert_eq(plait_shutdown(), PLAIT_SUCCESS, "%s", plait_last_error());
+  cr_expect_str_eq(name, copy);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Result codes, dtypes, ops, versions                                       */
 /* ------------------------------------------------------------------------ */
@@ -446,6 +460,21 @@ Test(tables, ops) {
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     cr_expect_null(plait_op_name(bad[i]), "plait_op_name(%d)", (int)bad[i]);
   cr_expect_str_eq(plait_op_name(PLAIT_OP_AVERAGE), "average");
+}
+
+/* plait/dtypes.h, for plugins: the library's functions are built on it, so
+ * the tables above test the names and sizes; here the rest. */
+Test(tables, dtypes_header_validity_and_masks) {
+  for (int v = -2; v < 64; v++) {
+    int dt = v >= 0 && v < PLAIT_DTYPE_COUNT_, op = v >= 0 && v < PLAIT_OP_COUNT_;
+    cr_expect_eq(plait_dtype_valid_inline((plait_dtype_t)v), dt, "dtype %d", v);
+    cr_expect_eq(plait_op_valid_inline((plait_op_t)v), op, "op %d", v);
+    if (v >= 0 && v < 32) {
+      cr_expect_eq(!!(PLAIT_DTYPE_MASK_ALL & PLAIT_DTYPE_BIT(v)), dt, "dtype bit %d", v);
+      cr_expect_eq(!!(PLAIT_OP_MASK_ALL & PLAIT_OP_BIT(v)), op, "op bit %d", v);
+    }
+    cr_expect_str_eq(plait_strerror_inline((plait_result_t)v), plait_strerror((plait_result_t)v));
+  }
 }
 
 Test(tables, versions) {

@@ -21,6 +21,7 @@
 
 #include "plait/plait.h"
 #include "ranks.h"
+#include "api/current.h"
 #include "engine/timeline.h"
 
 /* ------------------------------------------------------------------------ */
@@ -415,6 +416,20 @@ static void remove_dir(void) {
   if (g_dir[0] && system(cmd)) fprintf(stderr, "could not remove %s\n", g_dir);
 }
 
+/* The timeline under test: one engine's (timeline.h). */
+static plait_timeline_t *TL;
+
+static void tl_init(void) {
+  make_dir();
+  TL = plait_tl_create();
+  cr_assert(TL, "plait_tl_create");
+}
+
+static void tl_fini(void) {
+  plait_tl_destroy(TL);
+  remove_dir();
+}
+
 static const char *in_dir(const char *file) {
   static char paths[8][512];
   static int next;
@@ -431,12 +446,12 @@ static double now_s(void) {
 
 #define START(path, rank)                                                      \
   do {                                                                         \
-    plait_result_t start_rc_ = plait_tl_start((path), (rank));                 \
+    plait_result_t start_rc_ = plait_tl_start(TL, (path), (rank));                 \
     cr_assert_eq(start_rc_, PLAIT_SUCCESS, "plait_tl_start: %s",               \
                  plait_last_error());                                          \
   } while (0)
 
-TestSuite(timeline, .init = make_dir, .fini = remove_dir);
+TestSuite(timeline, .init = tl_init, .fini = tl_fini);
 
 /* ------------------------------------------------------------------------ */
 /* The file                                                                  */
@@ -463,11 +478,11 @@ Test(timeline, the_json_checker_is_strict) {
 
 Test(timeline, start_stop_gives_a_valid_array_with_the_rank_rows) {
   const char *path = in_dir("tl.json");
-  cr_assert_eq(plait_tl_active(), 0);
+  cr_assert_eq(plait_tl_active(TL), 0);
   START(path, 3);
-  cr_assert_eq(plait_tl_active(), 1);
-  plait_tl_stop();
-  cr_assert_eq(plait_tl_active(), 0);
+  cr_assert_eq(plait_tl_active(TL), 1);
+  plait_tl_stop(TL);
+  cr_assert_eq(plait_tl_active(TL), 0);
   evs_t v;
   load(path, &v);
   const ev_t *p = find(&v, 'M', "process_name", -1);
@@ -480,10 +495,10 @@ Test(timeline, start_stop_gives_a_valid_array_with_the_rank_rows) {
 Test(timeline, begin_end_mark_fields) {
   const char *path = in_dir("tl.json");
   START(path, 0);
-  plait_tl_begin("layer1/weight", "NEGOTIATE");
-  plait_tl_mark("CYCLE");
-  plait_tl_end("layer1/weight", "NEGOTIATE");
-  plait_tl_stop();
+  plait_tl_begin(TL, "layer1/weight", "NEGOTIATE");
+  plait_tl_mark(TL, "CYCLE");
+  plait_tl_end(TL, "layer1/weight", "NEGOTIATE");
+  plait_tl_stop(TL);
   evs_t v;
   load(path, &v);
   int tid = tid_of(&v, "layer1/weight");
@@ -503,10 +518,10 @@ Test(timeline, every_tensor_gets_a_named_row_in_first_seen_order) {
   for (int round = 0; round < 3; round++)
     for (int i = 49; i >= 0; i--) {
       snprintf(name, sizeof name, "tensor.%02d", i);
-      plait_tl_begin(name, "QUEUE");
-      plait_tl_end(name, "QUEUE");
+      plait_tl_begin(TL, name, "QUEUE");
+      plait_tl_end(TL, name, "QUEUE");
     }
-  plait_tl_stop();
+  plait_tl_stop(TL);
   evs_t v;
   load(path, &v);
   size_t rows = 0;
@@ -541,10 +556,10 @@ static void *emitter(void *p) {
   for (int k = 0; k < 8; k++) snprintf(tensor[k], sizeof tensor[k], "grad/t%d/%d", a->thread, k);
   for (int i = 0; i < a->pairs && !(a->stop && atomic_load(a->stop)); i += 2) {
     const char *t = tensor[i % 8];
-    plait_tl_begin(t, "QUEUE");
-    plait_tl_begin(t, "GLOO_ALLREDUCE");
-    plait_tl_end(t, "GLOO_ALLREDUCE");
-    plait_tl_end(t, "QUEUE");
+    plait_tl_begin(TL, t, "QUEUE");
+    plait_tl_begin(TL, t, "GLOO_ALLREDUCE");
+    plait_tl_end(TL, t, "GLOO_ALLREDUCE");
+    plait_tl_end(TL, t, "QUEUE");
     if (a->pause_ns && i % 8 == 0) nanosleep(&(struct timespec){0, a->pause_ns}, NULL);
   }
   return NULL;
@@ -560,7 +575,7 @@ Test(timeline, four_threads_every_pair_written_in_order) {
     pthread_create(&th[t], NULL, emitter, &args[t]);
   }
   for (int t = 0; t < 4; t++) pthread_join(th[t], NULL);
-  plait_tl_stop();
+  plait_tl_stop(TL);
   evs_t v;
   load(path, &v);
   cr_assert_eq(check_pairs(&v), 4 * 10000, "every pair of 4 x 10,000");
@@ -593,7 +608,7 @@ Test(timeline, valid_json_while_being_written, .timeout = 300) {
   }
   atomic_store(&stop, 1);
   for (int t = 0; t < 4; t++) pthread_join(th[t], NULL);
-  plait_tl_stop();
+  plait_tl_stop(TL);
   cr_expect_geq(grew, 10, "the file grew between only %zu of 100 snapshots", grew);
   evs_t v;
   load(path, &v);
@@ -614,15 +629,15 @@ Test(timeline, awkward_names_stay_valid_json) {
   const char *path = in_dir("tl.json");
   START(path, 0);
   size_t ng = sizeof good / sizeof *good, nb = sizeof bad / sizeof *bad;
-  for (size_t i = 0; i < ng; i++) plait_tl_begin(good[i], good[i]), plait_tl_end(good[i], good[i]);
-  for (size_t i = 0; i < nb; i++) plait_tl_begin(bad[i], "X"), plait_tl_end(bad[i], "X");
+  for (size_t i = 0; i < ng; i++) plait_tl_begin(TL, good[i], good[i]), plait_tl_end(TL, good[i], good[i]);
+  for (size_t i = 0; i < nb; i++) plait_tl_begin(TL, bad[i], "X"), plait_tl_end(TL, bad[i], "X");
   char *huge = malloc(5001);
   memset(huge, 'h', 5000);
   huge[5000] = '\0';
-  plait_tl_begin(huge, "X");
-  plait_tl_end(huge, "X");
-  plait_tl_mark("mark \"with\" \\ and \x01");
-  plait_tl_stop();
+  plait_tl_begin(TL, huge, "X");
+  plait_tl_end(TL, huge, "X");
+  plait_tl_mark(TL, "mark \"with\" \\ and \x01");
+  plait_tl_stop(TL);
   evs_t v;
   load(path, &v);
   for (size_t i = 0; i < ng; i++) {
@@ -648,19 +663,19 @@ Test(timeline, awkward_names_stay_valid_json) {
 /* ------------------------------------------------------------------------ */
 
 Test(timeline, stop_without_start_and_emit_without_timeline_are_harmless) {
-  plait_tl_stop();
-  plait_tl_stop();
-  plait_tl_begin("t", "A");
-  plait_tl_end("t", "A");
-  plait_tl_mark("CYCLE");
-  plait_tl_begin(NULL, NULL);
-  cr_assert_eq(plait_tl_active(), 0);
+  plait_tl_stop(TL);
+  plait_tl_stop(TL);
+  plait_tl_begin(TL, "t", "A");
+  plait_tl_end(TL, "t", "A");
+  plait_tl_mark(TL, "CYCLE");
+  plait_tl_begin(TL, NULL, NULL);
+  cr_assert_eq(plait_tl_active(TL), 0);
   START(in_dir("tl.json"), 0);
-  plait_tl_begin(NULL, "A"); /* ignored */
-  plait_tl_begin("t", NULL);
-  plait_tl_mark(NULL);
-  plait_tl_stop();
-  plait_tl_stop();
+  plait_tl_begin(TL, NULL, "A"); /* ignored */
+  plait_tl_begin(TL, "t", NULL);
+  plait_tl_mark(TL, NULL);
+  plait_tl_stop(TL);
+  plait_tl_stop(TL);
   evs_t v;
   load(in_dir("tl.json"), &v);
   cr_assert_eq(tid_of(&v, "t"), -1);
@@ -670,19 +685,19 @@ Test(timeline, stop_without_start_and_emit_without_timeline_are_harmless) {
 Test(timeline, rows_stay_nested_ends_without_begins_left_out_open_ones_closed_at_stop) {
   const char *path = in_dir("tl.json");
   START(path, 0);
-  plait_tl_end("t", "NEGOTIATE"); /* no B: left out */
-  plait_tl_begin("t", "NEGOTIATE");
-  plait_tl_end("t", "NEGOTIATE");
-  plait_tl_end("t", "NEGOTIATE"); /* already ended: left out */
-  plait_tl_begin("t", "QUEUE");
-  plait_tl_begin("t", "GLOO_ALLREDUCE");
-  plait_tl_end("t", "QUEUE"); /* would cross GLOO_ALLREDUCE: left out */
-  plait_tl_end("t", "GLOO_ALLREDUCE");
-  plait_tl_begin("u", "NEGOTIATE"); /* open at stop */
+  plait_tl_end(TL, "t", "NEGOTIATE"); /* no B: left out */
+  plait_tl_begin(TL, "t", "NEGOTIATE");
+  plait_tl_end(TL, "t", "NEGOTIATE");
+  plait_tl_end(TL, "t", "NEGOTIATE"); /* already ended: left out */
+  plait_tl_begin(TL, "t", "QUEUE");
+  plait_tl_begin(TL, "t", "GLOO_ALLREDUCE");
+  plait_tl_end(TL, "t", "QUEUE"); /* would cross GLOO_ALLREDUCE: left out */
+  plait_tl_end(TL, "t", "GLOO_ALLREDUCE");
+  plait_tl_begin(TL, "u", "NEGOTIATE"); /* open at stop */
   char level[16];
-  for (int i = 0; i < 9; i++) snprintf(level, sizeof level, "L%d", i), plait_tl_begin("deep", level);
-  for (int i = 8; i >= 0; i--) snprintf(level, sizeof level, "L%d", i), plait_tl_end("deep", level);
-  plait_tl_stop();
+  for (int i = 0; i < 9; i++) snprintf(level, sizeof level, "L%d", i), plait_tl_begin(TL, "deep", level);
+  for (int i = 8; i >= 0; i--) snprintf(level, sizeof level, "L%d", i), plait_tl_end(TL, "deep", level);
+  plait_tl_stop(TL);
   evs_t v;
   load(path, &v);
   cr_assert_eq(check_pairs(&v), 4 + 8, "t: NEGOTIATE, GLOO_ALLREDUCE, QUEUE (closed at stop); u; "
@@ -697,14 +712,14 @@ Test(timeline, rows_stay_nested_ends_without_begins_left_out_open_ones_closed_at
 Test(timeline, emitting_after_stop_changes_nothing) {
   const char *path = in_dir("tl.json");
   START(path, 0);
-  plait_tl_begin("t", "A");
-  plait_tl_end("t", "A");
-  plait_tl_stop();
+  plait_tl_begin(TL, "t", "A");
+  plait_tl_end(TL, "t", "A");
+  plait_tl_stop(TL);
   size_t n1, n2;
   char *before = slurp(path, &n1);
-  plait_tl_begin("t", "B");
-  plait_tl_end("u", "B");
-  plait_tl_mark("CYCLE");
+  plait_tl_begin(TL, "t", "B");
+  plait_tl_end(TL, "u", "B");
+  plait_tl_mark(TL, "CYCLE");
   nanosleep(&(struct timespec){0, 20000000}, NULL);
   char *after = slurp(path, &n2);
   cr_assert(n1 == n2 && !memcmp(before, after, n1), "the file changed after stop");
@@ -715,15 +730,15 @@ Test(timeline, emitting_after_stop_changes_nothing) {
 Test(timeline, restart_replaces_the_file_and_closes_the_old_one) {
   const char *a = in_dir("a.json"), *b = in_dir("b.json");
   START(a, 0);
-  plait_tl_begin("old", "A");
-  plait_tl_end("old", "A");
+  plait_tl_begin(TL, "old", "A");
+  plait_tl_end(TL, "old", "A");
   START(b, 1); /* a is closed, complete */
-  plait_tl_begin("new", "A");
-  plait_tl_end("new", "A");
+  plait_tl_begin(TL, "new", "A");
+  plait_tl_end(TL, "new", "A");
   START(a, 2); /* the same path again: replaced */
-  plait_tl_begin("newer", "A");
-  plait_tl_end("newer", "A");
-  plait_tl_stop();
+  plait_tl_begin(TL, "newer", "A");
+  plait_tl_end(TL, "newer", "A");
+  plait_tl_stop(TL);
   evs_t va, vb;
   load(a, &va);
   load(b, &vb);
@@ -740,16 +755,16 @@ Test(timeline, restart_replaces_the_file_and_closes_the_old_one) {
 Test(timeline, failed_start_keeps_the_running_timeline) {
   const char *path = in_dir("tl.json");
   START(path, 0);
-  cr_assert_eq(plait_tl_start(in_dir("missing/tl.json"), 0), PLAIT_ERR_SYSTEM);
+  cr_assert_eq(plait_tl_start(TL, in_dir("missing/tl.json"), 0), PLAIT_ERR_SYSTEM);
   cr_assert(strstr(plait_last_error(), "missing/tl.json"), "%s", plait_last_error());
-  cr_assert_eq(plait_tl_start(g_dir, 0), PLAIT_ERR_SYSTEM, "a folder");
-  cr_assert_eq(plait_tl_start(NULL, 0), PLAIT_ERR_INVALID_ARGUMENT);
-  cr_assert_eq(plait_tl_start("", 0), PLAIT_ERR_INVALID_ARGUMENT);
-  cr_assert_eq(plait_tl_start(path, -1), PLAIT_ERR_INVALID_ARGUMENT);
-  cr_assert_eq(plait_tl_active(), 1);
-  plait_tl_begin("still", "A");
-  plait_tl_end("still", "A");
-  plait_tl_stop();
+  cr_assert_eq(plait_tl_start(TL, g_dir, 0), PLAIT_ERR_SYSTEM, "a folder");
+  cr_assert_eq(plait_tl_start(TL, NULL, 0), PLAIT_ERR_INVALID_ARGUMENT);
+  cr_assert_eq(plait_tl_start(TL, "", 0), PLAIT_ERR_INVALID_ARGUMENT);
+  cr_assert_eq(plait_tl_start(TL, path, -1), PLAIT_ERR_INVALID_ARGUMENT);
+  cr_assert_eq(plait_tl_active(TL), 1);
+  plait_tl_begin(TL, "still", "A");
+  plait_tl_end(TL, "still", "A");
+  plait_tl_stop(TL);
   evs_t v;
   load(path, &v);
   cr_assert_eq(tid_of(&v, "still"), 1);
@@ -770,9 +785,9 @@ Test(timeline, stop_and_start_race_with_emitters) {
     snprintf(file, sizeof file, "tl%d.json", i % 3);
     START(in_dir(file), i);
     nanosleep(&(struct timespec){0, 2000000}, NULL);
-    if (i % 2) plait_tl_stop();
+    if (i % 2) plait_tl_stop(TL);
   }
-  plait_tl_stop();
+  plait_tl_stop(TL);
   atomic_store(&stop, 1);
   for (int t = 0; t < 4; t++) pthread_join(th[t], NULL);
   for (int i = 0; i < 3; i++) {
@@ -813,11 +828,11 @@ Test(timeline, a_full_queue_drops_and_counts, .timeout = 120) {
   flock(fileno(hold), LOCK_SH);
   const long pairs = 1250000;
   double t0 = now_s();
-  for (long i = 0; i < pairs; i++) plait_tl_begin("t", "A"), plait_tl_end("t", "A");
+  for (long i = 0; i < pairs; i++) plait_tl_begin(TL, "t", "A"), plait_tl_end(TL, "t", "A");
   double emit_s = now_s() - t0;
   flock(fileno(hold), LOCK_UN);
   fclose(hold);
-  plait_tl_stop();
+  plait_tl_stop(TL);
   evs_t v;
   load(path, &v);
   size_t written = 0;
@@ -848,7 +863,7 @@ Test(timeline, throughput, .timeout = 300) {
   }
   for (int t = 0; t < 4; t++) pthread_join(th[t], NULL);
   double t1 = now_s();
-  plait_tl_stop();
+  plait_tl_stop(TL);
   double t2 = now_s();
   double events = 4.0 * 2 * pairs;
   struct stat st;
@@ -886,7 +901,7 @@ Test(timeline_api, before_init_not_initialized) {
   cr_assert(strstr(plait_last_error(), "plait_timeline_start"), "%s", plait_last_error());
   cr_assert_eq(plait_timeline_stop(), PLAIT_ERR_NOT_INITIALIZED);
   cr_assert(strstr(plait_last_error(), "plait_timeline_stop"), "%s", plait_last_error());
-  cr_assert_eq(plait_tl_active(), 0);
+  cr_assert_eq(plait_tl_active(TL), 0);
 }
 
 Test(timeline_api, single_rank_job) {
@@ -910,11 +925,14 @@ Test(timeline_api, single_rank_job) {
 
   rc = plait_timeline_start(path);
   cr_assert_eq(rc, PLAIT_SUCCESS, "%s", plait_last_error());
-  cr_assert_eq(plait_tl_active(), 1);
-  plait_tl_begin("w", "NEGOTIATE");
-  plait_tl_end("w", "NEGOTIATE");
+  plait_engine_t *engine = plait_api_acquire(); /* the public calls act on its timeline */
+  cr_assert(engine);
+  cr_assert_eq(plait_tl_active(engine->timeline), 1);
+  plait_tl_begin(engine->timeline, "w", "NEGOTIATE");
+  plait_tl_end(engine->timeline, "w", "NEGOTIATE");
   cr_assert_eq(plait_timeline_stop(), PLAIT_SUCCESS);
-  cr_assert_eq(plait_tl_active(), 0);
+  cr_assert_eq(plait_tl_active(engine->timeline), 0);
+  plait_api_release(&engine);
   plait_shutdown();
   cr_expect_eq(plait_timeline_start(path), PLAIT_ERR_NOT_INITIALIZED);
 

@@ -213,7 +213,7 @@ Test(wire, negotiation_round_trip) {
   plait_request_t rq[2] = {{"layer1/w", -1, m}, {NULL, 42, {0}}};
   plait_request_list_t rl = {PLAIT_REQ_SHUTDOWN, 2, rq, 9}, back;
   cr_assert_eq(plait_requests_encode(&W, &rl), PLAIT_SUCCESS);
-  cr_assert_eq(plait_msg_decode_frame(W.data, W.len), PLAIT_SUCCESS);
+  cr_assert_eq(plait_neg_decode_frame(W.data, W.len), PLAIT_SUCCESS);
   cr_assert_eq(plait_requests_decode(W.data + 12, W.len - 12, &back), PLAIT_SUCCESS);
   cr_assert_eq(back.flags, PLAIT_REQ_SHUTDOWN);
   cr_assert_eq(back.n, 2);
@@ -271,7 +271,7 @@ Test(wire, fuzz_every_decoder, .timeout = 120) {
   size_t lens[16];
   size_t nseeds = make_seeds(seeds, lens);
   for (size_t i = 0; i < nseeds; i++)
-    cr_assert_eq(plait_msg_decode_frame(seeds[i], lens[i]), PLAIT_SUCCESS, "seed %zu", i);
+    cr_assert_eq(plait_neg_decode_frame(seeds[i], lens[i]), PLAIT_SUCCESS, "seed %zu", i);
   size_t cap = 512;
   uint8_t *buf = malloc(cap);
   long accepted = 0, rejected = 0;
@@ -298,7 +298,7 @@ Test(wire, fuzz_every_decoder, .timeout = 120) {
     /* Copy to an exact-size allocation so ASan sees any overread. */
     uint8_t *exact = malloc(len ? len : 1);
     memcpy(exact, buf, len);
-    plait_result_t rc = plait_msg_decode_frame(exact, len);
+    plait_result_t rc = plait_neg_decode_frame(exact, len);
     free(exact);
     cr_assert(rc == PLAIT_SUCCESS || rc == PLAIT_ERR_PROTOCOL || rc == PLAIT_ERR_NO_MEMORY,
               "iteration %ld: unexpected %d", iter, rc);
@@ -308,4 +308,20 @@ Test(wire, fuzz_every_decoder, .timeout = 120) {
   cr_assert(rejected > 0 && accepted > 0);
   free(buf);
   for (size_t i = 0; i < nseeds; i++) free(seeds[i]);
+}
+
+/* The control plane decodes its own messages; negotiation payloads are the
+ * engine's (arrows point down: control never includes the engine). */
+Test(wire, negotiation_frames_are_decoded_by_the_engine) {
+  plait_request_t one = {NULL, 2, {0}};
+  plait_request_list_t rl = {0, 1, &one, 0};
+  cr_assert_eq(plait_requests_encode(&W, &rl), PLAIT_SUCCESS);
+  cr_assert_eq(plait_msg_decode_frame(W.data, W.len), PLAIT_ERR_PROTOCOL);
+  cr_assert(strstr(plait_last_error(), "plait_neg_decode_frame"), "%s", plait_last_error());
+  cr_assert_eq(plait_neg_decode_frame(W.data, W.len), PLAIT_SUCCESS, "%s", plait_last_error());
+  cr_assert_eq(plait_neg_decode_frame(W.data, W.len - 1), PLAIT_ERR_PROTOCOL);
+  plait_msg_welcome_t w;
+  memset(w.mac, 1, sizeof w.mac);
+  cr_assert_eq(plait_msg_encode_welcome(&W, &w), PLAIT_SUCCESS);
+  cr_assert_eq(plait_neg_decode_frame(W.data, W.len), PLAIT_SUCCESS, "control types too");
 }

@@ -1,4 +1,5 @@
 /* A program built against an installed plait. */
+#include <plait/dtypes.h>
 #include <plait/plait.h>
 #include <stdio.h>
 
@@ -13,5 +14,6 @@ int main(void) {
   plait_size(&size);
   plait_transport_name(&transport);
   printf("consumer: rank %d of %d over %s\n", rank, size, transport);
+  if (plait_dtype_size_inline(PLAIT_FLOAT32) != plait_dtype_size(PLAIT_FLOAT32)) return 1;
   return plait_shutdown() == PLAIT_SUCCESS ? 0 : 1;
 }

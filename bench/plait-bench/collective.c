@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/half.h"
+#include "util/half.h"
 #include "bench.h"
 
 typedef enum { C_ALLREDUCE, C_ALLGATHER, C_BROADCAST, C_ALLTOALL, C_REDUCESCATTER } coll_t;

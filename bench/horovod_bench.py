@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """plait.torch and horovod.torch measured by the same code.
 
-    plaitrun -np 2 python3 examples/horovod_bench.py --impl plait [--json out.jsonl]
-    horovodrun -np 2 -H localhost:2 --gloo python examples/horovod_bench.py --impl horovod
-    python3 examples/horovod_bench.py --report out.jsonl      # the table of several runs
+    plaitrun -np 2 python3 bench/horovod_bench.py --impl plait [--json out.jsonl]
+    horovodrun -np 2 -H localhost:2 --gloo python bench/horovod_bench.py --impl horovod
+    python3 bench/horovod_bench.py --report out.jsonl      # the table of several runs
 
 Every rank imports `plait.torch` or `horovod.torch` as `hvd` (--impl) and runs
 the same workloads through the same calls:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """plait.torch against torch.distributed (Gloo), side by side in one run.
 
-    python3 examples/torch_bench.py [--rounds 5] [--python /path/to/python]
+    python3 bench/torch_bench.py [--rounds 5] [--python /path/to/python]
 
 One launch measures everything: this script starts the ranks itself (2 by
 default, on this host), and every rank joins both plait (PLAIT_RANK,
@@ -86,7 +86,7 @@ def launch(args):
     here = os.path.dirname(os.path.abspath(__file__))
     plait_port, torch_port = free_ports(2)
     env = dict(os.environ)
-    # Run from a source tree: find the bindings next to the examples.
+    # Run from a source tree: find the bindings in it.
     bindings = os.path.join(os.path.dirname(here), "bindings", "python")
     if os.path.isdir(bindings):
         env["PYTHONPATH"] = os.pathsep.join(p for p in (bindings, env.get("PYTHONPATH")) if p)
@@ -137,6 +137,9 @@ def worker(args):
 
     import plait
     import plait.torch as hvd
+    # plait_fusion_report.py is shared with the PyTorch examples
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                    "examples"))
     from plait_fusion_report import fusion_report
 
     rank = int(os.environ.get("RANK") or os.environ["PLAIT_RANK"])

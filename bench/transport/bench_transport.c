@@ -2,47 +2,53 @@
  * bench_transport: transports side by side in one run, interleaved.
  *
  * For each round, for each configuration (by default ofi over FI_PROVIDER=shm,
- * ofi over FI_PROVIDER=tcp, and gloo), it forks N ranks on loopback that
- * plait_init() with that transport and call the plugin's collective directly
- * (no coordinator: this measures the transport, not negotiation), at every
- * size; then it times a single-thread memcpy of each size, the ceiling of
- * any exchange on one machine. After all rounds it prints, per size, the
- * median over rounds of each configuration's time and bus bandwidth, the
- * algorithm the ofi plugin picks, and the ratios the issue asks for.
+ * ofi over FI_PROVIDER=tcp, and gloo), it forks N ranks that each load the
+ * transport plugin (libplait-transport-<name>.so from PLAIT_PLUGIN_PATH, else
+ * the build's lib/ beside this program's folder), start it and call its
+ * collective directly, at every size; then it times a single-thread memcpy
+ * of each size, the ceiling of any exchange on one machine. After all rounds
+ * it prints, per size, the median over rounds of each configuration's time
+ * and bus bandwidth, the algorithm the plugin says it runs, and the ratios
+ * the issue asks for.
+ *
+ * It crosses the plugin boundary only through the public plugin ABI
+ * (include/plait/transport.h), as a third-party core would: it dlopens the
+ * plugin, gives it a bootstrap of its own (shm_bootstrap.c: byte collectives
+ * over shared memory between the forked ranks) and float32 kernels of its
+ * own (f32_kernels.c), and neither includes nor links anything of libplait's
+ * internals. No coordinator: this measures the transport, not negotiation.
  *
  *   bench_transport [-r ROUNDS] [-n RANKS] [-o OP] [-s MIN:MAX] [LABEL=TRANSPORT[,VAR=value...]]...
  *
  *   -o allreduce (float32 sum; default), broadcast, allgatherv, reducescatter
+ *   exit status 1 when a configuration failed (after the table, which says why)
  *   -s 4K:256M   sizes (bytes per rank's buffer), powers of 4 between them
  *   e.g. bench_transport 'ring=ofi,FI_PROVIDER=shm,PLAIT_OFI_ALLREDUCE_RING_MIN=0'
  *
  * Bus bandwidth as NCCL's tests define it: bytes / time times 2(n-1)/n for
  * allreduce, (n-1)/n for allgatherv and reducescatter, 1 for broadcast, so
  * the figure compares with the link's (here: memory's) bandwidth.
- *
- * Uses the core's internal API (plait_core_transport), so it links the core
- * statically; it is a benchmark, not an example to copy.
  */
-#include <arpa/inet.h>
 #include <ctype.h>
+#include <dlfcn.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "api/core.h"
-#include "plait/plait.h"
+#include "f32_kernels.h"
+#include "plait/dtypes.h"
 #include "plait/transport.h"
-#include "tunables.h"
+#include "shm_bootstrap.h"
 
 #define MAX_CONFIGS 8
 #define MAX_SIZES 24
@@ -59,10 +65,13 @@ typedef struct config {
 typedef enum { OP_ALLREDUCE, OP_BROADCAST, OP_ALLGATHERV, OP_REDUCESCATTER } op_t;
 static const char *op_names[] = {"allreduce", "broadcast", "allgatherv", "reducescatter"};
 
-/* Shared with the ranks (mapped before fork): rank 0's median seconds. */
+/* Shared with the ranks (mapped before fork): rank 0's median seconds and
+ * the algorithm its plugin names; the first failure of each configuration. */
 typedef struct results {
   double t[MAX_ROUNDS][MAX_CONFIGS][MAX_SIZES];
   double memcpy_t[MAX_ROUNDS][MAX_SIZES];
+  char algorithm[MAX_CONFIGS][MAX_SIZES][32];
+  atomic_int failed[MAX_CONFIGS];
   char error[MAX_CONFIGS][512];
 } results_t;
 
@@ -124,41 +133,63 @@ static void add_config(const char *spec) {
   free(copy);
 }
 
-static const char *config_env(const config_t *c, const char *name) {
-  size_t len = strlen(name);
-  for (int i = 0; i < c->nenv; i++)
-    if (!strncmp(c->env[i], name, len) && c->env[i][len] == '=') return c->env[i] + len + 1;
-  return NULL;
-}
-
-/* The algorithm the ofi plugin picks for this size (its documented rule). */
-static const char *ofi_algorithm(const config_t *c, size_t bytes) {
-  if (strcmp(c->transport, "ofi") != 0) return "-";
-  static const char *var[] = {"PLAIT_OFI_ALLREDUCE_RING_MIN", "PLAIT_OFI_BROADCAST_CHAIN_MIN",
-                              "PLAIT_OFI_ALLGATHERV_RING_MIN",
-                              "PLAIT_OFI_REDUCESCATTER_RING_MIN"};
-  static const size_t def[] = {0, OFI_DEFAULT_BROADCAST_CHAIN_MIN,
-                               OFI_DEFAULT_ALLGATHERV_RING_MIN,
-                               OFI_DEFAULT_REDUCESCATTER_RING_MIN};
-  static const char *small[] = {"rec.dbl", "binomial", "direct", "direct"};
-  static const char *large[] = {"ring", "chain", "ring", "ring"};
-  size_t min = op != OP_ALLREDUCE ? def[op]
-               : nranks == 2     ? OFI_DEFAULT_ALLREDUCE_RING_MIN_2RANKS
-                                 : OFI_DEFAULT_ALLREDUCE_RING_MIN;
-  const char *v = config_env(c, var[op]);
-  if (!v) v = getenv(var[op]);
-  if (v) parse_size(v, &min);
-  size_t total = op == OP_ALLGATHERV ? bytes * (size_t)nranks : bytes;
-  return total < min ? small[op] : large[op];
-}
-
 /* ------------------------------------------------------------------------ */
 /* One rank                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* Records the configuration's first failure (any rank) for the report. */
+static void fail_config(int ci, int rank, const char *fmt, ...) {
+  if (atomic_exchange(&res->failed[ci], 1)) return;
+  char msg[448];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  snprintf(res->error[ci], sizeof res->error[ci], "rank %d: %s", rank, msg);
+}
+
+/* The folders plugins are looked up in: PLAIT_PLUGIN_PATH (main sets it to
+ * the build's lib/ when unset). */
+static const plait_transport_t *load_plugin(const char *name, int ci, int rank) {
+  const char *path = getenv("PLAIT_PLUGIN_PATH");
+  char tried[1024] = "", file[4096];
+  for (const char *dir = path ? path : ""; *dir;) {
+    size_t len = strcspn(dir, ":");
+    snprintf(file, sizeof file, "%.*s/libplait-transport-%s.so", (int)len, dir, name);
+    void *so = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+    if (so) {
+      const plait_transport_t *t = dlsym(so, PLAIT_TRANSPORT_SYMBOL);
+      if (t && t->abi_version == PLAIT_TRANSPORT_ABI_VERSION &&
+          t->struct_size >= PLAIT_TRANSPORT_V1_MIN_SIZE)
+        return t;
+      fail_config(ci, rank, "%s: no %s of ABI version %d", file, PLAIT_TRANSPORT_SYMBOL,
+                  PLAIT_TRANSPORT_ABI_VERSION);
+      return NULL;
+    }
+    size_t used = strlen(tried);
+    if (snprintf(tried + used, sizeof tried - used, "%s%s (%s)", used ? ", " : "", file,
+                 dlerror()) < 0)
+      break;
+    dir += len + (dir[len] == ':');
+  }
+  fail_config(ci, rank, "no transport plugin '%s' in PLAIT_PLUGIN_PATH: tried %s", name,
+              tried[0] ? tried : "nothing (PLAIT_PLUGIN_PATH is empty)");
+  return NULL;
+}
+
+static void log_stderr(int level, const char *subsystem, const char *file, int line,
+                       const char *fmt, ...) {
+  (void)file, (void)line;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "bench_transport: %s [%d]: ", subsystem, level);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
 static plait_result_t run_op(const plait_transport_t *t, void *st, char *buf, char *out,
                              size_t bytes, size_t *parts) {
-  int me = plait_core_rank();
   switch (op) {
     case OP_ALLREDUCE:
       return t->allreduce(st, buf, bytes / 4, PLAIT_FLOAT32, PLAIT_OP_SUM);
@@ -169,28 +200,31 @@ static plait_result_t run_op(const plait_transport_t *t, void *st, char *buf, ch
       return t->allgatherv(st, buf, parts);
     case OP_REDUCESCATTER:
       for (int r = 0; r < nranks; r++) parts[r] = bytes / 4 / (size_t)nranks;
-      (void)me;
       return t->reducescatter(st, buf, out, parts, PLAIT_FLOAT32, PLAIT_OP_SUM);
   }
   return PLAIT_ERR_INVALID_ARGUMENT;
 }
 
-static int rank_main(int rank, int round, int ci) {
-  plait_core_test_without_coordinator(1);
-  plait_result_t rc = plait_init();
-  if (rc) {
-    if (rank == 0)
-      snprintf(res->error[ci], sizeof res->error[ci], "%s: %s", plait_result_name(rc),
-               plait_last_error());
-    return 1;
-  }
-  void *st = NULL;
-  const plait_transport_t *t = plait_core_transport(&st);
+/* What the plugin says it runs for this size (its whole buffer in bytes). */
+static void record_algorithm(const plait_transport_t *t, void *st, int ci, int s) {
+  static const uint64_t cap[] = {PLAIT_CAP_ALLREDUCE, PLAIT_CAP_BROADCAST, PLAIT_CAP_ALLGATHERV,
+                                 PLAIT_CAP_REDUCESCATTER};
+  size_t total = op == OP_ALLGATHERV ? sizes[s] * (size_t)nranks : sizes[s];
+  const char *name = PLAIT_TRANSPORT_HAS(t, algorithm) ? t->algorithm(st, cap[op], total) : NULL;
+  snprintf(res->algorithm[ci][s], sizeof res->algorithm[ci][s], "%s", name ? name : "-");
+}
+
+/* Times every size; 0 when all ran. */
+static int time_sizes(const plait_transport_t *t, void *st, int rank, int round, int ci) {
   size_t max = sizes[nsizes - 1], span = op == OP_ALLGATHERV ? max * (size_t)nranks : max;
   void *buf = NULL;
   char *out = malloc(max);
   size_t parts[64];
-  if (t->mem_alloc(st, span, &buf) || !out) return 1;
+  if (!out || t->mem_alloc(st, span, &buf)) {
+    fail_config(ci, rank, "cannot allocate %zu bytes", span);
+    free(out);
+    return 1;
+  }
   for (size_t i = 0; i < span / 4; i++) ((float *)buf)[i] = 1.0f;
   memset(out, 0, max);
   int fails = 0;
@@ -210,14 +244,49 @@ static int rank_main(int rank, int round, int ci) {
         if (run_op(t, st, buf, out, bytes, parts)) fails = 1;
       v[k] = (now() - t0) / per;
     }
-    if (fails && rank == 0)
-      snprintf(res->error[ci], sizeof res->error[ci], "%zu bytes: %s", bytes,
-               t->last_error(st));
-    if (!fails && rank == 0) res->t[round][ci][s] = median(v, samples);
+    if (fails) fail_config(ci, rank, "%zu bytes: %s", bytes, t->last_error(st));
+    else if (rank == 0) {
+      res->t[round][ci][s] = median(v, samples);
+      record_algorithm(t, st, ci, s);
+    }
   }
   t->mem_free(st, buf);
   free(out);
-  plait_shutdown();
+  return fails;
+}
+
+static int rank_main(shm_block_t *block, int rank, int round, int ci) {
+  const plait_transport_t *t = load_plugin(configs[ci].transport, ci, rank);
+  if (!t) return 1;
+  shm_rank_t boot_rank;
+  plait_bootstrap_t boot;
+  shm_bootstrap_init(&boot_rank, block, rank, nranks, 60.0, &boot);
+  plait_transport_init_args_t args;
+  memset(&args, 0, sizeof args);
+  args.size = sizeof args;
+  args.rank = args.local_rank = rank;
+  args.nranks = args.local_size = nranks;
+  args.cross_rank = 0;
+  args.cross_size = 1;
+  args.bootstrap = &boot;
+  args.log = log_stderr;
+  args.log_level = PLAIT_LOG_WARN;
+  args.timeout_s = 60.0;
+  args.reduce = bench_f32_reduce;
+  args.scale = bench_f32_scale;
+  args.divide = bench_f32_divide;
+  args.host_address = "127.0.0.1";
+  void *st = NULL;
+  plait_result_t rc = t->init(&args, &st);
+  if (rc) {
+    fail_config(ci, rank, "%s init: %s: %s", configs[ci].transport,
+                plait_result_name_inline(rc), t->last_error(NULL));
+    shm_block_fail(block);
+    return 1;
+  }
+  int fails = time_sizes(t, st, rank, round, ci);
+  if (fails) shm_block_fail(block);
+  t->finalize(st);
   return fails;
 }
 
@@ -225,59 +294,42 @@ static int rank_main(int rank, int round, int ci) {
 /* The job                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-    port = ntohs(a.sin_port);
-  if (fd >= 0) close(fd);
-  return port;
-}
-
-static void make_secret(char *out) {
-  unsigned char raw[32] = {0};
-  FILE *f = fopen("/dev/urandom", "rb");
-  if (!f || fread(raw, 1, sizeof raw, f) != sizeof raw)
-    for (size_t i = 0; i < sizeof raw; i++) raw[i] = (unsigned char)(rand() ^ getpid());
-  if (f) fclose(f);
-  for (size_t i = 0; i < sizeof raw; i++) sprintf(out + 2 * i, "%02x", raw[i]);
-}
-
+/* Runs configuration ci once on nranks forked ranks; 0 when all succeeded.
+ * A rank that fails or dies fails the bootstrap, so the others stop waiting
+ * for it. */
 static int run_config(int round, int ci) {
   const config_t *c = &configs[ci];
-  char rdv[64], secret[65], num[16];
-  snprintf(rdv, sizeof rdv, "127.0.0.1:%d", free_port());
-  make_secret(secret);
+  shm_block_t *block = shm_block_new(nranks);
+  if (!block) {
+    fail_config(ci, -1, "mmap of the bootstrap block failed: %s", strerror(errno));
+    return 1;
+  }
   fflush(stdout);
   pid_t pids[64];
-  for (int r = 0; r < nranks; r++) {
+  int started = 0;
+  for (int r = 0; r < nranks; r++, started++) {
     pids[r] = fork();
+    if (pids[r] < 0) {
+      fail_config(ci, r, "fork failed: %s", strerror(errno));
+      shm_block_fail(block);
+      break;
+    }
     if (pids[r] == 0) {
-      snprintf(num, sizeof num, "%d", r);
-      setenv("PLAIT_RANK", num, 1);
-      setenv("PLAIT_LOCAL_RANK", num, 1);
-      snprintf(num, sizeof num, "%d", nranks);
-      setenv("PLAIT_SIZE", num, 1);
-      setenv("PLAIT_LOCAL_SIZE", num, 1);
-      setenv("PLAIT_RENDEZVOUS", rdv, 1);
-      setenv("PLAIT_SECRET", secret, 1);
-      setenv("PLAIT_TRANSPORT", c->transport, 1);
       for (int i = 0; i < c->nenv; i++) putenv(c->env[i]);
-      _exit(rank_main(r, round, ci));
+      _exit(rank_main(block, r, round, ci));
     }
   }
-  int bad = 0;
-  for (int r = 0; r < nranks; r++) {
+  int bad = started < nranks;
+  for (int left = started; left > 0; left--) {
     int st = 0;
-    waitpid(pids[r], &st, 0);
-    bad |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    if (waitpid(-1, &st, 0) < 0) break; /* no signal handlers here: no EINTR */
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      bad = 1;
+      if (WIFSIGNALED(st)) fail_config(ci, -1, "a rank died of signal %d", WTERMSIG(st));
+      shm_block_fail(block);
+    }
   }
+  shm_block_free(block);
   return bad;
 }
 
@@ -350,9 +402,9 @@ static void report(void) {
     for (int c = 0; c < nconfigs; c++) {
       double t = med_t(c, s);
       if (res->error[c][0] || t <= 0)
-        printf(" %s | failed | - |", ofi_algorithm(&configs[c], sizes[s]));
+        printf(" %s | failed | - |", res->algorithm[c][s][0] ? res->algorithm[c][s] : "-");
       else
-        printf(" %s | %.1f | %.2f |", ofi_algorithm(&configs[c], sizes[s]), t * 1e6,
+        printf(" %s | %.1f | %.2f |", res->algorithm[c][s], t * 1e6,
                (double)sizes[s] * f / t / 1e9);
     }
     double v[MAX_ROUNDS];
@@ -454,5 +506,7 @@ int main(int argc, char **argv) {
     printf(" memcpy\n");
   }
   report();
-  return 0;
+  int failed = 0;
+  for (int c = 0; c < nconfigs; c++) failed |= res->error[c][0] != '\0';
+  return failed; /* 1 when a configuration failed: the table says which and why */
 }

@@ -1,0 +1,165 @@
+/* The engine's life: start (join the job, transport, coordinator, timeline),
+ * stop (leave together), references (engine.h). */
+#include "engine/engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/coordinator.h"
+#include "util/error.h"
+#include "util/log.h"
+#include "util/reduce.h"
+
+static plait_result_t start_transport(plait_engine_t *e) {
+  PLAIT_CHECK(plait_plugin_load(&e->plugin, e->cfg.transport, e->cfg.plugin_path));
+  plait_transport_init_args_t args;
+  memset(&args, 0, sizeof args);
+  args.size = sizeof args;
+  args.rank = e->topo.rank;
+  args.nranks = e->topo.size;
+  args.local_rank = e->topo.local_rank;
+  args.local_size = e->topo.local_size;
+  args.cross_rank = e->topo.cross_rank;
+  args.cross_size = e->topo.cross_size;
+  args.bootstrap = &e->boot.api;
+  args.log = plait_log_write; /* the plugin ABI's plait_log_fn */
+  args.log_level = plait_log_level();
+  args.timeout_s = e->cfg.timeout_s;
+  args.reduce = plait_reduce;
+  args.scale = plait_scale;
+  args.divide = plait_divide;
+  args.host_address = e->ctrl.local_ip;
+  plait_result_t rc = plait_plugin_start(&e->plugin, &args);
+  if (rc) plait_plugin_unload(&e->plugin);
+  return rc;
+}
+
+/* PLAIT_TIMELINE: "%r" in the path becomes the rank (one file per rank). A
+ * file that cannot be written is a warning: the job runs without it. */
+static void start_timeline(plait_engine_t *e) {
+  plait_tl_set_mark_cycles(e->timeline, e->cfg.timeline_mark_cycles);
+  if (!e->cfg.timeline || !*e->cfg.timeline) return;
+  char path[4096];
+  size_t o = 0;
+  for (const char *p = e->cfg.timeline; *p && o + 16 < sizeof path; p++) {
+    if (p[0] == '%' && p[1] == 'r') {
+      o += (size_t)snprintf(path + o, sizeof path - o, "%d", e->topo.rank);
+      p++;
+    } else {
+      path[o++] = *p;
+    }
+  }
+  path[o] = '\0';
+  if (plait_tl_start(e->timeline, path, e->topo.rank))
+    PLAIT_WARN("timeline", "PLAIT_TIMELINE=%s: %s", path, plait_last_error());
+}
+
+/* Frees what start allocated before anything ran; e itself too. */
+static void free_engine(plait_engine_t *e) {
+  plait_tl_destroy(e->timeline);
+  plait_counters_destroy(&e->stats);
+  plait_tunables_destroy(&e->tunables);
+  plait_config_free(&e->cfg);
+  free(e);
+}
+
+plait_result_t plait_engine_start(plait_config_t *cfg, const plait_topology_t *topo,
+                                  int with_coordinator, plait_engine_t **out) {
+  plait_engine_t *e = calloc(1, sizeof *e);
+  if (!e) {
+    plait_config_free(cfg);
+    return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory creating the engine");
+  }
+  e->pid = getpid();
+  e->cfg = *cfg;
+  memset(cfg, 0, sizeof *cfg); /* the engine owns its strings now */
+  e->topo = *topo;
+  e->ctrl.listen_fd = -1;
+  atomic_init(&e->refs, 1);
+  plait_tunables_init(&e->tunables, &e->cfg);
+  plait_counters_init(&e->stats);
+  plait_result_t rc;
+  if (!(e->timeline = plait_tl_create())) {
+    rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory creating the timeline");
+    goto fail;
+  }
+  PLAIT_CHECK_GOTO(rc, plait_control_start(&e->ctrl, &e->topo, &e->cfg), fail);
+  plait_boot_init(&e->boot, &e->ctrl);
+  PLAIT_CHECK_GOTO(rc, start_transport(e), fail_ctrl);
+  snprintf(e->transport_name, sizeof e->transport_name, "%s", e->plugin.table->name);
+  if (with_coordinator) PLAIT_CHECK_GOTO(rc, plait_coord_start(e, &e->coord), fail_plugin);
+  start_timeline(e);
+  atomic_store(&e->running, 1);
+  *out = e;
+  return PLAIT_SUCCESS;
+fail_plugin:
+  plait_plugin_unload(&e->plugin);
+fail_ctrl:
+  plait_control_close(&e->ctrl);
+fail:
+  free_engine(e);
+  return rc;
+}
+
+plait_result_t plait_engine_stop(plait_engine_t *e) {
+  if (!atomic_exchange(&e->running, 0))
+    return plait_error(PLAIT_ERR_NOT_INITIALIZED, "plait is not initialized (it was shut down)");
+  plait_coord_stop(e->coord); /* pending operations fail with PLAIT_ERR_SHUTDOWN */
+  plait_tl_stop(e->timeline);
+  /* Leave together, so no rank reads a closed connection as a lost peer. */
+  plait_result_t rc = plait_boot_barrier(&e->boot);
+  char why[2048] = "";
+  if (rc) {
+    snprintf(why, sizeof why, "%s", plait_last_error());
+    PLAIT_WARN("shutdown", "leaving without the other ranks: %s", why);
+  }
+  plait_plugin_unload(&e->plugin);
+  plait_control_close(&e->ctrl);
+  if (rc) return plait_error(rc, "%s", why);
+  return PLAIT_SUCCESS;
+}
+
+int plait_engine_forked(const plait_engine_t *e) { return e && e->pid != getpid(); }
+
+int plait_engine_running(const plait_engine_t *e) {
+  return e && atomic_load(&e->running) && !plait_engine_forked(e);
+}
+
+static _Thread_local plait_engine_t *bound;
+
+void plait_engine_bind_thread(plait_engine_t *e) { bound = e; }
+plait_engine_t *plait_engine_bound(void) { return bound; }
+
+void plait_engine_ref(plait_engine_t *e) { atomic_fetch_add(&e->refs, 1); }
+
+void plait_engine_unref(plait_engine_t *e) {
+  if (!e || atomic_fetch_sub(&e->refs, 1) != 1) return;
+  if (plait_engine_forked(e)) return; /* the parent's: nothing of it is ours to free */
+  if (atomic_load(&e->running)) plait_engine_stop(e); /* an owner that never stopped it */
+  plait_coord_free(e->coord);
+  free_engine(e);
+}
+
+plait_result_t plait_engine_submit(plait_engine_t *e, plait_entry_t **entries, int n) {
+  if (!plait_engine_running(e) || !e->coord)
+    return plait_error(PLAIT_ERR_NOT_INITIALIZED,
+                       "plait is not initialized (call plait_init first)");
+  return plait_coord_submit(e->coord, entries, n);
+}
+
+plait_result_t plait_engine_config_set(plait_engine_t *e, const char *var, const char *value) {
+  PLAIT_CHECK(plait_tunables_set(&e->tunables, var, value));
+  plait_tuning_t v = plait_tunables_get(&e->tunables);
+  plait_log_set_level(v.log_level); /* the logger is the process's */
+  plait_tl_set_mark_cycles(e->timeline, v.timeline_mark_cycles);
+  return PLAIT_SUCCESS; /* the coordinator takes up the rest at its next cycle */
+}
+
+plait_result_t plait_engine_config_format(plait_engine_t *e, char *buf, size_t buf_size,
+                                          size_t *needed) {
+  plait_config_t now = e->cfg; /* shallow: strings stay the engine's */
+  plait_tunables_overlay(&e->tunables, &now);
+  return plait_config_format(&now, buf, buf_size, needed);
+}

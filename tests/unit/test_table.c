@@ -1,0 +1,177 @@
+/*
+ * Tests of the submission table (src/engine/table.c) directly
+ * (plait_table_*): order, all-or-nothing submission, names in flight, the
+ * internal names of barrier and join, closing, the wake-up eventfd, and
+ * several threads submitting at once.
+ */
+#include <criterion/criterion.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plait/plait.h"
+#include "engine/table.h"
+
+static plait_table_t T = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void start(void) { cr_assert_eq(plait_table_open(&T), PLAIT_SUCCESS); }
+
+static void free_list(plait_entry_t *e) {
+  while (e) {
+    plait_entry_t *next = e->next;
+    plait_entry_free(e);
+    e = next;
+  }
+}
+
+static void stop(void) {
+  free_list(plait_table_drain(&T));
+  plait_table_destroy(&T);
+}
+
+static plait_entry_t *entry(const char *name, plait_coll_t coll) {
+  plait_entry_t *e = calloc(1, sizeof *e);
+  e->name = name ? strdup(name) : NULL;
+  e->meta.coll = (uint8_t)coll;
+  return e;
+}
+
+static int readable(int fd) {
+  struct pollfd p = {fd, POLLIN, 0};
+  return poll(&p, 1, 0) == 1;
+}
+
+Test(table, submissions_drain_in_order) {
+  start();
+  cr_assert_null(plait_table_drain(&T));
+  plait_entry_t *g[3] = {entry("a", PLAIT_COLL_ALLREDUCE), entry("b", PLAIT_COLL_ALLREDUCE),
+                         entry("c", PLAIT_COLL_BROADCAST)};
+  cr_assert_eq(plait_table_submit(&T, g, 2), PLAIT_SUCCESS);
+  cr_assert_eq(plait_table_submit(&T, g + 2, 1), PLAIT_SUCCESS);
+  plait_entry_t *l = plait_table_drain(&T);
+  cr_assert_eq(l, g[0]);
+  cr_assert_eq(l->next, g[1]);
+  cr_assert_eq(l->next->next, g[2]);
+  cr_assert_null(g[2]->next);
+  cr_assert_null(plait_table_drain(&T), "drained once");
+  free_list(l);
+  stop();
+}
+
+Test(table, a_name_in_flight_is_refused_until_forgotten) {
+  start();
+  plait_entry_t *a = entry("w", PLAIT_COLL_ALLREDUCE);
+  cr_assert_eq(plait_table_submit(&T, &a, 1), PLAIT_SUCCESS);
+  free_list(plait_table_drain(&T)); /* drained: still in flight */
+  plait_entry_t *b = entry("w", PLAIT_COLL_ALLREDUCE);
+  cr_assert_eq(plait_table_submit(&T, &b, 1), PLAIT_ERR_INVALID_ARGUMENT);
+  cr_assert_str_eq(plait_last_error(), "a tensor named 'w' is already in flight on this rank: "
+                   "wait for it before submitting the name again");
+  plait_table_forget(&T, "w");
+  cr_assert_eq(plait_table_submit(&T, &b, 1), PLAIT_SUCCESS, "free again once finished");
+  stop();
+}
+
+Test(table, a_group_is_queued_whole_or_not_at_all) {
+  start();
+  plait_entry_t *w = entry("w", PLAIT_COLL_ALLREDUCE);
+  cr_assert_eq(plait_table_submit(&T, &w, 1), PLAIT_SUCCESS);
+  free_list(plait_table_drain(&T));
+  plait_entry_t *g[3] = {entry("x", PLAIT_COLL_ALLREDUCE), entry("y", PLAIT_COLL_ALLREDUCE),
+                         entry("w", PLAIT_COLL_ALLREDUCE)};
+  cr_assert_eq(plait_table_submit(&T, g, 3), PLAIT_ERR_INVALID_ARGUMENT);
+  cr_assert_null(plait_table_drain(&T), "nothing of the group is queued");
+  cr_assert_null(plait_namemap_get(&T.inflight, "x"), "nor marked in flight");
+  plait_entry_t *d[2] = {g[0], entry("x", PLAIT_COLL_ALLREDUCE)};
+  cr_assert_eq(plait_table_submit(&T, d, 2), PLAIT_ERR_INVALID_ARGUMENT);
+  cr_assert_str_eq(plait_last_error(), "the name 'x' appears twice in one group");
+  cr_assert_eq(plait_table_submit(&T, g, 2), PLAIT_SUCCESS);
+  free_list(plait_table_drain(&T));
+  plait_entry_free(g[2]);
+  plait_entry_free(d[1]);
+  stop();
+}
+
+Test(table, barriers_and_joins_get_numbered_internal_names) {
+  start();
+  plait_entry_t *e[4] = {entry(NULL, PLAIT_COLL_BARRIER), entry(NULL, PLAIT_COLL_JOIN),
+                         entry(NULL, PLAIT_COLL_BARRIER), NULL};
+  for (int i = 0; i < 3; i++) cr_assert_eq(plait_table_submit(&T, &e[i], 1), PLAIT_SUCCESS);
+  cr_assert_str_eq(e[0]->name, "plait:barrier.0");
+  cr_assert_str_eq(e[1]->name, "plait:join.0");
+  cr_assert_str_eq(e[2]->name, "plait:barrier.1");
+  /* a joined rank took part in the others' barrier: its next one is .3 */
+  plait_table_count_barrier(&T);
+  e[3] = entry(NULL, PLAIT_COLL_BARRIER);
+  cr_assert_eq(plait_table_submit(&T, &e[3], 1), PLAIT_SUCCESS);
+  cr_assert_str_eq(e[3]->name, "plait:barrier.3");
+  stop();
+}
+
+Test(table, a_closed_table_refuses_with_its_first_reason) {
+  start();
+  plait_table_close(&T, PLAIT_ERR_PEER_LOST, "rank 2 was lost");
+  plait_table_close(&T, PLAIT_ERR_SHUTDOWN, "shutting down");
+  plait_entry_t *a = entry("a", PLAIT_COLL_ALLREDUCE);
+  cr_assert_eq(plait_table_submit(&T, &a, 1), PLAIT_ERR_PEER_LOST);
+  cr_assert_str_eq(plait_last_error(), "rank 2 was lost");
+  cr_assert_null(plait_table_drain(&T));
+  plait_entry_free(a);
+  stop();
+}
+
+Test(table, a_submission_wakes_the_coordinator) {
+  start();
+  cr_assert_not(readable(T.wake_fd));
+  plait_entry_t *a = entry("a", PLAIT_COLL_ALLREDUCE);
+  cr_assert_eq(plait_table_submit(&T, &a, 1), PLAIT_SUCCESS);
+  cr_assert(readable(T.wake_fd), "the eventfd is readable after a submission");
+  plait_table_clear_wake(&T);
+  cr_assert_not(readable(T.wake_fd), "and quiet once cleared");
+  stop();
+}
+
+enum { THREADS = 4, EACH = 500 };
+
+static void *submitter(void *arg) {
+  int id = (int)(intptr_t)arg;
+  for (int i = 0; i < EACH; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "t%d.%d", id, i);
+    plait_entry_t *e = entry(name, PLAIT_COLL_ALLREDUCE);
+    if (plait_table_submit(&T, &e, 1) != PLAIT_SUCCESS) return (void *)1;
+  }
+  return NULL;
+}
+
+/* Every submission from several threads comes out exactly once, and each
+ * thread's in its own order. */
+Test(table, concurrent_submissions_each_drain_once_in_order) {
+  start();
+  pthread_t th[THREADS];
+  for (int i = 0; i < THREADS; i++)
+    cr_assert_eq(pthread_create(&th[i], NULL, submitter, (void *)(intptr_t)i), 0);
+  int next[THREADS] = {0}, total = 0;
+  /* as the coordinator does: wait on the eventfd, clear it, drain */
+  while (total < THREADS * EACH) {
+    struct pollfd p = {T.wake_fd, POLLIN, 0};
+    cr_assert_eq(poll(&p, 1, 30000), 1, "no wake-up within 30 s after %d entries", total);
+    plait_table_clear_wake(&T);
+    plait_entry_t *l = plait_table_drain(&T);
+    for (plait_entry_t *e = l; e; e = e->next, total++) {
+      int id, i;
+      cr_assert_eq(sscanf(e->name, "t%d.%d", &id, &i), 2);
+      cr_assert_eq(i, next[id]++, "thread %d's entries out of order", id);
+    }
+    free_list(l);
+  }
+  for (int i = 0; i < THREADS; i++) {
+    void *rc;
+    pthread_join(th[i], &rc);
+    cr_assert_null(rc, "thread %d failed to submit: %s", i, plait_last_error());
+  }
+  cr_assert_eq(total, THREADS * EACH);
+  stop();
+}
