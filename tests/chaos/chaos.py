@@ -20,6 +20,7 @@ Exit status: 0 when no trial hung, crashed or blamed wrongly (and, with
 --fail-late, none was late); 1 otherwise; 2 bad usage or nothing could run.
 """
 import argparse
+import glob
 import json
 import os
 import random
@@ -244,6 +245,25 @@ def run_trial(args, t):
                 rk.proc.stdout.close()
             rk.errfile.close()
         sel.close()
+        left = remove_shm_regions(ranks)
+        if left:
+            rec["shm_left"] = left
+
+
+def remove_shm_regions(ranks):
+    """libfabric's shm provider names each rank's region /dev/shm/<pid>:N:M
+    and a killed rank never removes its own: a later process that gets the
+    same pid then cannot start ("fi_enable failed: Device or resource busy").
+    Removes those of this trial's ranks and returns their names."""
+    left = []
+    for rk in ranks:
+        for name in glob.glob("/dev/shm/%d:*" % rk.proc.pid):
+            try:
+                os.unlink(name)
+                left.append(name)
+            except OSError:
+                pass
+    return left
 
 
 def judge(args, rk, t, t_fault):
