@@ -18,6 +18,7 @@
 #include "engine/execute.h"
 #include "engine/handle.h"
 #include "util/log.h"
+#include "util/waitset.h"
 #include "control/messages.h"
 #include "engine/negotiate.h"
 #include "util/clock.h"
@@ -43,6 +44,7 @@ struct plait_coord {
   double shutdown_sent_at;
   double last_cycle;
   struct pollfd *pfd;
+  plait_waitset_t waitset; /* rank 0: one socket per rank, waited on with epoll */
   /* liveness: when this rank last sent, and last heard from each rank */
   double last_sent;
   double *last_heard; /* rank 0: per rank; others: [0] is rank 0 */
@@ -425,7 +427,7 @@ static plait_result_t cycle(plait_coord_t *c) {
     else
       c->pfd[n++] = plait_control_pollfd(c->ctrl, 0);
   }
-  int ready = poll(c->pfd, (nfds_t)n, poll_timeout_ms(c));
+  int ready = plait_waitset_poll(&c->waitset, c->pfd, n, poll_timeout_ms(c));
   apply_tuning(c);
   if (ready < 0 && errno != EINTR)
     return plait_error(PLAIT_ERR_SYSTEM, "coordinator poll failed: %s", strerror(errno));
@@ -584,6 +586,7 @@ plait_result_t plait_coord_start(plait_engine_t *e, plait_coord_t **out) {
   c->t = e->plugin.table;
   c->ended_by = -1;
   c->table.wake_fd = -1;
+  plait_waitset_init(&c->waitset);
   plait_stats_clear(&e->stats);
   plait_exec_init(&c->exec, c->rank, c->size, e->plugin.table, e->plugin.state, &c->table,
                   &c->local);
@@ -627,5 +630,6 @@ void plait_coord_free(plait_coord_t *c) {
   pthread_mutex_destroy(&c->table.mu);
   free(c->pfd);
   free(c->last_heard);
+  plait_waitset_free(&c->waitset);
   free(c);
 }
