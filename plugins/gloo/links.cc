@@ -301,9 +301,17 @@ Links::~Links() {
     if (fd >= 0) close(fd);
 }
 
-void open_links(const plait_bootstrap_t *b, const char *host, double timeout_s,
-                const LinkLog &log, Links &links) {
-  const int me = b->rank, n = b->nranks;
+Allgather bootstrap_allgather(const plait_bootstrap_t *b) {
+  return [b](const void *send, size_t bytes, void *recv) {
+    plait_result_t rc = b->allgather(b->ctx, send, bytes, recv);
+    if (rc != PLAIT_SUCCESS)
+      fail(rc, "init: bootstrap allgather of %zu bytes for plait's links failed (%s)", bytes,
+           plait_result_name_inline(rc));
+  };
+}
+
+void open_links(const Allgather &allgather, int me, int n, const char *host,
+                double timeout_s, const LinkLog &log, Links &links) {
   links.fd.assign((size_t)n, -1);
   unsigned char mine[kRecordBytes];
   std::vector<unsigned char> records((size_t)n * kRecordBytes);
@@ -316,9 +324,7 @@ void open_links(const plait_bootstrap_t *b, const char *host, double timeout_s,
   } guard{listener};
   if (getrandom(mine + 20, kTokenBytes, 0) != (ssize_t)kTokenBytes)
     fail(PLAIT_ERR_SYSTEM, "init: getrandom() for a link token: %s", std::strerror(errno));
-  plait_result_t rc = b->allgather(b->ctx, mine, kRecordBytes, records.data());
-  if (rc != PLAIT_SUCCESS)
-    fail(rc, "init: bootstrap allgather of link addresses failed (%s)", plait_result_name_inline(rc));
+  allgather(mine, kRecordBytes, records.data());
   Dialer dialer{me, n, records, mine + 20, log, links, -1, {}, {}, 0};
   dialer.listener = listener;
   listener = -1;
@@ -336,10 +342,13 @@ void open_links(const plait_bootstrap_t *b, const char *host, double timeout_s,
     code = e.code();
   }
   std::vector<unsigned char> all((size_t)n);
-  rc = b->allgather(b->ctx, &ok, 1, all.data());
+  try {
+    allgather(&ok, 1, all.data());
+  } catch (const Error &) {
+    if (!ok) fail(code, "%s", why.c_str());
+    throw;
+  }
   if (!ok) fail(code, "%s", why.c_str());
-  if (rc != PLAIT_SUCCESS)
-    fail(rc, "init: bootstrap allgather after making links failed (%s)", plait_result_name_inline(rc));
   for (int r = 0; r < n; r++)
     if (!all[(size_t)r])
       fail(PLAIT_ERR_PEER_LOST, "init: rank %d could not make its links", r);

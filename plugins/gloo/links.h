@@ -11,6 +11,8 @@
 // it from connecting. The listener is closed once every link is made.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "plait/transport.h"
@@ -30,10 +32,18 @@ struct LinkLog {
   int level;
 };
 
-// Makes links.fd (one round of the bootstrap, then one more to agree that
-// every rank succeeded). Throws Error naming what failed. Blocks for at most
-// about timeout_s (60 s when timeout_s <= 0).
-void open_links(const plait_bootstrap_t *bootstrap, const char *host_address,
-                double timeout_s, const LinkLog &log, Links &links);
+// An allgather of `bytes` from every rank over an authenticated channel
+// (recv holds nranks * bytes, rank r's at r * bytes); throws Error on failure.
+using Allgather = std::function<void(const void *send, size_t bytes, void *recv)>;
+
+// The core's bootstrap as an Allgather (for init).
+Allgather bootstrap_allgather(const plait_bootstrap_t *bootstrap);
+
+// Makes links.fd for this rank of nranks (two allgathers: the addresses and
+// tokens, then whether every rank made its links). Throws Error naming what
+// failed. Blocks for at most about timeout_s (60 s when timeout_s <= 0).
+void open_links(const Allgather &allgather, int rank, int nranks,
+                const char *host_address, double timeout_s, const LinkLog &log,
+                Links &links);
 
 }  // namespace plait_gloo

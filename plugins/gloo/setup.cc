@@ -79,8 +79,8 @@ static std::shared_ptr<gloo::transport::Device> make_device(const char *host) {
 static void connect(State &s, const plait_transport_init_args_t &a) {
   auto start = std::chrono::steady_clock::now();
   Links links;
-  open_links(a.bootstrap, a.host_address, s.timeout_s, LinkLog{s.log, s.log_level},
-             links);
+  open_links(bootstrap_allgather(a.bootstrap), s.rank, s.nranks, a.host_address,
+             s.timeout_s, LinkLog{s.log, s.log_level}, links);
   s.device = make_device(a.host_address);
   auto context = std::make_shared<LinkedContext>(s.rank, s.nranks);
   context->setTimeout(gloo_timeout(s.timeout_s));
@@ -131,6 +131,7 @@ State *start(const plait_transport_init_args_t *args, PeerAddresses &peers) {
   s->log_level = args->log_level;
   s->reduce = args->reduce;
   s->divide = args->divide;
+  if (args->host_address != nullptr) s->host_address = args->host_address;
   s->peer_addresses.resize((size_t)s->nranks);
   report_unknown_variables(*s);
   if (s->nranks > 1) {

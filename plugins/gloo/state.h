@@ -27,6 +27,10 @@ struct State {
   plait_reduce_fn reduce = nullptr;
   plait_divide_fn divide = nullptr;
 
+  // Where this rank's TCP sockets live (args->host_address): the gloo device
+  // and plait's link listeners (links.h), also of contexts made later.
+  std::string host_address;
+
   // NULL when nranks == 1: a job of one rank needs no network.
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::Context> context;
