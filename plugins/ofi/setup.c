@@ -353,42 +353,12 @@ plait_result_t ofi_start(const plait_transport_init_args_t *args, ofi_state_t **
     (obj) = NULL;                                                              \
   } while (0)
 
-/* Operations still posted when the endpoint closes have crashed libfabric
- * 1.17's rxm (a SIGSEGV inside fi_close after "Connection reset by peer"):
- * each is cancelled first, and the completion queue read (for at most 0.2 s)
- * until none is left. */
-static void cancel_outstanding(ofi_state_t *st) {
-  if (!st->ep || !st->cq || !st->outstanding) return;
-  long left = 0;
-  for (ofi_req_t *r = st->outstanding; r; r = r->next, left++) fi_cancel(&st->ep->fid, &r->ctx);
-  double until = ofi_now() + 0.2;
-  while (left > 0 && ofi_now() < until) {
-    ofi_turn(st);
-    struct fi_cq_entry ent[16];
-    ssize_t n = fi_cq_read(st->cq, ent, 16);
-    if (n > 0) {
-      left -= n;
-    } else if (n == -FI_EAVAIL) {
-      struct fi_cq_err_entry e;
-      memset(&e, 0, sizeof e);
-      if (fi_cq_readerr(st->cq, &e, 0) < 0) break;
-      left--;
-    } else if (n == -FI_EAGAIN) {
-      struct timespec ts = {0, 200 * 1000};
-      nanosleep(&ts, NULL);
-    } else {
-      break;
-    }
-  }
-}
-
 void ofi_teardown(ofi_state_t *st) {
   if (!st) return;
-  if (st->abandoned) { /* its locks may be held: left open, never touched */
+  if (st->abandoned) { /* broken or rescued: left open, never touched again */
     st->ep = NULL, st->av = NULL, st->cq = NULL, st->domain = NULL, st->fabric = NULL;
     for (ofi_mr_t *m = st->mrs; m; m = m->next) m->mr = NULL;
   }
-  cancel_outstanding(st);
   CLOSE(st->ep);
   CLOSE(st->av);
   CLOSE(st->cq);

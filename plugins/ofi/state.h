@@ -107,7 +107,7 @@ typedef struct ofi_state {
   pthread_t caller;
   clockid_t caller_cpu;
   double stuck_cpu_s;
-  int abandoned; /* never call libfabric again on this state */
+  int abandoned; /* broken or rescued: libfabric never called again on it */
   char err[1536]; /* message of the last failure: last_error() */
 } ofi_state_t;
 
