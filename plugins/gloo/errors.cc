@@ -54,10 +54,10 @@ static Failure peer_failure(const char *op, const std::string &text,
   std::string msg;
   if (peer >= 0 && timeout)
     msg = format(
-        "%s: rank %d (listening at %s) timed out after %g s (PLAIT_TIMEOUT_S)",
+        "%s: rank %d (at %s) timed out after %g s (PLAIT_TIMEOUT_S)",
         op, peer, listening_address(peers, peer).c_str(), timeout_s);
   else if (peer >= 0)
-    msg = format("%s: lost the connection to rank %d (listening at %s)", op,
+    msg = format("%s: lost the connection to rank %d (at %s)", op,
                  peer, listening_address(peers, peer).c_str());
   else if (timeout)
     msg = format(

@@ -1,8 +1,8 @@
-// init and finalize: a gloo TCP device on the control-plane address, a
-// rendezvous context connected as a full mesh through BootstrapStore.
+// init and finalize: a gloo TCP device on the control-plane address and a
+// context whose pairs run on plait's own authenticated links (links.h,
+// handover.h): gloo never accepts a connection itself.
 #include <gloo/common/error.h>
 #include <gloo/config.h>
-#include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/attr.h>
 #include <gloo/transport/tcp/device.h>
 
@@ -18,7 +18,8 @@
 #include "log.h"
 #include "ops.h"
 #include "peers.h"
-#include "store.h"
+#include "handover.h"
+#include "links.h"
 
 #include <unistd.h>  // environ
 
@@ -75,51 +76,33 @@ static std::shared_ptr<gloo::transport::Device> make_device(const char *host) {
   }
 }
 
-// One more bootstrap round after connectFullMesh: every rank publishes the
-// local addresses of its outgoing connections, so that a message naming the
-// ephemeral address of a peer that connected to us names its rank too.
-static void learn_aliases(State &s, BootstrapStore &store) {
-  const std::string prefix = "plait/outgoing/";
-  store.set(prefix + std::to_string(s.rank), encode_outgoing(s.peer_addresses));
-  for (const auto &kv : store.pairs()) {
-    if (kv.first.compare(0, prefix.size(), prefix) != 0) continue;
-    int from = std::atoi(kv.first.c_str() + prefix.size());
-    if (from != s.rank) add_aliases(s.peer_addresses, s.rank, from, kv.second);
-  }
-}
-
-static void connect(State &s, const plait_transport_init_args_t &a,
-                    PeerAddresses &peers) {
+static void connect(State &s, const plait_transport_init_args_t &a) {
   auto start = std::chrono::steady_clock::now();
+  Links links;
+  open_links(bootstrap_allgather(a.bootstrap), s.rank, s.nranks, a.host_address,
+             s.timeout_s, LinkLog{s.log, s.log_level}, links);
   s.device = make_device(a.host_address);
-  s.context = std::make_shared<gloo::rendezvous::Context>(s.rank, s.nranks);
-  s.context->setTimeout(gloo_timeout(s.timeout_s));
-  BootstrapStore store(a.bootstrap);
-  try {
-    s.context->connectFullMesh(store, s.device);
-  } catch (...) {
-    peers = listen_addresses(store.pairs(), s.rank, s.nranks);
-    throw;
-  }
-  s.peer_addresses = listen_addresses(store.pairs(), s.rank, s.nranks);
-  learn_aliases(s, store);
+  auto context = std::make_shared<LinkedContext>(s.rank, s.nranks);
+  context->setTimeout(gloo_timeout(s.timeout_s));
+  context->connect(s.device, links, s.peer_addresses);
+  s.context = context;
   double ms = std::chrono::duration<double, std::milli>(
                   std::chrono::steady_clock::now() - start)
                   .count();
   PLAIT_GLOO_DEBUG(s,
-                   "rank %d of %d: TCP device %s, connected to %d peers in "
-                   "%.1f ms (%d bootstrap rounds), timeout %g s",
+                   "rank %d of %d: TCP device %s, connected to %d peers over "
+                   "plait's own links in %.1f ms, timeout %g s",
                    s.rank, s.nranks, s.device->str().c_str(), s.nranks - 1, ms,
-                   store.rounds(), s.timeout_s);
+                   s.timeout_s);
   if (s.log != nullptr && PLAIT_LOG_TRACE >= s.log_level)
     for (int r = 0; r < s.nranks; r++)
       if (r != s.rank)
-        PLAIT_GLOO_LOG(
-            s.log, s.log_level, PLAIT_LOG_TRACE,
-            "rank %d listens at %s (%zu name%s in gloo's messages)", r,
-            s.peer_addresses[(size_t)r].listening.c_str(),
-            s.peer_addresses[(size_t)r].gloo_names.size(),
-            s.peer_addresses[(size_t)r].gloo_names.size() == 1 ? "" : "s");
+        PLAIT_GLOO_LOG(s.log, s.log_level, PLAIT_LOG_TRACE,
+                       "rank %d is linked from %s (gloo's messages name it %s)", r,
+                       s.peer_addresses[(size_t)r].listening.c_str(),
+                       s.peer_addresses[(size_t)r].gloo_names.empty()
+                           ? "?"
+                           : s.peer_addresses[(size_t)r].gloo_names[0].c_str());
 }
 
 // The gloo plugin reads no PLAIT_GLOO_* variable (the core leaves that
@@ -148,6 +131,7 @@ State *start(const plait_transport_init_args_t *args, PeerAddresses &peers) {
   s->log_level = args->log_level;
   s->reduce = args->reduce;
   s->divide = args->divide;
+  if (args->host_address != nullptr) s->host_address = args->host_address;
   s->peer_addresses.resize((size_t)s->nranks);
   report_unknown_variables(*s);
   if (s->nranks > 1) {
@@ -156,7 +140,12 @@ State *start(const plait_transport_init_args_t *args, PeerAddresses &peers) {
                       "timeout_s is %g: gloo operations will never time "
                       "out",
                       s->timeout_s);
-    connect(*s, *args, peers);
+    try {
+      connect(*s, *args);
+    } catch (...) {
+      peers = s->peer_addresses;  // what is known names a lost rank
+      throw;
+    }
   } else {
     PLAIT_GLOO_DEBUG(*s,
                      "a job of one rank: no gloo device, every "

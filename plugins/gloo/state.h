@@ -3,7 +3,7 @@
 // core calls the plugin from, so it holds no lock.
 #pragma once
 
-#include <gloo/rendezvous/context.h>
+#include <gloo/context.h>
 #include <gloo/transport/device.h>
 
 #include <cstdint>
@@ -27,9 +27,13 @@ struct State {
   plait_reduce_fn reduce = nullptr;
   plait_divide_fn divide = nullptr;
 
+  // Where this rank's TCP sockets live (args->host_address): the gloo device
+  // and plait's link listeners (links.h), also of contexts made later.
+  std::string host_address;
+
   // NULL when nranks == 1: a job of one rank needs no network.
   std::shared_ptr<gloo::transport::Device> device;
-  std::shared_ptr<gloo::rendezvous::Context> context;
+  std::shared_ptr<gloo::Context> context;
 
   // Addresses by which gloo's messages may name each other rank (see
   // peers.h); maps an exception text back to the rank it names.

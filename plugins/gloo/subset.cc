@@ -2,24 +2,23 @@
 // parent's own collectives (never the bootstrap, which after init belongs to
 // the core's control plane).
 //
-// The members run gloo's connectFullMesh on a new context with a store whose
-// every set() is one round over the parent: an allgather of (key, value)
-// from every rank of the parent. Non-members take part in the same rounds
-// with nothing to say. gloo makes every member call set() the same number of
-// times (see store.h), so the members' rounds line up; once connected, each
-// member runs one more round with nothing to say, and a round in which no
-// member says anything ends the exchange on every rank.
-#include <gloo/rendezvous/context.h>
-
+// The members make plait's authenticated links among themselves (links.h,
+// the same as at init, so no stranger's connection ever reaches a gloo pair)
+// and connect a LinkedContext on them (handover.h). The links' exchanges run
+// as rounds over the parent: an allgather of every parent rank's payload,
+// members' and non-members' alike. Non-members take part in the same rounds
+// with nothing to say; once connected, each member runs one more round with
+// nothing to say, and a round in which no member says anything ends the
+// exchange on every rank.
 #include <algorithm>
-#include <chrono>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "errors.h"
+#include "handover.h"
+#include "links.h"
 #include "log.h"
 #include "ops.h"
 #include "subset.h"
@@ -55,43 +54,21 @@ std::vector<std::vector<char>> round_over(State &parent,
   return out;
 }
 
-// A store on rounds over the parent (see the top of the file).
-class ParentStore : public gloo::rendezvous::Store {
- public:
-  explicit ParentStore(State &parent) : parent_(parent) {}
-
-  void set(const std::string &key, const std::vector<char> &data) override {
-    std::vector<char> mine(key.begin(), key.end());
-    mine.push_back('\0');
-    mine.insert(mine.end(), data.begin(), data.end());
-    for (const auto &p : round_over(parent_, mine)) {
-      if (p.empty()) continue;
-      auto nul = std::find(p.begin(), p.end(), '\0');
-      if (nul == p.end()) fail(PLAIT_ERR_PROTOCOL, "subset: a malformed store round");
-      known_[std::string(p.begin(), nul)] = std::vector<char>(nul + 1, p.end());
+// The links' allgathers among the members, as rounds over the parent: recv
+// gets each member's payload in the members' order.
+Allgather members_allgather(State &parent, const std::vector<int> &members) {
+  return [&parent, members](const void *send, size_t bytes, void *recv) {
+    const char *p = static_cast<const char *>(send);
+    auto got = round_over(parent, std::vector<char>(p, p + bytes));
+    for (size_t i = 0; i < members.size(); i++) {
+      const auto &g = got[(size_t)members[i]];
+      if (g.size() != bytes)
+        fail(PLAIT_ERR_PROTOCOL, "subset: rank %d sent %zu bytes for its links, not %zu",
+             members[i], g.size(), bytes);
+      std::memcpy(static_cast<char *>(recv) + i * bytes, g.data(), bytes);
     }
-  }
-  std::vector<char> get(const std::string &key) override {
-    ensure({key});
-    return known_[key];
-  }
-  void wait(const std::vector<std::string> &keys) override { ensure(keys); }
-  void wait(const std::vector<std::string> &keys,
-            const std::chrono::milliseconds &) override {
-    ensure(keys);
-  }
-
- private:
-  void ensure(const std::vector<std::string> &keys) const {
-    for (const auto &k : keys)
-      if (known_.find(k) == known_.end())
-        fail(PLAIT_ERR_PROTOCOL,
-             "subset: key '%s' was never published by the other members",
-             k.c_str());
-  }
-  State &parent_;
-  std::map<std::string, std::vector<char>> known_;
-};
+  };
+}
 
 // Rounds with nothing to say until a round in which no member says anything.
 void listen_until_quiet(State &parent, const std::vector<int> &members) {
@@ -135,15 +112,21 @@ State *subset(State &parent, const int *ranks, int n) {
   s->log_level = parent.log_level;
   s->reduce = parent.reduce;
   s->divide = parent.divide;
-  // Indexed by the parent's ranks (the same listening socket serves every
-  // context): a failure's message names the rank of the job.
-  s->peer_addresses = parent.peer_addresses;
+  s->host_address = parent.host_address;
   if (n > 1) {
-    s->device = parent.device;  // one device, one listening socket, many contexts
-    s->context = std::make_shared<gloo::rendezvous::Context>(s->rank, n);
-    s->context->setTimeout(parent.context->getTimeout());
-    ParentStore store(parent);
-    s->context->connectFullMesh(store, s->device);
+    s->device = parent.device;  // one device, many contexts
+    Links links;
+    open_links(members_allgather(parent, members), s->rank, n, s->host_address.c_str(),
+               s->timeout_s, LinkLog{s->log, s->log_level}, links);
+    auto context = std::make_shared<LinkedContext>(s->rank, n);
+    context->setTimeout(parent.context->getTimeout());
+    PeerAddresses by_member((size_t)n);
+    context->connect(s->device, links, by_member);
+    s->context = context;
+    // Indexed by the parent's ranks: a failure's message names the rank of the job.
+    s->peer_addresses.assign((size_t)parent.nranks, Peer{});
+    for (size_t i = 0; i < members.size() && i < by_member.size(); i++)
+      s->peer_addresses[(size_t)members[i]] = by_member[i];
     round_over(parent, {});  // the members' last round: nothing more to say
   }
   PLAIT_GLOO_DEBUG(*s, "subset of %d ranks made: this is rank %d there (rank %d of the parent)",

@@ -32,8 +32,19 @@ plait_result_t ofi_break(ofi_state_t *st, plait_result_t code, const char *fmt, 
     st->broken = code;
     memcpy(st->broken_msg, st->err, sizeof st->broken_msg);
     OFI_WARN(st, "%s", st->err);
-    /* Nothing still in flight may later touch the caller's buffers. */
+    /* The endpoint is left open and never touched again: closing it with
+     * operations still posted crashed libfabric 1.17's rxm in fi_close (even
+     * after fi_cancel and draining the completion queue, when a peer was
+     * stopped). Nothing still in flight touches the caller's buffers: the
+     * providers progress only when this plugin reads the queue. */
+    st->abandoned = 1;
     ofi_teardown(st);
+    /* A subset shares its parent's endpoint: what breaks one breaks both. */
+    if (st->parent && st->parent->broken == PLAIT_SUCCESS) {
+      st->parent->broken = code;
+      memcpy(st->parent->broken_msg, st->broken_msg, sizeof st->parent->broken_msg);
+      st->parent->abandoned = 1;
+    }
   }
   return code;
 }

@@ -12,6 +12,7 @@
 #include "errors.h"
 #include "mr.h"
 #include "progress.h"
+#include "rescue.h"
 #include "setup.h"
 #include "subset.h"
 
@@ -29,6 +30,11 @@ static plait_result_t null_state(const char *what) {
   if ((state) == NULL) return null_state(what);                                \
   ofi_state_t *st = (ofi_state_t *)(state);                                    \
   st->op = (what);                                                             \
+  if (st->broken == PLAIT_SUCCESS && st->parent &&                             \
+      st->parent->broken != PLAIT_SUCCESS) /* the shared endpoint broke */     \
+    return ofi_fail(st, st->parent->broken,                                    \
+                    "the job's ofi endpoint failed earlier and cannot be "     \
+                    "used: %s", st->parent->broken_msg);                       \
   if (st->broken != PLAIT_SUCCESS)                                             \
     return ofi_fail(st, st->broken,                                            \
                     "the ofi endpoint failed earlier and cannot be used: %s",  \
@@ -66,8 +72,14 @@ static plait_result_t ofi_init(const plait_transport_init_args_t *args, void **s
   return rc;
 }
 
+static plait_result_t finalize_guarded(ofi_state_t *st) {
+  OFI_GUARDED(st, (ofi_teardown(st), PLAIT_SUCCESS)); /* closing may spin too */
+}
+
 static plait_result_t ofi_finalize(void *state) {
-  ofi_stop((ofi_state_t *)state);
+  ofi_state_t *st = (ofi_state_t *)state;
+  if (st) finalize_guarded(st);
+  ofi_stop(st);
   return PLAIT_SUCCESS;
 }
 
@@ -85,7 +97,7 @@ static plait_result_t entry_allreduce(void *state, void *buf, size_t count, plai
               count, es);
   OFI_REQUIRE(st, buf != NULL || count == 0, "buf is NULL but count is %zu", count);
   ofi_begin(st, "allreduce");
-  return ofi_allreduce(st, buf, count, dtype, op);
+  OFI_GUARDED(st, ofi_allreduce(st, buf, count, dtype, op));
 }
 
 static plait_result_t entry_allgatherv(void *state, void *buf, const size_t *bytes) {
@@ -95,7 +107,7 @@ static plait_result_t entry_allgatherv(void *state, void *buf, const size_t *byt
   OFI_CHECK(checked_sum(st, "bytes", bytes, st->nranks, &total));
   OFI_REQUIRE(st, buf != NULL || total == 0, "buf is NULL but bytes sum to %zu", total);
   ofi_begin(st, "allgatherv");
-  return ofi_allgatherv(st, buf, bytes);
+  OFI_GUARDED(st, ofi_allgatherv(st, buf, bytes));
 }
 
 static plait_result_t entry_broadcast(void *state, void *buf, size_t bytes, int root) {
@@ -104,7 +116,7 @@ static plait_result_t entry_broadcast(void *state, void *buf, size_t bytes, int 
               st->nranks - 1);
   OFI_REQUIRE(st, buf != NULL || bytes == 0, "buf is NULL but bytes is %zu", bytes);
   ofi_begin(st, "broadcast");
-  return ofi_broadcast(st, buf, bytes, root);
+  OFI_GUARDED(st, ofi_broadcast(st, buf, bytes, root));
 }
 
 static plait_result_t entry_alltoallv(void *state, const void *send, const size_t *send_bytes,
@@ -122,7 +134,7 @@ static plait_result_t entry_alltoallv(void *state, const void *send, const size_
               st->rank, send_bytes[st->rank], st->rank, recv_bytes[st->rank]);
   OFI_REQUIRE(st, !overlap(send, ts, recv, tr), "send and recv overlap");
   ofi_begin(st, "alltoallv");
-  return ofi_alltoallv(st, send, send_bytes, recv, recv_bytes);
+  OFI_GUARDED(st, ofi_alltoallv(st, send, send_bytes, recv, recv_bytes));
 }
 
 static plait_result_t entry_reducescatter(void *state, const void *send, void *recv,
@@ -144,13 +156,13 @@ static plait_result_t entry_reducescatter(void *state, const void *send, void *r
               st->nranks);
   OFI_REQUIRE(st, !overlap(send, total * es, recv, mine * es), "send and recv overlap");
   ofi_begin(st, "reducescatter");
-  return ofi_reducescatter(st, send, recv, counts, dtype, op);
+  OFI_GUARDED(st, ofi_reducescatter(st, send, recv, counts, dtype, op));
 }
 
 static plait_result_t entry_barrier(void *state) {
   ENTER(state, "barrier");
   ofi_begin(st, "barrier");
-  return ofi_barrier(st);
+  OFI_GUARDED(st, ofi_barrier(st));
 }
 
 /* Memory functions: local, usable even after the endpoint failed. */

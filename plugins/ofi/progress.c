@@ -11,6 +11,7 @@
 
 #include "errors.h"
 #include "liveness.h"
+#include "rescue.h"
 
 double ofi_now(void) {
   struct timespec ts;
@@ -105,6 +106,7 @@ static plait_result_t poll_cq(ofi_state_t *st, int *got) {
   if (st->broken) return st->broken;
   struct fi_cq_entry ent[32];
   for (;;) {
+    ofi_turn(st);
     ssize_t n = fi_cq_read(st->cq, ent, 32);
     if (n == -FI_EAGAIN) return PLAIT_SUCCESS;
     if (n == -FI_EAVAIL) {

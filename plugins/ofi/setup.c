@@ -14,6 +14,7 @@
 #include "liveness.h"
 #include "mr.h"
 #include "progress.h"
+#include "rescue.h"
 
 /* 1.14: FI_CONTEXT2 and the mr_mode bits; newer libfabrics accept it. */
 #define OFI_API_VERSION FI_VERSION(1, 14)
@@ -296,7 +297,9 @@ static plait_result_t start(start_ctx_t *c) {
   if ((rc = choose(c, &st->info))) return rc;
   snprintf(st->provider, sizeof st->provider, "%s", st->info->fabric_attr->prov_name);
   if ((rc = open_endpoint(c))) return rc;
-  return exchange(c);
+  if ((rc = exchange(c))) return rc;
+  if ((rc = ofi_rescue_start(st))) SETUP_FAIL(c, rc, "%s", st->err);
+  return PLAIT_SUCCESS;
 }
 
 plait_result_t ofi_start(const plait_transport_init_args_t *args, ofi_state_t **out, char *err,
@@ -352,6 +355,16 @@ plait_result_t ofi_start(const plait_transport_init_args_t *args, ofi_state_t **
 
 void ofi_teardown(ofi_state_t *st) {
   if (!st) return;
+  if (st->parent) { /* a subset: only its own memory registrations; the rest is its parent's */
+    if (!st->abandoned) ofi_mr_close_all(st);
+    for (ofi_mr_t *m = st->mrs; m; m = m->next) m->mr = NULL;
+    st->ep = NULL, st->av = NULL, st->cq = NULL, st->domain = NULL, st->fabric = NULL;
+    st->info = NULL;
+  }
+  if (st->abandoned) { /* broken or rescued: left open, never touched again */
+    st->ep = NULL, st->av = NULL, st->cq = NULL, st->domain = NULL, st->fabric = NULL;
+    for (ofi_mr_t *m = st->mrs; m; m = m->next) m->mr = NULL;
+  }
   CLOSE(st->ep);
   CLOSE(st->av);
   CLOSE(st->cq);
@@ -366,13 +379,9 @@ void ofi_teardown(ofi_state_t *st) {
 
 void ofi_stop(ofi_state_t *st) {
   if (!st) return;
-  if (st->parent) { /* a subset: the libfabric objects are its parent's */
-    ofi_mr_close_all(st);
-    st->ep = NULL, st->av = NULL, st->cq = NULL, st->domain = NULL, st->fabric = NULL;
-    st->info = NULL;
-    free(st->global_ranks);
-  }
+  ofi_rescue_stop(st);
   ofi_teardown(st);
+  free(st->global_ranks);
   ofi_mr_free_all(st);
   free(st->addrs);
   free(st->peers);

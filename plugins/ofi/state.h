@@ -8,8 +8,11 @@
 
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "plait/transport.h"
 #include "tunables.h"
@@ -99,6 +102,18 @@ typedef struct ofi_state {
    * later collective fails at once with this code and message. */
   plait_result_t broken;
   char broken_msg[1536];
+
+  /* Rescue from a libfabric call that cannot return (rescue.h). */
+  _Atomic uint64_t turns;    /* progress-loop turns */
+  atomic_int inside;         /* a guarded collective runs on `caller` */
+  atomic_int rescue_wanted;  /* the watchdog decided to rescue it */
+  atomic_int rescue_stop;
+  int rescue_started;
+  pthread_t rescue_thread;
+  pthread_t caller;
+  clockid_t caller_cpu;
+  double stuck_cpu_s;
+  int abandoned; /* broken or rescued: libfabric never called again on it */
   char err[1536]; /* message of the last failure: last_error() */
 } ofi_state_t;
 

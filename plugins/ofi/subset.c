@@ -18,6 +18,8 @@
 #include <string.h>
 
 #include "errors.h"
+#include "rescue.h"
+#include "setup.h"
 #include "subset.h"
 
 plait_result_t ofi_subset(ofi_state_t *parent, const int *ranks, int n, ofi_state_t **out) {
@@ -76,6 +78,11 @@ plait_result_t ofi_subset(ofi_state_t *parent, const int *ranks, int n, ofi_stat
   st->max_msg = parent->max_msg;
   st->comm = 1 + call % 15;
   st->parent = parent;
+  if (n > 1 && ofi_rescue_start(st) != PLAIT_SUCCESS) { /* its own watchdog (rescue.h) */
+    plait_result_t rc = ofi_fail(parent, PLAIT_ERR_SYSTEM, "subset: %s", st->err);
+    ofi_stop(st);
+    return rc;
+  }
   *out = st;
   OFI_DEBUG(st, "subset of %d ranks made: rank %d there (rank %d of the parent), tag bits %u",
             n, me, parent->rank, st->comm);

@@ -119,8 +119,8 @@ static plait_result_t check_type(plait_control_t *c, plait_frame_t *f, plait_msg
                                            peer, got, (unsigned)type));
 }
 
-plait_result_t plait_control_recv(plait_control_t *c, int peer, plait_msg_type_t type,
-                                  plait_frame_t *out) {
+static plait_result_t recv_frame(plait_control_t *c, int peer, plait_msg_type_t type, int polled,
+                                 plait_frame_t *out) {
   if (c->failed) return sticky(c);
   int fd = peer_fd(c, peer);
   if (fd < 0) return plait_error(PLAIT_ERR_INTERNAL, "no control connection to rank %d", peer);
@@ -132,11 +132,23 @@ plait_result_t plait_control_recv(plait_control_t *c, int peer, plait_msg_type_t
   plait_result_t rc = plait_control_read_frame(fd, PLAIT_WIRE_MAX_PAYLOAD, plait_now() + wait,
                                                who, out);
   if (rc) return plait_control_fail(c, rc);
-  if (out->type == PLAIT_MSG_RESPONSES && type != PLAIT_MSG_RESPONSES) { /* stale */
+  if (out->type == PLAIT_MSG_ALIVE && polled) return PLAIT_SUCCESS;
+  if ((out->type == PLAIT_MSG_RESPONSES && type != PLAIT_MSG_RESPONSES) || /* stale */
+      out->type == PLAIT_MSG_ALIVE) {
     plait_frame_free(out);
-    return plait_control_recv(c, peer, type, out);
+    return recv_frame(c, peer, type, polled, out);
   }
   return check_type(c, out, type, peer);
+}
+
+plait_result_t plait_control_recv(plait_control_t *c, int peer, plait_msg_type_t type,
+                                  plait_frame_t *out) {
+  return recv_frame(c, peer, type, 0, out);
+}
+
+plait_result_t plait_control_recv_polled(plait_control_t *c, int peer, plait_msg_type_t type,
+                                         plait_frame_t *out) {
+  return recv_frame(c, peer, type, 1, out);
 }
 
 /* "rank 3 was" / "ranks 1, 3 were": the ranks in [1, size) still missing. */
@@ -189,7 +201,8 @@ plait_result_t plait_control_gather(plait_control_t *c, plait_msg_type_t type,
       char who[32];
       snprintf(who, sizeof who, "rank %d", r);
       rc = plait_control_read_frame(c->fds[r], PLAIT_WIRE_MAX_PAYLOAD, deadline, who, &frames[r]);
-      if (rc == PLAIT_SUCCESS && frames[r].type == PLAIT_MSG_REQUESTS && type != PLAIT_MSG_REQUESTS) {
+      if (rc == PLAIT_SUCCESS && ((frames[r].type == PLAIT_MSG_REQUESTS && type != PLAIT_MSG_REQUESTS) ||
+                                  frames[r].type == PLAIT_MSG_ALIVE)) {
         plait_frame_free(&frames[r]); /* sent before coordination ended: stale */
         continue;
       }

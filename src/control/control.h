@@ -5,7 +5,9 @@
  * tells the survivors (ABORT naming the lost rank), and every later call on
  * any rank fails at once with the same error.
  *
- * Not thread-safe: one thread uses a control plane at a time.
+ * Not thread-safe: one thread uses a control plane at a time (the engine's
+ * liveness thread writes heartbeats only while the coordinator thread has
+ * handed it the connections; see engine/liveness.h).
  */
 #ifndef PLAIT_CONTROL_H
 #define PLAIT_CONTROL_H
@@ -52,12 +54,20 @@ plait_result_t plait_control_start(plait_control_t *c, plait_topology_t *t,
 plait_result_t plait_control_send(plait_control_t *c, int peer, const plait_writer_t *w);
 
 /* Receives the next frame from peer, which must be of type `type`; an ABORT
- * from rank 0 instead returns the job's failure. Gives up at now+timeout_s. */
+ * from rank 0 instead returns the job's failure. Gives up at now+timeout_s.
+ * Heartbeats (PLAIT_MSG_ALIVE) are skipped. */
 plait_result_t plait_control_recv(plait_control_t *c, int peer, plait_msg_type_t type,
                                   plait_frame_t *out);
 
+/* The same for a caller that polled the connection readable: a heartbeat is
+ * returned as it is (out->type == PLAIT_MSG_ALIVE, no payload) rather than
+ * waiting for the frame after it. */
+plait_result_t plait_control_recv_polled(plait_control_t *c, int peer, plait_msg_type_t type,
+                                         plait_frame_t *out);
+
 /* Rank 0: receives one frame of type `type` from every rank > 0 (frames[r]),
- * in whatever order they come. A lost or silent rank fails the job. */
+ * in whatever order they come (heartbeats skipped). A lost or silent rank
+ * fails the job. */
 plait_result_t plait_control_gather(plait_control_t *c, plait_msg_type_t type,
                                     plait_frame_t *frames);
 

@@ -34,7 +34,8 @@ typedef enum plait_msg_type {
   PLAIT_MSG_ABORT = 8,       /* rank 0 -> peer: the job failed, and why */
   PLAIT_MSG_REQUESTS = 9,    /* peer -> rank 0: operations ready on the peer */
   PLAIT_MSG_RESPONSES = 10,  /* rank 0 -> peer: what every rank runs, in order */
-  PLAIT_MSG_TYPE_MAX_ = 10
+  PLAIT_MSG_ALIVE = 11,      /* either way, empty: sent while the coordinator is away */
+  PLAIT_MSG_TYPE_MAX_ = 11
 } plait_msg_type_t;
 
 typedef struct plait_frame_header {

@@ -17,6 +17,7 @@
 #include "util/error.h"
 #include "engine/execute.h"
 #include "engine/handle.h"
+#include "engine/liveness.h"
 #include "util/log.h"
 #include "util/waitset.h"
 #include "control/messages.h"
@@ -53,6 +54,8 @@ struct plait_coord {
   int failed_reporter;  /* rank 0: a peer that reported its transport failed */
   int ended_by;         /* the rank whose plait_shutdown ended coordination, -1 */
   plait_tuning_t tune;  /* the run-time settings, as of this cycle's start */
+  plait_live_t live;    /* heartbeats while this thread is away from its loop */
+  int answer_alive;     /* rank > 0: rank 0's heartbeat came; send one back */
 };
 
 /* The run-time settings (plait_config_set) as of the start of this cycle: one
@@ -200,14 +203,14 @@ static plait_result_t run_list(plait_coord_t *c, const plait_response_list_t *l)
     snprintf(why, sizeof why, "plait was shut down: rank %d called plait_shutdown", l->shutdown_rank);
     plait_table_close(&c->table, PLAIT_ERR_SHUTDOWN, why);
   }
-  for (uint32_t i = 0; i < l->n; i++) {
-    plait_result_t rc = plait_exec_run(&c->exec, &l->r[i]);
-    if (rc) {
-      c->transport_failed = rc != PLAIT_ERR_PROTOCOL && rc != PLAIT_ERR_NO_MEMORY;
-      return rc;
-    }
+  plait_result_t rc = PLAIT_SUCCESS;
+  plait_live_away(&c->live); /* transport calls and callbacks: heartbeats go on */
+  for (uint32_t i = 0; i < l->n && rc == PLAIT_SUCCESS; i++) {
+    rc = plait_exec_run(&c->exec, &l->r[i]);
+    if (rc) c->transport_failed = rc != PLAIT_ERR_PROTOCOL && rc != PLAIT_ERR_NO_MEMORY;
   }
-  return PLAIT_SUCCESS;
+  plait_live_back(&c->live);
+  return rc;
 }
 
 
@@ -233,8 +236,10 @@ static int heartbeat_due(plait_coord_t *c) {
   return c->size > 1 && plait_now() - c->last_sent >= c->cfg->timeout_s / 4;
 }
 
-/* Rank 0: a rank silent past PLAIT_TIMEOUT_S is lost. Others: rank 0 silent
- * past 2 x PLAIT_TIMEOUT_S + 1 (it names silent ranks first). */
+/* A rank silent past PLAIT_TIMEOUT_S is lost: rank 0 checks every rank, the
+ * others rank 0. A live rank is never silent that long: its coordinator
+ * thread sends every PLAIT_TIMEOUT_S / 4, and while it is away from its loop
+ * (collectives, callbacks, blame rounds) the liveness thread sends for it. */
 static plait_result_t check_silence(plait_coord_t *c) {
   double now = plait_now();
   if (c->rank == 0) {
@@ -242,7 +247,7 @@ static plait_result_t check_silence(plait_coord_t *c) {
       if (now - c->last_heard[r] > c->cfg->timeout_s)
         return plait_error(PLAIT_ERR_PEER_LOST, "rank %d was lost: silent for %.1f s "
                            "(PLAIT_TIMEOUT_S=%g)", r, now - c->last_heard[r], c->cfg->timeout_s);
-  } else if (c->size > 1 && now - c->last_heard[0] > 2 * c->cfg->timeout_s + 1) {
+  } else if (c->size > 1 && now - c->last_heard[0] > c->cfg->timeout_s) {
     return plait_error(PLAIT_ERR_PEER_LOST, "rank 0 was lost: silent for %.1f s "
                        "(PLAIT_TIMEOUT_S=%g)", now - c->last_heard[0], c->cfg->timeout_s);
   }
@@ -300,8 +305,13 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int *
   }
   while (readable) {
     plait_frame_t f;
-    PLAIT_CHECK(plait_control_recv(c->ctrl, 0, PLAIT_MSG_RESPONSES, &f));
+    PLAIT_CHECK(plait_control_recv_polled(c->ctrl, 0, PLAIT_MSG_RESPONSES, &f));
     c->last_heard[0] = plait_now();
+    if (f.type == PLAIT_MSG_ALIVE) { /* rank 0 is away; it may be asking who is here */
+      c->answer_alive = 1;
+      readable = plait_control_readable(c->ctrl, 0);
+      continue;
+    }
     plait_response_list_t l;
     plait_result_t rc = plait_responses_decode(f.payload, f.length, &l);
     plait_frame_free(&f);
@@ -320,6 +330,16 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int *
     readable = plait_control_readable(c->ctrl, 0);
   }
   add_negotiation_time(c, plait_now() - t0);
+  if (c->answer_alive) { /* once for all the heartbeats just read */
+    c->answer_alive = 0;
+    plait_request_list_t beat = {0, 0, NULL, c->lists_run};
+    plait_writer_t w = {0};
+    plait_result_t rc = plait_requests_encode(&w, &beat);
+    if (rc == PLAIT_SUCCESS) rc = plait_control_send(c->ctrl, 0, &w);
+    if (rc == PLAIT_SUCCESS) count_sent(c, &w, 1);
+    plait_wr_free(&w);
+    PLAIT_CHECK(rc);
+  }
   return PLAIT_SUCCESS;
 }
 
@@ -345,8 +365,12 @@ static plait_result_t root_take(plait_coord_t *c, int rank, const plait_request_
 static plait_result_t root_receive(plait_coord_t *c, int rank, int *busy) {
   for (;;) {
     plait_frame_t f;
-    PLAIT_CHECK(plait_control_recv(c->ctrl, rank, PLAIT_MSG_REQUESTS, &f));
+    PLAIT_CHECK(plait_control_recv_polled(c->ctrl, rank, PLAIT_MSG_REQUESTS, &f));
     c->last_heard[rank] = plait_now();
+    if (f.type == PLAIT_MSG_ALIVE) {
+      if (!plait_control_readable(c->ctrl, rank)) return PLAIT_SUCCESS;
+      continue;
+    }
     plait_request_list_t req;
     plait_result_t rc = plait_requests_decode(f.payload, f.length, &req);
     plait_frame_free(&f);
@@ -455,11 +479,46 @@ static plait_result_t cycle(plait_coord_t *c) {
 
 /* After a collective failed, the transport's message often cannot say which
  * rank is gone (a timeout, or a survivor that was not that rank's neighbour).
- * Every rank > 0 reports the failure to rank 0; rank 0 waits a moment for
- * those reports: ranks whose connection closed, or that stay silent, are the
- * lost ones. Rank 0's verdict (ABORT) then reaches every survivor, so all of
- * them name the same rank. */
-static double grace_s(plait_coord_t *c) { return c->cfg->timeout_s < 3 ? c->cfg->timeout_s : 3; }
+ * Every rank > 0 reports the failure to rank 0 and rank 0 holds a blame
+ * round: a rank whose connection closed, or that shows no sign of life for
+ * the round, is lost. Live ranks always show one: whatever they are doing,
+ * they or their liveness thread send within a heartbeat period (a rank idle
+ * in its loop answers rank 0's heartbeats at once). What was queued before
+ * the round proves nothing (a rank stopped since may have sent it), except a
+ * failure report. Rank 0's verdict (ABORT) then reaches every survivor, so
+ * all of them name the same rank. A rank > 0 that hears nothing at all from
+ * rank 0 for a round names rank 0. */
+static double live_period_s(const plait_coord_t *c) {
+  double p = c->cfg->timeout_s / 4;
+  return p < 0.5 ? p : 0.5;
+}
+static double round_s(const plait_coord_t *c) { return 2 * live_period_s(c) + 1; }
+
+static int is_failure_report(const plait_frame_t *f) {
+  plait_request_list_t req;
+  if (f->type != PLAIT_MSG_REQUESTS || plait_requests_decode(f->payload, f->length, &req))
+    return 0;
+  int failed = (req.flags & PLAIT_REQ_FAILED) != 0;
+  plait_requests_free(&req);
+  return failed;
+}
+
+/* Reads what is queued from peer without waiting: -1 closed, 1 when a failure
+ * report (or, with abort_out, rank 0's ABORT) was among it, else 0. */
+static int drain(plait_coord_t *c, int peer, plait_frame_t *abort_out) {
+  int seen = 0;
+  while (plait_control_readable(c->ctrl, peer)) {
+    plait_frame_t f;
+    if (plait_control_recv_any(c->ctrl, peer, plait_now() + 1, "peer", &f)) return -1;
+    if (abort_out && f.type == PLAIT_MSG_ABORT) {
+      *abort_out = f;
+      return 1;
+    }
+    if (is_failure_report(&f)) seen = 1;
+    plait_frame_free(&f);
+  }
+  return seen;
+}
 
 static plait_result_t root_blame(plait_coord_t *c, plait_result_t rc) {
   char orig[1600];
@@ -467,9 +526,16 @@ static plait_result_t root_blame(plait_coord_t *c, plait_result_t rc) {
   int n = c->size;
   uint8_t *state = calloc((size_t)n, 1); /* 0 unknown, 1 here, 2 closed */
   if (!state) return rc;
+  plait_live_away(&c->live); /* our heartbeats also ask idle ranks to answer */
   if (c->failed_reporter > 0) state[c->failed_reporter] = 1;
-  double deadline = plait_now() + grace_s(c);
-  for (int left = n - 1 - (c->failed_reporter > 0); left > 0 && plait_now() < deadline;) {
+  int left = n - 1;
+  for (int r = 1; r < n; r++) {
+    int d = drain(c, r, NULL);
+    if (d && !state[r]) state[r] = d < 0 ? 2 : 1;
+    left -= state[r] != 0;
+  }
+  double deadline = plait_now() + round_s(c);
+  while (left > 0 && plait_now() < deadline) {
     int k = 0;
     for (int r = 1; r < n; r++)
       if (!state[r]) c->pfd[k++] = plait_control_pollfd(c->ctrl, r);
@@ -483,6 +549,7 @@ static plait_result_t root_blame(plait_coord_t *c, plait_result_t rc) {
       left--;
     }
   }
+  plait_live_back(&c->live);
   uint8_t *closed = calloc((size_t)n, 1), *silent = calloc((size_t)n, 1);
   int nclosed = 0, nsilent = 0;
   for (int r = 1; closed && silent && r < n; r++) {
@@ -504,7 +571,19 @@ static plait_result_t root_blame(plait_coord_t *c, plait_result_t rc) {
   return rc;
 }
 
-/* Rank > 0: report the failure and learn rank 0's verdict. */
+/* Rank 0's ABORT as the error it carries, or the transport's own. */
+static plait_result_t take_verdict(plait_frame_t *f, plait_result_t rc, const char *orig) {
+  plait_msg_text_t m;
+  int ok = plait_msg_decode_text(f->payload, f->length, 1, &m) == PLAIT_SUCCESS && m.code &&
+           m.code < PLAIT_RESULT_COUNT_;
+  plait_result_t verdict = ok ? plait_error((plait_result_t)m.code, "%s", m.text)
+                              : plait_error(rc, "%s", orig);
+  plait_frame_free(f);
+  return verdict;
+}
+
+/* Rank > 0: report the failure and learn rank 0's verdict; rank 0 is lost
+ * when it shows no sign of life for a whole round. */
 static plait_result_t peer_learn_verdict(plait_coord_t *c, plait_result_t rc) {
   char orig[1600];
   snprintf(orig, sizeof orig, "%s", plait_last_error());
@@ -513,22 +592,37 @@ static plait_result_t peer_learn_verdict(plait_coord_t *c, plait_result_t rc) {
   if (plait_requests_encode(&w, &req) == PLAIT_SUCCESS)
     plait_control_send_by(c->ctrl, 0, &w, plait_now() + 1.0); /* best effort */
   plait_wr_free(&w);
-  /* rank 0 may itself wait up to PLAIT_TIMEOUT_S in the transport first */
-  double deadline = plait_now() + c->cfg->timeout_s + grace_s(c) + 1;
-  for (;;) {
-    plait_frame_t f;
-    plait_result_t r = plait_control_recv_any(c->ctrl, 0, deadline, "rank 0", &f);
-    if (r == PLAIT_ERR_PEER_LOST && plait_now() >= deadline) return plait_error(rc, "%s", orig);
-    if (r) return r; /* rank 0 itself is gone: that is the verdict */
+  plait_live_away(&c->live); /* rank 0's round sees our heartbeats */
+  plait_frame_t f = {0};
+  plait_result_t r = PLAIT_SUCCESS;
+  int d = drain(c, 0, &f);
+  /* rank 0 may itself wait up to PLAIT_TIMEOUT_S in the transport first,
+   * sending heartbeats meanwhile */
+  double start = plait_now(), end = start + c->cfg->timeout_s + round_s(c) + 1;
+  double alive_until = start + round_s(c);
+  while (d == 0) {
+    double t = plait_now(), until = alive_until < end ? alive_until : end;
+    if (t >= until) break;
+    struct pollfd p = plait_control_pollfd(c->ctrl, 0);
+    if (poll(&p, 1, (int)((until - t) * 1000) + 1) <= 0) continue;
+    r = plait_control_recv_any(c->ctrl, 0, end, "rank 0", &f);
+    if (r) break; /* rank 0 itself is gone: that is the verdict */
     if (f.type == PLAIT_MSG_ABORT) {
-      plait_msg_text_t m;
-      int ok = plait_msg_decode_text(f.payload, f.length, 1, &m) == PLAIT_SUCCESS && m.code &&
-               m.code < PLAIT_RESULT_COUNT_;
-      plait_frame_free(&f);
-      return ok ? plait_error((plait_result_t)m.code, "%s", m.text) : plait_error(rc, "%s", orig);
+      d = 1;
+      break;
     }
-    plait_frame_free(&f); /* responses or heartbeats sent before rank 0 knew */
+    plait_frame_free(&f); /* heartbeats, or lists sent before rank 0 knew */
+    alive_until = plait_now() + round_s(c);
   }
+  plait_live_back(&c->live);
+  if (r) return r;
+  if (d < 0) return plait_error(PLAIT_ERR_PEER_LOST, "rank 0 was lost: connection closed after "
+                                "a collective failed (the transport said: %s)", orig);
+  if (d > 0 && f.type == PLAIT_MSG_ABORT) return take_verdict(&f, rc, orig);
+  if (plait_now() >= end) return plait_error(rc, "%s", orig);
+  return plait_error(PLAIT_ERR_PEER_LOST, "rank 0 was lost: silent for %.1f s after a collective "
+                     "failed (PLAIT_TIMEOUT_S=%g; the transport said: %s)", plait_now() - start,
+                     c->cfg->timeout_s, orig);
 }
 
 static void *coordinator_main(void *arg) {
@@ -595,9 +689,11 @@ plait_result_t plait_coord_start(plait_engine_t *e, plait_coord_t **out) {
   c->exec.psets = e->psets;
   apply_tuning(c);
   plait_result_t rc = coord_alloc(c);
+  if (rc == PLAIT_SUCCESS && c->size > 1) rc = plait_live_start(&c->live, c->ctrl, live_period_s(c));
   if (rc == PLAIT_SUCCESS && pthread_create(&c->thread, NULL, coordinator_main, c))
     rc = plait_error(PLAIT_ERR_SYSTEM, "cannot start the coordinator thread");
   if (rc) {
+    plait_live_stop(&c->live);
     plait_coord_free(c);
     return rc;
   }
@@ -613,6 +709,7 @@ void plait_coord_stop(plait_coord_t *c) {
   if (write(c->table.wake_fd, &one, sizeof one) < 0) { /* already awake */
   }
   pthread_join(c->thread, NULL);
+  plait_live_stop(&c->live);
   c->started = 0;
   plait_table_close(&c->table, PLAIT_ERR_NOT_INITIALIZED,
                     "plait is not initialized (it was shut down)");

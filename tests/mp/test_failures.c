@@ -148,8 +148,8 @@ static void run_loss(int victim, int how, int during, double limit) {
 Test(failures, kill9_rank2_between_operations, .timeout = 60) { run_loss(2, SIGKILL, 0, 7); }
 Test(failures, kill9_rank0_between_operations, .timeout = 60) { run_loss(0, SIGKILL, 0, 7); }
 Test(failures, kill9_rank1_during_a_collective, .timeout = 60) { run_loss(1, SIGKILL, 1, 7); }
-/* PLAIT_TIMEOUT_S=2: rank 0 names a silent rank after 2 s; the others give
- * rank 0 itself 2 x 2 + 1 s. */
+/* PLAIT_TIMEOUT_S=2: rank 0 names a silent rank after 2 s, the others name a
+ * silent rank 0 after 2 s too. */
 Test(failures, sigstop_rank1_is_named_after_the_timeout, .timeout = 60) {
   run_loss(1, SIGSTOP, 0, 6);
 }

@@ -1,0 +1,148 @@
+#include "rescue.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "errors.h"
+#include "liveness.h"
+#include "progress.h"
+
+/* The guarded thread's way back, and its state (read by the handler). */
+static _Thread_local sigjmp_buf *t_escape;
+static _Thread_local ofi_state_t *t_state;
+static _Thread_local int t_unblocked;
+
+static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
+static int installed;
+static struct sigaction previous;
+
+static void on_signal(int sig, siginfo_t *info, void *uc) {
+  ofi_state_t *st = t_state;
+  if (t_escape && st && atomic_load(&st->rescue_wanted)) {
+    sigjmp_buf *to = t_escape;
+    t_escape = NULL;
+    siglongjmp(*to, 1);
+  }
+  /* Not ours: what was there before. */
+  if (previous.sa_flags & SA_SIGINFO) {
+    if (previous.sa_sigaction) previous.sa_sigaction(sig, info, uc);
+  } else if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN &&
+             previous.sa_handler) {
+    previous.sa_handler(sig);
+  }
+}
+
+static int install(void) {
+  pthread_mutex_lock(&install_mu);
+  if (!installed) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    installed = sigaction(OFI_RESCUE_SIGNAL, &sa, &previous) == 0;
+  }
+  pthread_mutex_unlock(&install_mu);
+  return installed;
+}
+
+static double thread_cpu_s(clockid_t clock) {
+  struct timespec ts;
+  if (clock_gettime(clock, &ts) != 0) return 0;
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void rescue(ofi_state_t *st, double cpu_s) {
+  if (!install()) return;
+  st->stuck_cpu_s = cpu_s;
+  atomic_store(&st->rescue_wanted, 1);
+  pthread_kill(st->caller, OFI_RESCUE_SIGNAL);
+  /* Wait (bounded) until the guarded thread is out; it then stays out. */
+  for (int i = 0; i < 200 && atomic_load(&st->inside); i++) {
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void *watch(void *arg) {
+  ofi_state_t *st = arg;
+  uint64_t last = 0;
+  double cpu_mark = 0;
+  int watching = 0;
+  while (!atomic_load(&st->rescue_stop)) {
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    if (!atomic_load(&st->inside) || atomic_load(&st->rescue_wanted)) {
+      watching = 0;
+      continue;
+    }
+    uint64_t turns = atomic_load(&st->turns);
+    double cpu = thread_cpu_s(st->caller_cpu);
+    if (!watching || turns != last) {
+      watching = 1;
+      last = turns;
+      cpu_mark = cpu;
+      continue;
+    }
+    if (cpu - cpu_mark > OFI_RESCUE_CPU_S) rescue(st, cpu - cpu_mark);
+  }
+  return NULL;
+}
+
+plait_result_t ofi_rescue_start(ofi_state_t *st) {
+  atomic_store(&st->rescue_stop, 0);
+  if (pthread_create(&st->rescue_thread, NULL, watch, st) != 0)
+    return ofi_fail(st, PLAIT_ERR_SYSTEM, "init: cannot start the ofi watchdog thread");
+  st->rescue_started = 1;
+  return PLAIT_SUCCESS;
+}
+
+void ofi_rescue_stop(ofi_state_t *st) {
+  if (!st->rescue_started) return;
+  atomic_store(&st->rescue_stop, 1);
+  pthread_join(st->rescue_thread, NULL);
+  st->rescue_started = 0;
+}
+
+void ofi_guard_on(ofi_state_t *st, sigjmp_buf *escape) {
+  if (!t_unblocked) { /* the application may have blocked it in this thread */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, OFI_RESCUE_SIGNAL);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    t_unblocked = 1;
+  }
+  if (!st->rescue_started) return;
+  st->caller = pthread_self();
+  if (pthread_getcpuclockid(st->caller, &st->caller_cpu) != 0) return;
+  t_state = st;
+  t_escape = escape;
+  atomic_store(&st->inside, 1);
+}
+
+void ofi_guard_off(ofi_state_t *st) {
+  t_escape = NULL;
+  t_state = NULL;
+  atomic_store(&st->inside, 0);
+}
+
+plait_result_t ofi_rescued(ofi_state_t *st) {
+  ofi_guard_off(st);
+  st->abandoned = 1;
+  char gone[256] = "";
+  size_t o = 0;
+  for (int r = 0; r < st->nranks && o < sizeof gone - 64; r++) {
+    char why[128];
+    if (r != st->rank && ofi_peer_gone(st, r, why, sizeof why)) {
+      int k = snprintf(gone + o, sizeof gone - o, "%slost rank %d: %s", o ? "; " : "", r, why);
+      if (k > 0) o += (size_t)k;
+    }
+  }
+  return ofi_break(st, PLAIT_ERR_PEER_LOST,
+                   "%s%sstuck inside libfabric (%s), spinning for %.1f s of CPU on a lock that "
+                   "a peer on this host died or stopped holding; this endpoint is abandoned",
+                   gone, o ? "; " : "", st->provider, st->stuck_cpu_s);
+}

@@ -1,0 +1,61 @@
+/*
+ * Getting a thread out of a libfabric call that can never return.
+ *
+ * libfabric's shm provider (1.17) guards each rank's shared-memory region
+ * with a spin lock that the other ranks take too (a sender takes the
+ * receiver's). A rank killed while it holds one leaves it held for ever, and
+ * the next rank to take it spins inside fi_cq_read() or fi_tsend() without
+ * end: no deadline in the plugin's own loops can help (issue 16, defect 4:
+ * reproduced by killing a rank right after it took such a lock, in
+ * tests/mp/test_ofi_lock_holder.c).
+ *
+ * Every collective runs guarded (OFI_GUARDED). A watchdog thread per state
+ * looks every 50 ms at the guarded thread: when it has used more than
+ * OFI_RESCUE_CPU_S of CPU time since the plugin's progress loop last turned,
+ * it is spinning inside libfabric. The watchdog then sends it OFI_RESCUE_SIGNAL,
+ * whose handler jumps back to the collective's entry (siglongjmp), which
+ * fails with PLAIT_ERR_PEER_LOST naming the local peers that are gone or
+ * stopped. libfabric is never called again on that state (its locks may be
+ * held): it is abandoned, and its objects are left open at finalize.
+ *
+ * The handler is installed at the first rescue only, and a signal that is
+ * not a rescue goes to the handler that was there before.
+ */
+#ifndef PLAIT_OFI_RESCUE_H
+#define PLAIT_OFI_RESCUE_H
+
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
+
+#include "state.h"
+
+#define OFI_RESCUE_SIGNAL (SIGRTMIN + 5)
+#define OFI_RESCUE_CPU_S 0.5
+
+/* Starts / stops the watchdog (nranks > 1). */
+plait_result_t ofi_rescue_start(ofi_state_t *st);
+void ofi_rescue_stop(ofi_state_t *st);
+
+void ofi_guard_on(ofi_state_t *st, sigjmp_buf *escape);
+void ofi_guard_off(ofi_state_t *st);
+/* After the jump: abandons the state and returns the failure. */
+plait_result_t ofi_rescued(ofi_state_t *st);
+
+/* The progress loop turned (progress.c). */
+static inline void ofi_turn(ofi_state_t *st) {
+  atomic_fetch_add_explicit(&st->turns, 1, memory_order_relaxed);
+}
+
+/* Runs `call` guarded and returns its result, from a plugin entry point. */
+#define OFI_GUARDED(st, call)                              \
+  do {                                                     \
+    sigjmp_buf escape_;                                    \
+    if (sigsetjmp(escape_, 0)) return ofi_rescued(st);     \
+    ofi_guard_on((st), &escape_);                          \
+    plait_result_t guarded_rc_ = (call);                   \
+    ofi_guard_off(st);                                     \
+    return guarded_rc_;                                    \
+  } while (0)
+
+#endif

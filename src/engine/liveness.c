@@ -1,0 +1,109 @@
+#include "engine/liveness.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "control/net.h"
+#include "control/wire.h"
+#include "util/error.h"
+#include "util/log.h"
+
+/* One heartbeat to fd: all of it, or nothing when the buffer is full. */
+static void beat(int fd, const plait_writer_t *w) {
+  ssize_t n = send(fd, w->data, w->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n > 0 && (size_t)n < w->len) /* rare: finish the frame, briefly */
+    plait_net_write_full(fd, w->data + n, w->len - (size_t)n, plait_now() + 1.0);
+}
+
+static void beat_all_locked(plait_live_t *l, const plait_writer_t *w) {
+  plait_control_t *c = l->ctrl;
+  if (c->failed || !c->fds) return;
+  if (c->rank == 0) {
+    for (int r = 1; r < c->size; r++)
+      if (c->fds[r] >= 0) beat(c->fds[r], w);
+  } else if (c->fds[0] >= 0) {
+    beat(c->fds[0], w);
+  }
+  l->beats++;
+}
+
+static void *live_main(void *arg) {
+  plait_live_t *l = arg;
+  plait_writer_t w = {0};
+  plait_wr_begin(&w, PLAIT_MSG_ALIVE);
+  int ok = plait_wr_end(&w) == PLAIT_SUCCESS;
+  pthread_mutex_lock(&l->mu);
+  while (!l->stop) {
+    if (!l->away) {
+      pthread_cond_wait(&l->cv, &l->mu);
+      continue;
+    }
+    double next = l->last_beat + l->period_s, now = plait_now();
+    if (now < next) {
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      double left = next - now;
+      ts.tv_sec += (time_t)left;
+      ts.tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
+      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+      pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+      continue; /* re-check stop and away */
+    }
+    if (ok) beat_all_locked(l, &w);
+    l->last_beat = plait_now();
+  }
+  pthread_mutex_unlock(&l->mu);
+  plait_wr_free(&w);
+  return NULL;
+}
+
+plait_result_t plait_live_start(plait_live_t *l, plait_control_t *ctrl, double period_s) {
+  memset(l, 0, sizeof *l);
+  l->ctrl = ctrl;
+  l->period_s = period_s;
+  pthread_condattr_t ca;
+  if (pthread_condattr_init(&ca) || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) ||
+      pthread_cond_init(&l->cv, &ca))
+    return plait_error(PLAIT_ERR_SYSTEM, "cannot make the liveness thread's condition variable");
+  pthread_condattr_destroy(&ca);
+  pthread_mutex_init(&l->mu, NULL);
+  if (pthread_create(&l->thread, NULL, live_main, l)) {
+    pthread_cond_destroy(&l->cv);
+    pthread_mutex_destroy(&l->mu);
+    return plait_error(PLAIT_ERR_SYSTEM, "cannot start the liveness thread");
+  }
+  l->started = 1;
+  return PLAIT_SUCCESS;
+}
+
+void plait_live_away(plait_live_t *l) {
+  if (!l->started) return;
+  pthread_mutex_lock(&l->mu);
+  l->away = 1;
+  l->last_beat = plait_now(); /* the coordinator was in its loop until now */
+  pthread_cond_signal(&l->cv);
+  pthread_mutex_unlock(&l->mu);
+}
+
+void plait_live_back(plait_live_t *l) {
+  if (!l->started) return;
+  pthread_mutex_lock(&l->mu); /* waits out a heartbeat being written */
+  l->away = 0;
+  pthread_mutex_unlock(&l->mu);
+}
+
+void plait_live_stop(plait_live_t *l) {
+  if (!l->started) return;
+  pthread_mutex_lock(&l->mu);
+  l->stop = 1;
+  l->away = 0;
+  pthread_cond_signal(&l->cv);
+  pthread_mutex_unlock(&l->mu);
+  pthread_join(l->thread, NULL);
+  PLAIT_DEBUG("coord", "liveness thread sent %llu heartbeats", (unsigned long long)l->beats);
+  pthread_cond_destroy(&l->cv);
+  pthread_mutex_destroy(&l->mu);
+  l->started = 0;
+}
