@@ -1,0 +1,96 @@
+/*
+ * libFuzzer harness: the configuration parser. The input's first byte picks
+ * a variable (every PLAIT_* of the table, the HOROVOD_* ones libplait takes,
+ * and the launcher variables the topology reads); the rest, up to a NUL, is
+ * its value. The value goes through the parser that variable uses
+ * (plait_config_load with the variable set, plait_config_parse_var, the
+ * topology reader for launcher variables) and through each of the small
+ * parsers (sizes with units, booleans, log levels, Slurm node lists). Each
+ * must accept or refuse with an error, never crash, leak or hang. Run with
+ * ci/fuzz; seeds in tests/fuzz/corpus/config.
+ */
+#include "control/topology.h"
+#include "util/config.h"
+#include "util/config_horovod.h"
+#include "util/log.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+static const char *const VARS[] = {
+#define X(field, var, type, def, help) var,
+    PLAIT_CONFIG_TABLE(X)
+#undef X
+    "HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME", "HOROVOD_CACHE_CAPACITY",
+    "HOROVOD_TIMELINE", "HOROVOD_STALL_CHECK_TIME_SECONDS",
+    "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "HOROVOD_GLOO_TIMEOUT_SECONDS",
+    "HOROVOD_START_TIMEOUT", "HOROVOD_LOG_LEVEL", "HOROVOD_RANK", "HOROVOD_SIZE",
+    "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE", "HOROVOD_HOSTNAME",
+    "HOROVOD_TIMELINE_MARK_CYCLES", "HOROVOD_STALL_CHECK_DISABLE", "HOROVOD_AUTOTUNE",
+    "HOROVOD_GLOO_RENDEZVOUS_ADDR", "HOROVOD_GLOO_RENDEZVOUS_PORT", "HOROVOD_CPU_OPERATIONS",
+    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+    "SLURM_JOB_NODELIST", "SLURM_JOB_ID", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+};
+#define N_VARS (sizeof VARS / sizeof VARS[0])
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc;
+  (void)argv;
+  for (size_t i = 0; i < N_VARS; i++) unsetenv(VARS[i]);
+  plait_log_set_level(PLAIT_LOG_ERROR + 1); /* the parsers' warnings are not findings */
+  return 0;
+}
+
+static void small_parsers(const char *value) {
+  uint64_t bytes;
+  int flag, level;
+  (void)plait_parse_size(value, &bytes);
+  (void)plait_parse_bool(value, &flag);
+  if (plait_parse_level(value, &level) == 0) (void)plait_level_name(level);
+  char host[PLAIT_HOST_MAX];
+  (void)plait_slurm_first_host(value, host, sizeof host);
+  int clean;
+  (void)plait_horovod_strtol(value, &clean);
+  (void)plait_horovod_strtof(value, &clean);
+}
+
+/* The whole configuration with var=value in the environment, as plait_init
+ * reads it, then the topology the launcher variables give. */
+static void load_with(const char *var, const char *value) {
+  if (setenv(var, value, 1) != 0) return;
+  plait_config_t cfg;
+  if (plait_config_load(&cfg) == PLAIT_SUCCESS) {
+    char text[8192];
+    size_t needed = 0;
+    (void)plait_config_format(&cfg, text, sizeof text, &needed);
+    plait_topology_t topo;
+    (void)plait_topology_from_env(&cfg, &topo);
+    plait_config_free(&cfg);
+  }
+  unsetenv(var);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1 || size > 4096) return 0;
+  const char *var = VARS[data[0] % N_VARS];
+  char *value = malloc(size);
+  if (value == NULL) return 0;
+  memcpy(value, data + 1, size - 1);
+  value[size - 1] = '\0'; /* a value ends at its first NUL, as in environ */
+  small_parsers(value);
+  plait_config_t defaults;
+  if (plait_config_load(&defaults) == PLAIT_SUCCESS) {
+    (void)plait_config_parse_var(&defaults, var, value);
+    plait_config_free(&defaults);
+  }
+  load_with(var, value);
+  free(value);
+  return 0;
+}
