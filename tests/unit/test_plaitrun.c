@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -541,7 +542,8 @@ Test(plaitrun, horovodrun_flags_plait_cannot_honour_exit_2_with_why, .timeout = 
       {{"-np", "2", "--config-file", "c.yaml", "true"}, "--config-file is not supported"},
       {{"-np", "2", "--mpi-args=-x", "true"}, "--mpi-args is not supported"},
       {{"-np", "2", "--num-nccl-streams", "2", "true"}, "no NCCL transport"},
-      {{"-np", "2", "-H", "elsewhere.example:2", "true"}, "'elsewhere.example' is another host"},
+      {{"-np", "2", "-H", "-oProxyCommand=x:2", "true"}, "is not a host name"},
+      {{"-np", "2", "-H", "a;b:2", "true"}, "'a;b' is not a host name"},
       {{"-np", "3", "-H", "localhost:2", "true"}, "-np 3 is more than the 2 slots"},
       {{"-np", "2", "-H", "localhost", "true"}, "has no slot count"},
       {{"-np", "2", "--fusion-threshold-mb", "-1", "true"}, "--fusion-threshold-mb '-1'"},
@@ -660,4 +662,67 @@ Test(plaitrun, help_env_says_which_horovod_variables_are_taken, .timeout = 90) {
   cr_expect_not_null(strstr(run.out.data, "HOROVOD_CYCLE_TIME=2.5 taken as PLAIT_CYCLE_TIME_MS=2.5"),
                      "%s", run.out.data);
   run_free(&run);
+}
+
+/* A whole file, malloc'd; NULL when it cannot be read. */
+static char *read_whole(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  char *buf = NULL;
+  size_t len = 0, cap = 0, n;
+  char chunk[4096];
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    if (len + n + 1 > cap) {
+      cap = (len + n + 1) * 2;
+      char *grown = realloc(buf, cap);
+      if (!grown) break;
+      buf = grown;
+    }
+    memcpy(buf + len, chunk, n);
+    len += n;
+  }
+  fclose(f);
+  if (buf) buf[len] = '\0';
+  return buf;
+}
+
+/* -H naming another host: its ranks start through PLAITRUN_SSH (here a fake
+ * ssh that logs its arguments and runs the remote command with sh), with
+ * their host's local rank and size, and the secret arrives on stdin, never
+ * on a command line. tests/hosts/run.sh does the same with a real sshd. */
+Test(plaitrun, other_hosts_start_over_ssh_with_the_secret_on_stdin, .timeout = 90) {
+  char dir[] = "/tmp/plaitrun_ssh_XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char ssh[256], log[256], env_ssh[300];
+  snprintf(ssh, sizeof ssh, "%s/fake_ssh", dir);
+  snprintf(log, sizeof log, "%s/argv", dir);
+  FILE *f = fopen(ssh, "w");
+  cr_assert_not_null(f);
+  fprintf(f, "#!/bin/sh\nprintf '%%s\\n' \"$*\" >> %s\n"
+             "while [ \"$1\" != -- ]; do shift; done\nshift; shift\nexec sh -c \"$1\"\n", log);
+  fclose(f);
+  cr_assert_eq(chmod(ssh, 0755), 0);
+  snprintf(env_ssh, sizeof env_ssh, "PLAITRUN_SSH=%s -o LogLevel=ERROR", ssh);
+  static const char secret[] = "PLAIT_SECRET=0123456789abcdef0123456789abcdef";
+  run_t run = {.args = {"-np", "3", "-H", "localhost:1,node-b:2", "/bin/sh", "-c",
+                        "echo r$PLAIT_RANK l$PLAIT_LOCAL_RANK/$PLAIT_LOCAL_SIZE "
+                        "s$PLAIT_SECRET"},
+               .env = {env_ssh, secret}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0, "stderr: %s", run.err.data);
+  cr_expect_not_null(strstr(run.out.data, "[0]: r0 l0/1 s0123456789abcdef"), "%s", run.out.data);
+  cr_expect_not_null(strstr(run.out.data, "[1]: r1 l0/2 s0123456789abcdef"), "%s", run.out.data);
+  cr_expect_not_null(strstr(run.out.data, "[2]: r2 l1/2 s0123456789abcdef"), "%s", run.out.data);
+  char *argv_log = read_whole(log);
+  cr_assert_not_null(argv_log);
+  cr_expect_not_null(strstr(argv_log, "-T -o BatchMode=yes -- node-b "), "%s", argv_log);
+  cr_expect_null(strstr(argv_log, "0123456789abcdef"), "the secret is on ssh's command line");
+  size_t lines = 0;
+  for (const char *c = argv_log; *c; c++) lines += *c == '\n';
+  cr_expect_eq(lines, 2, "one ssh per rank on node-b: %s", argv_log);
+  free(argv_log);
+  run_free(&run);
+  unlink(ssh);
+  unlink(log);
+  rmdir(dir);
 }
