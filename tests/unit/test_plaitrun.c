@@ -96,6 +96,9 @@ static void exec_plaitrun(run_t *run, int in_fd, int out_fd, int err_fd) {
   dup2(in_fd, 0);
   dup2(out_fd, 1);
   dup2(err_fd, 2);
+  /* only 0, 1, 2: a copy of the test's pipes left in plaitrun (and so in its
+   * ranks) would keep them open after plaitrun is gone */
+  for (int fd = 3; fd < 64; fd++) close(fd);
   execv(PLAITRUN_PATH, (char *const *)argv);
   fprintf(stderr, "cannot exec %s: %s\n", PLAITRUN_PATH, strerror(errno));
   _exit(99);
@@ -690,19 +693,39 @@ static char *read_whole(const char *path) {
  * ssh that logs its arguments and runs the remote command with sh), with
  * their host's local rank and size, and the secret arrives on stdin, never
  * on a command line. tests/hosts/run.sh does the same with a real sshd. */
-Test(plaitrun, other_hosts_start_over_ssh_with_the_secret_on_stdin, .timeout = 90) {
-  char dir[] = "/tmp/plaitrun_ssh_XXXXXX";
+/* A fake ssh in dir: logs its arguments (one line per call) to dir/argv,
+ * skips its options up to "--" and the host, and runs the remote command
+ * with sh, as sshd would; PLAITRUN_SSH for it goes into env_ssh. */
+static void make_fake_ssh(char *dir, char *env_ssh, size_t cap) {
   cr_assert_not_null(mkdtemp(dir));
-  char ssh[256], log[256], env_ssh[300];
+  char ssh[256];
   snprintf(ssh, sizeof ssh, "%s/fake_ssh", dir);
-  snprintf(log, sizeof log, "%s/argv", dir);
   FILE *f = fopen(ssh, "w");
   cr_assert_not_null(f);
-  fprintf(f, "#!/bin/sh\nprintf '%%s\\n' \"$*\" >> %s\n"
-             "while [ \"$1\" != -- ]; do shift; done\nshift; shift\nexec sh -c \"$1\"\n", log);
+  fprintf(f, "#!/bin/sh\nprintf '%%s\\n' \"$*\" >> %s/argv\n"
+             "while [ \"$1\" != -- ]; do shift; done\nshift; shift\nexec sh -c \"$1\"\n", dir);
   fclose(f);
   cr_assert_eq(chmod(ssh, 0755), 0);
-  snprintf(env_ssh, sizeof env_ssh, "PLAITRUN_SSH=%s -o LogLevel=ERROR", ssh);
+  snprintf(env_ssh, cap, "PLAITRUN_SSH=%s -o LogLevel=ERROR", ssh);
+}
+
+static void remove_fake_ssh(const char *dir) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/fake_ssh", dir);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/argv", dir);
+  unlink(path);
+  rmdir(dir);
+}
+
+/* -H naming another host: its ranks start through PLAITRUN_SSH (here a fake
+ * ssh), with their host's local rank and size, and the secret arrives on
+ * stdin, never on a command line. tests/hosts/run.sh does the same with a
+ * real sshd. */
+Test(plaitrun, other_hosts_start_over_ssh_with_the_secret_on_stdin, .timeout = 90) {
+  char dir[] = "/tmp/plaitrun_ssh_XXXXXX", env_ssh[300], log[300];
+  make_fake_ssh(dir, env_ssh, sizeof env_ssh);
+  snprintf(log, sizeof log, "%s/argv", dir);
   static const char secret[] = "PLAIT_SECRET=0123456789abcdef0123456789abcdef";
   run_t run = {.args = {"-np", "3", "-H", "localhost:1,node-b:2", "/bin/sh", "-c",
                         "echo r$PLAIT_RANK l$PLAIT_LOCAL_RANK/$PLAIT_LOCAL_SIZE "
@@ -722,7 +745,39 @@ Test(plaitrun, other_hosts_start_over_ssh_with_the_secret_on_stdin, .timeout = 9
   cr_expect_eq(lines, 2, "one ssh per rank on node-b: %s", argv_log);
   free(argv_log);
   run_free(&run);
-  unlink(ssh);
-  unlink(log);
-  rmdir(dir);
+  remove_fake_ssh(dir);
+}
+
+/* 1 when pid is gone (or a zombie nobody will run again). */
+static int process_gone(int pid) {
+  char path[64], state = '?';
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 1;
+  int ok = fscanf(f, "%*d (%*[^)]) %c", &state) == 1;
+  fclose(f);
+  return ok && state == 'Z';
+}
+
+/* plaitrun killed with SIGKILL: the rank it started over ssh is stopped by
+ * the remote wrapper when its stdin ends (nothing else would: it runs in a
+ * session of its own, out of reach of plaitrun's PR_SET_PDEATHSIG). */
+Test(plaitrun, a_remote_rank_stops_when_plaitrun_dies, .timeout = 90) {
+  char dir[] = "/tmp/plaitrun_ssh_XXXXXX", env_ssh[300];
+  make_fake_ssh(dir, env_ssh, sizeof env_ssh);
+  run_t run = {.args = {"-np", "1", "--grace", "0.5", "-H", "node-b:1", "/bin/sh", "-c",
+                        "echo $$; while :; do sleep 1; done"},
+               .env = {env_ssh}, .signo = SIGKILL, .signal_after_lines = 1};
+  run_plaitrun(&run);
+  int rank = -1, pid = -1;
+  cr_assert_eq(sscanf(run.out.data, "[%d]: %d", &rank, &pid), 2, "%s", run.out.data);
+  int gone = 0;
+  for (int i = 0; i < 200 && !gone; i++) { /* 20 s at most; SIGTERM comes at once */
+    gone = process_gone(pid);
+    if (!gone) usleep(100000);
+  }
+  if (!gone) kill(pid, SIGKILL);
+  cr_expect(gone, "the remote rank (pid %d) outlived plaitrun", pid);
+  run_free(&run);
+  remove_fake_ssh(dir);
 }
