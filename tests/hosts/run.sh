@@ -7,6 +7,7 @@
 #                                    with that launcher's variables; every
 #                                    operation checked; local/cross ranks checked
 #           ssh                      plaitrun -H h1:2,h2:2 over ssh (an sshd per host)
+#           ssh-kill                 the same, then every process of host 2 is killed
 #           cut                      a host's link goes down mid-job
 #           kill                     a host's processes are killed mid-job
 # TRANSPORT: gloo | ofi (libfabric tcp)
@@ -124,20 +125,9 @@ check_layout() {
   grep -q "$want" "$file" || die "rank $r: expected '$want'; got: $(grep layout "$file" || cat "$file")"
 }
 
-case "$scenario" in
-env-*)
-  start_by_hand "${scenario#env-}" ops 2
-  status=0
-  for p in "${pids[@]}"; do wait "$p" || status=1; done
-  pids=()
-  for r in 0 1 2 3; do
-    grep -q "every_op ok" "$tmp/out.$r" || { echo "rank $r:"; cat "$tmp/out.$r"; status=1; }
-    check_layout "$tmp/out.$r" "$r" 4 2
-  done
-  [ $status = 0 ] || die "the job across 2 hosts failed (above)"
-  echo "PASS: every operation across 2 hosts x 2 ranks over $transport, ${scenario#env-}'s variables"
-  ;;
-ssh)
+# An sshd on each host (port 2222, a host key and a user key made for this
+# run) and an ssh config for plaitrun: $tmp/ssh_config.
+start_sshds() {
   sshd=/usr/sbin/sshd
   [ -x "$sshd" ] || skip "no $sshd (openssh-server)"
   command -v ssh >/dev/null && command -v ssh-keygen >/dev/null || skip "no ssh (openssh-client)"
@@ -178,6 +168,23 @@ CFG
       sleep 0.2
     done
   done
+}
+
+case "$scenario" in
+env-*)
+  start_by_hand "${scenario#env-}" ops 2
+  status=0
+  for p in "${pids[@]}"; do wait "$p" || status=1; done
+  pids=()
+  for r in 0 1 2 3; do
+    grep -q "every_op ok" "$tmp/out.$r" || { echo "rank $r:"; cat "$tmp/out.$r"; status=1; }
+    check_layout "$tmp/out.$r" "$r" 4 2
+  done
+  [ $status = 0 ] || die "the job across 2 hosts failed (above)"
+  echo "PASS: every operation across 2 hosts x 2 ranks over $transport, ${scenario#env-}'s variables"
+  ;;
+ssh)
+  start_sshds
   status=0
   on_host 1 env "${common_env[@]}" PLAITRUN_SSH="ssh -F $tmp/ssh_config" \
     "$PLAITRUN" -np 4 -H 10.77.0.1:2,10.77.0.2:2 "$HOST_WORKER" ops >"$tmp/out" 2>&1 || status=$?
@@ -189,6 +196,43 @@ CFG
     check_layout "$tmp/out.$r" "$r" 4 2
   done
   echo "PASS: plaitrun -np 4 -H 10.77.0.1:2,10.77.0.2:2 over ssh, $transport"
+  ;;
+ssh-kill)
+  # plaitrun -H over ssh, then host 2 dies (every process in it, sshd too):
+  # plaitrun must stop the job naming a rank of host 2, and leave no rank
+  # running on host 1 (the remote wrapper stops a rank whose ssh ended).
+  start_sshds
+  on_host 1 env "${common_env[@]}" PLAITRUN_SSH="ssh -F $tmp/ssh_config" \
+    PLAIT_TIMEOUT_S=$TIMEOUT_S "$PLAITRUN" --grace 1 -np 4 -H 10.77.0.1:2,10.77.0.2:2 \
+    "$HOST_WORKER" loop >"$tmp/out" 2>&1 &
+  plaitrun_pid=$!
+  pids+=($plaitrun_pid)
+  for _ in $(seq 1 600); do [ "$(grep -c ': ready$' "$tmp/out")" = 4 ] && break; sleep 0.1; done
+  [ "$(grep -c ': ready$' "$tmp/out")" = 4 ] || { cat "$tmp/out"; die "the job never got ready"; }
+  t0="$(date +%s.%N)"
+  ip netns pids "plait-$id-h2" | xargs -r kill -9
+  echo "killed every process of host 2 (ranks 2, 3, its sshd)"
+  status=0
+  for _ in $(seq 1 $(((TIMEOUT_S + MARGIN_S) * 10))); do
+    kill -0 "$plaitrun_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$plaitrun_pid" 2>/dev/null; then
+    cat "$tmp/out"; die "plaitrun still runs $((TIMEOUT_S + MARGIN_S)) s after host 2 died"
+  fi
+  wait "$plaitrun_pid" || status=$?
+  took="$(awk -v b="$t0" -v a="$(date +%s.%N)" 'BEGIN { printf "%.1f", a - b }')"
+  cat "$tmp/out"
+  [ "$status" != 0 ] || die "plaitrun exited 0 after host 2 died"
+  grep -q "plaitrun: rank [23] (on 10.77.0.2, over ssh)" "$tmp/out" ||
+    die "plaitrun did not name a rank of host 2"
+  for _ in $(seq 1 50); do # the ranks of host 1 are stopped, by their wrapper
+    left="$(ip netns pids "plait-$id-h1" | xargs -r ps -o comm= -p 2>/dev/null | grep -c host_worker || true)"
+    [ "$left" = 0 ] && break
+    sleep 0.1
+  done
+  [ "$left" = 0 ] || die "$left rank(s) still running on host 1 after plaitrun exited"
+  echo "PASS: host 2 killed under plaitrun -H over $transport: plaitrun exited $status after ${took} s naming a rank of host 2; nothing left on host 1"
   ;;
 cut|kill)
   start_by_hand plait loop 2
