@@ -6,8 +6,10 @@
  * (plait_config_load with the variable set, plait_config_parse_var, the
  * topology reader for launcher variables) and through each of the small
  * parsers (sizes with units, booleans, log levels, Slurm node lists). Each
- * must accept or refuse with an error, never crash, leak or hang. Run with
- * ci/fuzz; seeds in tests/fuzz/corpus/config.
+ * must accept or refuse with an error, never crash, leak or hang. A value
+ * plait accepts must also read back as the same setting from what
+ * plait_config_format (plait_config_dump, the info log) prints for it. Run
+ * with ci/fuzz; seeds in tests/fuzz/corpus/config.
  */
 #include "control/topology.h"
 #include "util/config.h"
@@ -16,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,18 +64,60 @@ static void small_parsers(const char *value) {
   (void)plait_horovod_strtof(value, &clean);
 }
 
+/* The "VAR=value" line of var in a formatted configuration, as value. */
+static int printed_value(const char *text, const char *var, char *out, size_t cap) {
+  size_t len = strlen(var);
+  for (const char *line = text; line && *line;) {
+    const char *end = strchr(line, '\n');
+    size_t n = end ? (size_t)(end - line) : strlen(line);
+    if (n > len && !strncmp(line, var, len) && line[len] == '=') {
+      snprintf(out, cap, "%.*s", (int)(n - len - 1), line + len + 1);
+      return 0;
+    }
+    line = end ? end + 1 : NULL;
+  }
+  return -1;
+}
+
+/* What plait prints for var reads back as the same setting. (A text value
+ * with a newline prints as several lines: the format has no quoting, so such
+ * values are left out.) */
+static void check_reads_back(const char *var, const char *set, const char *text) {
+  char value[4096], again[16384];
+  if (strncmp(var, "PLAIT_", 6) != 0 || !strcmp(var, "PLAIT_SECRET") || strchr(set, '\n') ||
+      printed_value(text, var, value, sizeof value) != 0)
+    return;
+  if (setenv(var, value, 1) != 0) return;
+  plait_config_t cfg;
+  plait_result_t rc = plait_config_load(&cfg);
+  if (rc != PLAIT_SUCCESS) {
+    fprintf(stderr, "fuzz_config: %s: what plait prints, '%s', is refused: %s\n", var, value,
+            plait_last_error());
+    __builtin_trap();
+  }
+  size_t needed = 0;
+  rc = plait_config_format(&cfg, again, sizeof again, &needed);
+  plait_config_free(&cfg);
+  if (rc == PLAIT_SUCCESS && strcmp(text, again) != 0) {
+    fprintf(stderr, "fuzz_config: %s: reading back the printed '%s' gives another "
+            "setting:\n%s\n---\n%s\n", var, value, text, again);
+    __builtin_trap();
+  }
+}
+
 /* The whole configuration with var=value in the environment, as plait_init
  * reads it, then the topology the launcher variables give. */
 static void load_with(const char *var, const char *value) {
   if (setenv(var, value, 1) != 0) return;
   plait_config_t cfg;
   if (plait_config_load(&cfg) == PLAIT_SUCCESS) {
-    char text[8192];
+    char text[16384];
     size_t needed = 0;
-    (void)plait_config_format(&cfg, text, sizeof text, &needed);
+    plait_result_t rc = plait_config_format(&cfg, text, sizeof text, &needed);
     plait_topology_t topo;
     (void)plait_topology_from_env(&cfg, &topo);
     plait_config_free(&cfg);
+    if (rc == PLAIT_SUCCESS) check_reads_back(var, value, text);
   }
   unsetenv(var);
 }
