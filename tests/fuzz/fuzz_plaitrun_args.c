@@ -5,7 +5,8 @@
  * "--hostfile f" parses fuzzed host files), the others are argv[1..]. Fields
  * that contain '/' are dropped, so that no input names a file outside that
  * folder (/dev/stdin would block). plaitrun_parse_args must accept or refuse
- * with a message, never crash, leak or read past an argument. Run with
+ * with a message, never crash, leak or read past an argument; what it
+ * accepts must describe a job that can start (check_accepted). Run with
  * ci/fuzz; seeds in tests/fuzz/corpus/plaitrun_args.
  */
 #include "options.h"
@@ -41,6 +42,23 @@ static void write_file(const char *text, size_t len) {
   fclose(f);
 }
 
+/* What a command line plaitrun accepts promises the job: a rank count in
+ * range, a command, and hosts (when given) with the slots for every rank and
+ * names ssh cannot take for options. */
+static void check_accepted(const plaitrun_options_t *o) {
+  if (o->nranks < 1 || o->nranks > PLAITRUN_MAX_RANKS || !o->command || !o->command[0])
+    __builtin_trap();
+  int slots = 0;
+  for (int h = 0; h < o->n_hosts; h++) {
+    const char *name = o->hosts[h].name;
+    if (!name[0] || name[0] == '-' || strpbrk(name, " \t\n'\"$;|&<>`\\") ||
+        o->hosts[h].slots < 1)
+      __builtin_trap();
+    slots += o->hosts[h].slots;
+  }
+  if (o->n_hosts > 0 && (slots != o->slots || slots < o->nranks)) __builtin_trap();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size > 8192) return 0;
   char *copy = malloc(size + 1);
@@ -65,9 +83,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   plaitrun_options_t opts;
   char err[512];
   err[0] = '\0';
-  if (plaitrun_parse_args(argc, argv, &opts, err, sizeof err) != 0 &&
-      (memchr(err, '\0', sizeof err) == NULL || err[0] == '\0'))
-    __builtin_trap(); /* a refusal says why, in a terminated string */
+  if (plaitrun_parse_args(argc, argv, &opts, err, sizeof err) != 0) {
+    if (memchr(err, '\0', sizeof err) == NULL || err[0] == '\0')
+      __builtin_trap(); /* a refusal says why, in a terminated string */
+  } else if (opts.action == PLAITRUN_ACTION_RUN) {
+    check_accepted(&opts);
+  }
   free(copy);
   return 0;
 }
