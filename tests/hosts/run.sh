@@ -27,13 +27,18 @@ scenario="${1:?scenario}"
 transport="${2:?transport}"
 : "${PLAITRUN:?path of plaitrun}" "${HOST_WORKER:?path of host_worker}"
 TIMEOUT_S=5  # PLAIT_TIMEOUT_S of the fault scenarios
-MARGIN_S=10  # what the fault scenarios allow beyond it
+# What the fault scenarios allow beyond it: ranks that lose rank 0 give up
+# after 2 x PLAIT_TIMEOUT_S + 1 s (src/engine/coordinator.c, check_silence:
+# rank 0 names the silent ranks first), so at least PLAIT_TIMEOUT_S + 1, and
+# some seconds more for a loaded machine.
+MARGIN_S=10
 
 skip() { echo "SKIP: $*"; exit 77; }
 die() { echo "FAIL: $*"; exit 1; }
 [ "$(id -u)" = 0 ] || skip "needs root to make network namespaces"
 command -v ip >/dev/null || skip "no 'ip' command (iproute2)"
 command -v unshare >/dev/null || skip "no 'unshare' (util-linux)"
+unshare --uts true 2>/dev/null || skip "cannot make a UTS namespace (unshare --uts) for the host names"
 
 id="$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')"
 tmp="$(mktemp -d /tmp/plait-hosts-XXXXXX)"
