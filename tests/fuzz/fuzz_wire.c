@@ -1,7 +1,7 @@
 /*
  * libFuzzer harness: the control-plane decoder. The input is one whole frame
  * (12-byte header and payload) as it would arrive from the network; every
- * message type is decoded (decode_any.h), which must fail cleanly
+ * message type is decoded by plait_neg_decode_frame, which must fail cleanly
  * (PLAIT_ERR_PROTOCOL) on anything malformed, never read out of bounds, leak
  * or crash.
  *
@@ -10,7 +10,9 @@
  * must give the same bytes (the encoders and decoders agree on every value
  * the decoders let through). Run with ci/fuzz; seeds in tests/fuzz/corpus/wire.
  */
-#include "decode_any.h"
+#include "control/messages.h"
+#include "control/wire.h"
+#include "engine/negotiation_msgs.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -116,7 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     plait_frame_header_t h;
     (void)plait_wire_decode_header(data, PLAIT_WIRE_MAX_PAYLOAD, &h);
   }
-  plait_result_t rc = fuzz_decode_any(data, size);
+  plait_result_t rc = plait_neg_decode_frame(data, size);
   if (rc != PLAIT_SUCCESS && rc != PLAIT_ERR_PROTOCOL && rc != PLAIT_ERR_NO_MEMORY)
     finding("a decoder failed with another error than PROTOCOL or NO_MEMORY");
   if (rc != PLAIT_SUCCESS) return 0;
@@ -125,7 +127,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (rc == NOT_COVERED) return 0;
   if (rc != PLAIT_SUCCESS)
     finding("a frame that decodes cannot be encoded again from what was decoded");
-  if (fuzz_decode_any(once.data, once.len) != PLAIT_SUCCESS)
+  if (plait_neg_decode_frame(once.data, once.len) != PLAIT_SUCCESS)
     finding("the encoders wrote a frame the decoders refuse");
   if (reencode(once.data, once.len, &twice) != PLAIT_SUCCESS || once.len != twice.len ||
       memcmp(once.data, twice.data, once.len) != 0)
