@@ -7,7 +7,8 @@
 #                                    with that launcher's variables; every
 #                                    operation checked; local/cross ranks checked
 #           ssh                      plaitrun -H h1:2,h2:2 over ssh (an sshd per host)
-#           ssh-kill                 the same, then every process of host 2 is killed
+#           ssh-kill                 the same (no command line shows the secret), then
+#                                    every process of host 2 is killed
 #           cut                      a host's link goes down mid-job
 #           kill                     a host's processes are killed mid-job
 # TRANSPORT: gloo | ofi (libfabric tcp)
@@ -204,16 +205,20 @@ ssh)
   ;;
 ssh-kill)
   # plaitrun -H over ssh, then host 2 dies (every process in it, sshd too):
-  # plaitrun must stop the job naming a rank of host 2, and leave no rank
-  # running on host 1 (the remote wrapper stops a rank whose ssh ended).
+  # plaitrun must stop the job, a rank of host 2 must be named (by plaitrun or
+  # by the ranks of host 1), and no rank may be left running on host 1 (the
+  # remote wrapper stops a rank whose ssh ended).
   start_sshds
-  on_host 1 env "${common_env[@]}" PLAITRUN_SSH="ssh -F $tmp/ssh_config" \
+  on_host 1 env "${common_env[@]}" PLAITRUN_SSH="ssh -F $tmp/ssh_config" PLAIT_SECRET="$secret" \
     PLAIT_TIMEOUT_S=$TIMEOUT_S "$PLAITRUN" --grace 1 -np 4 -H 10.77.0.1:2,10.77.0.2:2 \
     "$HOST_WORKER" loop >"$tmp/out" 2>&1 &
   plaitrun_pid=$!
   pids+=($plaitrun_pid)
   for _ in $(seq 1 600); do [ "$(grep -c ': ready$' "$tmp/out")" = 4 ] && break; sleep 0.1; done
   [ "$(grep -c ': ready$' "$tmp/out")" = 4 ] || { cat "$tmp/out"; die "the job never got ready"; }
+  # the secret travels on ssh's stdin: no command line on any host shows it
+  shown="$(grep -l -a -- "$secret" /proc/[0-9]*/cmdline 2>/dev/null || true)"
+  [ -z "$shown" ] || die "the secret is on a command line: $(cat $shown | tr '\0' ' ')"
   t0="$(date +%s.%N)"
   ip netns pids "plait-$id-h2" | xargs -r kill -9
   echo "killed every process of host 2 (ranks 2, 3, its sshd)"
@@ -229,15 +234,18 @@ ssh-kill)
   took="$(awk -v b="$t0" -v a="$(date +%s.%N)" 'BEGIN { printf "%.1f", a - b }')"
   cat "$tmp/out"
   [ "$status" != 0 ] || die "plaitrun exited 0 after host 2 died"
+  # Whoever plaitrun hears from first: ssh of rank 2 or 3 (status 255, named
+  # with its host), or rank 0 or 1 failing with an error that names 2 or 3.
   grep -q "plaitrun: rank [23] (on 10.77.0.2, over ssh)" "$tmp/out" ||
-    die "plaitrun did not name a rank of host 2"
+    grep -q "^\[[01]\]: FAILED .*rank[s]* [23]" "$tmp/out" ||
+    die "neither plaitrun nor the ranks of host 1 named a rank of host 2"
   for _ in $(seq 1 50); do # the ranks of host 1 are stopped, by their wrapper
     left="$(ip netns pids "plait-$id-h1" | xargs -r ps -o comm= -p 2>/dev/null | grep -c host_worker || true)"
     [ "$left" = 0 ] && break
     sleep 0.1
   done
   [ "$left" = 0 ] || die "$left rank(s) still running on host 1 after plaitrun exited"
-  echo "PASS: host 2 killed under plaitrun -H over $transport: plaitrun exited $status after ${took} s naming a rank of host 2; nothing left on host 1"
+  echo "PASS: host 2 killed under plaitrun -H over $transport: plaitrun exited $status after ${took} s, a rank of host 2 named; nothing left on host 1"
   ;;
 cut|kill)
   start_by_hand plait loop 2
