@@ -220,7 +220,7 @@ ssh-kill)
   shown="$(grep -l -a -- "$secret" /proc/[0-9]*/cmdline 2>/dev/null || true)"
   [ -z "$shown" ] || die "the secret is on a command line: $(cat $shown | tr '\0' ' ')"
   t0="$(date +%s.%N)"
-  ip netns pids "plait-$id-h2" | xargs -r kill -9
+  for _ in 1 2; do ip netns pids "plait-$id-h2" | xargs -r kill -9 2>/dev/null || true; done # twice: what forked meanwhile
   echo "killed every process of host 2 (ranks 2, 3, its sshd)"
   status=0
   for _ in $(seq 1 $(((TIMEOUT_S + MARGIN_S) * 10))); do
@@ -259,7 +259,7 @@ cut|kill)
     ip -n "$sw" link set "pl${id}s3" down
     echo "cut host 3's link (ranks 4, 5) at $t0"
   else
-    ip netns pids "plait-$id-h3" | xargs -r kill -9
+    for _ in 1 2; do ip netns pids "plait-$id-h3" | xargs -r kill -9 2>/dev/null || true; done # twice: what forked meanwhile
     echo "killed host 3's processes (ranks 4, 5) at $t0"
   fi
   deadline=$((TIMEOUT_S + MARGIN_S + 30)) # then the test gives up waiting: a hang
