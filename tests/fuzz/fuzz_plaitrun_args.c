@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_ARGS 64
 
@@ -22,6 +23,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static char g_file[64]; /* the fuzzed file's path */
+
+/* At exit: the file and its folder go (libFuzzer ends with exit()). */
+static void remove_file(void) {
+  unlink(g_file);
+  char *slash = strrchr(g_file, '/');
+  if (slash) *slash = '\0';
+  rmdir(g_file);
+}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
@@ -32,6 +41,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 1;
   }
   snprintf(g_file, sizeof g_file, "%s/f", dir);
+  atexit(remove_file);
   return 0;
 }
 
