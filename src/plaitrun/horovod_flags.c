@@ -17,10 +17,12 @@ typedef enum {
   H_ENV,         /* sets var to the (checked) value */
   H_NOOP,        /* accepted, no effect; why says so */
   H_REFUSE,      /* usage error naming the flag; why says why */
-  H_HOSTS,       /* -H host:slots,... (this host only) */
+  H_HOSTS,       /* -H host:slots,... */
   H_HOSTFILE,    /* lines "host slots=N" */
   H_VERBOSE,
   H_OUTPUT,      /* --output-filename DIR */
+  H_SSH_PORT,    /* -p PORT for ssh */
+  H_SSH_IDENTITY, /* -i FILE for ssh */
   H_CHECK_BUILD,
   H_VERSION
 } how_t;
@@ -50,7 +52,7 @@ typedef struct {
   "plait has no autotuning yet (PLAIT_AUTOTUNE=1 is refused at init); set "           \
   "--fusion-threshold-mb and --cycle-time-ms instead"
 #define ELASTIC_WHY "plait has no elastic mode: a lost rank fails the job, naming the rank"
-#define ONE_HOST_WHY "plaitrun starts every rank on this host"
+#define ONE_HOST_WHY "ranks choose their addresses themselves"
 
 static const hflag_t FLAGS[] = {
     {{"-v"}, H_VERSION, V_NONE, 0, 0, {0}, 0},
@@ -126,11 +128,12 @@ static const hflag_t FLAGS[] = {
     {{"--start-timeout"}, H_ENV, V_INT_POS, "HOROVOD_START_TIMEOUT", 0, {"PLAIT_START_TIMEOUT_S"},
      0},
     {{"--network-interfaces", "--network-interface"}, H_NOOP, V_ANY, 0, 0, {0},
-     ONE_HOST_WHY ": its ranks talk over loopback"},
+     "rank 0 listens on the address of PLAIT_RENDEZVOUS (the first host's name), which "
+     "chooses the interface"},
     {{"--disable-cache"}, H_NOOP, V_NONE, 0, 0, {0},
      "plaitrun keeps no cache of host checks (it makes none)"},
-    {{"-p", "--ssh-port"}, H_NOOP, V_ANY, 0, 0, {0}, ONE_HOST_WHY ": no ssh"},
-    {{"-i", "--ssh-identity-file"}, H_NOOP, V_ANY, 0, 0, {0}, ONE_HOST_WHY ": no ssh"},
+    {{"-p", "--ssh-port"}, H_SSH_PORT, V_INT_POS, 0, 0, {0}, 0},
+    {{"-i", "--ssh-identity-file"}, H_SSH_IDENTITY, V_TEXT, 0, 0, {0}, 0},
     {{"--config-file"}, H_REFUSE, V_ANY, 0, 0, {0},
      "YAML configuration files are not read; give the flags, or HOROVOD_*/PLAIT_* variables"},
     /* controllers */
@@ -257,6 +260,15 @@ static int is_this_host(const char *name) {
   return strlen(name) == short_len && !strncmp(name, me, short_len);
 }
 
+/* A name ssh and the resolver can take: letters, digits, '.', '-', '_', ':'
+ * (IPv6), '[' ']', not starting with '-' (it would read as an ssh option). */
+static int valid_host_name(const char *name) {
+  if (!name[0] || name[0] == '-' || strlen(name) >= PLAITRUN_HOST_NAME_MAX) return 0;
+  for (const char *c = name; *c; c++)
+    if (!isalnum((unsigned char)*c) && !strchr(".-_:[]", *c)) return 0;
+  return 1;
+}
+
 /* One "host:slots" (or "host slots=N" from a host file, already rewritten). */
 static int take_host(const char *flag, const char *host, const char *slots_text,
                      plaitrun_options_t *o, char *err, size_t err_size) {
@@ -266,9 +278,22 @@ static int take_host(const char *flag, const char *host, const char *slots_text,
             "localhost:2)", flag, host, PLAITRUN_MAX_RANKS);
     return -1;
   }
-  if (!is_this_host(host)) {
-    set_err(err, err_size, "%s: '%s' is another host: %s; start ranks on other hosts with "
-            "mpirun, srun or torchrun (docs/plaitrun.md)", flag, host, ONE_HOST_WHY);
+  if (!valid_host_name(host)) {
+    set_err(err, err_size, "%s: '%s' is not a host name (letters, digits, '.', '-', '_', ':'; "
+            "not starting with '-')", flag, host);
+    return -1;
+  }
+  if (o->n_hosts >= PLAITRUN_MAX_HOSTS) {
+    set_err(err, err_size, "%s: more than %d hosts", flag, PLAITRUN_MAX_HOSTS);
+    return -1;
+  }
+  plaitrun_host_t *h = &o->hosts[o->n_hosts++];
+  snprintf(h->name, sizeof h->name, "%s", host);
+  h->slots = (int)slots;
+  h->local = is_this_host(host);
+  if (!h->local) o->remote = 1;
+  if (o->slots + slots > PLAITRUN_MAX_RANKS) {
+    set_err(err, err_size, "%s: more than %d slots in all", flag, PLAITRUN_MAX_RANKS);
     return -1;
   }
   o->slots += (int)slots;
@@ -283,6 +308,8 @@ static int take_hosts(const char *flag, const char *list, plaitrun_options_t *o,
     return -1;
   }
   o->slots = 0;
+  o->n_hosts = 0;
+  o->remote = 0;
   char *save = NULL;
   int n = 0;
   for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
@@ -307,6 +334,8 @@ static int take_hostfile(const char *flag, const char *path, plaitrun_options_t 
     return -1;
   }
   o->slots = 0;
+  o->n_hosts = 0;
+  o->remote = 0;
   char line[1024];
   int n = 0, rc = 0;
   while (rc == 0 && fgets(line, sizeof line, f)) {
@@ -367,6 +396,17 @@ int plaitrun_horovod_flag(int argc, char **argv, int *i, plaitrun_options_t *o, 
   case H_VERBOSE: o->verbose = 1; return 1;
   case H_HOSTS: return take_hosts(flag, value, o, err, err_size) ? -1 : 1;
   case H_HOSTFILE: return take_hostfile(flag, value, o, err, err_size) ? -1 : 1;
+  case H_SSH_PORT:
+    if (check_value(h, flag, value, text, sizeof text, err, err_size)) return -1;
+    o->ssh_port = value;
+    return 1;
+  case H_SSH_IDENTITY:
+    if (!*value || value[0] == '-') {
+      set_err(err, err_size, "%s '%s': expected the path of a key file", flag, value);
+      return -1;
+    }
+    o->ssh_identity = value;
+    return 1;
   case H_OUTPUT:
     if (!*value) {
       set_err(err, err_size, "%s: the folder name is empty", flag);

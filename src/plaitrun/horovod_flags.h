@@ -8,11 +8,12 @@
  *    horovodrun would set, with the same value, and removes the PLAIT_*
  *    equivalent, so that the flag wins over the environment as it does under
  *    horovodrun (libplait reads HOROVOD_* where PLAIT_* is unset:
- *    docs/configuration.md);
- *  - accepted with no effect, where it cannot change what a one-host plait job
- *    does (--disable-cache, --ssh-port, --no-hierarchical-allreduce, ...);
+ *    docs/configuration.md); -H/--hostfile give the hosts (ranks on other
+ *    hosts start over ssh: remote.h), -p/-i the ssh port and key;
+ *  - accepted with no effect, where it cannot change what a plait job does
+ *    (--disable-cache, --no-hierarchical-allreduce, ...);
  *  - refused (usage error, exit 2) with the flag and the reason, where plait
- *    cannot do what it asks (--mpi, --autotune, elastic flags, other hosts).
+ *    cannot do what it asks (--mpi, --autotune, elastic flags).
  */
 #ifndef PLAITRUN_HOROVOD_FLAGS_H
 #define PLAITRUN_HOROVOD_FLAGS_H

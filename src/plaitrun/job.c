@@ -1,6 +1,8 @@
 #include "job.h"
 
+#include "jobenv.h"
 #include "linebuf.h"
+#include "remote.h"
 #include "signals.h"
 #include "spawn.h"
 #include "util/eintr.h"
@@ -26,6 +28,8 @@ typedef struct rank_proc {
   int fds[2];                  /* read ends for stdout, stderr; -1 when closed */
   int files[2];                /* --output-filename: where they go; -1 when none */
   plaitrun_linebuf_t lines[2]; /* to plaitrun's stdout, stderr */
+  const char *host;            /* another host (started over ssh); NULL: this one */
+  int stdin_w;                 /* over ssh: the write end of its stdin; -1 none */
 } rank_proc_t;
 
 typedef struct job {
@@ -75,10 +79,17 @@ static void signal_all(job_t *job, int signo) {
   for (int i = 0; i < job->nranks; i++) signal_rank(&job->ranks[i], signo);
 }
 
+/* A rank over ssh: its end of input tells the remote wrapper to stop it. */
+static void close_stdin(rank_proc_t *r) {
+  if (r->stdin_w >= 0) close(r->stdin_w);
+  r->stdin_w = -1;
+}
+
 /* First cause of a stop: fix the exit status and signal the ranks. */
 static void job_stop(job_t *job, int exit_code, int signo) {
   if (job->exit_code < 0) job->exit_code = exit_code;
   if (job->phase != PHASE_RUNNING) return;
+  for (int i = 0; i < job->nranks; i++) close_stdin(&job->ranks[i]);
   job->phase = PHASE_STOPPING;
   job->kill_at = now_s() + job->opts->grace_s;
   signal_all(job, signo);
@@ -111,7 +122,13 @@ static int status_to_exit_code(int status) {
 
 static void report_failure(const job_t *job, int rank, int status) {
   const char *rest = job->running > 0 ? "; stopping the other ranks" : "";
-  if (WIFEXITED(status)) {
+  const char *host = job->ranks[rank].host;
+  if (WIFEXITED(status) && host) {
+    fprintf(stderr, "plaitrun: rank %d (on %s, over ssh) exited with status %d%s%s\n", rank,
+            host, WEXITSTATUS(status),
+            WEXITSTATUS(status) == 255 ? " (ssh's status when it cannot connect, or when the "
+                                         "remote side is gone)" : "", rest);
+  } else if (WIFEXITED(status)) {
     fprintf(stderr, "plaitrun: rank %d exited with status %d%s\n", rank,
             WEXITSTATUS(status), rest);
   } else if (WIFSIGNALED(status)) {
@@ -141,6 +158,7 @@ static void job_reap(job_t *job) {
     rank_proc_t *r = find_rank(job, pid, &index);
     if (r == NULL || !r->running) continue;
     r->running = 0;
+    close_stdin(r);
     job->running--;
     int failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
     if (failed && job->phase == PHASE_RUNNING) {
@@ -261,7 +279,7 @@ static int raise_fd_limit(job_t *job) {
   struct rlimit lim;
   if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return 0;
   job->child_nofile = lim;
-  rlim_t need = (rlim_t)job->nranks * 2 + 32;
+  rlim_t need = (rlim_t)job->nranks * 3 + 32;
   if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur >= need) return 0;
   if (lim.rlim_cur == RLIM_INFINITY) return 0;
   if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < need) {
@@ -279,21 +297,57 @@ static int raise_fd_limit(job_t *job) {
   return 0;
 }
 
+/* Over ssh: the secret as the first line of the rank's stdin (never on a
+ * command line); the pipe stays open until the job stops. */
+static void send_secret(rank_proc_t *r, int fd) {
+  const char *secret = getenv("PLAIT_SECRET");
+  char line[PLAITRUN_SECRET_HEX_LEN * 4 + 2];
+  int n = snprintf(line, sizeof line, "%s\n", secret ? secret : "");
+  if (n > 0 && (size_t)n < sizeof line) {
+    ssize_t w;
+    do {
+      w = write(fd, line, (size_t)n);
+    } while (w < 0 && errno == EINTR);
+  } /* a failed write shows as the rank's failure: the wrapper exits 255 */
+  memset(line, 0, sizeof line);
+  r->stdin_w = fd;
+}
+
 static int start_one(job_t *job, int i) {
   char err[256];
+  const plaitrun_options_t *o = job->opts;
+  int host, local_rank, local_size, in[2] = {-1, -1};
+  plaitrun_place(o, i, &host, &local_rank, &local_size);
+  int remote = host >= 0 && !o->hosts[host].local;
   int stdin_fd = (i == 0 && !isatty(STDIN_FILENO)) ? STDIN_FILENO : job->devnull;
-  plaitrun_spawn_spec_t spec = {i, job->opts->command, stdin_fd, &job->child_nofile};
+  char **argv = o->command;
+  if (remote) {
+    argv = plaitrun_remote_argv(o, host, i, local_rank, local_size, err, sizeof err);
+    if (argv == NULL || pipe2(in, O_CLOEXEC) != 0) {
+      if (argv != NULL) snprintf(err, sizeof err, "cannot start rank %d: pipe: %s", i,
+                                 strerror(errno));
+      plaitrun_remote_argv_free(argv);
+      fprintf(stderr, "plaitrun: %s%s\n", err, job->running ? "; stopping the other ranks" : "");
+      job_stop(job, PLAITRUN_EXIT_INTERNAL, SIGTERM);
+      return -1;
+    }
+    stdin_fd = in[0];
+  }
+  plaitrun_spawn_spec_t spec = {i, local_rank, local_size, argv, stdin_fd, &job->child_nofile};
   plaitrun_child_t child;
   int rc = plaitrun_spawn_rank(&spec, &child, err, sizeof err);
-  if (rc < 0) {
-    fprintf(stderr, "plaitrun: %s%s\n", err, job->running ? "; stopping the other ranks" : "");
-    job_stop(job, PLAITRUN_EXIT_INTERNAL, SIGTERM);
-    return -1;
+  if (rc > 0)
+    fprintf(stderr, "plaitrun: cannot run '%s' (rank %d): %s%s\n", argv[0], i, strerror(rc),
+            job->running ? "; stopping the other ranks" : "");
+  if (remote) {
+    close(in[0]);
+    plaitrun_remote_argv_free(argv);
+    if (rc != 0) close(in[1]);
   }
-  if (rc > 0) {
-    fprintf(stderr, "plaitrun: cannot run '%s' (rank %d): %s%s\n", job->opts->command[0], i,
-            strerror(rc), job->running ? "; stopping the other ranks" : "");
-    job_stop(job, rc == ENOENT ? 127 : 126, SIGTERM);
+  if (rc < 0)
+    fprintf(stderr, "plaitrun: %s%s\n", err, job->running ? "; stopping the other ranks" : "");
+  if (rc != 0) {
+    job_stop(job, rc < 0 ? PLAITRUN_EXIT_INTERNAL : rc == ENOENT ? 127 : 126, SIGTERM);
     return -1;
   }
   rank_proc_t *r = &job->ranks[i];
@@ -301,6 +355,10 @@ static int start_one(job_t *job, int i) {
   r->running = 1;
   r->fds[0] = child.out_fd;
   r->fds[1] = child.err_fd;
+  if (remote) {
+    r->host = o->hosts[host].name;
+    send_secret(r, in[1]);
+  }
   job->running++;
   job->open_fds += 2;
   return 0;
@@ -373,6 +431,7 @@ static int job_init(job_t *job, const plaitrun_options_t *opts) {
     rank_proc_t *r = &job->ranks[i];
     r->fds[0] = r->fds[1] = -1;
     r->files[0] = r->files[1] = -1;
+    r->stdin_w = -1;
     plaitrun_linebuf_init(&r->lines[0], STDOUT_FILENO, i, opts->prefix);
     plaitrun_linebuf_init(&r->lines[1], STDERR_FILENO, i, opts->prefix);
   }
@@ -397,6 +456,7 @@ static int job_init(job_t *job, const plaitrun_options_t *opts) {
 
 static void job_free(job_t *job) {
   for (int i = 0; job->ranks && i < job->nranks; i++) {
+    close_stdin(&job->ranks[i]);
     for (int s = 0; s < 2; s++) {
       if (job->ranks[i].fds[s] >= 0) close(job->ranks[i].fds[s]);
       if (job->ranks[i].files[s] >= 0) close(job->ranks[i].files[s]);

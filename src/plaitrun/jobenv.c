@@ -117,8 +117,9 @@ static int user_has(const char *name) {
   return v != NULL && v[0] != '\0';
 }
 
-int plaitrun_jobenv_prepare(int nranks, char *err, size_t err_size) {
-  char text[64];
+int plaitrun_jobenv_prepare(int nranks, const char *rendezvous_host, char *err,
+                            size_t err_size) {
+  char text[PLAITRUN_RENDEZVOUS_MAX];
   snprintf(text, sizeof text, "%d", nranks);
   if (setenv("PLAIT_SIZE", text, 1) != 0 || setenv("PLAIT_LOCAL_SIZE", text, 1) != 0)
     goto setenv_failed;
@@ -129,7 +130,7 @@ int plaitrun_jobenv_prepare(int nranks, char *err, size_t err_size) {
                "PLAIT_RENDEZVOUS: %s", strerror(errno));
       return -1;
     }
-    snprintf(text, sizeof text, "127.0.0.1:%d", port);
+    snprintf(text, sizeof text, "%s:%d", rendezvous_host ? rendezvous_host : "127.0.0.1", port);
     if (setenv("PLAIT_RENDEZVOUS", text, 1) != 0) goto setenv_failed;
   }
   if (!user_has("PLAIT_SECRET")) {
@@ -150,11 +151,14 @@ setenv_failed:
   return -1;
 }
 
-int plaitrun_jobenv_set_rank(int rank) {
+int plaitrun_jobenv_set_rank(int rank, int local_rank, int local_size) {
   char text[32];
   snprintf(text, sizeof text, "%d", rank);
   if (setenv("PLAIT_RANK", text, 1) != 0) return -1;
+  snprintf(text, sizeof text, "%d", local_rank);
   if (setenv("PLAIT_LOCAL_RANK", text, 1) != 0) return -1;
+  snprintf(text, sizeof text, "%d", local_size);
+  if (setenv("PLAIT_LOCAL_SIZE", text, 1) != 0) return -1;
   return 0;
 }
 

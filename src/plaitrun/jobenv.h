@@ -12,13 +12,16 @@
 
 #define PLAITRUN_SECRET_BYTES 32
 #define PLAITRUN_SECRET_HEX_LEN (2 * PLAITRUN_SECRET_BYTES)
+#define PLAITRUN_RENDEZVOUS_MAX 300 /* "host:port" */
 
 /*
  * Sets PLAIT_SIZE and PLAIT_LOCAL_SIZE to nranks; PLAIT_RENDEZVOUS to
- * 127.0.0.1:<free port> and PLAIT_SECRET to a fresh random secret unless the
- * user already set them (non-empty). Returns 0, or -1 with a message in err.
+ * <rendezvous_host>:<free port> (127.0.0.1 when rendezvous_host is NULL; the
+ * port is one free on this host) and PLAIT_SECRET to a fresh random secret
+ * unless the user already set them (non-empty). Returns 0, or -1 with a
+ * message in err.
  */
-int plaitrun_jobenv_prepare(int nranks, char *err, size_t err_size);
+int plaitrun_jobenv_prepare(int nranks, const char *rendezvous_host, char *err, size_t err_size);
 
 /*
  * So that `plaitrun -np N python3 train.py` finds plait's Python package and
@@ -31,8 +34,9 @@ int plaitrun_jobenv_prepare(int nranks, char *err, size_t err_size);
  */
 int plaitrun_jobenv_python(char *err, size_t err_size);
 
-/* In a forked child: sets PLAIT_RANK and PLAIT_LOCAL_RANK. 0 or -1. */
-int plaitrun_jobenv_set_rank(int rank);
+/* In a forked child: sets PLAIT_RANK, PLAIT_LOCAL_RANK and PLAIT_LOCAL_SIZE.
+ * 0 or -1. */
+int plaitrun_jobenv_set_rank(int rank, int local_rank, int local_size);
 
 /* A TCP port on 127.0.0.1 that was free a moment ago, or -1 (errno set). */
 int plaitrun_free_loopback_port(void);

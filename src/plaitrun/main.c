@@ -5,6 +5,7 @@
 #include "job.h"
 #include "jobenv.h"
 #include "options.h"
+#include "remote.h"
 
 #include <plait/plait.h>
 
@@ -113,7 +114,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "plaitrun: %s\n", err);
     return PLAITRUN_EXIT_INTERNAL;
   }
-  if (plaitrun_jobenv_prepare(opts.nranks, err, sizeof err) != 0) {
+  char rendezvous_host[PLAITRUN_HOST_NAME_MAX + 2];
+  if (opts.remote && plaitrun_rendezvous_host(&opts, rendezvous_host, sizeof rendezvous_host,
+                                              err, sizeof err) != 0) {
+    fprintf(stderr, "plaitrun: %s\n", err);
+    return PLAITRUN_EXIT_INTERNAL;
+  }
+  if (plaitrun_jobenv_prepare(opts.nranks, opts.remote ? rendezvous_host : NULL, err,
+                              sizeof err) != 0) {
     fprintf(stderr, "plaitrun: %s\n", err);
     return PLAITRUN_EXIT_INTERNAL;
   }

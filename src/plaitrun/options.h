@@ -39,6 +39,16 @@ typedef struct plaitrun_env {
   const char *flag; /* the flag that asked for it */
 } plaitrun_env_t;
 
+/* A host of -H / --hostfile, in the order given: ranks fill each host's
+ * slots before the next host's, as under horovodrun. */
+#define PLAITRUN_MAX_HOSTS 256
+#define PLAITRUN_HOST_NAME_MAX 256
+typedef struct plaitrun_host {
+  char name[PLAITRUN_HOST_NAME_MAX];
+  int slots;
+  int local; /* 1: this host (localhost, 127.*, ::1, its name): no ssh */
+} plaitrun_host_t;
+
 typedef struct plaitrun_options {
   plaitrun_action_t action;
   int nranks;     /* 1..PLAITRUN_MAX_RANKS; 0 when -np was not given */
@@ -49,6 +59,11 @@ typedef struct plaitrun_options {
   int slots;               /* total slots of -H / --hostfile; 0 when not given */
   int verbose;             /* --verbose: say what each flag set */
   const char *output_dir;  /* --output-filename: <dir>/rank.<r>/stdout|stderr */
+  int n_hosts;             /* hosts of -H / --hostfile; 0: every rank on this host */
+  int remote;              /* 1: some host is another one (ranks started over ssh) */
+  plaitrun_host_t hosts[PLAITRUN_MAX_HOSTS];
+  const char *ssh_port;     /* -p / --ssh-port; NULL: ssh's default */
+  const char *ssh_identity; /* -i / --ssh-identity-file; NULL: ssh's default */
   int n_env;
   plaitrun_env_t env[PLAITRUN_MAX_ENV];
 } plaitrun_options_t;

@@ -16,6 +16,7 @@
 
 typedef struct plaitrun_spawn_spec {
   int rank;
+  int local_rank, local_size;   /* PLAIT_LOCAL_RANK, PLAIT_LOCAL_SIZE */
   char **argv;                  /* argv[0] is looked up in PATH (execvp) */
   int stdin_fd;                 /* becomes the child's fd 0 */
   const struct rlimit *nofile;  /* RLIMIT_NOFILE for the child; NULL: keep */

@@ -43,7 +43,7 @@ static const cfg_entry_t entries[] = {
 static const char *accepts(cfg_type_t t) {
   switch (t) {
   case T_NAME: return "a lowercase name of letters, digits and '_' (e.g. gloo)";
-  case T_TEXT: return "any text";
+  case T_TEXT: return "any text without a line break";
   case T_SIZE: return "a size in bytes such as 65536, 64K, 64M or 1G (K = 1024)";
   case T_COUNT: return "an integer >= 0";
   case T_RANKNUM: return "an integer >= 0";
@@ -226,6 +226,11 @@ plait_result_t plait_config_load(plait_config_t *cfg) {
     const cfg_entry_t *e = &entries[i];
     const char *v = getenv(e->var);
     int from_env = v != NULL;
+    if (v && e->type == T_TEXT && strpbrk(v, "\r\n")) { /* it would print as two settings */
+      plait_config_free(cfg);
+      return plait_error(PLAIT_ERR_CONFIG, "%s='%s' is not valid: expected text without a line "
+                         "break (plait prints its settings one per line)", e->var, v);
+    }
     if (!v) v = e->def;
     int rc = parse_entry(e, v, cfg);
     if (rc == -2) {

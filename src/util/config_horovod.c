@@ -240,6 +240,10 @@ static int convert(const mapped_t *m, const char *v, char *out, size_t cap, note
       note(notes, 'I', "%s=fatal: plait has no fatal level; error, the closest, is used", m->hvd);
     return 1;
   case K_TEXT:
+    if (strpbrk(v, "\r\n")) {
+      *rc = bad(notes, m->hvd, v, "text without a line break");
+      return -1;
+    }
     snprintf(out, cap, "%s", v);
     return 1;
   case K_FLAG:
@@ -250,6 +254,10 @@ static int convert(const mapped_t *m, const char *v, char *out, size_t cap, note
       note(notes, 'I', "%s=DYNAMIC: no timeline until plait_timeline_start (hvd.start_timeline), "
            "as in Horovod", m->hvd);
       return 0;
+    }
+    if (strpbrk(v, "\r\n")) {
+      *rc = bad(notes, m->hvd, v, "a path without a line break");
+      return -1;
     }
     snprintf(out, cap, "%s", v);
     return 1;

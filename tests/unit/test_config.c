@@ -752,3 +752,21 @@ Test(dump, success_leaves_last_error_alone) {
   cr_assert_eq(plait_config_dump(buf, sizeof buf, NULL), PLAIT_SUCCESS);
   cr_expect_str_eq(plait_last_error(), "an earlier failure");
 }
+
+/* A line break in a text value would print as two settings in
+ * plait_config_dump and the info log ("one NAME=value per line"), so a value
+ * could pass for another variable's (found by tests/fuzz/fuzz_config). */
+Test(config, text_with_a_line_break_is_refused) {
+  static const char *const vars[] = {"PLAIT_PLUGIN_PATH", "PLAIT_TIMELINE", "PLAIT_HOSTNAME",
+                                     "PLAIT_RENDEZVOUS", "PLAIT_SECRET"};
+  static const char *const values[] = {"/opt/x\nPLAIT_TRANSPORT=ofi", "a\rb", "\n"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+    for (size_t k = 0; k < sizeof values / sizeof values[0]; k++)
+      expect_rejected(vars[i], values[k], "without a line break");
+  setenv("HOROVOD_HOSTNAME", "node1\nPLAIT_TRANSPORT=ofi", 1);
+  plait_config_t cfg;
+  plait_result_t rc = plait_config_load(&cfg);
+  cr_expect_eq(rc, PLAIT_ERR_CONFIG, "HOROVOD_HOSTNAME with a newline: %s", plait_last_error());
+  cr_expect(strstr(plait_last_error(), "HOROVOD_HOSTNAME") != NULL, "%s", plait_last_error());
+  if (rc == PLAIT_SUCCESS) plait_config_free(&cfg);
+}

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -95,6 +96,9 @@ static void exec_plaitrun(run_t *run, int in_fd, int out_fd, int err_fd) {
   dup2(in_fd, 0);
   dup2(out_fd, 1);
   dup2(err_fd, 2);
+  /* only 0, 1, 2: a copy of the test's pipes left in plaitrun (and so in its
+   * ranks) would keep them open after plaitrun is gone */
+  for (int fd = 3; fd < 64; fd++) close(fd);
   execv(PLAITRUN_PATH, (char *const *)argv);
   fprintf(stderr, "cannot exec %s: %s\n", PLAITRUN_PATH, strerror(errno));
   _exit(99);
@@ -541,7 +545,8 @@ Test(plaitrun, horovodrun_flags_plait_cannot_honour_exit_2_with_why, .timeout = 
       {{"-np", "2", "--config-file", "c.yaml", "true"}, "--config-file is not supported"},
       {{"-np", "2", "--mpi-args=-x", "true"}, "--mpi-args is not supported"},
       {{"-np", "2", "--num-nccl-streams", "2", "true"}, "no NCCL transport"},
-      {{"-np", "2", "-H", "elsewhere.example:2", "true"}, "'elsewhere.example' is another host"},
+      {{"-np", "2", "-H", "-oProxyCommand=x:2", "true"}, "is not a host name"},
+      {{"-np", "2", "-H", "a;b:2", "true"}, "'a;b' is not a host name"},
       {{"-np", "3", "-H", "localhost:2", "true"}, "-np 3 is more than the 2 slots"},
       {{"-np", "2", "-H", "localhost", "true"}, "has no slot count"},
       {{"-np", "2", "--fusion-threshold-mb", "-1", "true"}, "--fusion-threshold-mb '-1'"},
@@ -660,4 +665,119 @@ Test(plaitrun, help_env_says_which_horovod_variables_are_taken, .timeout = 90) {
   cr_expect_not_null(strstr(run.out.data, "HOROVOD_CYCLE_TIME=2.5 taken as PLAIT_CYCLE_TIME_MS=2.5"),
                      "%s", run.out.data);
   run_free(&run);
+}
+
+/* A whole file, malloc'd; NULL when it cannot be read. */
+static char *read_whole(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  char *buf = NULL;
+  size_t len = 0, cap = 0, n;
+  char chunk[4096];
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    if (len + n + 1 > cap) {
+      cap = (len + n + 1) * 2;
+      char *grown = realloc(buf, cap);
+      if (!grown) break;
+      buf = grown;
+    }
+    memcpy(buf + len, chunk, n);
+    len += n;
+  }
+  fclose(f);
+  if (buf) buf[len] = '\0';
+  return buf;
+}
+
+/* -H naming another host: its ranks start through PLAITRUN_SSH (here a fake
+ * ssh that logs its arguments and runs the remote command with sh), with
+ * their host's local rank and size, and the secret arrives on stdin, never
+ * on a command line. tests/hosts/run.sh does the same with a real sshd. */
+/* A fake ssh in dir: logs its arguments (one line per call) to dir/argv,
+ * skips its options up to "--" and the host, and runs the remote command
+ * with sh, as sshd would; PLAITRUN_SSH for it goes into env_ssh. */
+static void make_fake_ssh(char *dir, char *env_ssh, size_t cap) {
+  cr_assert_not_null(mkdtemp(dir));
+  char ssh[256];
+  snprintf(ssh, sizeof ssh, "%s/fake_ssh", dir);
+  FILE *f = fopen(ssh, "w");
+  cr_assert_not_null(f);
+  fprintf(f, "#!/bin/sh\nprintf '%%s\\n' \"$*\" >> %s/argv\n"
+             "while [ \"$1\" != -- ]; do shift; done\nshift; shift\nexec sh -c \"$1\"\n", dir);
+  fclose(f);
+  cr_assert_eq(chmod(ssh, 0755), 0);
+  snprintf(env_ssh, cap, "PLAITRUN_SSH=%s -o LogLevel=ERROR", ssh);
+}
+
+static void remove_fake_ssh(const char *dir) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/fake_ssh", dir);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/argv", dir);
+  unlink(path);
+  rmdir(dir);
+}
+
+/* -H naming another host: its ranks start through PLAITRUN_SSH (here a fake
+ * ssh), with their host's local rank and size, and the secret arrives on
+ * stdin, never on a command line. tests/hosts/run.sh does the same with a
+ * real sshd. */
+Test(plaitrun, other_hosts_start_over_ssh_with_the_secret_on_stdin, .timeout = 90) {
+  char dir[] = "/tmp/plaitrun_ssh_XXXXXX", env_ssh[300], log[300];
+  make_fake_ssh(dir, env_ssh, sizeof env_ssh);
+  snprintf(log, sizeof log, "%s/argv", dir);
+  static const char secret[] = "PLAIT_SECRET=0123456789abcdef0123456789abcdef";
+  run_t run = {.args = {"-np", "3", "-H", "localhost:1,node-b:2", "/bin/sh", "-c",
+                        "echo r$PLAIT_RANK l$PLAIT_LOCAL_RANK/$PLAIT_LOCAL_SIZE "
+                        "s$PLAIT_SECRET"},
+               .env = {env_ssh, secret}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0, "stderr: %s", run.err.data);
+  cr_expect_not_null(strstr(run.out.data, "[0]: r0 l0/1 s0123456789abcdef"), "%s", run.out.data);
+  cr_expect_not_null(strstr(run.out.data, "[1]: r1 l0/2 s0123456789abcdef"), "%s", run.out.data);
+  cr_expect_not_null(strstr(run.out.data, "[2]: r2 l1/2 s0123456789abcdef"), "%s", run.out.data);
+  char *argv_log = read_whole(log);
+  cr_assert_not_null(argv_log);
+  cr_expect_not_null(strstr(argv_log, "-T -o BatchMode=yes -- node-b "), "%s", argv_log);
+  cr_expect_null(strstr(argv_log, "0123456789abcdef"), "the secret is on ssh's command line");
+  size_t lines = 0;
+  for (const char *c = argv_log; *c; c++) lines += *c == '\n';
+  cr_expect_eq(lines, 2, "one ssh per rank on node-b: %s", argv_log);
+  free(argv_log);
+  run_free(&run);
+  remove_fake_ssh(dir);
+}
+
+/* 1 when pid is gone (or a zombie nobody will run again). */
+static int process_gone(int pid) {
+  char path[64], state = '?';
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 1;
+  int ok = fscanf(f, "%*d (%*[^)]) %c", &state) == 1;
+  fclose(f);
+  return ok && state == 'Z';
+}
+
+/* plaitrun killed with SIGKILL: the rank it started over ssh is stopped by
+ * the remote wrapper when its stdin ends (nothing else would: it runs in a
+ * session of its own, out of reach of plaitrun's PR_SET_PDEATHSIG). */
+Test(plaitrun, a_remote_rank_stops_when_plaitrun_dies, .timeout = 90) {
+  char dir[] = "/tmp/plaitrun_ssh_XXXXXX", env_ssh[300];
+  make_fake_ssh(dir, env_ssh, sizeof env_ssh);
+  run_t run = {.args = {"-np", "1", "--grace", "0.5", "-H", "node-b:1", "/bin/sh", "-c",
+                        "echo $$; while :; do sleep 1; done"},
+               .env = {env_ssh}, .signo = SIGKILL, .signal_after_lines = 1};
+  run_plaitrun(&run);
+  int rank = -1, pid = -1;
+  cr_assert_eq(sscanf(run.out.data, "[%d]: %d", &rank, &pid), 2, "%s", run.out.data);
+  int gone = 0;
+  for (int i = 0; i < 200 && !gone; i++) { /* 20 s at most; SIGTERM comes at once */
+    gone = process_gone(pid);
+    if (!gone) usleep(100000);
+  }
+  if (!gone) kill(pid, SIGKILL);
+  cr_expect(gone, "the remote rank (pid %d) outlived plaitrun", pid);
+  run_free(&run);
+  remove_fake_ssh(dir);
 }

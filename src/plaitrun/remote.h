@@ -1,0 +1,47 @@
+/*
+ * plaitrun: ranks on other hosts (-H / --hostfile naming another host).
+ *
+ * Ranks fill the hosts' slots in the order given (host 1's slots, then host
+ * 2's, ...), as under horovodrun. A rank on another host is started as
+ *
+ *   $PLAITRUN_SSH -T -o BatchMode=yes [-p PORT] [-i KEY] -- HOST 'REMOTE'
+ *
+ * (PLAITRUN_SSH defaults to "ssh"; its words are split at blanks, e.g.
+ * "ssh -F /path/to/ssh_config"). REMOTE changes to plaitrun's working folder,
+ * sets the ranks' variables (PLAIT_*, HOROVOD_*, FI_*, PATH, LD_LIBRARY_PATH,
+ * PYTHONPATH, and the rank's PLAIT_RANK, PLAIT_LOCAL_RANK, PLAIT_LOCAL_SIZE)
+ * and runs the command under a small sh wrapper. PLAIT_SECRET is not on any
+ * command line: plaitrun writes it as the first line of ssh's standard input,
+ * which the wrapper reads. The wrapper starts the command in a session of its
+ * own and, when its standard input ends (plaitrun stopped the job, or
+ * plaitrun or ssh died), sends SIGTERM to that session and SIGKILL after the
+ * grace time, so no rank outlives its ssh connection.
+ */
+#ifndef PLAITRUN_REMOTE_H
+#define PLAITRUN_REMOTE_H
+
+#include "options.h"
+
+#include <stddef.h>
+
+/* Where rank goes: *host is the index in opts->hosts (-1 when no -H was
+ * given: this host), *local_rank its index among that host's ranks and
+ * *local_size how many ranks that host gets. */
+void plaitrun_place(const plaitrun_options_t *opts, int rank, int *host, int *local_rank,
+                    int *local_size);
+
+/* The host name other hosts reach rank 0 at, for PLAIT_RENDEZVOUS when some
+ * host is another one: the first host's name, or this host's name when the
+ * first host is this one under a loopback name. 0, or -1 with err set. */
+int plaitrun_rendezvous_host(const plaitrun_options_t *opts, char *out, size_t cap, char *err,
+                             size_t err_size);
+
+/* The argv that starts rank on opts->hosts[host] over ssh (above), built from
+ * plaitrun's environment as it is now. NULL-terminated, every string
+ * malloc'd; free with plaitrun_remote_argv_free. NULL with err set when out of
+ * memory or PLAITRUN_SSH is empty. */
+char **plaitrun_remote_argv(const plaitrun_options_t *opts, int host, int rank, int local_rank,
+                            int local_size, char *err, size_t err_size);
+void plaitrun_remote_argv_free(char **argv);
+
+#endif
