@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static const char *const VARS[] = {
-#define X(field, var, type, def, help) var,
+#define X(field, var, type, def, range, help) var,
     PLAIT_CONFIG_TABLE(X)
 #undef X
     "HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME", "HOROVOD_CACHE_CAPACITY",
