@@ -15,6 +15,7 @@
       (st)->log((int)(level), "ofi", __FILE__, __LINE__, __VA_ARGS__);         \
   } while (0)
 #define OFI_DEBUG(st, ...) OFI_LOG(st, PLAIT_LOG_DEBUG, __VA_ARGS__)
+#define OFI_INFO(st, ...) OFI_LOG(st, PLAIT_LOG_INFO, __VA_ARGS__)
 #define OFI_WARN(st, ...) OFI_LOG(st, PLAIT_LOG_WARN, __VA_ARGS__)
 
 /* Records the message (prefixed with the running collective's name) and

@@ -15,6 +15,7 @@
 #include "mr.h"
 #include "progress.h"
 #include "rescue.h"
+#include "shm_stale.h"
 
 /* 1.14: FI_CONTEXT2 and the mr_mode bits; newer libfabrics accept it. */
 #define OFI_API_VERSION FI_VERSION(1, 14)
@@ -158,6 +159,7 @@ static plait_result_t open_endpoint(start_ctx_t *c) {
   av.type = info->domain_attr->av_type;
   av.count = (size_t)st->nranks;
   FI_TRY(c, fi_av_open(st->domain, &av, &st->av, NULL), "fi_av_open");
+  if (strcmp(info->fabric_attr->prov_name, "shm") == 0) ofi_shm_clear_stale(st);
   FI_TRY(c, fi_endpoint(st->domain, info, &st->ep, NULL), "fi_endpoint");
   FI_TRY(c, fi_ep_bind(st->ep, &st->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
   FI_TRY(c, fi_ep_bind(st->ep, &st->av->fid, 0), "fi_ep_bind(av)");
