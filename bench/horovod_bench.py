@@ -79,6 +79,9 @@ def run(args):
     if args.impl == "plait":
         import plait.torch as hvd
         import plait
+        # plait_fusion_report.py is shared with the examples
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                        "examples"))
         from plait_fusion_report import fusion_report
         version = plait.__version__
     else:
