@@ -62,6 +62,7 @@ plait_result_t ofi_code(int e) {
     case FI_ETIMEDOUT:
     case EPIPE:
     case FI_EIO:
+    case FI_ECANCELED: /* never asked for: the provider flushed a closed connection */
       return PLAIT_ERR_PEER_LOST;
     case FI_ENOMEM:
       return PLAIT_ERR_NO_MEMORY;

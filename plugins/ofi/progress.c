@@ -83,10 +83,15 @@ static plait_result_t read_error(ofi_state_t *st) {
                      fi_strerror((int)-n), st->provider);
   }
   ofi_req_t *r = (ofi_req_t *)e.op_context;
-  if (e.err == FI_ECANCELED) {
-    if (r) complete(st, r);
-    return PLAIT_SUCCESS;
-  }
+  /* This plugin never calls fi_cancel: a cancelled transfer is one the
+   * provider gave up (tcp flushes what a closed connection still had), and
+   * its buffer holds no result. Completing it as done reduced stale bytes
+   * into a result reported as a success (ci/chaos, a kill over tcp). */
+  if (e.err == FI_ECANCELED && r != NULL)
+    return ofi_break(st, PLAIT_ERR_PEER_LOST,
+                     "%s %s rank %d (%zu bytes) was cancelled by the provider: the connection "
+                     "closed (%s)", r->is_send ? "send" : "receive", r->is_send ? "to" : "from",
+                     job_rank(st, r->peer), r->len, st->provider);
   char prov[256] = "";
   const char *p = fi_cq_strerror(st->cq, e.prov_errno, e.err_data, prov, sizeof prov);
   if (r != NULL)
