@@ -85,21 +85,20 @@ plait_result_t nc_alltoallv(nccl_state_t *st, const void *send, const size_t *se
   const char *s = send;
   char *d = recv;
   size_t so = 0, ro = 0;
+  for (int peer = 0; peer < st->rank; peer++) so += send_bytes[peer], ro += recv_bytes[peer];
+  if (send_bytes[st->rank]) { /* this rank's block to itself: before the group */
+    cudaError_t e = cudaMemcpyAsync(d + ro, s + so, send_bytes[st->rank],
+                                    cudaMemcpyDeviceToDevice, st->stream);
+    if (e != cudaSuccess)
+      return nc_cuda_break(st, PLAIT_ERR_TRANSPORT, "cudaMemcpyAsync (this rank's block)", e);
+  }
+  so = ro = 0;
   ncclResult_t r = ncclGroupStart();
   for (int peer = 0; peer < st->nranks && r == ncclSuccess; peer++) {
-    if (peer == st->rank && send_bytes[peer]) {
-      cudaError_t e = cudaMemcpyAsync(d + ro, s + so, send_bytes[peer],
-                                      cudaMemcpyDeviceToDevice, st->stream);
-      if (e != cudaSuccess) {
-        ncclGroupEnd();
-        return nc_cuda_break(st, PLAIT_ERR_TRANSPORT, "cudaMemcpyAsync (this rank's block)", e);
-      }
-    } else if (peer != st->rank) {
-      if (send_bytes[peer])
-        r = ncclSend(s + so, send_bytes[peer], ncclUint8, peer, st->comm, st->stream);
-      if (r == ncclSuccess && recv_bytes[peer])
-        r = ncclRecv(d + ro, recv_bytes[peer], ncclUint8, peer, st->comm, st->stream);
-    }
+    if (peer != st->rank && send_bytes[peer])
+      r = ncclSend(s + so, send_bytes[peer], ncclUint8, peer, st->comm, st->stream);
+    if (peer != st->rank && r == ncclSuccess && recv_bytes[peer])
+      r = ncclRecv(d + ro, recv_bytes[peer], ncclUint8, peer, st->comm, st->stream);
     so += send_bytes[peer];
     ro += recv_bytes[peer];
   }

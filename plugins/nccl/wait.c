@@ -62,6 +62,7 @@ plait_result_t nc_wait(nccl_state_t *st, const char *what) {
     e = cudaEventQuery(st->done);
     if (e == cudaSuccess) return PLAIT_SUCCESS;
     if (e != cudaErrorNotReady) return nc_cuda_break(st, PLAIT_ERR_TRANSPORT, what, e);
+    cudaGetLastError(); /* "not ready" is recorded as this thread's last error: clear it */
     if (st->comm) {
       ncclResult_t state = ncclSuccess;
       ncclResult_t q = ncclCommGetAsyncError(st->comm, &state);
