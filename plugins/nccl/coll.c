@@ -151,6 +151,8 @@ plait_result_t nc_mem_copy(nccl_state_t *st, void *dst, const void *src, size_t 
     memmove(dst, src, bytes);
     return PLAIT_SUCCESS;
   }
+  plait_result_t rc = nc_after_default_stream(st);
+  if (rc != PLAIT_SUCCESS) return rc;
   cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kinds[kind], st->stream);
   if (e != cudaSuccess) return nc_cuda_fail(st, PLAIT_ERR_TRANSPORT, "cudaMemcpyAsync", e);
   return nc_wait(st, "cudaMemcpyAsync");

@@ -11,6 +11,7 @@
 #include "coll.h"
 #include "errors.h"
 #include "setup.h"
+#include "wait.h"
 
 /* Message of the last init failure (or call with a NULL state) on this
  * thread: last_error(NULL). */
@@ -123,6 +124,7 @@ static plait_result_t entry_allreduce(void *state, void *buf, size_t count, plai
              count, es);
   NC_CHECK(check_device_ptr(st, "buf", buf, count * es));
   if (count == 0) return PLAIT_SUCCESS; /* the same on every rank */
+  NC_CHECK(nc_after_default_stream(st));
   return nc_allreduce(st, buf, count, dtype, op);
 }
 
@@ -132,6 +134,7 @@ static plait_result_t entry_allgatherv(void *state, void *buf, const size_t *byt
   NC_CHECK(checked_sum(st, "bytes", bytes, st->nranks, &total));
   NC_CHECK(check_device_ptr(st, "buf", buf, total));
   if (total == 0) return PLAIT_SUCCESS;
+  NC_CHECK(nc_after_default_stream(st));
   return nc_allgatherv(st, buf, bytes);
 }
 
@@ -141,6 +144,7 @@ static plait_result_t entry_broadcast(void *state, void *buf, size_t bytes, int 
              st->nranks - 1);
   NC_CHECK(check_device_ptr(st, "buf", buf, bytes));
   if (bytes == 0) return PLAIT_SUCCESS;
+  NC_CHECK(nc_after_default_stream(st));
   return nc_broadcast(st, buf, bytes, root);
 }
 
@@ -157,6 +161,7 @@ static plait_result_t entry_alltoallv(void *state, const void *send, const size_
   NC_CHECK(check_device_ptr(st, "recv", recv, tr));
   NC_REQUIRE(st, !overlap(send, ts, recv, tr), "send and recv overlap");
   if (ts == 0 && tr == 0) return PLAIT_SUCCESS; /* nothing to or from anyone */
+  NC_CHECK(nc_after_default_stream(st));
   return nc_alltoallv(st, send, send_bytes, recv, recv_bytes);
 }
 
@@ -175,6 +180,7 @@ static plait_result_t entry_reducescatter(void *state, const void *send, void *r
   NC_CHECK(check_device_ptr(st, "recv", recv, mine * es));
   NC_REQUIRE(st, !overlap(send, total * es, recv, mine * es), "send and recv overlap");
   if (total == 0) return PLAIT_SUCCESS;
+  NC_CHECK(nc_after_default_stream(st));
   return nc_reducescatter(st, send, recv, counts, dtype, op);
 }
 

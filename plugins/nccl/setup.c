@@ -76,6 +76,7 @@ static void local_start(nccl_state_t *st, int local_rank, card_t *me) {
   if (e == cudaSuccess) {
     call = "cudaEventCreateWithFlags";
     e = cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&st->ready, cudaEventDisableTiming);
   }
   if (e == cudaSuccess) {
     call = "cudaMalloc";
@@ -93,9 +94,11 @@ static void local_start(nccl_state_t *st, int local_rank, card_t *me) {
 static void release_cuda(nccl_state_t *st) {
   if (st->one) cudaFree(st->one);
   if (st->done) cudaEventDestroy(st->done);
+  if (st->ready) cudaEventDestroy(st->ready);
   if (st->stream && st->owns_stream) cudaStreamDestroy(st->stream);
   st->one = NULL;
   st->done = NULL;
+  st->ready = NULL;
   st->stream = NULL;
 }
 
@@ -262,6 +265,7 @@ static plait_result_t member_state(nccl_state_t *parent, const int *ranks, int n
   st->parent = parent;
   st->global_ranks = global;
   cudaError_t e = cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&st->ready, cudaEventDisableTiming);
   const char *call = "cudaEventCreateWithFlags";
   if (e == cudaSuccess) {
     call = "cudaMalloc";

@@ -22,6 +22,8 @@ typedef struct nccl_state {
   ncclComm_t comm;     /* NULL once aborted or destroyed */
   cudaStream_t stream; /* cudaStreamNonBlocking; a subset uses its parent's */
   cudaEvent_t done;    /* recorded after each operation, polled */
+  cudaEvent_t ready;   /* recorded on the legacy default stream before each
+                        * operation; the stream waits for it (wait.h) */
   int owns_stream;     /* init's state made the stream; a subset's did not */
   void *one;           /* 4 device bytes: barrier's one-element allreduce */
   int *global_ranks;   /* a subset's ranks in the init state (NULL there) */

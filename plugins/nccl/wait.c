@@ -53,6 +53,16 @@ plait_result_t nc_settle(nccl_state_t *st, ncclComm_t comm, const char *what, nc
   }
 }
 
+plait_result_t nc_after_default_stream(nccl_state_t *st) {
+  cudaError_t e = cudaEventRecord(st->ready, cudaStreamLegacy);
+  if (e != cudaSuccess)
+    return nc_cuda_fail(st, PLAIT_ERR_TRANSPORT, "cudaEventRecord (default stream)", e);
+  e = cudaStreamWaitEvent(st->stream, st->ready, 0);
+  return e == cudaSuccess
+             ? PLAIT_SUCCESS
+             : nc_cuda_fail(st, PLAIT_ERR_TRANSPORT, "cudaStreamWaitEvent (default stream)", e);
+}
+
 plait_result_t nc_wait(nccl_state_t *st, const char *what) {
   cudaError_t e = cudaEventRecord(st->done, st->stream);
   if (e != cudaSuccess) return nc_cuda_break(st, PLAIT_ERR_TRANSPORT, "cudaEventRecord", e);

@@ -22,6 +22,16 @@ plait_result_t nc_settle(nccl_state_t *st, ncclComm_t comm, const char *what, nc
  * CUDA error or the timeout. */
 plait_result_t nc_wait(nccl_state_t *st, const char *what);
 
+/* Orders the next operation on st->stream after everything enqueued so far
+ * on the legacy default stream (and, through its semantics, on every
+ * blocking stream): an event recorded there, waited for by the stream,
+ * without blocking the host. Tensors that the caller wrote on PyTorch's
+ * default stream, or with plain CUDA calls on stream 0, are then complete
+ * before NCCL reads them; work on non-blocking streams is not covered (the
+ * C ABI cannot name the caller's stream yet). Fails without breaking the
+ * state: nothing of the operation is enqueued yet. */
+plait_result_t nc_after_default_stream(nccl_state_t *st);
+
 /* Seconds on a monotonic clock. */
 double nc_now(void);
 

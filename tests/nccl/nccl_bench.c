@@ -3,7 +3,8 @@
  * plugin adds over a bare ncclAllReduce, per collective, over sizes. Both
  * run on the same device and in-place float32 sum; the bare side is
  * ncclAllReduce + cudaStreamSynchronize on its own communicator, the plugin
- * side its allreduce() (enqueue, then poll an event with
+ * side its allreduce() (checks, an event on the legacy default stream that
+ * its stream waits for, enqueue, then poll an event with
  * ncclCommGetAsyncError). One rank per GPU (size 1 on one GPU). Each
  * figure is the median of one-call timings, the two sides interleaved.
  * Usage: nccl_bench [max_bytes]   (default 256 MiB). Exit 77 without a GPU.

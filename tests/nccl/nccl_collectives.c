@@ -174,6 +174,40 @@ static void refusals(tally_t *ty, const plait_transport_t *t, void *st, int n) {
   EXPECT(ty, rc == PLAIT_SUCCESS, "barrier after the refusals: %s", t->last_error(st));
 }
 
+/* The plugin's stream is non-blocking, but work the caller left on the
+ * legacy default stream (PyTorch's default) must be complete before the
+ * plugin reads its buffers: 8 memsets of 256 MiB on stream 0, the last
+ * writing 0x11, then at once a copy (mem_copy) and, at size 1, a
+ * reducescatter (a copy there) must see 0x11 only. */
+static void after_default_stream(tally_t *ty, const plait_transport_t *t, void *st, int n) {
+  size_t bytes = 256u << 20;
+  uint8_t *back = malloc(bytes);
+  void *a = NULL, *b = NULL;
+  int ok = back && cudaMalloc(&a, bytes) == cudaSuccess && cudaMalloc(&b, bytes) == cudaSuccess;
+  EXPECT(ty, ok, "buffers for the ordering check");
+  for (int round = 0; ok && round < (n == 1 ? 2 : 1); round++) {
+    ok = cudaMemset(a, 0x22, bytes) == cudaSuccess && cudaMemset(b, 0, bytes) == cudaSuccess &&
+         cudaDeviceSynchronize() == cudaSuccess;
+    for (int k = 0; ok && k < 8; k++)
+      ok = cudaMemsetAsync(a, k == 7 ? 0x11 : 0x30 + k, bytes, 0) == cudaSuccess;
+    size_t counts[1] = {bytes};
+    plait_result_t rc =
+        round == 0 ? t->mem_copy(st, b, a, bytes, PLAIT_COPY_DEVICE_TO_DEVICE)
+                   : t->reducescatter(st, a, b, counts, PLAIT_UINT8, PLAIT_OP_SUM);
+    const char *what = round == 0 ? "mem_copy" : "reducescatter";
+    EXPECT(ty, ok && rc == PLAIT_SUCCESS, "%s after work on stream 0: %s", what,
+           t->last_error(st));
+    size_t bad = 0;
+    if (ok && rc == PLAIT_SUCCESS && cudaMemcpy(back, b, bytes, cudaMemcpyDeviceToHost) == 0)
+      for (size_t j = 0; j < bytes; j++) bad += back[j] != 0x11;
+    EXPECT(ty, bad == 0, "%s did not wait for stream 0: %zu of %zu bytes were read early",
+           what, bad, bytes);
+  }
+  cudaFree(a);
+  cudaFree(b);
+  free(back);
+}
+
 /* A subset of every rank but rank 0 (every rank at size 1): its allreduce
  * involves its members only. */
 static void subset(tally_t *ty, const plait_transport_t *t, void *st, int n) {
@@ -216,6 +250,7 @@ static int body(int rank, int n, const plait_transport_t *t, void *st, void *arg
   for (int i = 0; i < 3; i++)
     EXPECT(&ty, t->barrier(st) == PLAIT_SUCCESS, "barrier: %s", t->last_error(st));
   memory(&ty, t, st);
+  after_default_stream(&ty, t, st, n);
   refusals(&ty, t, st, n);
   subset(&ty, t, st, n);
   EXPECT(&ty, t->algorithm && t->algorithm(st, PLAIT_CAP_ALLREDUCE, 1024) != NULL,
