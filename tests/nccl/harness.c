@@ -149,6 +149,8 @@ static void log_fn(int level, const char *sub, const char *file, int line, const
 
 /* ---- one rank */
 
+static nt_init_fail_fn g_init_fail; /* nt_run_failing_init's check */
+
 static int rank_main(int rank, int nranks, nt_rank_fn fn, void *arg) {
   g_rank = rank;
   g_boot.rank = rank;
@@ -180,6 +182,14 @@ static int rank_main(int rank, int nranks, nt_rank_fn fn, void *arg) {
   a.host_address = "127.0.0.1";
   void *state = NULL;
   plait_result_t rc = t->init(&a, &state);
+  if (g_init_fail) {
+    if (rc == PLAIT_SUCCESS) {
+      nt_say(rank, "init succeeded where it should have failed");
+      t->finalize(state);
+      return 1;
+    }
+    return g_init_fail(rank, nranks, rc, t->last_error(NULL));
+  }
   if (rc != PLAIT_SUCCESS) {
     nt_say(rank, "init failed (%s): %s", plait_result_name_inline(rc), t->last_error(NULL));
     return 1;
@@ -249,6 +259,19 @@ int nt_run(int nranks, double timeout_s, nt_rank_fn fn, void *arg) {
     if (left > 0) usleep(20000);
   }
   return bad;
+}
+
+static int never_called(int rank, int nranks, const plait_transport_t *t, void *state,
+                        void *arg) {
+  (void)rank, (void)nranks, (void)t, (void)state, (void)arg;
+  return 1;
+}
+
+int nt_run_failing_init(int nranks, double timeout_s, nt_init_fail_fn fn) {
+  g_init_fail = fn;
+  int rc = nt_run(nranks, timeout_s, never_called, NULL);
+  g_init_fail = NULL;
+  return rc;
 }
 
 /* ---- dtypes: float16 and bfloat16 by hand (round to nearest even) */

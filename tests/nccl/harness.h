@@ -28,6 +28,12 @@ typedef int (*nt_rank_fn)(int rank, int nranks, const plait_transport_t *t, void
                           void *arg);
 int nt_run(int nranks, double timeout_s, nt_rank_fn fn, void *arg);
 
+/* As nt_run, for a job whose init must fail (no GPU): each rank returns
+ * fn(rank, nranks, init's result, last_error(NULL)); an init that succeeds
+ * fails the rank. */
+typedef int (*nt_init_fail_fn)(int rank, int nranks, plait_result_t rc, const char *msg);
+int nt_run_failing_init(int nranks, double timeout_s, nt_init_fail_fn fn);
+
 /* The bootstrap of the current rank (inside nt_run), for tests that make
  * their own NCCL communicator beside the plugin's (the benchmark). */
 const plait_bootstrap_t *nt_bootstrap(void);
