@@ -47,8 +47,11 @@ def test_build_queries(hvd):
     assert hvd.gloo_enabled() is True
     assert hvd.mpi_built() is False
     assert hvd.mpi_enabled() is False
-    assert not hvd.nccl_built()
-    for q in (hvd.ddl_built, hvd.ccl_built, hvd.cuda_built, hvd.rocm_built):
+    # A build with NCCL (Horovod's NCCL build; plait with its nccl plugin
+    # beside libplait) is a CUDA build, and one without is not.
+    assert type(hvd.cuda_built()) is bool
+    assert bool(hvd.nccl_built()) == hvd.cuda_built()
+    for q in (hvd.ddl_built, hvd.ccl_built, hvd.rocm_built):
         assert q() is False, q
 
 

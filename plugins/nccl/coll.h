@@ -1,0 +1,33 @@
+/*
+ * The collectives on the device: each enqueues NCCL work on the state's
+ * stream, waits for it (wait.h) and returns. Arguments are checked by the
+ * entry points (plugin.c) before these run.
+ */
+#ifndef PLAIT_NCCL_COLL_H
+#define PLAIT_NCCL_COLL_H
+
+#include "state.h"
+
+/* NCCL's type for a plait dtype; 0 when NCCL has none (int16, uint16). bool
+ * travels as uint8. */
+int nc_dtype(plait_dtype_t dtype, ncclDataType_t *out);
+/* NCCL's op: AVERAGE is ncclAvg; on bool SUM and MAX are ncclMax (logical
+ * or on 0/1 bytes), MIN and PRODUCT ncclMin (logical and). */
+ncclRedOp_t nc_op(plait_dtype_t dtype, plait_op_t op);
+
+plait_result_t nc_allreduce(nccl_state_t *st, void *buf, size_t count, plait_dtype_t dtype,
+                            plait_op_t op);
+plait_result_t nc_allgatherv(nccl_state_t *st, void *buf, const size_t *bytes);
+plait_result_t nc_broadcast(nccl_state_t *st, void *buf, size_t bytes, int root);
+plait_result_t nc_alltoallv(nccl_state_t *st, const void *send, const size_t *send_bytes,
+                            void *recv, const size_t *recv_bytes);
+plait_result_t nc_reducescatter(nccl_state_t *st, const void *send, void *recv,
+                                const size_t *counts, plait_dtype_t dtype, plait_op_t op);
+plait_result_t nc_barrier(nccl_state_t *st);
+
+plait_result_t nc_mem_alloc(nccl_state_t *st, size_t bytes, void **ptr);
+plait_result_t nc_mem_free(nccl_state_t *st, void *ptr);
+plait_result_t nc_mem_copy(nccl_state_t *st, void *dst, const void *src, size_t bytes,
+                           plait_copy_kind_t kind);
+
+#endif

@@ -1,0 +1,88 @@
+#include "errors.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static void vrecord(nccl_state_t *st, const char *fmt, va_list ap) {
+  int n = 0;
+  if (st->op) n = snprintf(st->err, sizeof st->err, "%s: ", st->op);
+  if (n < 0 || (size_t)n >= sizeof st->err) n = 0;
+  vsnprintf(st->err + n, sizeof st->err - (size_t)n, fmt, ap);
+}
+
+plait_result_t nc_fail(nccl_state_t *st, plait_result_t code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vrecord(st, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+plait_result_t nc_break(nccl_state_t *st, plait_result_t code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vrecord(st, fmt, ap);
+  va_end(ap);
+  if (st->broken != PLAIT_SUCCESS) return code;
+  st->broken = code;
+  memcpy(st->broken_msg, st->err, sizeof st->broken_msg);
+  NC_WARN(st, "%s", st->err);
+  if (st->comm) {
+    /* Ends what is still running on the device (a kernel waiting for a
+     * peer that will never come) and frees the communicator. */
+    ncclResult_t r = ncclCommAbort(st->comm);
+    if (r != ncclSuccess)
+      NC_WARN(st, "ncclCommAbort after the failure: %s", ncclGetErrorString(r));
+    st->comm = NULL;
+  }
+  return code;
+}
+
+plait_result_t nc_code(ncclResult_t r) {
+  switch (r) {
+    case ncclSuccess: return PLAIT_SUCCESS;
+    case ncclRemoteError: return PLAIT_ERR_PEER_LOST;
+    case ncclInvalidArgument:
+    case ncclInvalidUsage: return PLAIT_ERR_INVALID_ARGUMENT;
+    default: return PLAIT_ERR_TRANSPORT;
+  }
+}
+
+int nc_job_rank(const nccl_state_t *st, int r) {
+  return st->global_ranks && r >= 0 && r < st->nranks ? st->global_ranks[r] : r;
+}
+
+void nc_nccl_text(const nccl_state_t *st, const char *call, ncclResult_t r, char *buf,
+                  size_t len) {
+  const char *last = ncclGetLastError(st->comm);
+  snprintf(buf, len, "%s failed: %s%s%s%s on rank %d (CUDA device %d)", call,
+           ncclGetErrorString(r), last && *last ? " (" : "", last && *last ? last : "",
+           last && *last ? ")" : "", nc_job_rank(st, st->rank), st->device);
+}
+
+plait_result_t nc_nccl_break(nccl_state_t *st, const char *call, ncclResult_t r) {
+  char text[1024];
+  nc_nccl_text(st, call, r, text, sizeof text);
+  return nc_break(st, nc_code(r), "%s", text);
+}
+
+static void cuda_text(const nccl_state_t *st, const char *call, cudaError_t e, char *buf,
+                      size_t len) {
+  snprintf(buf, len, "%s failed: %s: %s on rank %d (CUDA device %d)", call, cudaGetErrorName(e),
+           cudaGetErrorString(e), nc_job_rank(st, st->rank), st->device);
+}
+
+plait_result_t nc_cuda_fail(nccl_state_t *st, plait_result_t code, const char *call,
+                            cudaError_t e) {
+  char text[1024];
+  cuda_text(st, call, e, text, sizeof text);
+  return nc_fail(st, code, "%s", text);
+}
+
+plait_result_t nc_cuda_break(nccl_state_t *st, plait_result_t code, const char *call,
+                             cudaError_t e) {
+  char text[1024];
+  cuda_text(st, call, e, text, sizeof text);
+  return nc_break(st, code, "%s", text);
+}

@@ -1,0 +1,281 @@
+/*
+ * The exported table plait_transport_v1 and its entry points: argument
+ * checks (before anything is enqueued, leaving the state usable), the
+ * calling thread's CUDA device, the broken state (after a failure inside a
+ * collective every later one fails at once), then the collective (coll.h).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "coll.h"
+#include "errors.h"
+#include "setup.h"
+#include "wait.h"
+
+/* Message of the last init failure (or call with a NULL state) on this
+ * thread: last_error(NULL). */
+static _Thread_local char t_error[1536];
+
+static plait_result_t null_state(const char *what) {
+  snprintf(t_error, sizeof t_error, "%s: state is NULL", what);
+  return PLAIT_ERR_INVALID_ARGUMENT;
+}
+
+/* cudaSetDevice on the calling thread: the core calls init on one thread and
+ * everything after on its coordinator thread. */
+static plait_result_t use_device(nccl_state_t *st) {
+  cudaError_t e = cudaSetDevice(st->device);
+  return e == cudaSuccess ? PLAIT_SUCCESS : nc_cuda_fail(st, PLAIT_ERR_TRANSPORT, "cudaSetDevice", e);
+}
+
+/* Starts a call: NULL state, device, broken state. */
+#define ENTER(state, what)                                                     \
+  if ((state) == NULL) return null_state(what);                                \
+  nccl_state_t *st = (nccl_state_t *)(state);                                  \
+  st->op = (what);                                                             \
+  if (st->broken != PLAIT_SUCCESS)                                             \
+    return nc_fail(st, st->broken,                                             \
+                   "the NCCL communicator failed earlier and was aborted: %s",  \
+                   st->broken_msg);                                            \
+  NC_CHECK(use_device(st));
+
+static plait_result_t check_reduction(nccl_state_t *st, plait_dtype_t dtype, plait_op_t op) {
+  NC_REQUIRE(st, plait_dtype_valid_inline(dtype), "dtype %d is not a plait dtype", (int)dtype);
+  NC_REQUIRE(st, plait_op_valid_inline(op), "op %d is not a plait op", (int)op);
+  ncclDataType_t dt;
+  if (!nc_dtype(dtype, &dt))
+    return nc_fail(st, PLAIT_ERR_UNSUPPORTED,
+                   "dtype %s cannot be reduced by NCCL, which has no 16-bit integer type "
+                   "(it reduces uint8, int8, int32, int64, float16, bfloat16, float32, float64 "
+                   "and bool)",
+                   plait_dtype_name_inline(dtype));
+  NC_REQUIRE(st, !(dtype == PLAIT_BOOL && op == PLAIT_OP_AVERAGE),
+             "op average is not defined for dtype bool (sum and max are logical or, min "
+             "and product logical and)");
+  return PLAIT_SUCCESS;
+}
+
+/* A buffer the collective reads or writes must be device memory of this
+ * state's device (or managed memory): NCCL would fail on host memory with a
+ * less clear message, or read it wrongly. */
+static plait_result_t check_device_ptr(nccl_state_t *st, const char *name, const void *p,
+                                       size_t bytes) {
+  if (bytes == 0) return PLAIT_SUCCESS;
+  NC_REQUIRE(st, p != NULL, "%s is NULL but holds %zu bytes", name, bytes);
+  struct cudaPointerAttributes a;
+  cudaError_t e = cudaPointerGetAttributes(&a, p);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return nc_cuda_fail(st, PLAIT_ERR_INVALID_ARGUMENT, "cudaPointerGetAttributes", e);
+  }
+  if (a.type == cudaMemoryTypeManaged) return PLAIT_SUCCESS;
+  NC_REQUIRE(st, a.type == cudaMemoryTypeDevice,
+             "%s (%p) is %s memory; the nccl transport takes CUDA device memory (tensors with "
+             "device = %d)",
+             name, p, a.type == cudaMemoryTypeHost ? "pinned host" : "host", st->device);
+  NC_REQUIRE(st, a.device == st->device,
+             "%s (%p) is on CUDA device %d, but this rank's communicator runs on device %d "
+             "(local rank modulo the visible devices)",
+             name, p, a.device, st->device);
+  return PLAIT_SUCCESS;
+}
+
+static plait_result_t checked_sum(nccl_state_t *st, const char *name, const size_t *v, int n,
+                                  size_t *total) {
+  NC_REQUIRE(st, v != NULL, "%s is NULL", name);
+  *total = 0;
+  for (int r = 0; r < n; r++) {
+    NC_REQUIRE(st, v[r] <= SIZE_MAX - *total, "the sum of %s[] overflows size_t", name);
+    *total += v[r];
+  }
+  return PLAIT_SUCCESS;
+}
+
+static int overlap(const void *a, size_t an, const void *b, size_t bn) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return an && bn && !(x + an <= y || y + bn <= x);
+}
+
+static plait_result_t nccl_init(const plait_transport_init_args_t *args, void **state) {
+  if (state == NULL) return null_state("init");
+  nccl_state_t *st = NULL;
+  plait_result_t rc = nc_start(args, &st, t_error, sizeof t_error);
+  if (rc == PLAIT_SUCCESS) *state = st;
+  return rc;
+}
+
+static plait_result_t nccl_finalize(void *state) {
+  nc_stop((nccl_state_t *)state);
+  return PLAIT_SUCCESS;
+}
+
+static const char *nccl_last_error(void *state) {
+  if (state == NULL) return t_error;
+  return ((nccl_state_t *)state)->err;
+}
+
+static plait_result_t entry_allreduce(void *state, void *buf, size_t count, plait_dtype_t dtype,
+                                      plait_op_t op) {
+  ENTER(state, "allreduce");
+  NC_CHECK(check_reduction(st, dtype, op));
+  size_t es = plait_dtype_size_inline(dtype);
+  NC_REQUIRE(st, count <= SIZE_MAX / es, "count %zu of %zu-byte elements overflows size_t",
+             count, es);
+  NC_CHECK(check_device_ptr(st, "buf", buf, count * es));
+  if (count == 0) return PLAIT_SUCCESS; /* the same on every rank */
+  NC_CHECK(nc_after_default_stream(st));
+  return nc_allreduce(st, buf, count, dtype, op);
+}
+
+static plait_result_t entry_allgatherv(void *state, void *buf, const size_t *bytes) {
+  ENTER(state, "allgatherv");
+  size_t total;
+  NC_CHECK(checked_sum(st, "bytes", bytes, st->nranks, &total));
+  NC_CHECK(check_device_ptr(st, "buf", buf, total));
+  if (total == 0) return PLAIT_SUCCESS;
+  NC_CHECK(nc_after_default_stream(st));
+  return nc_allgatherv(st, buf, bytes);
+}
+
+static plait_result_t entry_broadcast(void *state, void *buf, size_t bytes, int root) {
+  ENTER(state, "broadcast");
+  NC_REQUIRE(st, root >= 0 && root < st->nranks, "root %d is not a rank (0 to %d)", root,
+             st->nranks - 1);
+  NC_CHECK(check_device_ptr(st, "buf", buf, bytes));
+  if (bytes == 0) return PLAIT_SUCCESS;
+  NC_CHECK(nc_after_default_stream(st));
+  return nc_broadcast(st, buf, bytes, root);
+}
+
+static plait_result_t entry_alltoallv(void *state, const void *send, const size_t *send_bytes,
+                                      void *recv, const size_t *recv_bytes) {
+  ENTER(state, "alltoallv");
+  size_t ts, tr;
+  NC_CHECK(checked_sum(st, "send_bytes", send_bytes, st->nranks, &ts));
+  NC_CHECK(checked_sum(st, "recv_bytes", recv_bytes, st->nranks, &tr));
+  NC_REQUIRE(st, send_bytes[st->rank] == recv_bytes[st->rank],
+             "send_bytes[%d] = %zu but recv_bytes[%d] = %zu (this rank's block to itself)",
+             st->rank, send_bytes[st->rank], st->rank, recv_bytes[st->rank]);
+  NC_CHECK(check_device_ptr(st, "send", send, ts));
+  NC_CHECK(check_device_ptr(st, "recv", recv, tr));
+  NC_REQUIRE(st, !overlap(send, ts, recv, tr), "send and recv overlap");
+  if (ts == 0 && tr == 0) return PLAIT_SUCCESS; /* nothing to or from anyone */
+  NC_CHECK(nc_after_default_stream(st));
+  return nc_alltoallv(st, send, send_bytes, recv, recv_bytes);
+}
+
+static plait_result_t entry_reducescatter(void *state, const void *send, void *recv,
+                                          const size_t *counts, plait_dtype_t dtype,
+                                          plait_op_t op) {
+  ENTER(state, "reducescatter");
+  NC_CHECK(check_reduction(st, dtype, op));
+  NC_REQUIRE(st, counts != NULL, "counts is NULL");
+  size_t es = plait_dtype_size_inline(dtype), total = 0, mine = counts[st->rank];
+  for (int r = 0; r < st->nranks; r++) {
+    NC_REQUIRE(st, counts[r] <= SIZE_MAX / es - total, "the sum of counts[] overflows");
+    total += counts[r];
+  }
+  NC_CHECK(check_device_ptr(st, "send", send, total * es));
+  NC_CHECK(check_device_ptr(st, "recv", recv, mine * es));
+  NC_REQUIRE(st, !overlap(send, total * es, recv, mine * es), "send and recv overlap");
+  if (total == 0) return PLAIT_SUCCESS;
+  NC_CHECK(nc_after_default_stream(st));
+  return nc_reducescatter(st, send, recv, counts, dtype, op);
+}
+
+static plait_result_t entry_barrier(void *state) {
+  ENTER(state, "barrier");
+  return nc_barrier(st);
+}
+
+/* Memory functions: local, usable even after the communicator failed. */
+#define ENTER_LOCAL(state, what)                                               \
+  if ((state) == NULL) return null_state(what);                                \
+  nccl_state_t *st = (nccl_state_t *)(state);                                  \
+  st->op = (what);                                                             \
+  NC_CHECK(use_device(st));
+
+static plait_result_t entry_mem_alloc(void *state, size_t bytes, void **ptr) {
+  ENTER_LOCAL(state, "mem_alloc");
+  NC_REQUIRE(st, ptr != NULL, "ptr is NULL");
+  return nc_mem_alloc(st, bytes, ptr);
+}
+
+static plait_result_t entry_mem_free(void *state, void *ptr) {
+  ENTER_LOCAL(state, "mem_free");
+  return nc_mem_free(st, ptr);
+}
+
+static plait_result_t entry_mem_copy(void *state, void *dst, const void *src, size_t bytes,
+                                     plait_copy_kind_t kind) {
+  ENTER_LOCAL(state, "mem_copy");
+  NC_REQUIRE(st, (unsigned)kind <= PLAIT_COPY_DEVICE_TO_DEVICE, "kind %d is not a plait_copy_kind_t",
+             (int)kind);
+  NC_REQUIRE(st, bytes == 0 || (dst != NULL && src != NULL), "%s is NULL with %zu bytes",
+             dst ? "src" : "dst", bytes);
+  if (bytes == 0) return PLAIT_SUCCESS;
+  if (kind == PLAIT_COPY_HOST_TO_DEVICE || kind == PLAIT_COPY_DEVICE_TO_DEVICE)
+    NC_CHECK(check_device_ptr(st, "dst", dst, bytes));
+  if (kind == PLAIT_COPY_DEVICE_TO_HOST || kind == PLAIT_COPY_DEVICE_TO_DEVICE)
+    NC_CHECK(check_device_ptr(st, "src", src, bytes));
+  return nc_mem_copy(st, dst, src, bytes, kind);
+}
+
+/* NCCL picks its algorithm per call (ring, tree, NVLS, CollNet) from its own
+ * tuning; the plugin can only name the NCCL call it makes. */
+static const char *entry_algorithm(void *state, uint64_t collective, uint64_t bytes) {
+  (void)bytes;
+  if (state == NULL) return NULL;
+  switch (collective) {
+    case PLAIT_CAP_ALLREDUCE: return "ncclAllReduce";
+    case PLAIT_CAP_ALLGATHERV: return "ncclAllGather (equal parts) or grouped ncclBroadcast";
+    case PLAIT_CAP_BROADCAST: return "ncclBroadcast";
+    case PLAIT_CAP_REDUCESCATTER: return "ncclReduceScatter (equal parts) or grouped ncclReduce";
+    case PLAIT_CAP_ALLTOALLV: return "grouped ncclSend/ncclRecv";
+    case PLAIT_CAP_BARRIER: return "one-element ncclAllReduce";
+    default: return NULL;
+  }
+}
+
+static plait_result_t entry_subset(void *state, const int *ranks, int n, void **sub) {
+  ENTER(state, "subset");
+  NC_REQUIRE(st, sub != NULL, "sub is NULL");
+  *sub = NULL;
+  nccl_state_t *made = NULL;
+  NC_CHECK(nc_subset(st, ranks, n, &made));
+  *sub = made;
+  return PLAIT_SUCCESS;
+}
+
+/* Every dtype NCCL reduces (not uint16, int16). */
+#define NCCL_DTYPES                                                            \
+  (PLAIT_DTYPE_MASK_ALL & ~(PLAIT_DTYPE_BIT(PLAIT_UINT16) | PLAIT_DTYPE_BIT(PLAIT_INT16)))
+
+/* The one exported symbol (with -fvisibility=hidden and exports.map). */
+__attribute__((visibility("default"))) extern const plait_transport_v1_t plait_transport_v1;
+
+const plait_transport_v1_t plait_transport_v1 = {
+    .abi_version = PLAIT_TRANSPORT_ABI_VERSION,
+    .struct_size = sizeof(plait_transport_v1_t),
+    .name = "nccl",
+    .caps = PLAIT_CAP_DEVICE_MEMORY | PLAIT_CAP_ALLREDUCE | PLAIT_CAP_ALLGATHERV |
+            PLAIT_CAP_BROADCAST | PLAIT_CAP_ALLTOALLV | PLAIT_CAP_REDUCESCATTER |
+            PLAIT_CAP_BARRIER,
+    .dtypes = NCCL_DTYPES,
+    .ops = PLAIT_OP_MASK_ALL,
+    .init = nccl_init,
+    .finalize = nccl_finalize,
+    .last_error = nccl_last_error,
+    .allreduce = entry_allreduce,
+    .allgatherv = entry_allgatherv,
+    .broadcast = entry_broadcast,
+    .alltoallv = entry_alltoallv,
+    .reducescatter = entry_reducescatter,
+    .barrier = entry_barrier,
+    .mem_alloc = entry_mem_alloc,
+    .mem_free = entry_mem_free,
+    .mem_copy = entry_mem_copy,
+    .algorithm = entry_algorithm,
+    .subset = entry_subset,
+};
