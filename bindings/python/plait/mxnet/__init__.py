@@ -43,9 +43,20 @@ def split_list(l, n):  # noqa: E741 - Horovod's parameter names
 
 def _average_in_framework():
     """Horovod 0.28 averages in the framework (a Sum allreduce, then the
-    optimizer's rescale_grad) unless NCCL >= 2.10 does the averaging: on CPU,
-    always. plait keeps that, so results match Horovod's bit for bit."""
-    return rocm_built() or nccl_built() < 21000
+    optimizer's rescale_grad) unless it was built with NCCL >= 2.10. plait
+    decides on the transport the job runs on, not on what is installed: a
+    job on gloo or ofi averages in the framework (Horovod's CPU build, bit
+    for bit) even where the nccl plugin is also installed; a job on nccl
+    >= 2.10 averages in plait (ncclAvg), as Horovod's NCCL build does."""
+    if rocm_built():
+        return True
+    try:
+        running = transport_name()
+    except PlaitError:
+        running = None
+    if running is not None and running != "nccl":
+        return True
+    return nccl_built() < 21000
 
 
 class DistributedOptimizer(mx.optimizer.Optimizer):
