@@ -16,6 +16,8 @@ rounds of each round's median time per iteration, and ratios.
       torch.distributed all_reduce per tensor, blocking, vs all_reduce with
       async_op=True for all, then wait.
   (b) one 64 MiB float32 allreduce: plait vs torch.distributed.
+  (l) a lone 4 KiB float32 allreduce, waited for before the next (latency):
+      plait allreduce_ vs torch.distributed all_reduce.
   (c) one training step (forward, backward, optimizer step) of a 10.5M
       parameter MLP, batch 32 per rank: plait's DistributedOptimizer vs
       torch's DistributedDataParallel vs one process without communication
@@ -56,7 +58,13 @@ parser.add_argument("--large-iters", type=int, default=5, help="(b) iterations p
 parser.add_argument("--batch-size", type=int, default=32, help="(c) samples per rank per step")
 parser.add_argument("--train-iters", type=int, default=10, help="(c) steps per round")
 parser.add_argument("--warmup", type=int, default=2, help="untimed iterations before each")
-parser.add_argument("--only", default="abc", help="which benchmarks to run: any of a, b, c")
+parser.add_argument("--lone-bytes", type=int, default=4096, help="(l) bytes of the tensor")
+parser.add_argument("--lone-iters", type=int, default=300, help="(l) iterations per round")
+parser.add_argument("--only", default="abc", help="which benchmarks to run: any of a, b, l, c")
+parser.add_argument("--plait-only", action="store_true",
+                    help="run only plait's variants (e.g. again over another PLAIT_TRANSPORT)")
+parser.add_argument("--label", default=None,
+                    help="name plait's rows in --json plait.torch-LABEL (e.g. the transport)")
 parser.add_argument("--timeout", type=float, default=1800, help="seconds before the job is stopped")
 parser.add_argument("--json", default=None,
                     help="append each round's median per variant to this file as JSON lines "
@@ -183,12 +191,22 @@ def worker(args):
     def b_torch():
         dist.all_reduce(large)
 
+    # ---- (l) a lone small tensor -------------------------------------------
+    lone = torch.zeros(args.lone_bytes // 4)
+
+    def l_plait():
+        hvd.allreduce_(lone, name="bench.lone", op=hvd.Sum)
+
+    def l_torch():
+        dist.all_reduce(lone)
+
     # Check the results once before timing (then the buffers are zeroed, so
     # that repeated sums cannot overflow; the cost of a sum does not depend
     # on the values).
     expect = world * (world + 1) / 2
     for fn, bufs in ((a_plait, small), (a_torch_blocking, small), (a_torch_async, small),
-                     (b_plait, [large]), (b_torch, [large])):
+                     (b_plait, [large]), (b_torch, [large]), (l_plait, [lone]),
+                     (l_torch, [lone])):
         for t in bufs:
             t.fill_(rank + 1)
         fn()
@@ -251,6 +269,10 @@ def worker(args):
             ("plait allreduce_", b_plait, args.large_iters, True),
             ("torch.distributed all_reduce", b_torch, args.large_iters, False),
         ]),
+        ("(l) lone %d KiB float32 allreduce" % (args.lone_bytes // 1024), [
+            ("plait allreduce_ lone", l_plait, args.lone_iters, True),
+            ("torch.distributed all_reduce lone", l_torch, args.lone_iters, False),
+        ]),
         ("(c) training step, MLP %.1fM parameters, batch %d" % (nparams / 1e6, args.batch_size), [
             ("plait DistributedOptimizer", c_plait, args.train_iters, True),
             ("torch DistributedDataParallel", c_ddp, args.train_iters, False),
@@ -268,6 +290,8 @@ def worker(args):
            args.train_iters, args.warmup, " ".join("%.2f" % x for x in os.getloadavg())))
 
     groups = [g for g in groups if g[0][1] in args.only]
+    if args.plait_only:
+        groups = [(g, [v for v in vs if v[3]]) for g, vs in groups]
     medians = {}      # variant -> [median seconds per iteration, one per round]
     stats = {}        # plait variant -> (summed plait.stats(), iterations)
     for rnd in range(args.rounds):
@@ -328,6 +352,8 @@ SHORT_NAMES = [
     ("torch.distributed async_op=True all + wait", "a/torch-async"),
     ("plait allreduce_", "b/plait"),
     ("torch.distributed all_reduce", "b/torch"),
+    ("plait allreduce_ lone", "l/plait"),
+    ("torch.distributed all_reduce lone", "l/torch"),
     ("plait DistributedOptimizer", "c/plait"),
     ("torch DistributedDataParallel", "c/ddp"),
     ("one process, no communication", "c/single"),
@@ -341,6 +367,8 @@ JSON_NAMES = {
     "torch.distributed async_op=True all + wait": ("torch.distributed-async", "200x64K"),
     "plait allreduce_": ("plait.torch", "allreduce-64M"),
     "torch.distributed all_reduce": ("torch.distributed", "allreduce-64M"),
+    "plait allreduce_ lone": ("plait.torch", "latency-4K"),
+    "torch.distributed all_reduce lone": ("torch.distributed", "latency-4K"),
     "plait DistributedOptimizer": ("plait.torch", "mlp-10m-train-step"),
     "torch DistributedDataParallel": ("torch-ddp", "mlp-10m-train-step"),
     "one process, no communication": ("one-process", "mlp-10m-train-step"),
@@ -353,6 +381,10 @@ def write_json(args, medians, world):
     with open(args.json, "a") as f:
         for name, per_round in medians.items():
             system, workload = JSON_NAMES[name]
+            if system == "plait.torch" and args.label:
+                system += "-" + args.label
+            if args.lone_bytes != 4096:
+                workload = workload.replace("latency-4K", "latency-%dK" % (args.lone_bytes // 1024))
             if args.small_count != 200 or args.small_bytes != 64 * 1024:
                 workload = workload.replace("200x64K", "%dx%dK" % (args.small_count,
                                                                   args.small_bytes // 1024))
@@ -376,22 +408,28 @@ def print_table(groups, medians, args):
         for name, _, _, _ in variants:
             m = med(name)
             extra = ""
+            if gname.startswith("(l)"):
+                extra = " (%.1f us)" % (1e6 * m)
             if gname.startswith("(b)"):
                 extra = ", %.2f GB/s" % (args.large_bytes / m / 1e9)
             print("| %s | %s | %.2f ms%s | %.2f - %.2f ms | %.2fx |"
                   % (gname, name, 1e3 * m, extra, 1e3 * min(medians[name]),
                      1e3 * max(medians[name]), m / base))
     print()
-    if "plait allreduce_async_ all + synchronize" in medians:
+    if all(n in medians for n in ("plait allreduce_async_ all + synchronize",
+                                  "torch.distributed all_reduce per tensor")):
         a, b, c = (med(n) for n in ("plait allreduce_async_ all + synchronize",
                                     "torch.distributed all_reduce per tensor",
                                     "torch.distributed async_op=True all + wait"))
         print("(a) plait is %.2fx as fast as torch.distributed blocking, %.2fx as fast as "
               "async_op=True" % (b / a, c / a))
-    if "plait allreduce_" in medians:
+    if "plait allreduce_" in medians and "torch.distributed all_reduce" in medians:
         p, t = med("plait allreduce_"), med("torch.distributed all_reduce")
         print("(b) plait is %.2fx as fast as torch.distributed" % (t / p))
-    if "plait DistributedOptimizer" in medians:
+    if "plait allreduce_ lone" in medians and "torch.distributed all_reduce lone" in medians:
+        p, t = med("plait allreduce_ lone"), med("torch.distributed all_reduce lone")
+        print("(l) a lone allreduce: plait %.1f us, torch.distributed %.1f us" % (1e6 * p, 1e6 * t))
+    if "plait DistributedOptimizer" in medians and "one process, no communication" in medians:
         p, d, s = (med(n) for n in ("plait DistributedOptimizer", "torch DistributedDataParallel",
                                     "one process, no communication"))
         print("(c) plait is %.2fx as fast as DDP; scaling efficiency (one process / step) "

@@ -21,13 +21,15 @@ typedef struct bench_mix {
 } bench_mix_t;
 
 typedef struct bench_opts {
-  const char *command; /* allreduce, allgather, broadcast, alltoall, reducescatter, fusion, memcpy */
+  const char *command; /* allreduce, ..., fusion, latency, memcpy */
   uint64_t min_bytes, max_bytes;
   unsigned factor;
   int iters;  /* 0: chosen per size */
   int warmup;
   int steps;  /* fusion: measured steps per setting */
   int check;  /* verify results */
+  int in_place; /* allreduce: --in-place, the result over the input */
+  int job_settings; /* fusion: --job-settings, no sweep, "tuning" records */
   plait_dtype_t dtype;
   plait_op_t op;
   const char *json_path;
@@ -65,6 +67,7 @@ void bench_free_mix(bench_mix_t *mix);
 /* Subcommands; each returns a process exit status. */
 int bench_collective(bench_opts_t *o);
 int bench_fusion(bench_opts_t *o);
+int bench_latency(bench_opts_t *o);
 int bench_memcpy(bench_opts_t *o);
 
 /* Shared helpers. */

@@ -11,6 +11,12 @@
  * PLAIT_FUSION_MAX_TENSOR with plait_config_set after a barrier, so one launch measures them all
  * under the same conditions. A step's time is the slowest rank's; the
  * breakdown comes from plait_stats on rank 0 (it plans the fused responses).
+ *
+ * --job-settings runs each mix once with the job's own settings instead (the
+ * defaults, PLAIT_* from the environment, or what PLAIT_AUTOTUNE=1 chooses
+ * while the steps run): nothing is set, and each result is a "tuning"
+ * record with every step's time in order ("step_s"), so that a reader can
+ * see when the times settled, and the settings in effect after the last step.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -53,12 +59,34 @@ static void set_everywhere(const char *var, const char *value) {
   BENCH_CHECK(bench_barrier());
 }
 
-/* The job's PLAIT_FUSION_MAX_TENSOR, from the values in effect. */
-static uint64_t max_tensor_in_effect(void) {
-  char dump[8192];
+/* A numeric setting of the job (e.g. "PLAIT_FUSION_MAX_TENSOR"), from the
+ * values in effect; 0 when it cannot be read. */
+static double in_effect(const char *var) {
+  char dump[8192], key[64];
   if (plait_config_dump(dump, sizeof dump, NULL) != PLAIT_SUCCESS) return 0;
-  const char *p = strstr(dump, "PLAIT_FUSION_MAX_TENSOR=");
-  return p ? strtoull(p + strlen("PLAIT_FUSION_MAX_TENSOR="), NULL, 10) : 0;
+  snprintf(key, sizeof key, "%s=", var);
+  const char *p = strstr(dump, key);
+  return p ? strtod(p + strlen(key), NULL) : 0;
+}
+
+static uint64_t max_tensor_in_effect(void) {
+  return (uint64_t)in_effect("PLAIT_FUSION_MAX_TENSOR");
+}
+
+/* --job-settings: one "tuning" record (rank 0), every step's time in order. */
+static void write_tuning(const bench_opts_t *o, const bench_mix_t *mix, const double *t,
+                         double med) {
+  fprintf(o->json,
+          "{\"kind\":\"tuning\",\"mix\":\"%s\",\"transport\":\"%s\",\"ranks\":%d,"
+          "\"autotune\":%s,\"threshold_bytes\":%.0f,\"cycle_time_ms\":%g,"
+          "\"fusion_max_tensor_bytes\":%.0f,\"tensors_per_step\":%zu,\"bytes_per_step\":%llu,"
+          "\"steps\":%d,\"step_s_median\":%.9g,\"step_s\":[",
+          mix->name, o->transport, o->size, in_effect("PLAIT_AUTOTUNE") ? "true" : "false",
+          in_effect("PLAIT_FUSION_THRESHOLD"), in_effect("PLAIT_CYCLE_TIME_MS"),
+          in_effect("PLAIT_FUSION_MAX_TENSOR"), mix->count, (unsigned long long)mix->total,
+          o->steps, med);
+  for (int s = 0; s < o->steps; s++) fprintf(o->json, "%s%.6g", s ? "," : "", t[s]);
+  fprintf(o->json, "]}\n");
 }
 
 int bench_fusion(bench_opts_t *o) {
@@ -101,19 +129,20 @@ int bench_fusion(bench_opts_t *o) {
     fflush(stdout);
   }
   double *t = malloc((size_t)o->steps * sizeof *t);
-  if (!t) return 1;
+  double *in_order = malloc((size_t)o->steps * sizeof *t);
+  if (!t || !in_order) return 1;
   int seq = 0;
   for (int m = 0; m < o->n_mixes; m++) {
     const bench_mix_t *mix = &o->mixes[m];
     for (int ci = 0; ci < o->n_cycle_times; ci++) {
       char text[64];
       snprintf(text, sizeof text, "%g", o->cycle_times[ci]);
-      set_everywhere("PLAIT_CYCLE_TIME_MS", text);
+      if (!o->job_settings) set_everywhere("PLAIT_CYCLE_TIME_MS", text);
       for (int setting = 0; setting < o->n_thresholds * n_max; setting++) {
         int ti = setting / n_max, xi = setting % n_max;
         snprintf(text, sizeof text, "%llu", (unsigned long long)o->thresholds[ti]);
-        set_everywhere("PLAIT_FUSION_THRESHOLD", text);
-        if (o->n_max_tensors) {
+        if (!o->job_settings) set_everywhere("PLAIT_FUSION_THRESHOLD", text);
+        if (o->n_max_tensors && !o->job_settings) {
           snprintf(text, sizeof text, "%llu", (unsigned long long)o->max_tensors[xi]);
           set_everywhere("PLAIT_FUSION_MAX_TENSOR", text);
         }
@@ -130,6 +159,7 @@ int bench_fusion(bench_opts_t *o) {
         BENCH_CHECK(plait_stats(&after));
         snprintf(text, sizeof text, "fusion.times.%d", seq);
         BENCH_CHECK(bench_max_over_ranks(t, o->steps, text));
+        if (o->job_settings) memcpy(in_order, t, (size_t)o->steps * sizeof *t);
         double med = bench_median(t, o->steps);
         double p10 = bench_percentile(t, o->steps, 0.1), p90 = bench_percentile(t, o->steps, 0.9);
         double steps = o->steps;
@@ -146,16 +176,20 @@ int bench_fusion(bench_opts_t *o) {
         done++;
         if (o->rank == 0) {
           char th[32], mt[32];
+          uint64_t thr = o->job_settings ? (uint64_t)in_effect("PLAIT_FUSION_THRESHOLD")
+                                         : o->thresholds[ti];
+          double cyc = o->job_settings ? in_effect("PLAIT_CYCLE_TIME_MS") : o->cycle_times[ci];
           if (!o->quiet)
             printf("%-16.16s %9zu %7.1f %8s %8s %10g %9.2f %9.2f %9.2f %7.1f %6.1f%% %8.2f %8.2f "
                  "%8.2f %8.2f   [%d/%d]\n",
                  mix->name, mix->count, mix->total / 1048576.0,
-                 o->thresholds[ti] ? bench_format_size(o->thresholds[ti], th, sizeof th) : "off",
-                 max_tensor ? bench_format_size(max_tensor, mt, sizeof mt) : "-",
-                 o->cycle_times[ci], med * 1e3, p10 * 1e3, p90 * 1e3, per_resp, fill * 100,
+                 thr ? bench_format_size(thr, th, sizeof th) : "off",
+                 max_tensor ? bench_format_size(max_tensor, mt, sizeof mt) : "-", cyc, med * 1e3, p10 * 1e3, p90 * 1e3, per_resp, fill * 100,
                  neg * 1e3, cin * 1e3, tr * 1e3, cout * 1e3, done, settings);
           fflush(stdout);
-          if (o->json)
+          if (o->json && o->job_settings)
+            write_tuning(o, mix, in_order, med);
+          else if (o->json)
             fprintf(o->json,
                     "{\"kind\":\"fusion\",\"mix\":\"%s\",\"transport\":\"%s\",\"ranks\":%d,"
                     "\"threshold_bytes\":%llu,\"fusion_max_tensor_bytes\":%llu,"
@@ -172,6 +206,7 @@ int bench_fusion(bench_opts_t *o) {
     }
   }
   free(t);
+  free(in_order);
   for (size_t i = 0; i < most; i++) free(mem.buf[i]);
   free(mem.buf);
   free(mem.h);

@@ -5,6 +5,7 @@
  *   plaitrun -np 2 plait-bench allreduce --min 4 --max 256M --json out.jsonl
  *   plaitrun -np 2 plait-bench fusion --mix bench/mixes/resnet50.txt \
  *       --thresholds 0,4M,64M --cycle-times 1,5
+ *   plaitrun -np 2 plait-bench latency --iters 1000
  *   plait-bench memcpy --max 256M
  */
 #include <errno.h>
@@ -54,7 +55,7 @@ int bench_memcpy(bench_opts_t *o) {
 
 int main(int argc, char **argv) {
   static const char *commands[] = {"allreduce", "allgather", "broadcast", "alltoall",
-                                   "reducescatter", "fusion", "memcpy"};
+                                   "reducescatter", "fusion", "latency", "memcpy"};
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
     bench_usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
@@ -92,7 +93,9 @@ int main(int argc, char **argv) {
     plait_shutdown();
     return 2;
   }
-  int rc = !strcmp(o.command, "fusion") ? bench_fusion(&o) : bench_collective(&o);
+  int rc = !strcmp(o.command, "fusion")    ? bench_fusion(&o)
+           : !strcmp(o.command, "latency") ? bench_latency(&o)
+                                           : bench_collective(&o);
   if (o.json) fclose(o.json);
   for (int m = 0; m < o.n_mixes; m++) bench_free_mix(&o.mixes[m]);
   plait_result_t down = plait_shutdown();

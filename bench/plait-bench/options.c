@@ -18,6 +18,10 @@ void bench_usage(FILE *f) {
       "      steps of many allreduces (a tensor-size mix) swept over fusion\n"
       "      thresholds and cycle times in one launch; prints time per step and what\n"
       "      the fusion buffer did\n"
+      "  latency\n"
+      "      one float32 sum allreduce at a time, in place, the same name each time,\n"
+      "      waited for before the next (a lone operation); median of --iters (default\n"
+      "      1000) at sizes --min..--max (default 4K only); checks the first result\n"
       "  memcpy\n"
       "      single-thread memcpy bandwidth over the same sizes (the ceiling; no job)\n"
       "\n"
@@ -26,11 +30,13 @@ void bench_usage(FILE *f) {
       "  --max SIZE            largest message (default 256M)\n"
       "  --factor N            size step factor (default 2)\n"
       "  --iters N             timed iterations per size (default: 100 for small\n"
-      "                        messages, fewer for large ones, at least 5)\n"
+      "                        messages, fewer for large ones, at least 5; latency: 1000)\n"
       "  --warmup N            untimed iterations or steps first (default 2)\n"
       "  --dtype NAME          float32 (default), float16, int64, ...\n"
       "  --op NAME             sum (default), average, min, max, product\n"
       "  --no-check            do not verify results\n"
+      "  --in-place            allreduce: reduce in place (input = output), as\n"
+      "                        frameworks do; default: out of place\n"
       "  --mix SPEC            fusion: a tensor-size mix; repeatable. SPEC is a file\n"
       "                        (bench/mixes/*.txt), uniform:COUNTxSIZE or sizes:S1,S2,...\n"
       "                        (default uniform:200x64K)\n"
@@ -40,6 +46,9 @@ void bench_usage(FILE *f) {
       "  --max-tensors LIST    fusion: PLAIT_FUSION_MAX_TENSOR values (default: the\n"
       "                        job's own, not swept); each result records it\n"
       "  --steps N             fusion: timed steps per setting (default 20)\n"
+      "  --job-settings        fusion: no sweep; each mix with the job's own settings\n"
+      "                        (defaults, PLAIT_* variables, PLAIT_AUTOTUNE=1); JSON\n"
+      "                        records of kind \"tuning\" with every step's time\n"
       "  --json FILE           also write one JSON object per result line (rank 0)\n"
       "  --label NAME          the transport's name in the output (default: the plugin's,\n"
       "                        e.g. gloo; say ofi-shm to tell providers apart)\n"
@@ -103,16 +112,20 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
   o->op = PLAIT_OP_SUM;
   const char *mixes[BENCH_MAX_MIXES];
   int n_mixes = 0;
-  const char *thresholds = "0,1M,4M,16M,64M", *cycles = "1", *max_tensors = NULL;
+  const char *thresholds = "0,1M,4M,16M,64M", *cycles = NULL, *max_tensors = NULL;
+  int sizes_given = 0, thresholds_given = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--no-check")) { o->check = 0; continue; }
     if (!strcmp(a, "--quiet")) { o->quiet = 1; continue; }
+    if (!strcmp(a, "--in-place")) { o->in_place = 1; continue; }
+    if (!strcmp(a, "--job-settings")) { o->job_settings = 1; continue; }
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { bench_usage(stdout); exit(0); }
     if (strncmp(a, "--", 2)) return fail("unexpected argument '%s'%s", a, "");
     if (i + 1 >= argc) return fail("%s needs a value%s", a, "");
     const char *v = argv[++i];
     int factor = 0;
+    if (!strcmp(a, "--min") || !strcmp(a, "--max")) sizes_given = 1;
     if (!strcmp(a, "--min")) {
       if (bench_parse_size(v, &o->min_bytes)) return fail("--min '%s' is not a size%s", v, "");
     } else if (!strcmp(a, "--max")) {
@@ -147,6 +160,7 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
       mixes[n_mixes++] = v;
     } else if (!strcmp(a, "--thresholds")) {
       thresholds = v;
+      thresholds_given = 1;
     } else if (!strcmp(a, "--cycle-times")) {
       cycles = v;
     } else if (!strcmp(a, "--max-tensors")) {
@@ -155,10 +169,15 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
       return fail("unknown option '%s'%s", a, "");
     }
   }
+  if (!strcmp(o->command, "latency") && !sizes_given) o->min_bytes = o->max_bytes = 4096;
   if (o->min_bytes > o->max_bytes) return fail("--min is larger than --max%s%s", "", "");
   if (!strcmp(o->command, "fusion")) {
+    if (o->job_settings && (thresholds_given || cycles || max_tensors))
+      return fail("--job-settings runs the job's own settings: no --thresholds, "
+                  "--cycle-times or --max-tensors%s%s", "", "");
+    if (o->job_settings) thresholds = "0", cycles = "1"; /* one run per mix; not applied */
     if (parse_sizes("--thresholds", thresholds, o->thresholds, &o->n_thresholds) ||
-        parse_times("--cycle-times", cycles, o->cycle_times, &o->n_cycle_times) ||
+        parse_times("--cycle-times", cycles ? cycles : "1", o->cycle_times, &o->n_cycle_times) ||
         (max_tensors &&
          parse_sizes("--max-tensors", max_tensors, o->max_tensors, &o->n_max_tensors)))
       return -1;

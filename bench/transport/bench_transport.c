@@ -18,11 +18,16 @@
  * own (f32_kernels.c), and neither includes nor links anything of libplait's
  * internals. No coordinator: this measures the transport, not negotiation.
  *
- *   bench_transport [-r ROUNDS] [-n RANKS] [-o OP] [-s MIN:MAX] [LABEL=TRANSPORT[,VAR=value...]]...
+ *   bench_transport [-r ROUNDS] [-n RANKS] [-o OP] [-s MIN:MAX] [-j FILE]
+ *                   [LABEL=TRANSPORT[,VAR=value...]]...
  *
  *   -o allreduce (float32 sum; default), broadcast, allgatherv, reducescatter
  *   exit status 1 when a configuration failed (after the table, which says why)
  *   -s 4K:256M   sizes (bytes per rank's buffer), powers of 4 between them
+ *   -j FILE      also append the medians as JSON lines (ci/bench): per configuration
+ *                and size {"kind":"transport","transport":LABEL,"time_s_median",...},
+ *                memcpy as transport "memcpy", and {"kind":"missing","system":
+ *                "plugin-LABEL","reason"} for a configuration that failed
  *   e.g. bench_transport 'ring=ofi,FI_PROVIDER=shm,PLAIT_OFI_ALLREDUCE_RING_MIN=0'
  *
  * Bus bandwidth as NCCL's tests define it: bytes / time times 2(n-1)/n for
@@ -435,13 +440,53 @@ static void report(void) {
   }
 }
 
+/* -j FILE: the medians as JSON lines. 0, or -1 when FILE cannot be written. */
+static int write_json(const char *path) {
+  FILE *f = fopen(path, "a");
+  if (!f) {
+    fprintf(stderr, "bench_transport: -j %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  double bf = busbw_factor();
+  for (int c = 0; c < nconfigs; c++) {
+    if (res->error[c][0]) {
+      fprintf(f, "{\"kind\":\"missing\",\"system\":\"plugin-%s\",\"ranks\":%d,"
+              "\"reason\":\"", configs[c].label, nranks);
+      for (const char *e = res->error[c]; *e; e++) /* a JSON string: no quotes or controls */
+        fputc(*e == '"' || *e == '\\' || (unsigned char)*e < 0x20 ? ' ' : *e, f);
+      fprintf(f, "\"}\n");
+      continue;
+    }
+    for (int s = 0; s < nsizes; s++) {
+      double t = med_t(c, s);
+      if (t <= 0) continue;
+      fprintf(f, "{\"kind\":\"transport\",\"collective\":\"%s\",\"transport\":\"%s\","
+              "\"ranks\":%d,\"bytes\":%zu,\"rounds\":%d,\"time_s_median\":%.9g,"
+              "\"algbw_GBps\":%.6g,\"busbw_GBps\":%.6g,\"algorithm\":\"%s\"}\n",
+              op_names[op], configs[c].label, nranks, sizes[s], rounds, t,
+              (double)sizes[s] / t / 1e9, (double)sizes[s] * bf / t / 1e9, res->algorithm[c][s]);
+    }
+  }
+  for (int s = 0; s < nsizes; s++) {
+    double v[MAX_ROUNDS];
+    for (int r = 0; r < rounds; r++) v[r] = res->memcpy_t[r][s];
+    double t = median(v, rounds);
+    fprintf(f, "{\"kind\":\"transport\",\"collective\":\"memcpy\",\"transport\":\"memcpy\","
+            "\"ranks\":%d,\"bytes\":%zu,\"rounds\":%d,\"time_s_median\":%.9g,"
+            "\"algbw_GBps\":%.6g}\n", nranks, sizes[s], rounds, t, (double)sizes[s] / t / 1e9);
+  }
+  return fclose(f) ? -1 : 0;
+}
+
 int main(int argc, char **argv) {
   int opt;
+  const char *json = NULL;
   size_t lo = 4 << 10, hi = (size_t)256 << 20;
-  while ((opt = getopt(argc, argv, "r:n:o:s:h")) != -1) {
+  while ((opt = getopt(argc, argv, "r:n:o:s:j:h")) != -1) {
     switch (opt) {
       case 'r': rounds = atoi(optarg); break;
       case 'n': nranks = atoi(optarg); break;
+      case 'j': json = optarg; break;
       case 'o':
         for (op_t o = OP_ALLREDUCE; o <= OP_REDUCESCATTER; o++)
           if (!strcmp(optarg, op_names[o])) op = o;
@@ -461,7 +506,7 @@ int main(int argc, char **argv) {
         break;
       }
       default:
-        fprintf(stderr, "usage: %s [-r ROUNDS] [-n RANKS] [-o OP] [-s MIN:MAX] "
+        fprintf(stderr, "usage: %s [-r ROUNDS] [-n RANKS] [-o OP] [-s MIN:MAX] [-j FILE] "
                         "[LABEL=TRANSPORT[,VAR=value...]]...\n", argv[0]);
         return opt == 'h' ? 0 : 2;
     }
@@ -506,6 +551,7 @@ int main(int argc, char **argv) {
     printf(" memcpy\n");
   }
   report();
+  if (json && write_json(json)) return 2;
   int failed = 0;
   for (int c = 0; c < nconfigs; c++) failed |= res->error[c][0] != '\0';
   return failed; /* 1 when a configuration failed: the table says which and why */

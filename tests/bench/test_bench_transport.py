@@ -62,6 +62,26 @@ def test_missing_plugin_is_named():
     assert "libplait-transport-nosuch.so" in p.stdout, p.stdout
 
 
+def test_json_lines_with_memcpy_and_the_failure(tmp_path):
+    """-j: one record per configuration and size, memcpy's, and a missing
+    record naming the configuration that failed (ci/bench reads them)."""
+    import json
+    out = tmp_path / "t.jsonl"
+    p = run("-r", "1", "-n", "3", "-s", "4K:16K", "-j", str(out), "gloo=gloo", "x=nosuch")
+    assert p.returncode == 1, p.stdout + p.stderr
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    got = {(r["kind"], r.get("transport", r.get("system")), r.get("bytes")) for r in recs}
+    assert got == {("transport", "gloo", 4096), ("transport", "gloo", 16384),
+                   ("transport", "memcpy", 4096), ("transport", "memcpy", 16384),
+                   ("missing", "plugin-x", None)}, recs
+    for r in recs:
+        assert r["ranks"] == 3, r
+        if r["kind"] == "transport":
+            assert r["time_s_median"] > 0 and r["algbw_GBps"] > 0, r
+        else:
+            assert "no transport plugin 'nosuch'" in r["reason"], r
+
+
 def test_crosses_the_plugin_boundary_through_the_public_abi_only():
     # no libplait loaded, no plait_* symbol taken from anywhere
     ldd = subprocess.run(["ldd", exe()], capture_output=True, text=True)

@@ -99,6 +99,58 @@ def test_fusion_records_the_jobs_own_max_tensor(tmp_path):
     assert [r["fusion_max_tensor_bytes"] for r in records(out)] == [4096]
 
 
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_latency_lone_ops_checked(tmp_path, ranks):
+    """plait-bench latency: one allreduce at a time under one name (the
+    response cache works), checked, with the coordinator's figures per op."""
+    out = tmp_path / "l.jsonl"
+    p = bench("latency", "--iters", "20", "--json", str(out), ranks=ranks)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = records(out)
+    assert len(rows) == 1, rows  # 4 KiB only by default
+    r = rows[0]
+    assert r["kind"] == "latency" and r["bytes"] == 4096 and r["ranks"] == ranks, r
+    assert r["iters"] == 20 and r["check"] == "ok", r
+    assert 0 < r["time_s_p10"] <= r["time_s_median"] <= r["time_s_p90"], r
+    assert r["cycles_per_op"] > 0 and r["control_messages_per_op"] > 0, r
+
+
+def test_latency_sizes(tmp_path):
+    out = tmp_path / "l.jsonl"
+    p = bench("latency", "--min", "4", "--max", "64K", "--factor", "128", "--iters", "3",
+              "--json", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert [r["bytes"] for r in records(out)] == [4, 512, 65536]
+
+
+def test_allreduce_in_place_checked(tmp_path):
+    out = tmp_path / "i.jsonl"
+    p = bench("allreduce", "--min", "4K", "--max", "1M", "--factor", "256", "--iters", "3",
+              "--in-place", "--json", str(out), ranks=3)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = records(out)
+    assert [r["bytes"] for r in rows] == [4096, 1 << 20]
+    assert all(r["in_place"] is True and r["check"] == "ok" for r in rows), rows
+
+
+def test_fusion_job_settings_records_every_step(tmp_path):
+    """--job-settings sets nothing: the job's own PLAIT_FUSION_THRESHOLD and
+    PLAIT_CYCLE_TIME_MS are recorded, with each step's time in order."""
+    out = tmp_path / "j.jsonl"
+    p = bench("fusion", "--job-settings", "--mix", "uniform:8x16K", "--mix", "sizes:64K,4K",
+              "--steps", "5", "--warmup", "0", "--json", str(out),
+              env_extra={"PLAIT_FUSION_THRESHOLD": "4M", "PLAIT_CYCLE_TIME_MS": "3"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = records(out)
+    assert [r["mix"] for r in rows] == ["uniform-8x16K", "sizes-2"], rows
+    for r in rows:
+        assert r["kind"] == "tuning" and r["autotune"] is False, r
+        assert r["threshold_bytes"] == 4 << 20 and r["cycle_time_ms"] == 3, r
+        assert len(r["step_s"]) == 5 and all(t > 0 for t in r["step_s"]), r
+        assert min(r["step_s"]) <= r["step_s_median"] <= max(r["step_s"]), r
+    assert "4 MiB" in p.stdout, p.stdout
+
+
 def test_algorithm_column_follows_the_ofi_size_rules(tmp_path):
     """At 2 ranks the ofi plugin switches from recursive doubling to its ring
     at PLAIT_OFI_ALLREDUCE_RING_MIN (1M by default at 2 ranks)."""
@@ -156,6 +208,9 @@ def test_plot_accepts_the_output(tmp_path):
     (["fusion", "--cycle-times", "0"], "'0' is not a time in milliseconds > 0"),
     (["fusion", "--max-tensors", "1M,y"], "'y' is not a size"),
     (["allreduce", "--min", "1M", "--max", "4K"], "--min is larger than --max"),
+    (["fusion", "--job-settings", "--thresholds", "1M"], "--job-settings runs the job's own"),
+    (["fusion", "--job-settings", "--cycle-times", "2"], "--job-settings runs the job's own"),
+    (["latency", "--iters", "0"], "--iters '0' is not a valid count"),
 ])
 def test_bad_input(args, message):
     p = subprocess.run([os.path.join(BUILD, "bin", "plait-bench")] + args, capture_output=True,

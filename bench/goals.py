@@ -1,0 +1,340 @@
+#!/usr/bin/python3
+"""The goals of issue 15, next to the figures ci/bench measured, with a
+PASS/MISS verdict per goal (a benchmark prints figures: a MISS never fails
+the run; exit status 0 unless the input is unreadable).
+
+    bench/goals.py --comparison comparison.jsonl [--tuning tuning.jsonl]
+                   [--sweep fusion-gloo.jsonl ...] [--markdown goals.md]
+
+  (a) a lone 4 KiB allreduce (plait-bench latency, mpi_allreduce --latency,
+      torch_bench.py (l)): goal under 100 us over ofi/shm;
+  (b) 200 x 64 KiB per step: goal plait ahead of Open MPI's nonblocking
+      allreduces, and at least 2x ahead of Horovod (plait C and plait.torch,
+      each at its best transport);
+  (c) each gradient mix with PLAIT_AUTOTUNE=1 ("tuning" records of
+      plait-bench fusion --job-settings) against the best point of the sweep
+      (the "fusion" records of the same transport, ranks and mix) and against
+      the defaults: goal autotune within 10% of the sweep's best;
+  (d) 64 MiB through the whole stack (plait-bench allreduce --in-place,
+      plait.torch) against the plugin alone (bench_transport) and memcpy:
+      goal whole stack at least 0.9x the plugin alone (in bandwidth).
+
+Every figure is the median over the rounds of each round's median (compare.py
+reads the same rows). A goal whose figures are missing is NOT MEASURED with
+the reason ci/bench recorded ({"kind":"missing"} rows), never left out.
+
+Steps autotune needed, two ways:
+  - from the step times: the first step from which every 5-step median stays
+    within 10% of the settled time (the median of the last quarter of the
+    steps), counted at the middle of the first such window;
+  - from autotune's own account, when ci/bench recorded where it is
+    ({"kind":"autotune-run","transport","ranks","mix","csv","log"}, paths
+    relative to the tuning file's folder): the PLAIT_AUTOTUNE_LOG CSV (a
+    header row, one row per sample; a "settled" column, true/1/yes from the
+    sample on which the choice is final, and a "step" column give the step;
+    without "settled" the sample count is shown), or else an INFO log line
+    that says "autotune ... settled ... after N steps" (or "N samples").
+"""
+
+import argparse
+import csv
+import json
+import os
+import re
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare  # noqa: E402  (bench/compare.py: the same rows, the same medians)
+
+LATENCY_GOAL_S = 100e-6
+AUTOTUNE_TOLERANCE = 1.10
+WHOLE_VS_PLUGIN = 0.9
+TRANSPORTS = ("gloo", "ofi-shm", "ofi-tcp")
+
+
+def fmt_t(s):
+    if s is None:
+        return "-"
+    return "%.1f us" % (s * 1e6) if s < 1e-3 else "%.2f ms" % (s * 1e3)
+
+
+def fmt_size(n):
+    n = int(n)
+    if n == 0:
+        return "off"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return "%d %s" % (n // size, unit)
+    return "%d B" % n
+
+
+def verdict(ok):
+    return "**PASS**" if ok else "**MISS**"
+
+
+class Figures:
+    """Medians per (workload, ranks, system) and why a system is missing."""
+
+    def __init__(self, data, missing):
+        self.med = {(w, r, s): statistics.median(v)
+                    for (w, r), systems in data.items() for s, v in systems.items()}
+        self.missing = missing
+
+    def get(self, workload, ranks, system):
+        return self.med.get((workload, ranks, system))
+
+    def systems(self, workload, ranks):
+        return sorted(s for (w, r, s) in self.med if w == workload and r == ranks)
+
+    def best(self, workload, ranks, pred):
+        found = [(t, s) for (w, r, s), t in self.med.items()
+                 if w == workload and r == ranks and pred(s)]
+        return min(found) if found else (None, None)
+
+    def why(self, system, workload, ranks):
+        """The recorded reason system is not measured there (prefix match)."""
+        for m in self.missing:
+            if (system == m[0] or system.startswith(m[0] + "-") or m[0].startswith(system)) \
+                    and compare.concerns(m, workload, ranks):
+                return "NOT MEASURED: %s: %s" % (m[0], m[3].replace("|", "/"))
+        return "NOT MEASURED: %s: no result was recorded" % system
+
+
+def is_c(s):
+    return s.startswith("plait-")
+
+
+def is_torch(s):
+    return s.startswith("plait.torch")
+
+
+# --- (a) --------------------------------------------------------------------
+
+def latency_table(f, ranks_list):
+    out = ["## (a) A lone 4 KiB allreduce", "",
+           "Goal: under 100 us over ofi/shm (plait C, `plait-bench latency`).", "",
+           "| ranks | system | median per operation | vs Open MPI | goal | verdict |",
+           "|---|---|---|---|---|---|"]
+    for n in ranks_list:
+        mpi = f.get("latency-4K", n, "openmpi")
+        for s in sorted(f.systems("latency-4K", n), key=lambda s: f.get("latency-4K", n, s)):
+            t = f.get("latency-4K", n, s)
+            goal = s == "plait-ofi-shm"
+            out.append("| %d | %s | %s | %s | %s | %s |" % (
+                n, s, fmt_t(t), "%.1fx" % (t / mpi) if mpi else "-",
+                "< 100 us" if goal else "-", verdict(t < LATENCY_GOAL_S) if goal else "-"))
+        if f.get("latency-4K", n, "plait-ofi-shm") is None:
+            out.append("| %d | plait-ofi-shm | %s | - | < 100 us | NOT MEASURED |"
+                       % (n, f.why("plait-ofi-shm", "latency-4K", n)))
+        if mpi is None:
+            out.append("| %d | openmpi | %s | - | - | - |" % (n, f.why("openmpi", "latency-4K", n)))
+    return out
+
+
+# --- (b) --------------------------------------------------------------------
+
+def step_table(f, ranks_list):
+    w = "200x64K"
+    out = ["## (b) 200 x 64 KiB per step", "",
+           "Goals: plait ahead of Open MPI's nonblocking allreduces, and at least 2x ahead of "
+           "Horovod; plait C and plait.torch each at their fastest transport.", "",
+           "| ranks | goal | plait | plait's time | reference | reference's time | ratio | verdict |",
+           "|---|---|---|---|---|---|---|---|"]
+    for n in ranks_list:
+        for flavour, pred in (("plait C", is_c), ("plait.torch", is_torch)):
+            t, s = f.best(w, n, pred)
+            for ref, need, goal in (("openmpi-nonblocking", 1.0, "ahead of Open MPI nonblocking"),
+                                    ("horovod", 2.0, ">= 2x ahead of Horovod")):
+                rt = f.get(w, n, ref)
+                if t is None or rt is None:
+                    why = f.why(ref if t is not None else flavour.replace(" C", ""), w, n)
+                    out.append("| %d | %s %s | %s | %s | %s | %s | - | %s |" % (
+                        n, flavour, goal, s or flavour, fmt_t(t), ref, fmt_t(rt), why))
+                    continue
+                ok = rt / t >= need if need > 1 else t < rt
+                out.append("| %d | %s %s | %s | %s | %s | %s | %.2fx as fast | %s |" % (
+                    n, flavour, goal, s, fmt_t(t), ref, fmt_t(rt), rt / t, verdict(ok)))
+    return out
+
+
+# --- (c) --------------------------------------------------------------------
+
+def settle_step(times, tol=AUTOTUNE_TOLERANCE, window=5):
+    """(settled time, first step from which every window's median stays
+    within tol of it, counted at the window's middle step; None if the last
+    window does not)."""
+    if not times:
+        return None, None
+    tail = times[-max(window, len(times) // 4):]
+    settled = statistics.median(tail)
+    first = None
+    for i in range(0, max(1, len(times) - window + 1)):
+        ok = statistics.median(times[i:i + window]) <= settled * tol
+        first = (i if first is None else first) if ok else None
+    if first and len(times) >= window:
+        first += window // 2  # a step change shows at the middle of the first window past it
+    return settled, first
+
+
+def log_steps(run, base):
+    """What autotune's CSV or INFO log says about when it settled; a cell."""
+    if not run:
+        return "-"
+    path = run.get("csv") and os.path.join(base, run["csv"])
+    if path and os.path.exists(path) and os.path.getsize(path):
+        with open(path, newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        cols = {c.strip().lower(): c for c in (rows[0].keys() if rows else [])}
+        if "settled" in cols:
+            for i, row in enumerate(rows, 1):
+                if str(row[cols["settled"]]).strip().lower() in ("1", "true", "yes"):
+                    step = row.get(cols["step"]) if "step" in cols else None
+                    return "step %s (CSV sample %d of %d)" % (step, i, len(rows)) if step \
+                        else "sample %d of %d (CSV)" % (i, len(rows))
+            return "not settled in %d samples (CSV)" % len(rows)
+        return "%d samples (CSV; no 'settled' column)" % len(rows)
+    path = run.get("log") and os.path.join(base, run["log"])
+    if path and os.path.exists(path):
+        with open(path, errors="replace") as fh:
+            for line in fh:
+                m = re.search(r"autotune.*settled.*?(\d+)\s+(steps?|samples?)", line, re.I)
+                if m:
+                    return "%s %s (log)" % (m.group(1), m.group(2))
+    return "- (no PLAIT_AUTOTUNE_LOG CSV, no 'settled' log line)"
+
+
+def tuning_table(sweep, tuning, base, ranks_list):
+    out = ["## (c) Autotune against the sweep", "",
+           "Goal: `PLAIT_AUTOTUNE=1` within 10% of the sweep's best point on every mix and "
+           "transport (settled time: the median of the last quarter of its steps).", "",
+           "| ranks | transport | mix | sweep's best | defaults | defaults / best | autotune "
+           "(settled) | autotune / best | settings autotune ended with | steps to settle (times) "
+           "| steps (autotune's account) | verdict |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    best = {}
+    for r in sweep:
+        k = (r["ranks"], r["transport"], r["mix"])
+        if k not in best or r["step_s_median"] < best[k]["step_s_median"]:
+            best[k] = r
+    runs = {(r["ranks"], r["transport"], r["mix"], bool(r["autotune"])): r
+            for r in tuning if r.get("kind") == "tuning"}
+    logs = {(r["ranks"], r["transport"], r["mix"]): r
+            for r in tuning if r.get("kind") == "autotune-run"}
+    missing = [r for r in tuning if r.get("kind") == "missing"]
+    # Each reason once, above the table; the rows say NOT MEASURED.
+    out[2:2] = ["- NOT MEASURED: %s (%s, %s ranks): %s" % (
+        m.get("system", "autotune"), m.get("transport", "every transport"),
+        m.get("ranks", "all"), m.get("reason", "no reason given")) for m in missing] + \
+        ([""] if missing else [])
+    for k in sorted(best):
+        n, t, mix = k
+        if n not in ranks_list:
+            continue
+        b = best[k]
+        where = "%s, %g ms%s" % (fmt_size(b["threshold_bytes"]), b["cycle_time_ms"],
+                                 ", max %s" % fmt_size(b["fusion_max_tensor_bytes"])
+                                 if b.get("fusion_max_tensor_bytes") else "")
+        d = runs.get((n, t, mix, False))
+        dcell = "%s (%s, %g ms)" % (fmt_t(d["step_s_median"]), fmt_size(d["threshold_bytes"]),
+                                    d["cycle_time_ms"]) if d else "NOT MEASURED"
+        dratio = "%.2fx" % (d["step_s_median"] / b["step_s_median"]) if d else "-"
+        a = runs.get((n, t, mix, True))
+        if a is None:
+            known = any(m.get("ranks") in (None, n) and m.get("transport") in (None, t)
+                        for m in missing)
+            why = "NOT MEASURED (above)" if known else "NOT MEASURED: autotune: no result recorded"
+            out.append("| %d | %s | %s | %s (%s) | %s | %s | %s | - | - | - | - | NOT MEASURED |" % (
+                n, t, mix, fmt_t(b["step_s_median"]), where, dcell, dratio, why))
+            continue
+        settled, first = settle_step(a["step_s"])
+        ratio = settled / b["step_s_median"]
+        out.append("| %d | %s | %s | %s (%s) | %s | %s | %s | %.2fx | %s, %g ms | %s | %s | %s |" % (
+            n, t, mix, fmt_t(b["step_s_median"]), where, dcell, dratio, fmt_t(settled), ratio,
+            fmt_size(a["threshold_bytes"]), a["cycle_time_ms"],
+            "%d of %d" % (first, len(a["step_s"])) if first is not None
+            else "not settled in %d" % len(a["step_s"]),
+            log_steps(logs.get(k), base), verdict(ratio <= AUTOTUNE_TOLERANCE)))
+    return out
+
+
+# --- (d) --------------------------------------------------------------------
+
+def large_table(f, ranks_list):
+    w = "allreduce-64M"
+    out = ["## (d) 64 MiB: the whole stack against the plugin alone", "",
+           "Goal: the whole stack at least 0.9x the plugin alone (bandwidth = 64 MiB / time; "
+           "plait C in place, as plait.torch).", "",
+           "| ranks | transport | memcpy | plugin alone | plait C | plait.torch | C / plugin "
+           "| plait.torch / plugin | verdict |",
+           "|---|---|---|---|---|---|---|---|---|"]
+
+    def bw(t):
+        return "%.2f GB/s (%s)" % ((64 << 20) / t / 1e9, fmt_t(t)) if t else None
+
+    for n in ranks_list:
+        mc = f.get(w, n, "memcpy")
+        for t in TRANSPORTS:
+            plug = f.get(w, n, "plugin-" + t)
+            c, tor = f.get(w, n, "plait-" + t), f.get(w, n, "plait.torch-" + t)
+            if plug is None and c is None and tor is None:
+                continue
+            cells, verdicts = [], []
+            for name, whole in (("C", c), ("plait.torch", tor)):
+                if whole is None or plug is None:
+                    cells.append("-")
+                    continue
+                ratio = plug / whole
+                cells.append("%.2fx" % ratio)
+                verdicts.append("%s %s" % (name, verdict(ratio >= WHOLE_VS_PLUGIN)))
+            if plug is None:
+                verdicts.append(f.why("plugin-" + t, w, n))
+            out.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                n, t, bw(mc) or f.why("memcpy", w, n), bw(plug) or f.why("plugin-" + t, w, n),
+                bw(c) or f.why("plait-" + t, w, n), bw(tor) or f.why("plait.torch-" + t, w, n),
+                cells[0], cells[1], ", ".join(verdicts) or "NOT MEASURED"))
+    return out
+
+
+def read_jsonl(paths):
+    recs = []
+    for path in paths:
+        with open(path) as fh:
+            for lineno, line in enumerate(fh, 1):
+                if line.strip():
+                    try:
+                        recs.append(json.loads(line))
+                    except ValueError as e:
+                        sys.exit("goals.py: %s:%d: not JSON: %s" % (path, lineno, e))
+    return recs
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--comparison", required=True, help="ci/bench's comparison.jsonl")
+    ap.add_argument("--tuning", help="plait-bench fusion --job-settings records (+ missing)")
+    ap.add_argument("--sweep", action="append", default=[], help="fusion sweep JSON lines")
+    ap.add_argument("--ranks", default="2,3", help="rank counts to report (default 2,3)")
+    ap.add_argument("--markdown", help="also write the tables to this file")
+    args = ap.parse_args(argv)
+    try:
+        ranks_list = [int(x) for x in args.ranks.split(",") if x]
+    except ValueError:
+        sys.exit("goals.py: --ranks '%s' is not a list of rank counts" % args.ranks)
+    data, missing = compare.load([args.comparison])
+    f = Figures(data, missing)
+    sweep = [r for r in read_jsonl(args.sweep) if r.get("kind") == "fusion"]
+    tuning = read_jsonl([args.tuning]) if args.tuning else []
+    base = os.path.dirname(os.path.abspath(args.tuning)) if args.tuning else "."
+    lines = (latency_table(f, ranks_list) + [""] + step_table(f, ranks_list) + [""] +
+             tuning_table(sweep, tuning, base, ranks_list) + [""] + large_table(f, ranks_list))
+    text = "\n".join(lines)
+    print(text)
+    if args.markdown:
+        with open(args.markdown, "w") as fh:
+            fh.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
