@@ -14,9 +14,12 @@
 int plait_choice_candidates(const char **names, int cap) {
   /* Fastest first. ofi: libfabric's shm on one host is about 2x Gloo, and
    * tcp;ofi_rxm beats Gloo at every size at 2 ranks (docs/configuration.md).
-   * The hook for device tensors: once an nccl plugin exists it goes first
-   * here for jobs whose tensors live on devices (its probe refusing jobs
-   * without a device), and this list stays the one place that orders them. */
+   * The hook for device tensors: nccl is left out while a job runs one
+   * transport, since it takes device memory only and would fail every host
+   * tensor (PLAIT_TRANSPORT=nccl chooses it). Once the core runs device
+   * tensors over a transport of their own, nccl goes first here for them (its
+   * probe refusing a rank without a device); this list stays the one place
+   * that orders the candidates. */
   static const char *const order[] = {"ofi", "gloo"};
   int n = 0;
   for (size_t i = 0; i < sizeof order / sizeof order[0] && n < cap; i++) names[n++] = order[i];
