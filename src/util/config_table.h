@@ -19,7 +19,7 @@
 
 #define PLAIT_CONFIG_TABLE(X)                                                  \
   X(transport, "PLAIT_TRANSPORT", NAME, "auto", "",                            \
-    "transport plugin to load: auto, gloo or ofi "                             \
+    "transport plugin to load: auto, gloo, ofi or nccl "                       \
     "(libplait-transport-<name>.so); auto: ofi where every rank can start "    \
     "it with the same provider, else gloo, alike on every rank")              \
   X(plugin_path, "PLAIT_PLUGIN_PATH", TEXT, "", "",                            \
