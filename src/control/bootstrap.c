@@ -35,7 +35,6 @@ static plait_result_t reported_failure(const contribution_t *cs, int n) {
   return PLAIT_SUCCESS;
 }
 
-
 void plait_boot_init(plait_boot_t *b, plait_control_t *ctrl) {
   memset(b, 0, sizeof *b);
   b->ctrl = ctrl;
