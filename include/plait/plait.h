@@ -191,7 +191,9 @@ PLAIT_API size_t plait_dtype_size(plait_dtype_t dtype);
  * the rank layout from the environment (plaitrun, Open MPI, PMI, Slurm or
  * torchrun conventions; none of them means a job of one rank), connects to
  * rank 0 over the authenticated control plane, and loads and starts the
- * transport plugin named by PLAIT_TRANSPORT.
+ * transport plugin named by PLAIT_TRANSPORT (unset: "auto", the fastest one
+ * every rank can start, chosen alike on every rank). A rank that cannot start
+ * it makes the call fail on every rank, naming that rank.
  *
  * Blocks until every rank has joined, or fails after PLAIT_START_TIMEOUT_S
  * (PLAIT_ERR_TIMEOUT naming the ranks that did not arrive). A rank lost while
@@ -234,7 +236,8 @@ PLAIT_API plait_result_t plait_local_size(int *local_size);
 PLAIT_API plait_result_t plait_cross_rank(int *cross_rank);
 PLAIT_API plait_result_t plait_cross_size(int *cross_size);
 
-/* Name of the transport in use ("gloo"). *name points to static storage in
+/* Name of the transport in use ("gloo", "ofi"; under PLAIT_TRANSPORT=auto the
+ * one chosen). *name points to static storage in
  * the library that stays valid until the next plait_init. */
 PLAIT_API plait_result_t plait_transport_name(const char **name);
 

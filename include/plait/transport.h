@@ -242,6 +242,20 @@ typedef struct plait_transport_v1 {
    * nothing communicated), PLAIT_ERR_PEER_LOST / PLAIT_ERR_TRANSPORT as for
    * any collective. */
   plait_result_t (*subset)(void *state, const int *ranks, int n, void **sub);
+
+  /* Optional (may be NULL: the core then takes a plugin that loads as one
+   * that can start): whether init with these args could start on this rank,
+   * decided here alone, for PLAIT_TRANSPORT=auto. It must not use
+   * args->bootstrap or reach other ranks, and leaves nothing open. Returns
+   * PLAIT_SUCCESS and writes what init would use (e.g. "shm", at most
+   * detail_len bytes with its NUL) into detail; or the code init would fail
+   * with and why, in detail. Every rank's answer is exchanged and the same
+   * transport is chosen on every rank, so a rank whose detail differs from
+   * rank 0's (another provider) keeps the job off this transport. Called
+   * from the thread that later calls init, before init; may take as long as
+   * init's local part. */
+  plait_result_t (*probe)(const plait_transport_init_args_t *args, char *detail,
+                          size_t detail_len);
 } plait_transport_v1_t;
 
 /* Bytes of a version-1 table before any appended field. */

@@ -202,6 +202,7 @@ const plait_transport_v1_t plait_transport_v1 = {
     /* mem_copy */ gloo_mem_copy,
     /* algorithm */ gloo_algorithm,
     /* subset */ gloo_subset,
+    /* probe: none, Gloo starts wherever its plugin loads */ nullptr,
 };
 
 }  // extern "C"

@@ -247,4 +247,5 @@ const plait_transport_v1_t plait_transport_v1 = {
     .mem_copy = entry_mem_copy,
     .algorithm = entry_algorithm,
     .subset = entry_subset,
+    .probe = ofi_probe,
 };

@@ -304,6 +304,31 @@ static plait_result_t start(start_ctx_t *c) {
   return PLAIT_SUCCESS;
 }
 
+plait_result_t ofi_probe(const plait_transport_init_args_t *args, char *detail, size_t len) {
+  if (!args || args->size < PLAIT_TRANSPORT_INIT_ARGS_SIZE_V1 || args->nranks < 1 ||
+      args->rank < 0 || args->rank >= args->nranks) {
+    snprintf(detail, len, "probe: args is NULL or not valid");
+    return PLAIT_ERR_INVALID_ARGUMENT;
+  }
+  if (args->nranks > (1 << 20)) {
+    snprintf(detail, len, "%d ranks; the ofi transport's tags take up to %d", args->nranks,
+             1 << 20);
+    return PLAIT_ERR_UNSUPPORTED;
+  }
+  if (args->nranks == 1) {
+    snprintf(detail, len, "one rank, nothing to open");
+    return PLAIT_SUCCESS;
+  }
+  pin_libfabric();
+  start_ctx_t c = {args, NULL, detail, len};
+  struct fi_info *info = NULL;
+  plait_result_t rc = choose(&c, &info); /* init's own choice, so probe and init agree */
+  if (rc) return rc;
+  snprintf(detail, len, "%s", info->fabric_attr->prov_name);
+  fi_freeinfo(info);
+  return PLAIT_SUCCESS;
+}
+
 plait_result_t ofi_start(const plait_transport_init_args_t *args, ofi_state_t **out, char *err,
                          size_t err_len) {
   if (!args || args->size < PLAIT_TRANSPORT_INIT_ARGS_SIZE_V1) {

@@ -12,6 +12,10 @@
 plait_result_t ofi_start(const plait_transport_init_args_t *args, ofi_state_t **out, char *err,
                          size_t err_len);
 
+/* The transport table's probe: the provider init would choose for args
+ * (fi_getinfo only; nothing opened, the bootstrap not used), or why none. */
+plait_result_t ofi_probe(const plait_transport_init_args_t *args, char *detail, size_t len);
+
 /* Closes every libfabric object (in-flight transfers are abandoned); the
  * state stays, with no endpoint. Safe to call twice. */
 void ofi_teardown(ofi_state_t *st);

@@ -9,14 +9,31 @@
 #include "util/log.h"
 #include "control/messages.h"
 
-enum { KIND_ALLGATHER = 1, KIND_BROADCAST = 2, KIND_BARRIER = 3 };
+typedef plait_msg_boot_data_t contribution_t;
+
+/* KIND_FAIL: not a collective but a rank's failure (root: the code, data: the
+ * message), sent in place of whatever the others call; rank 0 fails that
+ * collective on every rank with it. */
+enum { KIND_ALLGATHER = 1, KIND_BROADCAST = 2, KIND_BARRIER = 3, KIND_FAIL = 4 };
 
 static const char *kind_name(unsigned k) {
   return k == KIND_ALLGATHER ? "allgather" : k == KIND_BROADCAST ? "broadcast"
-                                           : k == KIND_BARRIER   ? "barrier" : "?";
+                                           : k == KIND_BARRIER   ? "barrier"
+                                           : k == KIND_FAIL      ? "failure" : "?";
 }
 
-typedef plait_msg_boot_data_t contribution_t;
+/* The first rank that sent a failure, as this collective's error; 0 if none. */
+static plait_result_t reported_failure(const contribution_t *cs, int n) {
+  for (int r = 1; r < n; r++) {
+    if (cs[r].kind != KIND_FAIL) continue;
+    int code = cs[r].root;
+    int len = cs[r].data_len > 1000 ? 1000 : (int)cs[r].data_len;
+    return plait_error(code > 0 && code < PLAIT_RESULT_COUNT_ ? (plait_result_t)code
+                                                              : PLAIT_ERR_PROTOCOL,
+                       "rank %d failed: %.*s", r, len, (const char *)cs[r].data);
+  }
+  return PLAIT_SUCCESS;
+}
 
 void plait_boot_init(plait_boot_t *b, plait_control_t *ctrl) {
   memset(b, 0, sizeof *b);
@@ -67,10 +84,9 @@ static plait_result_t root_exchange(plait_boot_t *b, const contribution_t *mine,
   }
   PLAIT_CHECK_GOTO(rc, plait_control_gather(c, PLAIT_MSG_BOOT_DATA, frames), out);
   cs[0] = *mine;
-  for (int r = 1; r < n && rc == PLAIT_SUCCESS; r++) {
-    rc = parse(&frames[r], &cs[r], r);
-    if (rc == PLAIT_SUCCESS) rc = check(mine, &cs[r], r);
-  }
+  for (int r = 1; r < n && rc == PLAIT_SUCCESS; r++) rc = parse(&frames[r], &cs[r], r);
+  if (rc == PLAIT_SUCCESS) rc = reported_failure(cs, n);
+  for (int r = 1; r < n && rc == PLAIT_SUCCESS; r++) rc = check(mine, &cs[r], r);
   if (rc == PLAIT_SUCCESS && mine->kind == KIND_ALLGATHER) {
     for (int r = 0; r < n; r++)
       if (mine->bytes) memcpy(result + (size_t)r * mine->bytes, cs[r].data, mine->bytes);
@@ -136,6 +152,10 @@ static plait_result_t exchange(plait_boot_t *b, uint8_t kind, int root, const vo
   plait_result_t rc = b->ctrl->rank == 0 ? root_exchange(b, &mine, result)
                                          : peer_exchange(b, &mine, result, result_len);
   if (rc) PLAIT_DEBUG("boot", "%s #%u failed: %s", kind_name(kind), mine.seq, plait_last_error());
+  if (rc && !b->failed) {
+    b->failed = rc;
+    snprintf(b->fail_msg, sizeof b->fail_msg, "%s", plait_last_error());
+  }
   return rc;
 }
 
@@ -171,4 +191,29 @@ plait_result_t plait_boot_barrier(void *ctx) {
   if (!b) return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "bootstrap barrier: NULL context");
   if (b->ctrl->size == 1) return PLAIT_SUCCESS;
   return exchange(b, KIND_BARRIER, 0, NULL, 0, 0, NULL, 0);
+}
+
+plait_result_t plait_boot_fail(plait_boot_t *b, plait_result_t rc) {
+  char why[PLAIT_MSG_TEXT_MAX - 64];
+  snprintf(why, sizeof why, "%s", plait_last_error());
+  plait_control_t *c = b->ctrl;
+  if (b->failed) /* the cause was elsewhere, and every rank knows it */
+    return plait_error(b->failed, "%s (on this rank: %.700s)", b->fail_msg, why);
+  if (c->size == 1 || c->failed) return plait_error(rc, "%s", why); /* nobody left to tell */
+  if (c->rank == 0) {
+    plait_error(rc, "rank 0 failed: %s", why);
+    plait_control_fail(c, rc); /* ABORT with that message to every rank */
+    return plait_error(rc, "%s", why);
+  }
+  contribution_t mine = {b->seq++, KIND_FAIL, (int32_t)rc, strlen(why), (const uint8_t *)why,
+                         strlen(why)};
+  plait_writer_t w = {0};
+  plait_result_t src = plait_msg_encode_boot_data(&w, &mine);
+  if (src == PLAIT_SUCCESS) src = plait_control_send(c, 0, &w);
+  plait_wr_free(&w);
+  plait_frame_t f;
+  /* Rank 0's answer (or ABORT) says the others know; bounded by the timeout. */
+  if (src == PLAIT_SUCCESS && plait_control_recv(c, 0, PLAIT_MSG_BOOT_RESULT, &f) == PLAIT_SUCCESS)
+    plait_frame_free(&f);
+  return plait_error(rc, "%s", why);
 }

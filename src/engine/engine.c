@@ -9,12 +9,16 @@
 
 #include "engine/coordinator.h"
 #include "engine/process_set.h"
+#include "engine/transport_choice.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/reduce.h"
 
+/* PLAIT_TRANSPORT names the plugin, or is "auto" (transport_choice.h).
+ * Starting is collective: a rank whose transport fails to start tells the
+ * others (plait_boot_fail), and all confirm with a barrier, so every rank
+ * fails with the failing rank's message rather than a lost peer or a hang. */
 static plait_result_t start_transport(plait_engine_t *e) {
-  PLAIT_CHECK(plait_plugin_load(&e->plugin, e->cfg.transport, e->cfg.plugin_path));
   plait_transport_init_args_t args;
   memset(&args, 0, sizeof args);
   args.size = sizeof args;
@@ -32,7 +36,17 @@ static plait_result_t start_transport(plait_engine_t *e) {
   args.scale = plait_scale;
   args.divide = plait_divide;
   args.host_address = e->ctrl.local_ip;
-  plait_result_t rc = plait_plugin_start(&e->plugin, &args);
+  plait_result_t rc;
+  if (!strcmp(e->cfg.transport, "auto"))
+    rc = plait_transport_auto(&e->boot, &args, e->cfg.plugin_path, &e->plugin);
+  else
+    rc = plait_plugin_load(&e->plugin, e->cfg.transport, e->cfg.plugin_path);
+  if (rc == PLAIT_SUCCESS) rc = plait_plugin_start(&e->plugin, &args);
+  if (rc) {
+    plait_plugin_unload(&e->plugin);
+    return plait_boot_fail(&e->boot, rc);
+  }
+  rc = plait_boot_barrier(&e->boot); /* every rank started it */
   if (rc) plait_plugin_unload(&e->plugin);
   return rc;
 }

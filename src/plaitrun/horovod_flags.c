@@ -140,7 +140,7 @@ static const hflag_t FLAGS[] = {
     {{"--gloo"}, H_ENV, V_NONE, "PLAIT_TRANSPORT", "gloo", {0}, 0},
     {{"--mpi"}, H_REFUSE, V_NONE, 0, 0, {0},
      "plait does not use MPI: ranks coordinate over plait's own control plane and run "
-     "collectives over PLAIT_TRANSPORT (gloo by default, as horovodrun --gloo); to start ranks "
+     "collectives over PLAIT_TRANSPORT (auto by default: libfabric or Gloo); to start ranks "
      "with mpirun, run mpirun yourself (docs/plaitrun.md)"},
     {{"--jsrun"}, H_REFUSE, V_NONE, 0, 0, {0},
      "plaitrun does not start ranks with jsrun; run jsrun yourself"},

@@ -91,7 +91,7 @@ static const unsupported_t UNSUPPORTED[] = {
     {"HOROVOD_ENABLE_XLA_OPS", W_GT0, "plait has no TensorFlow (XLA) binding yet"},
     {"HOROVOD_ADASUM_MPI_CHUNK_SIZE", W_ANY, "plait has no Adasum reduction"},
     {"HOROVOD_CPU_OPERATIONS", W_NOT_GLOO,
-     "plait's CPU collectives run over PLAIT_TRANSPORT (gloo or ofi), never MPI or oneCCL"},
+     "plait's CPU collectives run over PLAIT_TRANSPORT (auto, gloo or ofi), never MPI or oneCCL"},
     {"HOROVOD_CONTROLLER", W_NOT_GLOO,
      "plait coordinates over its own authenticated TCP control plane, never MPI"},
 };

@@ -18,9 +18,10 @@
 #define PLAIT_CONFIG_TABLE_H
 
 #define PLAIT_CONFIG_TABLE(X)                                                  \
-  X(transport, "PLAIT_TRANSPORT", NAME, "gloo", "",                            \
-    "transport plugin to load: gloo or ofi "                                   \
-    "(libplait-transport-<name>.so)")                                          \
+  X(transport, "PLAIT_TRANSPORT", NAME, "auto", "",                            \
+    "transport plugin to load: auto, gloo, ofi or nccl "                       \
+    "(libplait-transport-<name>.so); auto: ofi where every rank can start "    \
+    "it with the same provider, else gloo, alike on every rank")              \
   X(plugin_path, "PLAIT_PLUGIN_PATH", TEXT, "", "",                            \
     "colon-separated folders searched for transport plugins before the "       \
     "folder of libplait.so")                                                   \

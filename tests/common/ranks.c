@@ -146,10 +146,11 @@ int plait_test_run_ranks(plait_test_job_t *job, plait_test_rank_fn fn, void *arg
       setenv("PLAIT_RENDEZVOUS", job->rendezvous, 1);
       setenv("PLAIT_SECRET", job->secret, 1);
       plait_test_set_plugin_path();
-      /* ctest re-runs some suites on another transport (tests/CMakeLists.txt);
-       * a job's own env still wins. */
+      /* The suites run on gloo (written when it was the default), and ctest
+       * re-runs some on another transport (tests/CMakeLists.txt); a job's own
+       * env still wins. */
       const char *tr = getenv("PLAIT_TEST_TRANSPORT");
-      if (tr && *tr) setenv("PLAIT_TRANSPORT", tr, 1);
+      setenv("PLAIT_TRANSPORT", tr && *tr ? tr : "gloo", 1);
       for (const char **e = job->env; e && *e; e++) putenv(strdup(*e));
       int rc = fn(r, n, arg);
       fflush(stdout);

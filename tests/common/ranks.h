@@ -10,9 +10,9 @@
  * Returns 0 when every child exited 0, else 1, and prints a line per failed
  * rank to stderr.
  *
- * PLAIT_TEST_TRANSPORT, when set, becomes the ranks' PLAIT_TRANSPORT (before
- * the job's own env, which wins): ctest uses it to re-run coordinator-level
- * suites on another transport. Afterwards the libfabric shm regions of ranks
+ * The ranks' PLAIT_TRANSPORT is gloo, or PLAIT_TEST_TRANSPORT when set
+ * (before the job's own env, which wins): ctest uses it to re-run
+ * coordinator-level suites on another transport. Afterwards the libfabric shm regions of ranks
  * that did not close them (/dev/shm/<pid>:*) are removed.
  */
 #ifndef PLAIT_TEST_RANKS_H

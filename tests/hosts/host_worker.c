@@ -69,6 +69,9 @@ int main(int argc, char **argv) {
   plait_cross_rank(&cr);
   plait_cross_size(&cs);
   printf("layout rank %d size %d local %d/%d cross %d/%d\n", rank, size, lr, ls, cr, cs);
+  const char *transport = "?";
+  plait_transport_name(&transport);
+  printf("transport %s\n", transport);
   fflush(stdout);
   int status;
   if (!strcmp(argv[1], "ops")) {

@@ -11,7 +11,8 @@
 #                                    every process of host 2 is killed
 #           cut                      a host's link goes down mid-job
 #           kill                     a host's processes are killed mid-job
-# TRANSPORT: gloo | ofi (libfabric tcp)
+# TRANSPORT: gloo | ofi (libfabric tcp) | auto (unset FI_PROVIDER; env-* checks
+#            that every rank chose ofi over tcp;ofi_rxm, logged once)
 # Env: PLAITRUN, HOST_WORKER (paths; ctest sets them).
 #
 # Each run makes its own namespaces, named plait-<random>-*: a "switch"
@@ -100,6 +101,8 @@ on_host() {
 
 common_env=(PLAIT_TRANSPORT="$transport" PLAIT_START_TIMEOUT_S=60)
 if [ "$transport" = ofi ]; then common_env+=(FI_PROVIDER=tcp FI_TCP_IFACE=eth0); fi
+# auto: nothing named; the choice is checked below (ofi over tcp across hosts)
+if [ "$transport" = auto ]; then common_env+=(PLAIT_LOG_LEVEL=info); fi
 secret="$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')"
 
 # Starts the job by hand: slots ranks per host, launcher variables of $1.
@@ -185,7 +188,14 @@ env-*)
   for r in 0 1 2 3; do
     grep -q "every_op ok" "$tmp/out.$r" || { echo "rank $r:"; cat "$tmp/out.$r"; status=1; }
     check_layout "$tmp/out.$r" "$r" 4 2
+    [ "$transport" != auto ] || grep -q "^transport ofi$" "$tmp/out.$r" ||
+      die "rank $r: PLAIT_TRANSPORT=auto did not choose ofi: $(grep -a transport "$tmp/out.$r")"
   done
+  if [ "$transport" = auto ]; then
+    want="transport auto: ofi (tcp;ofi_rxm; 4 ranks on several hosts)"
+    grep -qF "$want" "$tmp/out.0" || die "rank 0 did not log '$want': $(grep -a auto "$tmp/out.0")"
+    [ "$(cat "$tmp"/out.* | grep -c "transport auto:")" = 1 ] || die "the choice was not logged once"
+  fi
   [ $status = 0 ] || die "the job across 2 hosts failed (above)"
   echo "PASS: every operation across 2 hosts x 2 ranks over $transport, ${scenario#env-}'s variables"
   ;;

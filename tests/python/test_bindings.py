@@ -178,7 +178,7 @@ def test_integers_that_do_not_fit_a_c_type_are_refused():
 
 def test_single_rank_job():
     p = run_python("""
-        import plait, torch
+        import os, plait, torch
         import plait.torch as hvd
         hvd.init()
         assert (hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size()) == (0, 1, 0, 1)
@@ -192,7 +192,10 @@ def test_single_rank_job():
             raise AssertionError("broadcast from root_rank 2**32 did not raise")
         except ValueError as e:
             assert "root_rank 4294967296" in str(e), e
-        assert "PLAIT_TRANSPORT=gloo" in plait.config_dump()
+        assert "PLAIT_TRANSPORT=auto" in plait.config_dump()  # the default
+        built = os.path.exists(os.path.join(os.environ["PLAIT_PLUGIN_PATH"],
+                                            "libplait-transport-ofi.so"))
+        assert hvd.transport_name() == ("ofi" if built else "gloo"), hvd.transport_name()
         assert plait.stats()["tensors"] == 7, plait.stats()
         hvd.shutdown()
         assert not hvd.is_initialized()

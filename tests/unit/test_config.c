@@ -175,7 +175,7 @@ Test(config, defaults) {
   plait_result_t rc = plait_config_load(&cfg);
   cr_assert_eq(rc, PLAIT_SUCCESS, "plait_config_load: %s: %s", plait_result_name(rc),
                plait_last_error());
-  cr_expect_str_eq(cfg.transport, "gloo");
+  cr_expect_str_eq(cfg.transport, "auto");
   cr_expect_str_eq(cfg.plugin_path, "");
   cr_expect_eq(cfg.fusion_threshold, 64ull << 20, "fusion threshold %llu",
                (unsigned long long)cfg.fusion_threshold);
@@ -625,7 +625,7 @@ Test(dump, one_line_per_variable_with_defaults) {
     cr_expect_not_null(find_line(text, help_cases[i].var, '='), "%s= missing from dump:\n%s",
                        help_cases[i].var, text);
   static const char *expect[] = {
-      "PLAIT_TRANSPORT=gloo\n",       "PLAIT_PLUGIN_PATH=\n",     "PLAIT_FUSION_THRESHOLD=67108864\n",
+      "PLAIT_TRANSPORT=auto\n",       "PLAIT_PLUGIN_PATH=\n",     "PLAIT_FUSION_THRESHOLD=67108864\n",
       "PLAIT_CYCLE_TIME_MS=1\n",      "PLAIT_CACHE_CAPACITY=1024\n", "PLAIT_STALL_WARN_S=60\n",
       "PLAIT_STALL_ABORT_S=0\n",      "PLAIT_TIMEOUT_S=60\n",     "PLAIT_START_TIMEOUT_S=60\n",
       "PLAIT_LOG_LEVEL=warn\n",       "PLAIT_SECRET=\n",          "PLAIT_AUTOTUNE=0\n",
@@ -634,7 +634,7 @@ Test(dump, one_line_per_variable_with_defaults) {
   for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
     cr_expect(strstr(text, expect[i]) != NULL, "\"%.*s\" not in dump:\n%s",
               (int)strlen(expect[i]) - 1, expect[i], text);
-  cr_expect(strncmp(text, "PLAIT_TRANSPORT=gloo\n", 21) == 0, "dump does not start with the table: %s",
+  cr_expect(strncmp(text, "PLAIT_TRANSPORT=auto\n", 21) == 0, "dump does not start with the table: %s",
             text);
   free(text);
 }
