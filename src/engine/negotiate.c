@@ -44,7 +44,7 @@ void plait_record_free(plait_record_t *rec, int size) {
   free(rec->metas);
   free(rec->have);
   free(rec->member);
-  free(rec->key);
+  if (rec->key != rec->name) free(rec->key);
   free(rec->name);
   free(rec->message);
   free(rec);
@@ -120,6 +120,7 @@ void plait_neg_free(plait_negotiator_t *n) {
   free(n->ready);
   free(n->joined);
   plait_bursts_free(&n->bursts);
+  free(n->scratch);
   memset(n, 0, sizeof *n);
 }
 
@@ -128,7 +129,7 @@ static plait_record_t *new_record(plait_negotiator_t *n, const char *key, const 
   plait_record_t *rec = calloc(1, sizeof *rec);
   if (!rec) return NULL;
   rec->name = strdup(name);
-  rec->key = strdup(key);
+  rec->key = pset ? strdup(key) : rec->name; /* the global set's key is the name */
   rec->pset = pset;
   rec->metas = calloc((size_t)n->size, sizeof *rec->metas);
   rec->have = calloc((size_t)n->size, 1);
@@ -566,6 +567,18 @@ static int end_joins(plait_negotiator_t *n, plait_record_t **recs, int count) {
   return n->last_joined;
 }
 
+/* Room for need ints, kept between ticks (no allocation per tick). */
+static int *scratch_ids(plait_negotiator_t *n, int need) {
+  if (need > n->scratch_cap) {
+    int cap = need > 64 ? need : 64;
+    int *p = realloc(n->scratch, sizeof *p * (size_t)cap);
+    if (!p) return NULL;
+    n->scratch = p;
+    n->scratch_cap = cap;
+  }
+  return n->scratch;
+}
+
 /* Whether the ready records wait for companions expected from their last
  * burst: only while one is missing, the fusion buffer is not full yet, and
  * for at most hold_s. Failures, joins and uncached operations never wait on
@@ -573,7 +586,7 @@ static int end_joins(plait_negotiator_t *n, plait_record_t **recs, int count) {
 static int hold(plait_negotiator_t *n, double now) {
   if (n->hold_s <= 0 || n->threshold == 0 || n->njoined) return 0;
   if (n->held_since >= 0 && now >= n->held_since + n->hold_s) return 0;
-  int *ids = malloc(sizeof *ids * (size_t)n->nready);
+  int *ids = scratch_ids(n, n->nready);
   if (!ids) return 0;
   uint64_t bytes = 0;
   int k = 0;
@@ -587,7 +600,6 @@ static int hold(plait_negotiator_t *n, double now) {
     ids[k++] = rec->cache_id;
   }
   int wait = k > 0 && bytes < n->threshold && plait_bursts_incomplete(&n->bursts, ids, k);
-  free(ids);
   if (wait && n->held_since < 0) n->held_since = now;
   return wait;
 }
@@ -600,7 +612,7 @@ double plait_neg_hold_until(const plait_negotiator_t *n) {
 static void record_burst(plait_negotiator_t *n, const plait_response_list_t *out) {
   uint32_t total = 0;
   for (uint32_t i = 0; i < out->n; i++) total += out->r[i].n;
-  int *ids = malloc(sizeof *ids * (total ? total : 1)), k = 0;
+  int *ids = scratch_ids(n, (int)total), k = 0;
   if (!ids) return; /* a hint lost, nothing else */
   for (uint32_t i = 0; i < out->n; i++) {
     const plait_response_t *x = &out->r[i];
@@ -611,7 +623,6 @@ static void record_burst(plait_negotiator_t *n, const plait_response_list_t *out
     }
   }
   plait_bursts_record(&n->bursts, ids, k);
-  free(ids);
 }
 
 plait_result_t plait_neg_plan(plait_negotiator_t *n, double now, plait_response_list_t *out,
@@ -625,10 +636,16 @@ plait_result_t plait_neg_plan(plait_negotiator_t *n, double now, plait_response_
   n->held_since = -1;
   int count = 0;
   plait_record_t **recs = release(n, &count); /* 3. release: groups whole, in order */
+  /* a few records (the latency-bound case) need no allocation */
+  enum { FEW = 16 };
+  plait_fusion_item_t few_items[FEW];
+  plait_fusion_bin_t few_bins[FEW];
+  int few_bin_of[FEW];
   size_t cap = (size_t)(count ? count : 1);
-  plait_fusion_item_t *items = malloc(sizeof *items * cap);
-  plait_fusion_bin_t *bins = malloc(sizeof *bins * cap);
-  int *bin_of = malloc(sizeof *bin_of * cap);
+  int few = count <= FEW;
+  plait_fusion_item_t *items = few ? few_items : malloc(sizeof *items * cap);
+  plait_fusion_bin_t *bins = few ? few_bins : malloc(sizeof *bins * cap);
+  int *bin_of = few ? few_bin_of : malloc(sizeof *bin_of * cap);
   plait_result_t rc = PLAIT_SUCCESS;
   if (!recs || !items || !bins || !bin_of) {
     rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory planning responses");
@@ -645,9 +662,11 @@ plait_result_t plait_neg_plan(plait_negotiator_t *n, double now, plait_response_
 out:
   for (int i = 0; i < count; i++) plait_record_free(recs[i], n->size);
   free(recs);
-  free(items);
-  free(bins);
-  free(bin_of);
+  if (!few) {
+    free(items);
+    free(bins);
+    free(bin_of);
+  }
   if (rc) plait_responses_free(out);
   return rc;
 }

@@ -24,7 +24,8 @@
 
 typedef struct plait_record {
   char *name;
-  char *key;           /* name within its process set (plait_op_key) */
+  char *key;           /* name within its process set (plait_op_key); name itself
+                          for the global set */
   int32_t pset;        /* its process set */
   uint8_t *member;     /* per rank: a member of pset; NULL when pset is unknown */
   int nmembers;
@@ -75,6 +76,8 @@ typedef struct plait_negotiator {
   double hold_s;            /* 0: never hold */
   double held_since;        /* the tick that first held the ready ones, < 0 none */
   int holding;              /* the last tick held ready operations back */
+  int *scratch;             /* cache ids of a tick, kept between ticks */
+  int scratch_cap;
 } plait_negotiator_t;
 
 /* While holding: when the tick must run again at the latest. */

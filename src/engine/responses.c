@@ -22,6 +22,7 @@ static plait_result_t fill_entries(plait_negotiator_t *n, plait_response_t *x,
     e->assign_id = -1;
     e->cache_id = -1;
     e->name = rec->name; /* taken: the record is freed after the list is built */
+    if (rec->key == rec->name) rec->key = NULL; /* the same string (global set) */
     rec->name = NULL;
     if (x->status == 0 && rec->cache_id >= 0) {
       e->cache_id = rec->cache_id;
