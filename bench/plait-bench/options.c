@@ -31,6 +31,9 @@ void bench_usage(FILE *f) {
       "  --dtype NAME          float32 (default), float16, int64, ...\n"
       "  --op NAME             sum (default), average, min, max, product\n"
       "  --no-check            do not verify results\n"
+      "  --same-name           one name for every timed iteration, as a training loop\n"
+      "                        has (the response cache's path: a lone operation's\n"
+      "                        steady-state latency); default: a new name each\n"
       "  --mix SPEC            fusion: a tensor-size mix; repeatable. SPEC is a file\n"
       "                        (bench/mixes/*.txt), uniform:COUNTxSIZE or sizes:S1,S2,...\n"
       "                        (default uniform:200x64K)\n"
@@ -108,6 +111,7 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
     const char *a = argv[i];
     if (!strcmp(a, "--no-check")) { o->check = 0; continue; }
     if (!strcmp(a, "--quiet")) { o->quiet = 1; continue; }
+    if (!strcmp(a, "--same-name")) { o->same_name = 1; continue; }
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { bench_usage(stdout); exit(0); }
     if (strncmp(a, "--", 2)) return fail("unexpected argument '%s'%s", a, "");
     if (i + 1 >= argc) return fail("%s needs a value%s", a, "");
