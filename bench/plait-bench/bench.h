@@ -36,6 +36,7 @@ typedef struct bench_opts {
   const char *label; /* --label: replaces the transport's name in the output */
   FILE *json;
   int quiet;
+  int same_name; /* --same-name: one name for every timed iteration */
   uint64_t thresholds[BENCH_MAX_LIST];
   int n_thresholds;
   double cycle_times[BENCH_MAX_LIST];

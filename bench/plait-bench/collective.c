@@ -260,7 +260,7 @@ int bench_collective(bench_opts_t *o) {
     if (!t) return 1;
     BENCH_CHECK(bench_barrier());
     for (int i = 0; i < iters; i++) {
-      snprintf(name, sizeof name, "bench.%d.%d", seq, i);
+      snprintf(name, sizeof name, "bench.%d.%d", seq, o->same_name ? 0 : i);
       double t0 = bench_now();
       BENCH_CHECK(run_once(o, &j, name, &res, &res_count));
       t[i] = bench_now() - t0;
@@ -292,10 +292,11 @@ int bench_collective(bench_opts_t *o) {
                 "\"ranks\":%d,\"bytes\":%llu,\"elements\":%zu,\"dtype\":\"%s\",\"op\":\"%s\","
                 "\"iters\":%d,\"time_s_median\":%.9g,\"time_s_p10\":%.9g,\"time_s_p90\":%.9g,"
                 "\"algbw_GBps\":%.6g,\"busbw_GBps\":%.6g,\"algorithm\":\"%s\",\"check\":\"%s\","
-                "\"in_place\":%s}\n",
+                "\"in_place\":%s,\"names\":\"%s\"}\n",
                 o->command, o->transport, o->size, (unsigned long long)real_bytes, j.count,
                 plait_dtype_name(o->dtype), plait_op_name(o->op), iters, med, p10, p90, algbw,
-                busbw, alg, verdict_text, o->in_place && coll == C_ALLREDUCE ? "true" : "false");
+                busbw, alg, verdict_text, o->in_place && coll == C_ALLREDUCE ? "true" : "false",
+                o->same_name ? "same" : "new");
     }
     free(t);
     seq++;

@@ -37,6 +37,10 @@ void bench_usage(FILE *f) {
       "  --no-check            do not verify results\n"
       "  --in-place            allreduce: reduce in place (input = output), as\n"
       "                        frameworks do; default: out of place\n"
+      "  --same-name           one name for every timed iteration, as a training loop\n"
+      "                        has (the response cache's path: a lone operation's\n"
+      "                        steady-state latency); default: a new name each\n"
+      "                        iteration\n"
       "  --mix SPEC            fusion: a tensor-size mix; repeatable. SPEC is a file\n"
       "                        (bench/mixes/*.txt), uniform:COUNTxSIZE or sizes:S1,S2,...\n"
       "                        (default uniform:200x64K)\n"
@@ -120,6 +124,7 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
     if (!strcmp(a, "--quiet")) { o->quiet = 1; continue; }
     if (!strcmp(a, "--in-place")) { o->in_place = 1; continue; }
     if (!strcmp(a, "--job-settings")) { o->job_settings = 1; continue; }
+    if (!strcmp(a, "--same-name")) { o->same_name = 1; continue; }
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { bench_usage(stdout); exit(0); }
     if (strncmp(a, "--", 2)) return fail("unexpected argument '%s'%s", a, "");
     if (i + 1 >= argc) return fail("%s needs a value%s", a, "");

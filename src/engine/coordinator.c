@@ -43,7 +43,6 @@ struct plait_coord {
   atomic_int stop;
   int sent_shutdown;
   double shutdown_sent_at;
-  double last_cycle;
   struct pollfd *pfd;
   plait_waitset_t waitset; /* rank 0: one socket per rank, waited on with epoll */
   /* liveness: when this rank last sent, and last heard from each rank */
@@ -66,6 +65,7 @@ static void apply_tuning(plait_coord_t *c) {
   if (c->rank == 0) {
     c->neg.threshold = c->tune.fusion_threshold;
     c->neg.max_tensor = c->tune.fusion_max_tensor;
+    c->neg.hold_s = c->tune.cycle_time_ms * 1e-3;
   }
 }
 
@@ -216,13 +216,6 @@ static plait_result_t run_list(plait_coord_t *c, const plait_response_list_t *l)
 
 #define CYCLE_DONE ((plait_result_t)-1) /* coordination ended normally */
 
-static void sleep_until(double t) {
-  double left = t - plait_now();
-  if (left <= 0) return;
-  struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
-  nanosleep(&ts, NULL);
-}
-
 static void add_negotiation_time(plait_coord_t *c, double s) {
   plait_stats_t *st = plait_stats_lock(&c->e->stats);
   st->negotiate_s += s;
@@ -263,7 +256,8 @@ static plait_result_t peer_resolve(plait_coord_t *c, plait_response_list_t *l) {
         const plait_cache_slot_t *s = plait_cache_get(&c->cache, e->cache_id);
         if (!s) return plait_error(PLAIT_ERR_PROTOCOL, "rank 0 used response cache id %d, which "
                                    "was never assigned", e->cache_id);
-        if (!(e->name = strdup(s->name))) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+        e->name = s->name; /* the cache outlives the list: no copy */
+        e->name_borrowed = 1;
       }
       if (e->assign_id >= 0) {
         char key[PLAIT_OP_KEY_MAX];
@@ -438,7 +432,13 @@ static int poll_timeout_ms(plait_coord_t *c) {
   if (c->rank == 0 && (c->neg.records.count || c->neg.nready)) ms = 100; /* stall checks */
   if (c->sent_shutdown) ms = 100;
   int beat = (int)(c->cfg->timeout_s * 1000 / 8); /* wake twice per heartbeat period */
-  return beat < ms ? (beat > 1 ? beat : 1) : ms;
+  ms = beat < ms ? (beat > 1 ? beat : 1) : ms;
+  if (c->rank == 0 && c->neg.holding) { /* ready operations wait for companions: until then */
+    double left = plait_neg_hold_until(&c->neg) - plait_now();
+    int hold = left <= 0 ? 0 : (int)(left * 1000) + 1;
+    if (hold < ms) ms = hold;
+  }
+  return ms;
 }
 
 /* One wait and one cycle; CYCLE_DONE when coordination ended. */
@@ -455,9 +455,10 @@ static plait_result_t cycle(plait_coord_t *c) {
   apply_tuning(c);
   if (ready < 0 && errno != EINTR)
     return plait_error(PLAIT_ERR_SYSTEM, "coordinator poll failed: %s", strerror(errno));
+  /* No batching wait here: what is submitted is announced at once, and rank
+   * 0 decides in its tick whether ready operations wait for companions
+   * (negotiate.h, hold_s), the same decision for every rank. */
   int woke = ready > 0 && c->pfd[0].revents;
-  if (woke) sleep_until(c->last_cycle + c->tune.cycle_time_ms * 1e-3); /* let a batch gather */
-  c->last_cycle = plait_now();
   int busy = 0;
   plait_result_t rc;
   if (c->rank == 0)

@@ -25,6 +25,9 @@ plait_result_t plait_neg_init(plait_negotiator_t *n, int size, const plait_confi
   n->cache = cache;
   n->shutdown_rank = -1;
   n->last_joined = -1;
+  n->hold_s = cfg->cycle_time_ms * 1e-3;
+  n->held_since = -1;
+  plait_bursts_init(&n->bursts);
   n->joined = calloc((size_t)size, 1);
   if (!n->joined || plait_namemap_init(&n->records) || plait_namemap_init(&n->groups) ||
       plait_namemap_init(&n->tombstones)) {
@@ -41,7 +44,7 @@ void plait_record_free(plait_record_t *rec, int size) {
   free(rec->metas);
   free(rec->have);
   free(rec->member);
-  free(rec->key);
+  if (rec->key != rec->name) free(rec->key);
   free(rec->name);
   free(rec->message);
   free(rec);
@@ -116,6 +119,8 @@ void plait_neg_free(plait_negotiator_t *n) {
   for (int i = 0; i < n->nready; i++) plait_record_free(n->ready[i], n->size);
   free(n->ready);
   free(n->joined);
+  plait_bursts_free(&n->bursts);
+  free(n->scratch);
   memset(n, 0, sizeof *n);
 }
 
@@ -124,7 +129,7 @@ static plait_record_t *new_record(plait_negotiator_t *n, const char *key, const 
   plait_record_t *rec = calloc(1, sizeof *rec);
   if (!rec) return NULL;
   rec->name = strdup(name);
-  rec->key = strdup(key);
+  rec->key = pset ? strdup(key) : rec->name; /* the global set's key is the name */
   rec->pset = pset;
   rec->metas = calloc((size_t)n->size, sizeof *rec->metas);
   rec->have = calloc((size_t)n->size, 1);
@@ -562,37 +567,106 @@ static int end_joins(plait_negotiator_t *n, plait_record_t **recs, int count) {
   return n->last_joined;
 }
 
+/* Room for need ints, kept between ticks (no allocation per tick). */
+static int *scratch_ids(plait_negotiator_t *n, int need) {
+  if (need > n->scratch_cap) {
+    int cap = need > 64 ? need : 64;
+    int *p = realloc(n->scratch, sizeof *p * (size_t)cap);
+    if (!p) return NULL;
+    n->scratch = p;
+    n->scratch_cap = cap;
+  }
+  return n->scratch;
+}
+
+/* Whether the ready records wait for companions expected from their last
+ * burst: only while one is missing, the fusion buffer is not full yet, and
+ * for at most hold_s. Failures, joins and uncached operations never wait on
+ * their own account. */
+static int hold(plait_negotiator_t *n, double now) {
+  if (n->hold_s <= 0 || n->threshold == 0 || n->njoined) return 0;
+  if (n->held_since >= 0 && now >= n->held_since + n->hold_s) return 0;
+  int *ids = scratch_ids(n, n->nready);
+  if (!ids) return 0;
+  uint64_t bytes = 0;
+  int k = 0;
+  for (int i = 0; i < n->nready; i++) {
+    const plait_record_t *rec = n->ready[i];
+    const plait_meta_t *m = &rec->metas[plait_record_ref(rec, n->size)];
+    if (rec->status) k = -1;
+    if (k < 0) break;
+    if (m->coll != PLAIT_COLL_ALLREDUCE || rec->cache_id < 0) continue;
+    bytes += plait_meta_bytes(m);
+    ids[k++] = rec->cache_id;
+  }
+  int wait = k > 0 && bytes < n->threshold && plait_bursts_incomplete(&n->bursts, ids, k);
+  if (wait && n->held_since < 0) n->held_since = now;
+  return wait;
+}
+
+double plait_neg_hold_until(const plait_negotiator_t *n) {
+  return n->holding ? n->held_since + n->hold_s : 0;
+}
+
+/* The cached allreduces of out ran together: their burst from now on. */
+static void record_burst(plait_negotiator_t *n, const plait_response_list_t *out) {
+  uint32_t total = 0;
+  for (uint32_t i = 0; i < out->n; i++) total += out->r[i].n;
+  int *ids = scratch_ids(n, (int)total), k = 0;
+  if (!ids) return; /* a hint lost, nothing else */
+  for (uint32_t i = 0; i < out->n; i++) {
+    const plait_response_t *x = &out->r[i];
+    if (x->coll != PLAIT_COLL_ALLREDUCE || x->status) continue;
+    for (uint32_t j = 0; j < x->n; j++) {
+      int id = x->e[j].cache_id >= 0 ? x->e[j].cache_id : x->e[j].assign_id;
+      if (id >= 0) ids[k++] = id;
+    }
+  }
+  plait_bursts_record(&n->bursts, ids, k);
+}
+
 plait_result_t plait_neg_plan(plait_negotiator_t *n, double now, plait_response_list_t *out,
                               int *any) {
   memset(out, 0, sizeof *out);
   out->shutdown_rank = -1;
   *any = 0;
   PLAIT_CHECK(inspect_stalls(n, now)); /* 1. stalls: may fail records into n->ready */
-  if (n->nready == 0) return PLAIT_SUCCESS;
+  n->holding = n->nready > 0 && hold(n, now); /* 2. dispatch now, or wait for companions */
+  if (n->nready == 0 || n->holding) return PLAIT_SUCCESS;
+  n->held_since = -1;
   int count = 0;
-  plait_record_t **recs = release(n, &count); /* 2. release: groups whole, in order */
+  plait_record_t **recs = release(n, &count); /* 3. release: groups whole, in order */
+  /* a few records (the latency-bound case) need no allocation */
+  enum { FEW = 16 };
+  plait_fusion_item_t few_items[FEW];
+  plait_fusion_bin_t few_bins[FEW];
+  int few_bin_of[FEW];
   size_t cap = (size_t)(count ? count : 1);
-  plait_fusion_item_t *items = malloc(sizeof *items * cap);
-  plait_fusion_bin_t *bins = malloc(sizeof *bins * cap);
-  int *bin_of = malloc(sizeof *bin_of * cap);
+  int few = count <= FEW;
+  plait_fusion_item_t *items = few ? few_items : malloc(sizeof *items * cap);
+  plait_fusion_bin_t *bins = few ? few_bins : malloc(sizeof *bins * cap);
+  int *bin_of = few ? few_bin_of : malloc(sizeof *bin_of * cap);
   plait_result_t rc = PLAIT_SUCCESS;
   if (!recs || !items || !bins || !bin_of) {
     rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory planning responses");
     goto out;
   }
   for (int i = 0; i < count; i++) items[i] = fusion_item(n, recs[i]);
-  /* 3. plan: pure, from the records' metadata, the threshold and the limit */
+  /* 4. plan: pure, from the records' metadata, the threshold and the limit */
   int nb = plait_fusion_plan(items, count, n->threshold, n->max_tensor, bins, bin_of);
   int join_rank = end_joins(n, recs, count);
-  /* 4. the response list, in the plan's order */
+  /* 5. the response list, in the plan's order; what ran together */
   PLAIT_CHECK_GOTO(rc, plait_neg_respond(n, recs, count, bins, nb, bin_of, join_rank, out), out);
   *any = out->n > 0;
+  record_burst(n, out);
 out:
   for (int i = 0; i < count; i++) plait_record_free(recs[i], n->size);
   free(recs);
-  free(items);
-  free(bins);
-  free(bin_of);
+  if (!few) {
+    free(items);
+    free(bins);
+    free(bin_of);
+  }
   if (rc) plait_responses_free(out);
   return rc;
 }
@@ -617,6 +691,7 @@ plait_result_t plait_neg_fail_all(plait_negotiator_t *n, plait_result_t rc, cons
   free(list);
   n->njoined = 0;
   memset(n->joined, 0, (size_t)n->size);
+  n->hold_s = 0; /* coordination is ending: nothing waits */
   int any;
   return plait_neg_plan(n, plait_now(), out, &any);
 }

@@ -15,6 +15,7 @@
 #ifndef PLAIT_NEGOTIATE_H
 #define PLAIT_NEGOTIATE_H
 
+#include "engine/burst.h"
 #include "engine/cache.h"
 #include "util/config.h"
 #include "engine/fusion.h"
@@ -23,7 +24,8 @@
 
 typedef struct plait_record {
   char *name;
-  char *key;           /* name within its process set (plait_op_key) */
+  char *key;           /* name within its process set (plait_op_key); name itself
+                          for the global set */
   int32_t pset;        /* its process set */
   uint8_t *member;     /* per rank: a member of pset; NULL when pset is unknown */
   int nmembers;
@@ -66,7 +68,20 @@ typedef struct plait_negotiator {
   /* Records failed before every rank announced them: name -> tombstone, so an
    * announcement already in flight then is recognised and dropped. */
   plait_namemap_t tombstones;
+  /* Dispatch: ready operations go in the tick they become ready, unless one
+   * of them still misses a companion from its last burst (engine/burst.h);
+   * then they are held, at most hold_s (PLAIT_CYCLE_TIME_MS) from the tick
+   * that first held them, or until they fill the fusion threshold. */
+  plait_bursts_t bursts;
+  double hold_s;            /* 0: never hold */
+  double held_since;        /* the tick that first held the ready ones, < 0 none */
+  int holding;              /* the last tick held ready operations back */
+  int *scratch;             /* cache ids of a tick, kept between ticks */
+  int scratch_cap;
 } plait_negotiator_t;
+
+/* While holding: when the tick must run again at the latest. */
+double plait_neg_hold_until(const plait_negotiator_t *n);
 
 plait_result_t plait_neg_init(plait_negotiator_t *n, int size, const plait_config_t *cfg,
                               plait_cache_t *cache);
@@ -78,8 +93,9 @@ void plait_neg_free(plait_negotiator_t *n);
 plait_result_t plait_neg_add(plait_negotiator_t *n, int rank, const char *name,
                              const plait_meta_t *meta, int cache_id, uint64_t acked);
 
-/* The tick: inspects stalls (at now), releases what is ready, plans fusion
- * and builds the next response list into out (which the caller frees with
+/* The tick: inspects stalls (at now), releases what is ready (unless it
+ * holds it for expected companions, see hold_s), plans fusion and builds the
+ * next response list into out (which the caller frees with
  * plait_responses_free); *any says whether it holds anything to send. */
 plait_result_t plait_neg_plan(plait_negotiator_t *n, double now, plait_response_list_t *out,
                               int *any);

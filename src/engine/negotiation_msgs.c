@@ -277,7 +277,7 @@ plait_result_t plait_responses_encode(plait_writer_t *w, const plait_response_li
 void plait_response_free(plait_response_t *x) {
   free(x->message);
   for (uint32_t i = 0; x->e && i < x->n; i++) {
-    free(x->e[i].name);
+    if (!x->e[i].name_borrowed) free(x->e[i].name);
     plait_meta_free(&x->e[i].meta);
   }
   free(x->e);

@@ -40,6 +40,7 @@ typedef struct plait_resp_entry {
   int32_t assign_id; /* cache id every rank records for it, -1 none */
   int has_meta;      /* meta valid (for ranks that joined) */
   plait_meta_t meta;
+  int name_borrowed; /* name is the response cache's (a peer resolving an id): not freed */
 } plait_resp_entry_t;
 
 typedef struct plait_response {

@@ -21,13 +21,15 @@ static plait_result_t fill_entries(plait_negotiator_t *n, plait_response_t *x,
     const plait_meta_t *meta = &rec->metas[plait_record_ref(rec, n->size)];
     e->assign_id = -1;
     e->cache_id = -1;
-    if (!(e->name = strdup(rec->name))) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    e->name = rec->name; /* taken: the record is freed after the list is built */
+    if (rec->key == rec->name) rec->key = NULL; /* the same string (global set) */
+    rec->name = NULL;
     if (x->status == 0 && rec->cache_id >= 0) {
       e->cache_id = rec->cache_id;
     } else if (x->status == 0 && plait_cache_eligible(meta) &&
-               plait_cache_lookup(n->cache, rec->name, meta) < 0 &&
+               plait_cache_lookup(n->cache, e->name, meta) < 0 &&
                (e->assign_id = plait_cache_next_id(n->cache)) >= 0) {
-      PLAIT_CHECK(plait_cache_put(n->cache, e->assign_id, rec->name, meta));
+      PLAIT_CHECK(plait_cache_put(n->cache, e->assign_id, e->name, meta));
     }
     /* ranks outside a set record its cache ids too: with the metadata */
     if (n->njoined > 0 || meta->coll == PLAIT_COLL_JOIN || (meta->pset && e->assign_id >= 0)) {

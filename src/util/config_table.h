@@ -32,7 +32,8 @@
     "allreduce tensors larger than this skip the fusion buffer and are "       \
     "reduced alone, in place; 0: no limit besides the threshold")              \
   X(cycle_time_ms, "PLAIT_CYCLE_TIME_MS", POSITIVE, "1", "0.01..10000",        \
-    "coordinator cycle time in milliseconds")                                  \
+    "longest hold, in milliseconds, of ready allreduces waiting for the "      \
+    "ones that ran with them last time")                                       \
   X(cache_capacity, "PLAIT_CACHE_CAPACITY", COUNT, "1024", "0..1048576",       \
     "response cache entries; 0 disables the cache")                            \
   X(timeline, "PLAIT_TIMELINE", TEXT, "", "",                                  \

@@ -84,8 +84,8 @@ static void negotiation_messages(void) {
   plait_resp_entry_t entries[2] = {
       {"grad/layer1", -1, 0, 1, {.coll = PLAIT_COLL_ALLREDUCE, .dtype = PLAIT_FLOAT32,
                                  .op = PLAIT_OP_SUM, .ndim = 1, .device = -1,
-                                 .prescale = 1.0, .postscale = 1.0, .shape = {12}}},
-      {"grad/layer2", 3, -1, 0, {0}},
+                                 .prescale = 1.0, .postscale = 1.0, .shape = {12}}, 0},
+      {"grad/layer2", 3, -1, 0, {0}, 0},
   };
   int64_t dims[2] = {2, 5};
   plait_response_t resp[3] = {

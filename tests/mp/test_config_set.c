@@ -1,6 +1,7 @@
 /* plait_config_set: changing the fusion threshold, cycle time and log level
  * of a running job, as plait-bench does between settings, and its errors. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,32 +44,84 @@ static int all_ranks_set(const char *name, const char *value) {
   return plait_config_set(name, value) ? -1 : 0;
 }
 
-/* The cycle time changed while running is the one the coordinator uses.
- * With PLAIT_CYCLE_TIME_MS=3000, a coordinator woken by a submission waits
- * until 3 s after its previous cycle (an idle one wakes at least once a
- * second) before it announces: SPREAD tensors submitted 50 ms apart, 200 ms
- * in all, are announced together and fused into one collective. At the
- * default 1 ms each would be announced alone (SPREAD collectives). */
+/* Holds the coordinator thread (a callback runs there; a test's liberty,
+ * callbacks must not block) until the main thread has submitted a whole
+ * batch, so that the batch is announced at once and runs as one list. */
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int entered, open;
+} gate_t;
+
+static void gate_cb(plait_handle_t *h, plait_result_t rc, void *user) {
+  (void)h, (void)rc;
+  gate_t *g = user;
+  pthread_mutex_lock(&g->mu);
+  g->entered = 1;
+  pthread_cond_broadcast(&g->cv);
+  while (!g->open) pthread_cond_wait(&g->cv, &g->mu);
+  pthread_mutex_unlock(&g->mu);
+}
+
 #define SPREAD 5
-static int spread_batch(int rank) {
-  if (all_ranks_set("PLAIT_CYCLE_TIME_MS", "3000")) return -1;
-  plait_stats_t before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
-  if (plait_stats(&before)) return -1;
-  static float data[SPREAD][COUNT];
-  plait_handle_t *h[SPREAD];
+static float spread_data[SPREAD][COUNT];
+
+static int submit_spread(plait_handle_t **h, int gap_us) {
   for (int i = 0; i < SPREAD; i++) {
     char name[32];
     snprintf(name, sizeof name, "spread.%d", i);
     plait_tensor_t t;
-    plait_tensor_1d(&t, data[i], COUNT, PLAIT_FLOAT32);
+    plait_tensor_1d(&t, spread_data[i], COUNT, PLAIT_FLOAT32);
     if (plait_allreduce_async(name, &t, &t, PLAIT_OP_SUM, NULL, &h[i])) return -1;
-    usleep(50000);
+    if (gap_us) usleep((useconds_t)gap_us);
   }
+  return 0;
+}
+
+static int wait_spread(plait_handle_t **h) {
   for (int i = 0; i < SPREAD; i++) {
     if (plait_wait(h[i], 30)) return -1;
     plait_release(h[i]);
   }
-  if (plait_stats(&after)) return -1;
+  return 0;
+}
+
+/* The SPREAD tensors run once as one list (behind the gate). */
+static int gated_batch(void) {
+  gate_t g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+  plait_op_options_t o = PLAIT_OP_OPTIONS_INIT;
+  o.callback = gate_cb;
+  o.user_data = &g;
+  float one = 1;
+  plait_tensor_t t;
+  plait_handle_t *gh, *h[SPREAD];
+  plait_tensor_1d(&t, &one, 1, PLAIT_FLOAT32);
+  if (plait_allreduce_async("gate", &t, &t, PLAIT_OP_SUM, &o, &gh)) return -1;
+  pthread_mutex_lock(&g.mu);
+  while (!g.entered) pthread_cond_wait(&g.cv, &g.mu);
+  pthread_mutex_unlock(&g.mu);
+  int rc = submit_spread(h, 0);
+  pthread_mutex_lock(&g.mu);
+  g.open = 1;
+  pthread_cond_broadcast(&g.cv);
+  pthread_mutex_unlock(&g.mu);
+  if (plait_wait(gh, 30)) rc = -1;
+  plait_release(gh);
+  return rc ? rc : wait_spread(h);
+}
+
+/* The cycle time changed while running is the one the coordinator uses. It
+ * bounds how long rank 0 holds ready tensors back for the companions they
+ * ran with last time. SPREAD tensors that ran together once, submitted
+ * again 50 ms apart (200 ms in all), are held for each other under
+ * PLAIT_CYCLE_TIME_MS=3000 and fused into one collective. At the default
+ * 1 ms each would go nearly alone. */
+static int spread_batch(int rank) {
+  if (gated_batch() || all_ranks_set("PLAIT_CYCLE_TIME_MS", "3000")) return -1;
+  plait_stats_t before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
+  plait_handle_t *h[SPREAD];
+  if (plait_stats(&before) || submit_spread(h, 50000) || wait_spread(h) || plait_stats(&after))
+    return -1;
   uint64_t responses = after.responses - before.responses;
   plait_test_say(rank, "cycle time 3000 ms: %d tensors submitted 50 ms apart ran as %llu "
                  "collective(s)", SPREAD, (unsigned long long)responses);

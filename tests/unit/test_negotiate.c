@@ -9,7 +9,9 @@
  * that names the tensor, the values and the ranks that sent each,
  * allgather/alltoall extras, groups released whole and failed whole, joins,
  * the stall inspector and its tombstones, the response cache's ids and the
- * order of cached responses, duplicate announcements, shutdown.
+ * order of cached responses, duplicate announcements, shutdown; dispatch:
+ * what goes in the tick it becomes ready and what waits for companions from
+ * its last burst (hold_s).
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -416,6 +418,161 @@ Test(negotiate, cached_tensors_go_by_id_and_run_in_id_order) {
   l = tick();
   cr_assert_eq(l.r[0].e[0].cache_id, -1);
   cr_assert_eq(l.r[0].e[0].assign_id, 3);
+  plait_responses_free(&l);
+  stop();
+}
+
+/* -------------------------------------------------------------- dispatch */
+
+/* Every rank announces name by its cache id (as a rank does for a name it
+ * has run before). */
+static void everyone_by_id(const char *name, plait_meta_t m) {
+  int id = plait_cache_lookup(&C, name, &m);
+  cr_assert_geq(id, 0, "'%s' is not cached", name);
+  for (int r = 0; r < N.size; r++)
+    cr_assert_eq(plait_neg_add(&N, r, name, &m, id, N.lists_sent), PLAIT_SUCCESS, "%s",
+                 plait_last_error());
+}
+
+/* a, b and c run together once: one burst. */
+static void burst_abc(void) {
+  everyone("a", f32(4));
+  everyone("b", f32(4));
+  everyone("c", f32(4));
+  plait_response_list_t l = tick(); /* one list; fused when the threshold allows */
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < l.n; i++) k += l.r[i].n;
+  cr_assert_eq(k, 3);
+  plait_responses_free(&l);
+}
+
+Test(dispatch, a_new_operation_goes_in_the_tick_it_becomes_ready) {
+  start(3, 1 << 20, 16, 0);
+  N.hold_s = 1000; /* however long the hold may be */
+  everyone("x", f32(4));
+  plait_response_list_t l = tick();
+  ASSERT_NAMES(l, "x");
+  cr_assert_eq(N.holding, 0);
+  plait_responses_free(&l);
+  stop();
+}
+
+Test(dispatch, a_lone_cached_operation_goes_in_the_same_tick) {
+  start(2, 1 << 20, 16, 0);
+  N.hold_s = 1000;
+  for (int step = 0; step < 3; step++) {
+    if (step)
+      everyone_by_id("loss", f32(1));
+    else
+      everyone("loss", f32(1));
+    plait_response_list_t l = tick();
+    ASSERT_NAMES(l, "loss");
+    plait_responses_free(&l);
+  }
+  stop();
+}
+
+Test(dispatch, a_burst_waits_for_its_companions_and_fuses_into_one_response) {
+  start(2, 1 << 20, 16, 0);
+  N.hold_s = 1000;
+  burst_abc();
+  double t = plait_now();
+  everyone_by_id("a", f32(4));
+  everyone_by_id("b", f32(4));
+  plait_response_list_t l = tick_at(t);
+  cr_assert_eq(l.n, 0, "a and b went without c, which ran with them last time");
+  cr_assert_eq(N.holding, 1);
+  cr_assert_eq(plait_neg_hold_until(&N), t + 1000);
+  plait_responses_free(&l);
+  everyone_by_id("c", f32(4));
+  l = tick_at(t + 0.001);
+  ASSERT_NAMES(l, "a b c");
+  cr_assert_eq(l.n, 1, "one fused response");
+  cr_assert_eq(N.holding, 0);
+  plait_responses_free(&l);
+  stop();
+}
+
+Test(dispatch, a_hold_ends_after_hold_s_and_the_burst_shrinks) {
+  start(2, 1 << 20, 16, 0);
+  N.hold_s = 0.5;
+  burst_abc();
+  double t = plait_now();
+  everyone_by_id("a", f32(4));
+  everyone_by_id("b", f32(4));
+  plait_response_list_t l = tick_at(t);
+  cr_assert_eq(l.n, 0);
+  plait_responses_free(&l);
+  l = tick_at(t + 0.25);
+  cr_assert_eq(l.n, 0, "still within the hold");
+  plait_responses_free(&l);
+  l = tick_at(t + 0.5);
+  ASSERT_NAMES(l, "a b");
+  plait_responses_free(&l);
+  /* a and b ran without c: next time they need not wait for it */
+  everyone_by_id("a", f32(4));
+  everyone_by_id("b", f32(4));
+  l = tick_at(t + 0.6);
+  ASSERT_NAMES(l, "a b");
+  plait_responses_free(&l);
+  /* c is alone in its burst now: it goes at once too */
+  everyone_by_id("c", f32(4));
+  l = tick_at(t + 0.7);
+  ASSERT_NAMES(l, "c");
+  plait_responses_free(&l);
+  stop();
+}
+
+Test(dispatch, a_full_fusion_buffer_goes_without_waiting) {
+  start(2, 32, 16, 0); /* two of the 16-byte tensors fill it */
+  N.hold_s = 1000;
+  burst_abc();
+  everyone_by_id("a", f32(4));
+  everyone_by_id("b", f32(4));
+  plait_response_list_t l = tick();
+  cr_assert_gt(l.n, 0, "a and b fill the buffer: c could not join them anyway");
+  plait_responses_free(&l);
+  stop();
+}
+
+Test(dispatch, nothing_waits_without_fusion_or_hold_time) {
+  for (int k = 0; k < 2; k++) {
+    start(2, k ? 0 : 1 << 20, 16, 0);
+    N.hold_s = k ? 1000 : 0; /* fusion off, or PLAIT_CYCLE_TIME_MS=0 */
+    burst_abc();
+    everyone_by_id("a", f32(4));
+    plait_response_list_t l = tick();
+    ASSERT_NAMES(l, "a");
+    plait_responses_free(&l);
+    stop();
+  }
+}
+
+Test(dispatch, a_failure_is_never_held) {
+  start(2, 1 << 20, 16, 0);
+  N.hold_s = 1000;
+  burst_abc();
+  everyone_by_id("a", f32(4));
+  announce(0, "odd", f32(4));
+  announce(1, "odd", f32(8)); /* a mismatch: an error response */
+  plait_response_list_t l = tick();
+  ASSERT_NAMES(l, "a | odd");
+  cr_assert_eq(l.r[1].status, PLAIT_ERR_MISMATCH);
+  plait_responses_free(&l);
+  stop();
+}
+
+Test(dispatch, shutdown_releases_held_operations) {
+  start(2, 1 << 20, 16, 0);
+  N.hold_s = 1000;
+  burst_abc();
+  everyone_by_id("a", f32(4));
+  plait_response_list_t l = tick();
+  cr_assert_eq(l.n, 0);
+  plait_responses_free(&l);
+  cr_assert_eq(plait_neg_fail_all(&N, PLAIT_ERR_SHUTDOWN, "rank 1 shut down", &l), PLAIT_SUCCESS);
+  ASSERT_NAMES(l, "a");
+  cr_assert_eq(l.r[0].status, 0, "a was agreed: it runs");
   plait_responses_free(&l);
   stop();
 }

@@ -188,7 +188,7 @@ static size_t make_seeds(uint8_t **seeds, size_t *lens) {
   plait_request_list_t rl = {0, 2, rq, 0};
   SEED(plait_requests_encode(&w, &rl));
   int64_t dims[4] = {1, 2, 3, 4};
-  plait_resp_entry_t re[2] = {{"a", -1, 3, 1, m}, {NULL, 5, -1, 0, {0}}};
+  plait_resp_entry_t re[2] = {{"a", -1, 3, 1, m, 0}, {NULL, 5, -1, 0, {0}, 0}};
   plait_response_t rs[2] = {{PLAIT_COLL_ALLREDUCE, 0, NULL, 2, re, dims, 4, -1, 0},
                             {PLAIT_COLL_JOIN, PLAIT_ERR_MISMATCH, "bad", 0, NULL, NULL, 0, 1, 2}};
   plait_response_list_t rsl = {1, 2, 2, rs};

@@ -1,0 +1,55 @@
+/*
+ * Tests of the burst record (src/engine/burst.c): which cached operations
+ * ran in the same response list last time, and whether a set of ready ones
+ * still misses one of those companions.
+ */
+#include <criterion/criterion.h>
+
+#include "engine/burst.h"
+
+static plait_bursts_t B;
+
+static void setup(void) { plait_bursts_init(&B); }
+static void teardown(void) { plait_bursts_free(&B); }
+
+TestSuite(burst, .init = setup, .fini = teardown);
+
+Test(burst, unknown_ids_and_lone_ones_miss_nothing) {
+  int none[] = {3, -1};
+  cr_expect_eq(plait_bursts_incomplete(&B, none, 2), 0);
+  int lone[] = {7};
+  cr_assert_eq(plait_bursts_record(&B, lone, 1), PLAIT_SUCCESS);
+  cr_expect_eq(plait_bursts_incomplete(&B, lone, 1), 0);
+}
+
+Test(burst, a_member_missing_is_seen_until_it_comes) {
+  int abc[] = {0, 1, 2};
+  cr_assert_eq(plait_bursts_record(&B, abc, 3), PLAIT_SUCCESS);
+  int ab[] = {1, 0};
+  cr_expect_eq(plait_bursts_incomplete(&B, ab, 2), 1);
+  int all[] = {2, 0, -1, 1};
+  cr_expect_eq(plait_bursts_incomplete(&B, all, 4), 0);
+}
+
+Test(burst, a_member_that_ran_elsewhere_is_no_longer_expected) {
+  int abc[] = {0, 1, 2};
+  cr_assert_eq(plait_bursts_record(&B, abc, 3), PLAIT_SUCCESS);
+  int c[] = {2};
+  cr_assert_eq(plait_bursts_record(&B, c, 1), PLAIT_SUCCESS);
+  int ab[] = {0, 1};
+  cr_expect_eq(plait_bursts_incomplete(&B, ab, 2), 0);
+  int a[] = {0};
+  cr_expect_eq(plait_bursts_incomplete(&B, a, 1), 1);
+}
+
+Test(burst, many_ids_and_many_bursts_reuse_their_numbers) {
+  enum { N = 1000 };
+  int ids[N];
+  for (int i = 0; i < N; i++) ids[i] = i;
+  for (int round = 0; round < 50; round++) /* every id alone, then all together, ... */
+    for (int i = 0; i < N; i++) cr_assert_eq(plait_bursts_record(&B, &ids[i], 1), PLAIT_SUCCESS);
+  cr_assert_eq(plait_bursts_record(&B, ids, N), PLAIT_SUCCESS);
+  cr_expect_eq(plait_bursts_incomplete(&B, ids, N - 1), 1);
+  cr_expect_eq(plait_bursts_incomplete(&B, ids, N), 0);
+  cr_expect_leq(B.cap, 1024, "burst numbers are reused, not grown: room for %d", B.cap);
+}
