@@ -45,8 +45,15 @@ struct plait_autotune {
   int have_best;
   int param, dir, moved; /* the parameter walked, -1 down / +1 up, moved this pass */
   int stepped;           /* param already moved in dir: a worse neighbour ends it */
-  double scores[MAX_REPEATS];
+  double scores[MAX_REPEATS]; /* the candidate's samples so far */
   int nscores;
+  /* The incumbent (best) is measured again after each candidate, whose
+   * samples are then bracketed in time by two of the incumbent's: its score
+   * is their mean, so a load that drifts steadily cancels out. */
+  double inc[2]; /* the incumbent's last two samples, [1] the newer */
+  int ninc;
+  int checking;     /* the sample running is the incumbent's */
+  double pending;   /* the candidate's median, judged after that sample */
   /* the sample in progress */
   int skip_next; /* the next list was batched under the previous settings */
   double t0;     /* end of the list before the sample; < 0: not yet known */
@@ -145,8 +152,13 @@ void plait_autotune_free(plait_autotune_t *at) {
   free(at);
 }
 
+/* The setting the lists run with now. */
+static const double *running(const plait_autotune_t *at) {
+  return at->phase == PLAIT_AT_EXPLORING && !at->checking ? at->cand : at->best;
+}
+
 plait_autotune_setting_t plait_autotune_current(const plait_autotune_t *at) {
-  return to_setting(at->phase == PLAIT_AT_EXPLORING ? at->cand : at->best);
+  return to_setting(running(at));
 }
 
 plait_autotune_phase_t plait_autotune_phase(const plait_autotune_t *at) { return at->phase; }
@@ -209,17 +221,32 @@ static void next_candidate(plait_autotune_t *at) {
   settle(at);
 }
 
-/* The candidate has its median score m. */
-static void judge(plait_autotune_t *at, double m) {
+/* A new incumbent: its latest sample is the one before the next candidate. */
+static void incumbent_is(plait_autotune_t *at, const double *scores, int n) {
+  at->inc[1] = scores[n - 1];
+  at->ninc = 1;
+}
+
+static void incumbent_sample(plait_autotune_t *at, double score) {
+  at->inc[0] = at->inc[1];
+  at->inc[1] = score;
+  at->ninc = at->ninc ? 2 : 1;
+  at->best_score = at->ninc == 2 ? (at->inc[0] + at->inc[1]) / 2 : score;
+}
+
+/* The candidate has its median score m (its samples in scores[0..n)). */
+static void judge(plait_autotune_t *at, double m, const double *scores, int n) {
   if (!at->have_best) { /* the start */
     at->have_best = 1;
     at->start_score = at->best_score = m;
+    incumbent_is(at, scores, n);
     at->param = 0;
     at->dir = -1;
     at->moved = at->stepped = 0;
   } else if (m > at->best_score * (1 + at->o.margin)) {
     memcpy(at->best, at->cand, sizeof at->best);
     at->best_score = m;
+    incumbent_is(at, scores, n);
     at->moved = at->stepped = 1; /* keep walking the same way */
   } else if (at->dir < 0 && !at->stepped) {
     at->dir = 1;
@@ -263,6 +290,7 @@ static void watch_profile(plait_autotune_t *at) {
   at->have_best = 0;
   at->search_samples = 0;
   at->nscores = 0;
+  at->checking = 0;
   at->ref_bytes = at->ref_tensors = 0;
   at->drifted = 0;
   at->phase = PLAIT_AT_EXPLORING;
@@ -272,7 +300,7 @@ static void watch_profile(plait_autotune_t *at) {
 static int sample_done(plait_autotune_t *at, double secs, double score) {
   at->samples++;
   point_t before;
-  memcpy(before, at->phase == PLAIT_AT_EXPLORING ? at->cand : at->best, sizeof before);
+  memcpy(before, running(at), sizeof before);
   write_sample(at, before, secs, score);
   if (at->phase == PLAIT_AT_WARMUP) {
     if (at->samples >= (uint64_t)at->o.warmup_samples) at->phase = PLAIT_AT_EXPLORING;
@@ -285,14 +313,27 @@ static int sample_done(plait_autotune_t *at, double secs, double score) {
   at->search_samples++;
   at->ref_bytes += at->bytes;
   at->ref_tensors += at->tensors;
-  at->scores[at->nscores++] = score;
-  if (at->nscores < at->o.repeats && at->search_samples < (uint64_t)at->o.max_samples)
-    return 0;
-  double m = median(at->scores, at->nscores);
-  at->nscores = 0;
-  judge(at, m);
-  const double *now = at->phase == PLAIT_AT_EXPLORING ? at->cand : at->best;
-  return memcmp(now, before, sizeof before) != 0;
+  int budget_left = at->search_samples < (uint64_t)at->o.max_samples;
+  if (at->checking) { /* the incumbent again, under today's load: now judge */
+    at->checking = 0;
+    incumbent_sample(at, score);
+    judge(at, at->pending, at->scores, at->nscores);
+    at->nscores = 0;
+  } else {
+    at->scores[at->nscores++] = score;
+    if (at->nscores < at->o.repeats && budget_left) return 0;
+    double copy[MAX_REPEATS];
+    memcpy(copy, at->scores, sizeof copy);
+    double m = median(copy, at->nscores);
+    if (at->have_best && budget_left) {
+      at->checking = 1;
+      at->pending = m;
+    } else {
+      judge(at, m, at->scores, at->nscores);
+      at->nscores = 0;
+    }
+  }
+  return memcmp(running(at), before, sizeof before) != 0;
 }
 
 int plait_autotune_step(plait_autotune_t *at, uint64_t bytes, uint64_t tensors, double now) {

@@ -14,6 +14,10 @@
  * - the first warmup_samples samples are discarded, and so is the first list
  *   after every change of settings (it was batched under the old ones);
  * - every setting tried is measured `repeats` times; its score is the median;
+ *   right after a candidate, the incumbent (the best so far) is measured once
+ *   more, and the candidate is compared with the mean of the incumbent's
+ *   samples just before and just after it (a load that drifts while the
+ *   search runs affects both alike);
  * - the start (the configured values) is measured first; then coordinate
  *   descent over log grids: for each free parameter in turn (threshold,
  *   largest fused tensor, cycle time) it walks to the neighbouring grid value

@@ -66,10 +66,10 @@
   X(autotune_warmup_samples, "PLAIT_AUTOTUNE_WARMUP_SAMPLES", COUNT, "3",      \
     "0..1000", "autotune samples discarded at the start (and after the "       \
     "traffic changes)")                                                        \
-  X(autotune_steps_per_sample, "PLAIT_AUTOTUNE_STEPS_PER_SAMPLE", COUNT, "10", \
+  X(autotune_steps_per_sample, "PLAIT_AUTOTUNE_STEPS_PER_SAMPLE", COUNT, "5", \
     "1..100000", "response lists that moved allreduce bytes per autotune "     \
     "sample")                                                                  \
-  X(autotune_max_samples, "PLAIT_AUTOTUNE_MAX_SAMPLES", COUNT, "80",           \
+  X(autotune_max_samples, "PLAIT_AUTOTUNE_MAX_SAMPLES", COUNT, "100",          \
     "3..100000", "most samples autotune measures before it settles on the "    \
     "best seen")                                                               \
   X(rank, "PLAIT_RANK", RANKNUM, "", "0..16777215",                            \

@@ -19,6 +19,8 @@ typedef struct {
   double best_threshold, best_max_tensor, best_cycle; /* the optimum; INFINITY: no limit */
   uint64_t bytes_per_list, tensors_per_list;
   uint32_t noise; /* LCG state: +-1% on each list's duration */
+  double drift;   /* each list takes this fraction longer than the one before */
+  double load;    /* the machine's load factor now (0: 1) */
 } model_t;
 
 static double lg(double v, double zero) {
@@ -34,7 +36,9 @@ static double list_seconds(model_t *m, plait_autotune_setting_t s) {
                 fabs(log2(s.cycle_ms) - log2(m->best_cycle));
   m->noise = m->noise * 1664525u + 1013904223u;
   double jitter = ((double)(m->noise >> 8) / (double)(1u << 24) - 0.5) * 0.02;
-  return 0.010 * (1 + 0.08 * away) * (1 + jitter);
+  if (m->load <= 0) m->load = 1;
+  m->load *= 1 + m->drift;
+  return 0.010 * (1 + 0.08 * away) * (1 + jitter) * m->load;
 }
 
 static plait_autotune_opts_t opts(void) {
@@ -62,7 +66,7 @@ Test(autotune, converges_to_the_known_best_setting) {
   } optima[] = {{4 * MiB, 1 * MiB, 0.5}, {0, 256 << 10, 2}, {256 * MiB, INFINITY, 0.1},
                 {16 * MiB, 4 * MiB, 1}};
   for (size_t i = 0; i < sizeof optima / sizeof optima[0]; i++) {
-    model_t m = {optima[i].thr, optima[i].mt, optima[i].cyc, 100 * MiB, 50, (uint32_t)i + 1};
+    model_t m = {optima[i].thr, optima[i].mt, optima[i].cyc, 100 * MiB, 50, (uint32_t)i + 1, 0, 1};
     plait_autotune_opts_t o = opts();
     plait_autotune_t *at;
     cr_assert_eq(plait_autotune_create(&o, &DEFAULTS, &at), PLAIT_SUCCESS);
@@ -90,9 +94,36 @@ Test(autotune, converges_to_the_known_best_setting) {
   }
 }
 
+/* The machine gets steadily slower (or faster) while it searches, by more
+ * than the settings differ: comparing a candidate with the incumbent measured
+ * around it, the search still finds the best setting. Without that (a
+ * candidate against the incumbent's score from minutes ago) a slowing machine
+ * makes every move look worse and a speeding one every move look better. */
+Test(autotune, a_drifting_machine_does_not_mislead_it) {
+  double drifts[] = {0.002, -0.001};
+  for (size_t i = 0; i < sizeof drifts / sizeof drifts[0]; i++) {
+    model_t m = {4 * MiB, 1 * MiB, 0.5, 100 * MiB, 50, 9, drifts[i], drifts[i] < 0 ? 4 : 1};
+    plait_autotune_opts_t o = opts();
+    plait_autotune_t *at;
+    cr_assert_eq(plait_autotune_create(&o, &DEFAULTS, &at), PLAIT_SUCCESS);
+    double clock = 0;
+    uint64_t lists = drive(at, &m, &clock, 100000);
+    cr_assert_eq(plait_autotune_phase(at), PLAIT_AT_SETTLED);
+    plait_autotune_setting_t s = plait_autotune_current(at);
+    cr_log_info("drift %g per list: settled after %llu lists, load now %.2fx", drifts[i],
+                (unsigned long long)lists, m.load);
+    cr_expect_eq(s.threshold, 4 * MiB, "drift %g: threshold %llu", drifts[i],
+                 (unsigned long long)s.threshold);
+    cr_expect_eq(s.max_tensor, 1 * MiB, "drift %g: largest fused %llu", drifts[i],
+                 (unsigned long long)s.max_tensor);
+    cr_expect_float_eq(s.cycle_ms, 0.5, 1e-9, "drift %g: cycle %g", drifts[i], s.cycle_ms);
+    plait_autotune_free(at);
+  }
+}
+
 /* Variables the user set are never changed; the others still converge. */
 Test(autotune, pinned_parameters_stay) {
-  model_t m = {4 * MiB, 1 * MiB, 0.5, 100 * MiB, 50, 7};
+  model_t m = {4 * MiB, 1 * MiB, 0.5, 100 * MiB, 50, 7, 0, 1};
   plait_autotune_opts_t o = opts();
   o.pinned = PLAIT_AT_PIN(PLAIT_AT_THRESHOLD) | PLAIT_AT_PIN(PLAIT_AT_CYCLE);
   plait_autotune_setting_t start = {32 * MiB, 0, 1.0};
@@ -115,7 +146,7 @@ Test(autotune, pinned_parameters_stay) {
 /* PLAIT_AUTOTUNE_MAX_SAMPLES bounds the exploration: it settles on the best
  * measured by then. */
 Test(autotune, max_samples_bounds_the_search) {
-  model_t m = {0, 64 << 10, 0.1, 100 * MiB, 50, 3};
+  model_t m = {0, 64 << 10, 0.1, 100 * MiB, 50, 3, 0, 1};
   plait_autotune_opts_t o = opts();
   o.max_samples = 9;
   plait_autotune_t *at;
@@ -129,7 +160,7 @@ Test(autotune, max_samples_bounds_the_search) {
 
 /* Settled, it tunes again only when the traffic changes (bytes per tensor). */
 Test(autotune, retunes_only_when_the_traffic_changes) {
-  model_t m = {4 * MiB, 1 * MiB, 0.5, 100 * MiB, 50, 11};
+  model_t m = {4 * MiB, 1 * MiB, 0.5, 100 * MiB, 50, 11, 0, 1};
   plait_autotune_opts_t o = opts();
   plait_autotune_t *at;
   cr_assert_eq(plait_autotune_create(&o, &DEFAULTS, &at), PLAIT_SUCCESS);
@@ -163,7 +194,7 @@ Test(autotune, csv_log_has_every_sample_with_the_documented_columns) {
   int fd = mkstemp(path);
   cr_assert_geq(fd, 0);
   close(fd);
-  model_t m = {4 * MiB, 1 * MiB, 0.5, 100 * MiB, 50, 5};
+  model_t m = {4 * MiB, 1 * MiB, 0.5, 100 * MiB, 50, 5, 0, 1};
   plait_autotune_opts_t o = opts();
   o.log_path = path;
   plait_autotune_t *at;
