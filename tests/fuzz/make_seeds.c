@@ -100,6 +100,9 @@ static void negotiation_messages(void) {
   frame("responses", &w, plait_responses_encode(&w, &list));
   plait_response_list_t down = {.flags = PLAIT_RESP_SHUTDOWN, .shutdown_rank = 1, .n = 0, .r = NULL};
   frame("responses_shutdown", &w, plait_responses_encode(&w, &down));
+  plait_response_list_t tuned = {.flags = PLAIT_RESP_TUNING, .shutdown_rank = -1, .n = 1,
+                                 .r = resp, .tuning = {1, 4u << 20, 1u << 20, 0.5}};
+  frame("responses_tuning", &w, plait_responses_encode(&w, &tuned));
 }
 
 /* One config seed: the variable's index byte, then the value. */
