@@ -45,6 +45,8 @@ struct plait_autotune {
   int have_best;
   int param, dir, moved; /* the parameter walked, -1 down / +1 up, moved this pass */
   int stepped;           /* param already moved in dir: a worse neighbour ends it */
+  int probing;           /* the last candidate tied: look past it (a plateau) */
+  double probe;          /* that candidate's value of param */
   double scores[MAX_REPEATS]; /* the candidate's samples so far */
   int nscores;
   /* The incumbent (best) is measured again after each candidate, whose
@@ -196,12 +198,14 @@ static void next_candidate(plait_autotune_t *at) {
     if (at->search_samples >= (uint64_t)at->o.max_samples) break;
     if (at->param < PLAIT_AT_NPARAMS && !(at->o.pinned & PLAIT_AT_PIN(at->param))) {
       double v;
-      if (neighbour(at->param, at->best[at->param], at->dir, &v)) {
+      double from = at->probing ? at->probe : at->best[at->param];
+      if (neighbour(at->param, from, at->dir, &v)) {
         memcpy(at->cand, at->best, sizeof at->cand);
         at->cand[at->param] = v;
         return;
       }
-      if (at->dir < 0) { /* nothing below: try above */
+      at->probing = 0;
+      if (at->dir < 0 && !at->stepped) { /* nothing below: try above */
         at->dir = 1;
         continue;
       }
@@ -248,12 +252,17 @@ static void judge(plait_autotune_t *at, double m, const double *scores, int n) {
     at->best_score = m;
     incumbent_is(at, scores, n);
     at->moved = at->stepped = 1; /* keep walking the same way */
+    at->probing = 0;
+  } else if (m >= at->best_score * (1 - at->o.margin)) {
+    at->probing = 1; /* a tie: the next value that way may be better (a threshold above */
+    at->probe = at->cand[at->param]; /* every step's bytes fuses the same) */
   } else if (at->dir < 0 && !at->stepped) {
     at->dir = 1;
+    at->probing = 0;
   } else {
     at->param++;
     at->dir = -1;
-    at->stepped = 0;
+    at->stepped = at->probing = 0;
   }
   next_candidate(at);
 }

@@ -21,7 +21,9 @@
  * - the start (the configured values) is measured first; then coordinate
  *   descent over log grids: for each free parameter in turn (threshold,
  *   largest fused tensor, cycle time) it walks to the neighbouring grid value
- *   while that scores better by more than `margin`, down first, then up, and
+ *   while that scores better by more than `margin`, down first, then up
+ *   (past a value that scores the same, within the margin: above the bytes of
+ *   a step every threshold fuses alike, and the better one may lie beyond), and
  *   repeats the passes until a pass moves nothing or max_samples samples were
  *   taken. Then it settles on the best setting measured and stops exploring;
  * - settled, it keeps only the traffic profile (bytes per tensor, over

@@ -51,4 +51,9 @@ void plait_ls_before_run(plait_list_settings_t *ls, const plait_tuning_t *v,
                          plait_counters_t *stats);
 void plait_ls_after_run(plait_list_settings_t *ls, plait_counters_t *stats, double now);
 
+/* Tests only: when set, the tuner's time comes from this clock instead of
+ * now (a cost model's virtual time, so a test does not depend on the speed
+ * of the machine). Set before plait_init, cleared after shutdown. */
+extern double (*plait_ls_test_clock)(void);
+
 #endif

@@ -9,8 +9,11 @@
  * agreement may not.
  */
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "engine/list_settings.h"
 
 #include "engines.h"
 #include "plait/plait.h"
@@ -248,4 +251,64 @@ Test(autotune_ranks, gloo_keeps_the_table_defaults, .timeout = 120) {
   cr_assert_eq(plait_test_run_engines(&job, body, &j), 0, "a rank failed (above)");
   cr_expect_eq(j.end[0].fusion_max_tensor_now, 0);
   cr_expect_eq(j.end[0].fusion_threshold_now, 64u << 20);
+}
+
+/* The whole engine converges on traffic whose best setting is known: the
+ * costmodel test transport (tests/plugins/costmodel.c) charges each
+ * allreduce of B bytes 100 us + 1 ns/byte + a term in B^2 on a virtual
+ * clock, which the tuner reads instead of the real one, so a step of 64
+ * tensors of 64 KiB moves fastest in fused responses of 1 MiB: the threshold
+ * must settle on 1M (from the default 64M, across the plateau of thresholds
+ * that all fuse the whole step). The cycle time is pinned (the virtual clock
+ * does not see it). */
+static int costmodel_body(int rank, int n, void *arg) {
+  (void)n;
+  plait_stats_t *out = arg;
+  enum { T = 64, N = 16384 };
+  static float x[T][N];
+  plait_stats_t st = {.struct_size = sizeof st};
+  int steps = 0;
+  for (; steps < 5000; steps++) {
+    plait_handle_t *h[T];
+    for (int k = 0; k < T; k++) {
+      char name[32];
+      snprintf(name, sizeof name, "w.%d", k);
+      plait_tensor_t t;
+      RANK_OK(plait_tensor_1d(&t, x[k], N, PLAIT_FLOAT32));
+      RANK_OK(plait_allreduce_async(name, &t, &t, PLAIT_OP_SUM, NULL, &h[k]));
+    }
+    for (int k = 0; k < T; k++) {
+      RANK_OK(plait_wait(h[k], 60));
+      plait_release(h[k]);
+    }
+    RANK_OK(plait_stats(&st));
+    if (st.autotune_state == 2) break;
+  }
+  *out = st;
+  cr_log_info("settled after %d steps: threshold %llu, largest fused %llu", steps,
+              (unsigned long long)st.fusion_threshold_now,
+              (unsigned long long)st.fusion_max_tensor_now);
+  return 0;
+}
+
+Test(autotune_ranks, converges_on_a_cost_model_with_a_known_best, .timeout = 300) {
+  const char *path = PLAIT_TEST_PLUGIN_DIR "/libplait-transport-costmodel.so";
+  void *so = dlopen(path, RTLD_NOW);
+  cr_assert_not_null(so, "%s", dlerror());
+  plait_ls_test_clock = (double (*)(void))dlsym(so, "costmodel_now");
+  cr_assert_not_null(plait_ls_test_clock, "%s", dlerror());
+  static plait_stats_t st;
+  static const char *const tune[] = {"PLAIT_AUTOTUNE=1", "PLAIT_CYCLE_TIME_MS=1", NULL};
+  plait_test_engines_t job = {.nranks = 1, .transport = "costmodel", .settings = tune};
+  int rc = plait_test_run_engines(&job, costmodel_body, &st);
+  plait_ls_test_clock = NULL;
+  dlclose(so);
+  cr_assert_eq(rc, 0, "the rank failed (above)");
+  cr_expect_eq(st.autotune_state, 2, "not settled after 5000 steps");
+  cr_expect_eq(st.fusion_threshold_now, 1u << 20, "settled on threshold %llu, not 1M",
+               (unsigned long long)st.fusion_threshold_now);
+  cr_expect(st.fusion_max_tensor_now == 0 || st.fusion_max_tensor_now >= 64u << 10,
+            "largest fused tensor %llu keeps the 64 KiB tensors out of the buffer",
+            (unsigned long long)st.fusion_max_tensor_now);
+  cr_expect_float_eq(st.cycle_time_ms_now, 1.0, 1e-12, "the pinned cycle time moved");
 }
