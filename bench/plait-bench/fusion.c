@@ -12,11 +12,18 @@
  * under the same conditions. A step's time is the slowest rank's; the
  * breakdown comes from plait_stats on rank 0 (it plans the fused responses).
  *
+ * With PLAIT_AUTOTUNE=1 in the job's environment there is no sweep: for each
+ * mix the tuner starts afresh, steps run until it has settled (every rank
+ * sees the same state, carried with the response lists), and the timed steps
+ * then run with the settings it chose; the row shows them and how many steps
+ * it took to settle.
+ *
  * --job-settings runs each mix once with the job's own settings instead (the
  * defaults, PLAIT_* from the environment, or what PLAIT_AUTOTUNE=1 chooses
- * while the steps run): nothing is set, and each result is a "tuning"
- * record with every step's time in order ("step_s"), so that a reader can
- * see when the times settled, and the settings in effect after the last step.
+ * while the steps run, with no settling first): nothing is set, and each
+ * result is a "tuning" record with every step's time in order ("step_s"), so
+ * that a reader can see when the times settled, and the settings in effect
+ * after the last step.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -75,18 +82,44 @@ static uint64_t max_tensor_in_effect(void) {
 
 /* --job-settings: one "tuning" record (rank 0), every step's time in order. */
 static void write_tuning(const bench_opts_t *o, const bench_mix_t *mix, const double *t,
-                         double med) {
+                         double med, uint64_t threshold, double cycle, uint64_t max_tensor) {
   fprintf(o->json,
           "{\"kind\":\"tuning\",\"mix\":\"%s\",\"transport\":\"%s\",\"ranks\":%d,"
           "\"autotune\":%s,\"threshold_bytes\":%.0f,\"cycle_time_ms\":%g,"
           "\"fusion_max_tensor_bytes\":%.0f,\"tensors_per_step\":%zu,\"bytes_per_step\":%llu,"
           "\"steps\":%d,\"step_s_median\":%.9g,\"step_s\":[",
           mix->name, o->transport, o->size, in_effect("PLAIT_AUTOTUNE") ? "true" : "false",
-          in_effect("PLAIT_FUSION_THRESHOLD"), in_effect("PLAIT_CYCLE_TIME_MS"),
-          in_effect("PLAIT_FUSION_MAX_TENSOR"), mix->count, (unsigned long long)mix->total,
+          (double)threshold, cycle, (double)max_tensor, mix->count, (unsigned long long)mix->total,
           o->steps, med);
   for (int s = 0; s < o->steps; s++) fprintf(o->json, "%s%.6g", s ? "," : "", t[s]);
   fprintf(o->json, "]}\n");
+}
+
+/* 1 when the job runs with PLAIT_AUTOTUNE on. */
+static int autotune_on(void) {
+  char dump[8192];
+  return plait_config_dump(dump, sizeof dump, NULL) == PLAIT_SUCCESS &&
+         strstr(dump, "PLAIT_AUTOTUNE=1\n") != NULL;
+}
+
+#define SETTLE_MAX_STEPS 20000
+
+/* PLAIT_AUTOTUNE: a fresh tuner for this mix; steps until every rank has
+ * seen it settle (checked every 10 steps). Returns the steps it took, or -1
+ * when it did not settle within SETTLE_MAX_STEPS. */
+static int settle(const bench_mix_t *mix, step_mem_t *mem, int *seq) {
+  set_everywhere("PLAIT_AUTOTUNE", "0"); /* rank 0 decides: this drops its tuner */
+  set_everywhere("PLAIT_AUTOTUNE", "1");
+  for (int steps = 1; steps <= SETTLE_MAX_STEPS; steps++) {
+    BENCH_CHECK(one_step(mix, mem, (*seq)++));
+    if (steps % 10) continue;
+    plait_stats_t st = {.struct_size = sizeof st};
+    BENCH_CHECK(plait_stats(&st));
+    double settled = st.autotune_state == 2;
+    BENCH_CHECK(bench_max_over_ranks(&settled, 1, "fusion.settled"));
+    if (settled > 0) return steps;
+  }
+  return -1;
 }
 
 int bench_fusion(bench_opts_t *o) {
@@ -117,12 +150,15 @@ int bench_fusion(bench_opts_t *o) {
     }
     for (size_t k = 0; k < bytes / sizeof(float); k++) mem.buf[i][k] = 1.0f;
   }
-  int n_max = o->n_max_tensors ? o->n_max_tensors : 1;
-  int settings = o->n_mixes * o->n_thresholds * o->n_cycle_times * n_max, done = 0;
+  int tuned = autotune_on() && !o->job_settings; /* --job-settings: no settling */
+  int n_max = tuned ? 1 : o->n_max_tensors ? o->n_max_tensors : 1;
+  int n_thresholds = tuned ? 1 : o->n_thresholds, n_cycles = tuned ? 1 : o->n_cycle_times;
+  int settings = o->n_mixes * n_thresholds * n_cycles * n_max, done = 0;
   if (o->rank == 0 && !o->quiet) {
     printf("# plait-bench fusion: %d ranks, transport %s, %d settings, %d warm-up + %d timed "
-           "steps each; float32 average allreduces; step time = slowest rank\n",
-           o->size, o->transport, settings, o->warmup, o->steps);
+           "steps each; float32 average allreduces; step time = slowest rank%s\n",
+           o->size, o->transport, settings, o->warmup, o->steps,
+           tuned ? "; PLAIT_AUTOTUNE=1: no sweep, the settings autotune settled on" : "");
     printf("%-16s %9s %7s %8s %8s %10s %9s %9s %9s %7s %7s %8s %8s %8s %8s\n", "mix", "tensors",
            "MiB", "fusion", "max", "cycle(ms)", "step(ms)", "p10", "p90", "t/resp", "fill", "negot",
            "copyin", "transp", "copyout");
@@ -134,15 +170,16 @@ int bench_fusion(bench_opts_t *o) {
   int seq = 0;
   for (int m = 0; m < o->n_mixes; m++) {
     const bench_mix_t *mix = &o->mixes[m];
-    for (int ci = 0; ci < o->n_cycle_times; ci++) {
+    for (int ci = 0; ci < n_cycles; ci++) {
       char text[64];
       snprintf(text, sizeof text, "%g", o->cycle_times[ci]);
-      if (!o->job_settings) set_everywhere("PLAIT_CYCLE_TIME_MS", text);
-      for (int setting = 0; setting < o->n_thresholds * n_max; setting++) {
+      if (!tuned && !o->job_settings) set_everywhere("PLAIT_CYCLE_TIME_MS", text);
+      for (int setting = 0; setting < n_thresholds * n_max; setting++) {
         int ti = setting / n_max, xi = setting % n_max;
         snprintf(text, sizeof text, "%llu", (unsigned long long)o->thresholds[ti]);
-        if (!o->job_settings) set_everywhere("PLAIT_FUSION_THRESHOLD", text);
-        if (o->n_max_tensors && !o->job_settings) {
+        if (!tuned && !o->job_settings) set_everywhere("PLAIT_FUSION_THRESHOLD", text);
+        int settle_steps = tuned ? settle(mix, &mem, &seq) : 0;
+        if (!tuned && !o->job_settings && o->n_max_tensors) {
           snprintf(text, sizeof text, "%llu", (unsigned long long)o->max_tensors[xi]);
           set_everywhere("PLAIT_FUSION_MAX_TENSOR", text);
         }
@@ -157,6 +194,10 @@ int bench_fusion(bench_opts_t *o) {
           t[s] = bench_now() - t0;
         }
         BENCH_CHECK(plait_stats(&after));
+        int now = tuned || o->job_settings; /* the settings the last list ran with */
+        uint64_t threshold = now ? after.fusion_threshold_now : o->thresholds[ti];
+        double cycle = now ? after.cycle_time_ms_now : o->cycle_times[ci];
+        if (now) max_tensor = after.fusion_max_tensor_now;
         snprintf(text, sizeof text, "fusion.times.%d", seq);
         BENCH_CHECK(bench_max_over_ranks(t, o->steps, text));
         if (o->job_settings) memcpy(in_order, t, (size_t)o->steps * sizeof *t);
@@ -176,19 +217,22 @@ int bench_fusion(bench_opts_t *o) {
         done++;
         if (o->rank == 0) {
           char th[32], mt[32];
-          uint64_t thr = o->job_settings ? (uint64_t)in_effect("PLAIT_FUSION_THRESHOLD")
-                                         : o->thresholds[ti];
-          double cyc = o->job_settings ? in_effect("PLAIT_CYCLE_TIME_MS") : o->cycle_times[ci];
+          if (tuned && !o->quiet)
+            printf("# %s: autotune %s after %d steps (%llu samples)\n", mix->name,
+                   settle_steps < 0 ? "had NOT settled" : "settled",
+                   settle_steps < 0 ? SETTLE_MAX_STEPS : settle_steps,
+                   (unsigned long long)after.autotune_samples);
           if (!o->quiet)
             printf("%-16.16s %9zu %7.1f %8s %8s %10g %9.2f %9.2f %9.2f %7.1f %6.1f%% %8.2f %8.2f "
                  "%8.2f %8.2f   [%d/%d]\n",
                  mix->name, mix->count, mix->total / 1048576.0,
-                 thr ? bench_format_size(thr, th, sizeof th) : "off",
-                 max_tensor ? bench_format_size(max_tensor, mt, sizeof mt) : "-", cyc, med * 1e3, p10 * 1e3, p90 * 1e3, per_resp, fill * 100,
+                 threshold ? bench_format_size(threshold, th, sizeof th) : "off",
+                 max_tensor ? bench_format_size(max_tensor, mt, sizeof mt) : "-",
+                 cycle, med * 1e3, p10 * 1e3, p90 * 1e3, per_resp, fill * 100,
                  neg * 1e3, cin * 1e3, tr * 1e3, cout * 1e3, done, settings);
           fflush(stdout);
           if (o->json && o->job_settings)
-            write_tuning(o, mix, in_order, med);
+            write_tuning(o, mix, in_order, med, threshold, cycle, max_tensor);
           else if (o->json)
             fprintf(o->json,
                     "{\"kind\":\"fusion\",\"mix\":\"%s\",\"transport\":\"%s\",\"ranks\":%d,"
@@ -197,10 +241,12 @@ int bench_fusion(bench_opts_t *o) {
                     "\"bytes_per_step\":%llu,\"steps\":%d,\"step_s_median\":%.9g,"
                     "\"step_s_p10\":%.9g,\"step_s_p90\":%.9g,\"responses_per_step\":%.6g,"
                     "\"tensors_per_response\":%.6g,\"fusion_fill\":%.6g,\"negotiate_s\":%.9g,"
-                    "\"copy_in_s\":%.9g,\"transport_s\":%.9g,\"copy_out_s\":%.9g}\n",
-                    mix->name, o->transport, o->size, (unsigned long long)o->thresholds[ti],
-                    (unsigned long long)max_tensor, o->cycle_times[ci], mix->count, (unsigned long long)mix->total, o->steps, med,
-                    p10, p90, responses / steps, per_resp, fill, neg, cin, tr, cout);
+                    "\"copy_in_s\":%.9g,\"transport_s\":%.9g,\"copy_out_s\":%.9g,"
+                    "\"autotune\":%s,\"autotune_settle_steps\":%d}\n",
+                    mix->name, o->transport, o->size, (unsigned long long)threshold,
+                    (unsigned long long)max_tensor, cycle, mix->count, (unsigned long long)mix->total, o->steps, med,
+                    p10, p90, responses / steps, per_resp, fill, neg, cin, tr, cout,
+                    tuned ? "true" : "false", settle_steps);
         }
       }
     }

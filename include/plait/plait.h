@@ -625,6 +625,19 @@ typedef struct plait_stats {
   double copy_in_s;          /* copies into the fusion buffer (with prescale) */
   double transport_s;        /* time in the transport's collectives */
   double copy_out_s;         /* copies out of the fusion buffer (with postscale) */
+  /* Appended with autotuning (docs/configuration.md, "Autotuning"): the
+   * settings the last response list ran with on this rank (autotuned ones
+   * with PLAIT_AUTOTUNE; 0 before the first list), the tuner's state (0 off,
+   * 1 exploring, 2 settled: the same on every rank), the samples rank 0 has
+   * measured (0 on other ranks), and a digest of the settings of every list
+   * run since init or the last plait_stats_reset: ranks that ran the same
+   * lists with the same settings have the same digest. */
+  uint64_t fusion_threshold_now;
+  uint64_t fusion_max_tensor_now;
+  double cycle_time_ms_now;
+  uint64_t autotune_state;
+  uint64_t autotune_samples;
+  uint64_t settings_digest;
   /* Counters appended later go here. */
 } plait_stats_t;
 

@@ -17,6 +17,7 @@
 #include "util/error.h"
 #include "engine/execute.h"
 #include "engine/handle.h"
+#include "engine/list_settings.h"
 #include "engine/liveness.h"
 #include "util/log.h"
 #include "util/waitset.h"
@@ -55,18 +56,22 @@ struct plait_coord {
   plait_tuning_t tune;  /* the run-time settings, as of this cycle's start */
   plait_live_t live;    /* heartbeats while this thread is away from its loop */
   int answer_alive;     /* rank > 0: rank 0's heartbeat came; send one back */
+  plait_list_settings_t lists; /* the settings lists run with (PLAIT_AUTOTUNE) */
 };
 
 /* The run-time settings (plait_config_set) as of the start of this cycle: one
- * consistent snapshot, taken under the tunables' lock. */
-static void apply_tuning(plait_coord_t *c) {
+ * consistent snapshot, taken under the tunables' lock; then the ones rank 0
+ * chose for the lists (PLAIT_AUTOTUNE) over them. */
+static plait_result_t apply_tuning(plait_coord_t *c) {
   c->tune = plait_tunables_get(&c->e->tunables);
+  plait_result_t rc = plait_ls_decide(&c->lists, &c->tune);
   c->exec.threshold = c->tune.fusion_threshold;
   if (c->rank == 0) {
     c->neg.threshold = c->tune.fusion_threshold;
     c->neg.max_tensor = c->tune.fusion_max_tensor;
     c->neg.hold_s = c->tune.cycle_time_ms * 1e-3;
   }
+  return rc;
 }
 
 plait_result_t plait_coord_submit(plait_coord_t *c, plait_entry_t **entries, int n) {
@@ -204,12 +209,14 @@ static plait_result_t run_list(plait_coord_t *c, const plait_response_list_t *l)
     plait_table_close(&c->table, PLAIT_ERR_SHUTDOWN, why);
   }
   plait_result_t rc = PLAIT_SUCCESS;
+  if (l->n) plait_ls_before_run(&c->lists, &c->tune, &c->e->stats);
   plait_live_away(&c->live); /* transport calls and callbacks: heartbeats go on */
   for (uint32_t i = 0; i < l->n && rc == PLAIT_SUCCESS; i++) {
     rc = plait_exec_run(&c->exec, &l->r[i]);
     if (rc) c->transport_failed = rc != PLAIT_ERR_PROTOCOL && rc != PLAIT_ERR_NO_MEMORY;
   }
   plait_live_back(&c->live);
+  if (l->n && rc == PLAIT_SUCCESS) plait_ls_after_run(&c->lists, &c->e->stats, plait_now());
   return rc;
 }
 
@@ -311,6 +318,10 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int *
     plait_frame_free(&f);
     if (rc) return plait_error_context(rc, "from rank 0");
     rc = peer_resolve(c, &l);
+    if (l.flags & PLAIT_RESP_TUNING) { /* this list and the next run with rank 0's settings */
+      plait_ls_receive(&c->lists, &l);
+      if (rc == PLAIT_SUCCESS) rc = apply_tuning(c);
+    }
     *busy = 1;
     add_negotiation_time(c, plait_now() - t0);
     if (rc == PLAIT_SUCCESS) rc = run_list(c, &l);
@@ -405,6 +416,7 @@ static plait_result_t root_cycle(plait_coord_t *c, int woke, int *busy) {
     PLAIT_CHECK(plait_neg_plan(&c->neg, plait_now(), &l, &any));
   }
   plait_result_t rc = PLAIT_SUCCESS;
+  if (any) plait_ls_attach(&c->lists, &l); /* planned with new settings: say so */
   if (any || done || heartbeat_due(c)) { /* an empty list is a heartbeat */
     plait_writer_t w = {0};
     rc = plait_responses_encode(&w, &l);
@@ -452,7 +464,7 @@ static plait_result_t cycle(plait_coord_t *c) {
       c->pfd[n++] = plait_control_pollfd(c->ctrl, 0);
   }
   int ready = plait_waitset_poll(&c->waitset, c->pfd, n, poll_timeout_ms(c));
-  apply_tuning(c);
+  PLAIT_CHECK(apply_tuning(c));
   if (ready < 0 && errno != EINTR)
     return plait_error(PLAIT_ERR_SYSTEM, "coordinator poll failed: %s", strerror(errno));
   /* No batching wait here: what is submitted is announced at once, and rank
@@ -688,8 +700,9 @@ plait_result_t plait_coord_start(plait_engine_t *e, plait_coord_t **out) {
   c->exec.stats = &e->stats;
   c->exec.tl = e->timeline;
   c->exec.psets = e->psets;
-  apply_tuning(c);
-  plait_result_t rc = coord_alloc(c);
+  plait_ls_init(&c->lists, c->cfg, c->rank);
+  plait_result_t rc = apply_tuning(c); /* a tuner that cannot start fails plait_init */
+  if (rc == PLAIT_SUCCESS) rc = coord_alloc(c);
   if (rc == PLAIT_SUCCESS && c->size > 1) rc = plait_live_start(&c->live, c->ctrl, live_period_s(c));
   if (rc == PLAIT_SUCCESS && pthread_create(&c->thread, NULL, coordinator_main, c))
     rc = plait_error(PLAIT_ERR_SYSTEM, "cannot start the coordinator thread");
@@ -722,6 +735,7 @@ void plait_coord_free(plait_coord_t *c) {
   if (!c) return;
   plait_coord_stop(c);
   if (c->rank == 0) plait_neg_free(&c->neg);
+  plait_ls_free(&c->lists);
   plait_namemap_free(&c->local);
   plait_cache_free(&c->cache);
   plait_table_destroy(&c->table);

@@ -10,6 +10,7 @@
 #include "engine/coordinator.h"
 #include "engine/process_set.h"
 #include "engine/transport_choice.h"
+#include "engine/transport_defaults.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/reduce.h"
@@ -109,6 +110,8 @@ plait_result_t plait_engine_start(plait_config_t *cfg, const plait_topology_t *t
   plait_boot_init(&e->boot, &e->ctrl);
   PLAIT_CHECK_GOTO(rc, start_transport(e), fail_ctrl);
   snprintf(e->transport_name, sizeof e->transport_name, "%s", e->plugin.table->name);
+  plait_transport_defaults(&e->cfg, e->transport_name); /* where the user set nothing */
+  plait_tunables_reload(&e->tunables, &e->cfg);
   if (!(e->psets = plait_psets_create(e->topo.rank, e->topo.size, e->plugin.table,
                                       e->plugin.state, e->cfg.dynamic_process_sets))) {
     rc = PLAIT_ERR_NO_MEMORY;

@@ -271,6 +271,12 @@ plait_result_t plait_responses_encode(plait_writer_t *w, const plait_response_li
   plait_wr_i32(w, l->shutdown_rank);
   plait_wr_u32(w, l->n);
   for (uint32_t i = 0; i < l->n; i++) encode_response(w, &l->r[i]);
+  if (l->flags & PLAIT_RESP_TUNING) {
+    plait_wr_u8(w, l->tuning.active);
+    plait_wr_u64(w, l->tuning.threshold);
+    plait_wr_u64(w, l->tuning.max_tensor);
+    plait_wr_f64(w, l->tuning.cycle_ms);
+  }
   return plait_wr_end(w);
 }
 
@@ -366,6 +372,15 @@ plait_result_t plait_responses_decode(const uint8_t *p, size_t n, plait_response
   for (uint32_t i = 0; i < count && !r.bad; i++) {
     l->n = i + 1;
     decode_response(&r, &l->r[i]);
+  }
+  if (l->flags & ~(PLAIT_RESP_SHUTDOWN | PLAIT_RESP_TUNING)) r.bad = 1;
+  if (!r.bad && (l->flags & PLAIT_RESP_TUNING)) {
+    l->tuning.active = plait_rd_u8(&r);
+    l->tuning.threshold = plait_rd_u64(&r);
+    l->tuning.max_tensor = plait_rd_u64(&r);
+    l->tuning.cycle_ms = plait_rd_f64(&r);
+    if (l->tuning.active > 2 || !(l->tuning.cycle_ms > 0 && l->tuning.cycle_ms <= 10000))
+      r.bad = 1;
   }
   plait_result_t rc = plait_rd_finish(&r, "responses message");
   if (rc) plait_responses_free(l);

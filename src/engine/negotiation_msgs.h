@@ -20,6 +20,7 @@
 #define PLAIT_REQ_SHUTDOWN 0x1u  /* the sender is shutting down */
 #define PLAIT_REQ_FAILED 0x2u    /* the sender's transport failed: who is still here? */
 #define PLAIT_RESP_SHUTDOWN 0x1u /* coordination ends for everyone after this list */
+#define PLAIT_RESP_TUNING 0x2u   /* carries the settings this list and the next run with */
 
 typedef struct plait_request {
   char *name;       /* NULL when by cache id */
@@ -55,11 +56,22 @@ typedef struct plait_response {
   int32_t pset;       /* the process set that runs it (0: every rank); others skip it */
 } plait_response_t;
 
+/* Rank 0's autotuned settings (engine/autotune.h), with PLAIT_RESP_TUNING:
+ * every rank runs this list and the ones after it with them, until a list
+ * carries others; active 0 returns every rank to its own settings. Encoded
+ * after the responses (wire version 3). */
+typedef struct plait_list_tuning {
+  uint8_t active; /* 0 off, 1 exploring, 2 settled */
+  uint64_t threshold, max_tensor;
+  double cycle_ms;
+} plait_list_tuning_t;
+
 typedef struct plait_response_list {
   uint32_t flags;
   int32_t shutdown_rank; /* with PLAIT_RESP_SHUTDOWN: who asked first */
   uint32_t n;
   plait_response_t *r;
+  plait_list_tuning_t tuning; /* with PLAIT_RESP_TUNING */
 } plait_response_list_t;
 
 void plait_meta_encode(plait_writer_t *w, const plait_meta_t *m);

@@ -3,15 +3,23 @@
 
 #include <string.h>
 
+#include "engine/autotune.h"
 #include "util/error.h"
 
 static const char *const settable[] = {"PLAIT_FUSION_THRESHOLD", "PLAIT_FUSION_MAX_TENSOR",
                                        "PLAIT_CYCLE_TIME_MS", "PLAIT_LOG_LEVEL",
-                                       "PLAIT_TIMELINE_MARK_CYCLES"};
+                                       "PLAIT_TIMELINE_MARK_CYCLES", "PLAIT_AUTOTUNE"};
+
+/* The variables autotune tunes, in PLAIT_AT_* order. */
+static const char *const tuned[PLAIT_AT_NPARAMS] = {"PLAIT_FUSION_THRESHOLD",
+                                                     "PLAIT_FUSION_MAX_TENSOR",
+                                                     "PLAIT_CYCLE_TIME_MS"};
 
 static plait_tuning_t from_config(const plait_config_t *cfg) {
   plait_tuning_t v = {cfg->fusion_threshold, cfg->fusion_max_tensor, cfg->cycle_time_ms,
-                      cfg->log_level, cfg->timeline_mark_cycles};
+                      cfg->log_level, cfg->timeline_mark_cycles, cfg->autotune, 0};
+  for (int p = 0; p < PLAIT_AT_NPARAMS; p++)
+    if (plait_config_given(cfg, tuned[p])) v.pinned |= PLAIT_AT_PIN(p);
   return v;
 }
 
@@ -21,6 +29,7 @@ static void to_config(const plait_tuning_t *v, plait_config_t *cfg) {
   cfg->cycle_time_ms = v->cycle_time_ms;
   cfg->log_level = v->log_level;
   cfg->timeline_mark_cycles = v->timeline_mark_cycles;
+  cfg->autotune = v->autotune;
 }
 
 void plait_tunables_init(plait_tunables_t *t, const plait_config_t *cfg) {
@@ -38,7 +47,7 @@ int plait_tunables_settable(const char *var) {
 
 const char *plait_tunables_list(void) {
   return "PLAIT_FUSION_THRESHOLD, PLAIT_FUSION_MAX_TENSOR, PLAIT_CYCLE_TIME_MS, "
-         "PLAIT_LOG_LEVEL and PLAIT_TIMELINE_MARK_CYCLES";
+         "PLAIT_LOG_LEVEL, PLAIT_TIMELINE_MARK_CYCLES and PLAIT_AUTOTUNE";
 }
 
 plait_result_t plait_tunables_set(plait_tunables_t *t, const char *var, const char *value) {
@@ -52,9 +61,21 @@ plait_result_t plait_tunables_set(plait_tunables_t *t, const char *var, const ch
   pthread_mutex_lock(&t->mu);
   to_config(&t->v, &scratch);
   plait_result_t rc = plait_config_parse_var(&scratch, var, value);
-  if (rc == PLAIT_SUCCESS) t->v = from_config(&scratch);
+  if (rc == PLAIT_SUCCESS) {
+    unsigned pinned = t->v.pinned;
+    for (int p = 0; p < PLAIT_AT_NPARAMS; p++)
+      if (!strcmp(var, tuned[p])) pinned |= PLAIT_AT_PIN(p); /* the user's value stays */
+    t->v = from_config(&scratch);
+    t->v.pinned = pinned;
+  }
   pthread_mutex_unlock(&t->mu);
   return rc;
+}
+
+void plait_tunables_reload(plait_tunables_t *t, const plait_config_t *cfg) {
+  pthread_mutex_lock(&t->mu);
+  t->v = from_config(cfg);
+  pthread_mutex_unlock(&t->mu);
 }
 
 plait_tuning_t plait_tunables_get(plait_tunables_t *t) {

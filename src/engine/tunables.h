@@ -21,6 +21,10 @@ typedef struct plait_tuning {
   double cycle_time_ms;       /* PLAIT_CYCLE_TIME_MS */
   int log_level;              /* PLAIT_LOG_LEVEL */
   int timeline_mark_cycles;   /* PLAIT_TIMELINE_MARK_CYCLES */
+  int autotune;               /* PLAIT_AUTOTUNE (heeded on rank 0) */
+  unsigned pinned;            /* PLAIT_AT_PIN bits (engine/autotune.h): the threshold,
+                                 largest fused tensor, cycle time set explicitly (in
+                                 the environment or by plait_config_set): never tuned */
 } plait_tuning_t;
 
 typedef struct plait_tunables {
@@ -44,6 +48,9 @@ plait_result_t plait_tunables_set(plait_tunables_t *t, const char *var, const ch
 
 /* A consistent copy of every value. */
 plait_tuning_t plait_tunables_get(plait_tunables_t *t);
+
+/* Takes cfg's values again (after the transport's defaults were applied). */
+void plait_tunables_reload(plait_tunables_t *t, const plait_config_t *cfg);
 
 /* Writes the current values over cfg's fields (cfg is the caller's copy). */
 void plait_tunables_overlay(plait_tunables_t *t, plait_config_t *cfg);

@@ -48,9 +48,6 @@ typedef struct {
   const char *why;      /* H_NOOP / H_REFUSE */
 } hflag_t;
 
-#define AUTOTUNE_WHY                                                                         \
-  "plait has no autotuning yet (PLAIT_AUTOTUNE=1 is refused at init); set "           \
-  "--fusion-threshold-mb and --cycle-time-ms instead"
 #define ELASTIC_WHY "plait has no elastic mode: a lost rank fails the job, naming the rank"
 #define ONE_HOST_WHY "ranks choose their addresses themselves"
 
@@ -75,13 +72,18 @@ static const hflag_t FLAGS[] = {
     {{"--no-hierarchical-allgather"}, H_NOOP, V_NONE, 0, 0, {0},
      "plait never uses a hierarchical allgather"},
     /* autotuning */
-    {{"--autotune"}, H_REFUSE, V_NONE, 0, 0, {0}, AUTOTUNE_WHY},
-    {{"--no-autotune"}, H_NOOP, V_NONE, 0, 0, {0}, "plait never autotunes (not built yet)"},
-    {{"--autotune-log-file"}, H_REFUSE, V_ANY, 0, 0, {0}, AUTOTUNE_WHY},
-    {{"--autotune-warmup-samples"}, H_REFUSE, V_ANY, 0, 0, {0}, AUTOTUNE_WHY},
-    {{"--autotune-steps-per-sample"}, H_REFUSE, V_ANY, 0, 0, {0}, AUTOTUNE_WHY},
-    {{"--autotune-bayes-opt-max-samples"}, H_REFUSE, V_ANY, 0, 0, {0}, AUTOTUNE_WHY},
-    {{"--autotune-gaussian-process-noise"}, H_REFUSE, V_ANY, 0, 0, {0}, AUTOTUNE_WHY},
+    {{"--autotune"}, H_ENV, V_NONE, "HOROVOD_AUTOTUNE", "1", {"PLAIT_AUTOTUNE"}, 0},
+    {{"--no-autotune"}, H_ENV, V_NONE, "HOROVOD_AUTOTUNE", "0", {"PLAIT_AUTOTUNE"}, 0},
+    {{"--autotune-log-file"}, H_ENV, V_TEXT, "HOROVOD_AUTOTUNE_LOG", 0, {"PLAIT_AUTOTUNE_LOG"}, 0},
+    {{"--autotune-warmup-samples"}, H_ENV, V_INT, "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", 0,
+     {"PLAIT_AUTOTUNE_WARMUP_SAMPLES"}, 0},
+    {{"--autotune-steps-per-sample"}, H_ENV, V_INT_POS, "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", 0,
+     {"PLAIT_AUTOTUNE_STEPS_PER_SAMPLE"}, 0},
+    {{"--autotune-bayes-opt-max-samples"}, H_ENV, V_INT_POS,
+     "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", 0, {"PLAIT_AUTOTUNE_MAX_SAMPLES"}, 0},
+    {{"--autotune-gaussian-process-noise"}, H_REFUSE, V_ANY, 0, 0, {0},
+     "plait's autotuner searches a grid by coordinate descent with medians of repeated "
+     "samples; it has no Gaussian process (leave the flag out)"},
     /* elastic */
     {{"--min-np", "--min-num-proc"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
     {{"--max-np", "--max-num-proc"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},

@@ -39,6 +39,7 @@ static const cfg_entry_t entries[] = {
 #undef X
 };
 #define N_ENTRIES (sizeof entries / sizeof entries[0])
+_Static_assert(N_ENTRIES <= 64, "plait_config_t.given has one bit per variable");
 
 static const char *accepts(cfg_type_t t) {
   switch (t) {
@@ -232,6 +233,7 @@ plait_result_t plait_config_load(plait_config_t *cfg) {
                          "break (plait prints its settings one per line)", e->var, v);
     }
     if (!v) v = e->def;
+    if (from_env) cfg->given |= UINT64_C(1) << i;
     int rc = parse_entry(e, v, cfg);
     if (rc == -2) {
       plait_config_free(cfg);
@@ -253,16 +255,13 @@ plait_result_t plait_config_load(plait_config_t *cfg) {
     plait_config_free(cfg);
     return rc;
   }
-  if (cfg->autotune) { /* a setting that would do nothing is refused, not ignored */
-    const char *v = getenv("PLAIT_AUTOTUNE");
-    plait_config_free(cfg);
-    return plait_error(PLAIT_ERR_UNSUPPORTED, "PLAIT_AUTOTUNE%s%s%s asks for autotuning, which "
-                       "is not implemented in plait yet; unset it (or set 0) and tune "
-                       "PLAIT_FUSION_THRESHOLD and PLAIT_CYCLE_TIME_MS by hand "
-                       "(plait-bench fusion measures them)", v ? "='" : "", v ? v : "",
-                       v ? "'" : "");
-  }
   return PLAIT_SUCCESS;
+}
+
+int plait_config_given(const plait_config_t *cfg, const char *var) {
+  for (size_t i = 0; i < N_ENTRIES; i++)
+    if (!strcmp(entries[i].var, var)) return (cfg->given >> i) & 1;
+  return 0;
 }
 
 int plait_config_known(const char *var) {
@@ -282,6 +281,7 @@ plait_result_t plait_config_parse_var(plait_config_t *cfg, const char *var, cons
     if (rc)
       return plait_error(PLAIT_ERR_CONFIG, "%s='%s' is not valid: expected %s", var, value,
                          accepts(e->type));
+    cfg->given |= UINT64_C(1) << i;
     return PLAIT_SUCCESS;
   }
   return plait_error(PLAIT_ERR_CONFIG, "%s is not a plait variable (see plaitrun --help-env)",

@@ -22,6 +22,8 @@ typedef struct plait_config {
 #define X(field, var, type, def, range, help) PLAIT_CFG_CTYPE_##type field;
   PLAIT_CONFIG_TABLE(X)
 #undef X
+  uint64_t given; /* bit i: the table's i-th variable was set (environment, a Horovod
+                     variable or plait_config_parse_var), not left at its default */
 } plait_config_t;
 
 /* Fills cfg from the environment (defaults where unset). On a bad value
@@ -29,6 +31,9 @@ typedef struct plait_config {
  * cfg is then left empty (nothing to free). */
 plait_result_t plait_config_load(plait_config_t *cfg);
 void plait_config_free(plait_config_t *cfg);
+
+/* 1 when cfg's value of var was set rather than defaulted (see given). */
+int plait_config_given(const plait_config_t *cfg, const char *var);
 
 /* 1 when var is a variable of the table. */
 int plait_config_known(const char *var);

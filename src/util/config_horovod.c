@@ -50,6 +50,11 @@ static const mapped_t MAPPED[] = {
     {"HOROVOD_HOSTNAME", "PLAIT_HOSTNAME", K_TEXT},
     {"HOROVOD_TIMELINE_MARK_CYCLES", "PLAIT_TIMELINE_MARK_CYCLES", K_FLAG},
     {"HOROVOD_DYNAMIC_PROCESS_SETS", "PLAIT_DYNAMIC_PROCESS_SETS", K_FLAG},
+    {"HOROVOD_AUTOTUNE", "PLAIT_AUTOTUNE", K_FLAG},
+    {"HOROVOD_AUTOTUNE_LOG", "PLAIT_AUTOTUNE_LOG", K_TEXT},
+    {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "PLAIT_AUTOTUNE_WARMUP_SAMPLES", K_COUNT},
+    {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "PLAIT_AUTOTUNE_STEPS_PER_SAMPLE", K_COUNT},
+    {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "PLAIT_AUTOTUNE_MAX_SAMPLES", K_COUNT},
 };
 #define N_MAPPED (sizeof MAPPED / sizeof MAPPED[0])
 
@@ -67,14 +72,9 @@ typedef struct {
 } unsupported_t;
 
 static const unsupported_t UNSUPPORTED[] = {
-    {"HOROVOD_AUTOTUNE", W_GT0,
-     "plait has no autotuning yet (PLAIT_AUTOTUNE=1 is refused at init): the fusion "
-     "threshold and cycle time stay as set"},
-    {"HOROVOD_AUTOTUNE_LOG", W_ANY, "plait has no autotuning yet"},
-    {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", W_ANY, "plait has no autotuning yet"},
-    {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", W_ANY, "plait has no autotuning yet"},
-    {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", W_ANY, "plait has no autotuning yet"},
-    {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", W_ANY, "plait has no autotuning yet"},
+    {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", W_ANY,
+     "plait's autotuner searches a grid by coordinate descent and takes the median of "
+     "repeated samples; it has no Gaussian process to give a noise level"},
     {"HOROVOD_HIERARCHICAL_ALLREDUCE", W_GT0,
      "plait has no hierarchical allreduce: each collective runs over all ranks at once"},
     {"HOROVOD_HIERARCHICAL_ALLGATHER", W_GT0,
@@ -181,6 +181,7 @@ static char **text_field(plait_config_t *cfg, const char *plait_var) {
   if (!strcmp(plait_var, "PLAIT_TIMELINE")) return &cfg->timeline;
   if (!strcmp(plait_var, "PLAIT_HOSTNAME")) return &cfg->hostname;
   if (!strcmp(plait_var, "PLAIT_RENDEZVOUS")) return &cfg->rendezvous;
+  if (!strcmp(plait_var, "PLAIT_AUTOTUNE_LOG")) return &cfg->autotune_log;
   return NULL;
 }
 

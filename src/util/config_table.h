@@ -59,8 +59,21 @@
     "job secret proven by HMAC challenge-response, never sent; plaitrun "      \
     "makes one (required when size > 1)")                                      \
   X(autotune, "PLAIT_AUTOTUNE", BOOL, "0", "",                                 \
-    "autotuning is not implemented yet: a true value fails plait_init with "   \
-    "PLAIT_ERR_UNSUPPORTED")                                                   \
+    "tune the fusion threshold, the largest fused tensor and the cycle time "  \
+    "while the job runs (rank 0 decides for every rank); variables set "       \
+    "explicitly stay fixed; can change while running (on rank 0)")            \
+  X(autotune_log, "PLAIT_AUTOTUNE_LOG", TEXT, "", "",                          \
+    "path of a CSV file where rank 0 writes every autotune sample; empty: "    \
+    "none")                                                                    \
+  X(autotune_warmup_samples, "PLAIT_AUTOTUNE_WARMUP_SAMPLES", COUNT, "3",      \
+    "0..1000", "autotune samples discarded at the start (and after the "       \
+    "traffic changes)")                                                        \
+  X(autotune_steps_per_sample, "PLAIT_AUTOTUNE_STEPS_PER_SAMPLE", COUNT, "5", \
+    "1..100000", "response lists that moved allreduce bytes per autotune "     \
+    "sample")                                                                  \
+  X(autotune_max_samples, "PLAIT_AUTOTUNE_MAX_SAMPLES", COUNT, "100",          \
+    "3..100000", "most samples autotune measures before it settles on the "    \
+    "best seen")                                                               \
   X(rank, "PLAIT_RANK", RANKNUM, "", "0..16777215",                            \
     "this process's rank (set by plaitrun; else taken from the launcher)")     \
   X(size, "PLAIT_SIZE", RANKNUM, "", "1..16777216", "number of ranks (set by plaitrun)") \

@@ -96,10 +96,13 @@ static void negotiation_messages(void) {
        .message = "tensor 'x': root 0 on rank 0, 1 on rank 1", .n = 1, .e = entries,
        .join_rank = -1},
   };
-  plait_response_list_t list = {0, -1, 3, resp};
+  plait_response_list_t list = {.flags = 0, .shutdown_rank = -1, .n = 3, .r = resp};
   frame("responses", &w, plait_responses_encode(&w, &list));
-  plait_response_list_t down = {PLAIT_RESP_SHUTDOWN, 1, 0, NULL};
+  plait_response_list_t down = {.flags = PLAIT_RESP_SHUTDOWN, .shutdown_rank = 1, .n = 0, .r = NULL};
   frame("responses_shutdown", &w, plait_responses_encode(&w, &down));
+  plait_response_list_t tuned = {.flags = PLAIT_RESP_TUNING, .shutdown_rank = -1, .n = 1,
+                                 .r = resp, .tuning = {1, 4u << 20, 1u << 20, 0.5}};
+  frame("responses_tuning", &w, plait_responses_encode(&w, &tuned));
 }
 
 /* One config seed: the variable's index byte, then the value. */

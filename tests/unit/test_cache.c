@@ -199,7 +199,7 @@ Test(cache, id_sets_survive_requests_and_responses_as_list_or_bits) {
     for (int i = 0; i < n; i++) e[i].cache_id = sorted[i], e[i].assign_id = -1;
     plait_response_t x = {.coll = PLAIT_COLL_ALLREDUCE, .n = (uint32_t)n, .e = e,
                           .join_rank = -1};
-    plait_response_list_t l = {0, -1, 1, &x}, got;
+    plait_response_list_t l = {.flags = 0, .shutdown_rank = -1, .n = 1, .r = &x}, got;
     memset(&w, 0, sizeof w);
     cr_assert_eq(plait_responses_encode(&w, &l), PLAIT_SUCCESS);
     cr_assert_eq(plait_responses_decode(w.data + PLAIT_WIRE_HEADER_SIZE,

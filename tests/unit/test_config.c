@@ -350,21 +350,55 @@ Test(config, more_bad_values) {
     expect_rejected(cases[i].var, cases[i].value, cases[i].accepts);
 }
 
-/* Autotuning is not built: asking for it fails instead of doing nothing. */
-Test(config, autotune_is_refused_not_ignored) {
+/* PLAIT_AUTOTUNE works now: a true value is taken, with its options. */
+Test(config, autotune_and_its_options_are_taken) {
   const char *yes[] = {"1", "true", "Yes", "on"};
   for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
     setenv("PLAIT_AUTOTUNE", yes[i], 1);
     plait_config_t cfg;
-    cr_expect_eq(plait_config_load(&cfg), PLAIT_ERR_UNSUPPORTED, "PLAIT_AUTOTUNE=%s", yes[i]);
-    const char *msg = plait_last_error();
-    cr_expect(strstr(msg, "PLAIT_AUTOTUNE='") && strstr(msg, yes[i]) &&
-                  strstr(msg, "not implemented"), "%s", msg);
+    cr_assert_eq(plait_config_load(&cfg), PLAIT_SUCCESS, "PLAIT_AUTOTUNE=%s: %s", yes[i],
+                 plait_last_error());
+    cr_expect_eq(cfg.autotune, 1, "PLAIT_AUTOTUNE=%s", yes[i]);
+    plait_config_free(&cfg);
   }
-  setenv("PLAIT_AUTOTUNE", "0", 1);
+  setenv("PLAIT_AUTOTUNE_LOG", "/tmp/x.csv", 1);
+  setenv("PLAIT_AUTOTUNE_WARMUP_SAMPLES", "0", 1);
+  setenv("PLAIT_AUTOTUNE_STEPS_PER_SAMPLE", "7", 1);
+  setenv("PLAIT_AUTOTUNE_MAX_SAMPLES", "30", 1);
   plait_config_t cfg;
-  cr_expect_eq(plait_config_load(&cfg), PLAIT_SUCCESS, "%s", plait_last_error());
+  cr_assert_eq(plait_config_load(&cfg), PLAIT_SUCCESS, "%s", plait_last_error());
+  cr_expect_str_eq(cfg.autotune_log, "/tmp/x.csv");
+  cr_expect_eq(cfg.autotune_warmup_samples, 0);
+  cr_expect_eq(cfg.autotune_steps_per_sample, 7);
+  cr_expect_eq(cfg.autotune_max_samples, 30);
   plait_config_free(&cfg);
+  setenv("PLAIT_AUTOTUNE_STEPS_PER_SAMPLE", "0", 1); /* a sample of no lists measures nothing */
+  cr_expect_eq(plait_config_load(&cfg), PLAIT_ERR_CONFIG);
+  cr_expect(strstr(plait_last_error(), "PLAIT_AUTOTUNE_STEPS_PER_SAMPLE"), "%s",
+            plait_last_error());
+  unsetenv("PLAIT_AUTOTUNE_STEPS_PER_SAMPLE");
+  unsetenv("PLAIT_AUTOTUNE_LOG");
+  unsetenv("PLAIT_AUTOTUNE_WARMUP_SAMPLES");
+  unsetenv("PLAIT_AUTOTUNE_MAX_SAMPLES");
+  setenv("PLAIT_AUTOTUNE", "0", 1);
+  cr_expect_eq(plait_config_load(&cfg), PLAIT_SUCCESS, "%s", plait_last_error());
+  cr_expect_eq(cfg.autotune, 0);
+  plait_config_free(&cfg);
+}
+
+/* What was set, not defaulted, is known: autotune keeps it and the
+ * transport's defaults leave it alone. */
+Test(config, given_marks_variables_set_not_defaulted) {
+  setenv("PLAIT_FUSION_THRESHOLD", "64M", 1); /* the default's value, but set */
+  plait_config_t cfg;
+  cr_assert_eq(plait_config_load(&cfg), PLAIT_SUCCESS, "%s", plait_last_error());
+  cr_expect(plait_config_given(&cfg, "PLAIT_FUSION_THRESHOLD"));
+  cr_expect_not(plait_config_given(&cfg, "PLAIT_FUSION_MAX_TENSOR"));
+  cr_expect_not(plait_config_given(&cfg, "PLAIT_NO_SUCH"));
+  cr_assert_eq(plait_config_parse_var(&cfg, "PLAIT_FUSION_MAX_TENSOR", "1M"), PLAIT_SUCCESS);
+  cr_expect(plait_config_given(&cfg, "PLAIT_FUSION_MAX_TENSOR"));
+  plait_config_free(&cfg);
+  unsetenv("PLAIT_FUSION_THRESHOLD");
 }
 
 Test(config, documented_example_message) {

@@ -181,21 +181,21 @@ Test(horovod_env, rendezvous_without_port_is_an_error) {
 Test(horovod_env, no_equivalent_reported_by_name_not_an_error) {
   setenv("HOROVOD_HIERARCHICAL_ALLREDUCE", "1", 1);
   setenv("HOROVOD_HIERARCHICAL_ALLGATHER", "0", 1); /* off: harmless, not reported */
-  setenv("HOROVOD_AUTOTUNE", "1", 1);
+  setenv("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.8", 1);
   setenv("HOROVOD_CONTROLLER", "mpi", 1);
   setenv("HOROVOD_DISABLE_GROUP_FUSION", "1", 1);
   setenv("HOROVOD_NO_SUCH_KNOB", "x", 1);
   setenv("HOROVOD_WITH_PYTORCH", "1", 1); /* build time: harmless */
   setenv("HOROVOD_TIMELINE_MARK_CYCLES", "1", 1);
   plait_config_t cfg = load_ok();
-  cr_expect_eq(cfg.autotune, 0, "autotuning is not switched on by HOROVOD_AUTOTUNE");
   cr_expect_eq(cfg.timeline_mark_cycles, 1, "HOROVOD_TIMELINE_MARK_CYCLES=1 marks cycles");
   plait_config_free(&cfg);
   char *n = notes();
   cr_expect(strstr(n, "# HOROVOD_HIERARCHICAL_ALLREDUCE=1 has no plait equivalent and is "
                       "ignored: plait has no hierarchical allreduce"), "%s", n);
   cr_expect_null(strstr(n, "HOROVOD_HIERARCHICAL_ALLGATHER"), "%s", n);
-  cr_expect(strstr(n, "# HOROVOD_AUTOTUNE=1 has no plait equivalent"), "%s", n);
+  cr_expect(strstr(n, "# HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE=0.8 has no plait equivalent "
+                      "and is ignored: plait's autotuner searches a grid"), "%s", n);
   cr_expect(strstr(n, "# HOROVOD_CONTROLLER=mpi has no plait equivalent"), "%s", n);
   cr_expect(strstr(n, "# HOROVOD_DISABLE_GROUP_FUSION=1 has no plait equivalent"), "%s", n);
   cr_expect(strstr(n, "# HOROVOD_NO_SUCH_KNOB is not a Horovod 0.28 variable plait knows"), "%s",
@@ -204,6 +204,39 @@ Test(horovod_env, no_equivalent_reported_by_name_not_an_error) {
   cr_expect(strstr(n, "# HOROVOD_TIMELINE_MARK_CYCLES=1 taken as PLAIT_TIMELINE_MARK_CYCLES=1"),
             "%s", n);
   free(n);
+}
+
+/* Horovod's autotune variables become plait's; Horovod reads HOROVOD_AUTOTUNE
+ * with strtol > 0, so "true" is off there and here (with a warning note). */
+Test(horovod_env, autotune_variables_map_to_plait) {
+  setenv("HOROVOD_AUTOTUNE", "1", 1);
+  setenv("HOROVOD_AUTOTUNE_LOG", "/tmp/hvd_autotune.csv", 1);
+  setenv("HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "5", 1);
+  setenv("HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "20", 1);
+  setenv("HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "40", 1);
+  plait_config_t cfg = load_ok();
+  cr_expect_eq(cfg.autotune, 1);
+  cr_expect_str_eq(cfg.autotune_log, "/tmp/hvd_autotune.csv");
+  cr_expect_eq(cfg.autotune_warmup_samples, 5);
+  cr_expect_eq(cfg.autotune_steps_per_sample, 20);
+  cr_expect_eq(cfg.autotune_max_samples, 40);
+  plait_config_free(&cfg);
+  char *n = notes();
+  cr_expect(strstr(n, "# HOROVOD_AUTOTUNE=1 taken as PLAIT_AUTOTUNE=1"), "%s", n);
+  cr_expect(strstr(n, "# HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES=40 taken as "
+                      "PLAIT_AUTOTUNE_MAX_SAMPLES=40"), "%s", n);
+  free(n);
+  setenv("PLAIT_AUTOTUNE_STEPS_PER_SAMPLE", "3", 1); /* PLAIT_* wins */
+  setenv("HOROVOD_AUTOTUNE", "true", 1);            /* Horovod's strtol reads 0: off */
+  cfg = load_ok();
+  cr_expect_eq(cfg.autotune_steps_per_sample, 3);
+  cr_expect_eq(cfg.autotune, 0);
+  plait_config_free(&cfg);
+  setenv("HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "-2", 1);
+  unsetenv("PLAIT_AUTOTUNE_STEPS_PER_SAMPLE");
+  cr_expect_eq(plait_config_load(&cfg), PLAIT_ERR_CONFIG);
+  cr_expect(strstr(plait_last_error(), "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE='-2'"), "%s",
+            plait_last_error());
 }
 
 Test(horovod_env, timeline_rank0_only_unless_per_rank_path) {

@@ -19,8 +19,8 @@ Test(wire, header_round_trip) {
   for (int i = 0; i < PLAIT_WIRE_NONCE_SIZE; i++) h.nonce[i] = (uint8_t)i;
   cr_assert_eq(plait_msg_encode_hello(&W, &h), PLAIT_SUCCESS);
   cr_assert_eq(W.len, PLAIT_WIRE_HEADER_SIZE + PLAIT_WIRE_NONCE_SIZE);
-  /* explicit little-endian: magic "PLT1", version 2, type 1, length 32 */
-  cr_assert_eq(memcmp(W.data, "PLT1\x02\x00\x01\x00\x20\x00\x00\x00", 12), 0);
+  /* explicit little-endian: magic "PLT1", version 3, type 1, length 32 */
+  cr_assert_eq(memcmp(W.data, "PLT1\x03\x00\x01\x00\x20\x00\x00\x00", 12), 0);
   plait_frame_header_t fh;
   cr_assert_eq(plait_wire_decode_header(W.data, PLAIT_WIRE_MAX_PAYLOAD, &fh), PLAIT_SUCCESS);
   cr_assert_eq(fh.type, PLAIT_MSG_HELLO);
@@ -30,7 +30,7 @@ Test(wire, header_round_trip) {
 }
 
 Test(wire, header_rejects_bad_magic_version_type_length) {
-  uint8_t h[12] = {'P', 'L', 'T', '1', 2, 0, 1, 0, 0, 0, 0, 0};
+  uint8_t h[12] = {'P', 'L', 'T', '1', 3, 0, 1, 0, 0, 0, 0, 0};
   plait_frame_header_t fh;
   cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_SUCCESS);
   h[0] = 'G';
@@ -39,8 +39,11 @@ Test(wire, header_rejects_bad_magic_version_type_length) {
   h[0] = 'P';
   h[4] = 1; /* version 1 had no process sets in its negotiation messages */
   cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_ERR_PROTOCOL);
-  cr_assert(strstr(plait_last_error(), "version 1, this library speaks 2"));
-  h[4] = 2;
+  cr_assert(strstr(plait_last_error(), "version 1, this library speaks 3"));
+  h[4] = 2; /* version 2's response lists could not carry autotuned settings */
+  cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_ERR_PROTOCOL);
+  cr_assert(strstr(plait_last_error(), "version 2, this library speaks 3"));
+  h[4] = 3;
   h[6] = 99;
   cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_ERR_PROTOCOL);
   cr_assert(strstr(plait_last_error(), "unknown message type 99"));
@@ -191,7 +194,7 @@ static size_t make_seeds(uint8_t **seeds, size_t *lens) {
   plait_resp_entry_t re[2] = {{"a", -1, 3, 1, m, 0}, {NULL, 5, -1, 0, {0}, 0}};
   plait_response_t rs[2] = {{PLAIT_COLL_ALLREDUCE, 0, NULL, 2, re, dims, 4, -1, 0},
                             {PLAIT_COLL_JOIN, PLAIT_ERR_MISMATCH, "bad", 0, NULL, NULL, 0, 1, 2}};
-  plait_response_list_t rsl = {1, 2, 2, rs};
+  plait_response_list_t rsl = {.flags = 1, .shutdown_rank = 2, .n = 2, .r = rs};
   SEED(plait_responses_encode(&w, &rsl));
 #undef SEED
   plait_wr_free(&w);
@@ -374,10 +377,46 @@ Test(wire, long_failure_message_is_cut_not_refused) {
   static char msg[20000];
   memset(msg, 'm', sizeof msg - 1);
   plait_response_t rs[1] = {{PLAIT_COLL_ALLREDUCE, PLAIT_ERR_MISMATCH, msg, 0, NULL, NULL, 0, -1, 0}};
-  plait_response_list_t rsl = {0, -1, 1, rs}, back;
+  plait_response_list_t rsl = {.flags = 0, .shutdown_rank = -1, .n = 1, .r = rs}, back;
   cr_assert_eq(plait_responses_encode(&W, &rsl), PLAIT_SUCCESS, "%s", plait_last_error());
   cr_assert_eq(plait_responses_decode(W.data + 12, W.len - 12, &back), PLAIT_SUCCESS, "%s",
                plait_last_error());
   cr_expect_eq(strlen(back.r[0].message), 8192);
   plait_responses_free(&back);
+}
+
+/* Autotuned settings travel with a response list (version 3): they come back
+ * as sent, a list without them carries none, and a malformed value or an
+ * unknown flag is refused. */
+Test(wire, response_list_carries_autotuned_settings) {
+  plait_response_t rs[1] = {{PLAIT_COLL_BARRIER, 0, NULL, 0, NULL, NULL, 0, -1, 0}};
+  plait_response_list_t rsl = {.flags = PLAIT_RESP_TUNING, .shutdown_rank = -1, .n = 1, .r = rs,
+                               .tuning = {2, 4u << 20, 1u << 20, 0.25}},
+                        back;
+  cr_assert_eq(plait_responses_encode(&W, &rsl), PLAIT_SUCCESS, "%s", plait_last_error());
+  size_t with = W.len;
+  cr_assert_eq(plait_responses_decode(W.data + 12, W.len - 12, &back), PLAIT_SUCCESS, "%s",
+               plait_last_error());
+  cr_expect_eq(back.flags, PLAIT_RESP_TUNING);
+  cr_expect_eq(back.tuning.active, 2);
+  cr_expect_eq(back.tuning.threshold, 4u << 20);
+  cr_expect_eq(back.tuning.max_tensor, 1u << 20);
+  cr_expect_float_eq(back.tuning.cycle_ms, 0.25, 1e-12);
+  plait_responses_free(&back);
+  /* a cycle time of 0 cannot be run with: refused */
+  size_t at_cycle = with - 8;
+  W.data[at_cycle] = W.data[at_cycle + 1] = W.data[at_cycle + 2] = W.data[at_cycle + 3] = 0;
+  W.data[at_cycle + 4] = W.data[at_cycle + 5] = W.data[at_cycle + 6] = W.data[at_cycle + 7] = 0;
+  cr_expect_eq(plait_responses_decode(W.data + 12, W.len - 12, &back), PLAIT_ERR_PROTOCOL);
+  plait_wr_free(&W);
+  memset(&W, 0, sizeof W);
+  rsl.flags = 0;
+  cr_assert_eq(plait_responses_encode(&W, &rsl), PLAIT_SUCCESS, "%s", plait_last_error());
+  cr_expect_eq(W.len, with - 25, "without the flag the 25 bytes of settings are not sent");
+  cr_assert_eq(plait_responses_decode(W.data + 12, W.len - 12, &back), PLAIT_SUCCESS, "%s",
+               plait_last_error());
+  cr_expect_eq(back.tuning.active, 0);
+  plait_responses_free(&back);
+  W.data[12] = 0x4; /* a flag no version defines */
+  cr_expect_eq(plait_responses_decode(W.data + 12, W.len - 12, &back), PLAIT_ERR_PROTOCOL);
 }

@@ -116,7 +116,13 @@ _STATS_TIMES = ["negotiate_s", "copy_in_s", "transport_s", "copy_out_s"]
 class Stats(ctypes.Structure):
     _fields_ = ([("struct_size", ctypes.c_size_t)] +
                 [(n, ctypes.c_uint64) for n in _STATS_COUNTERS] +
-                [(n, ctypes.c_double) for n in _STATS_TIMES])
+                [(n, ctypes.c_double) for n in _STATS_TIMES] +
+                [("fusion_threshold_now", ctypes.c_uint64),
+                 ("fusion_max_tensor_now", ctypes.c_uint64),
+                 ("cycle_time_ms_now", ctypes.c_double),
+                 ("autotune_state", ctypes.c_uint64),
+                 ("autotune_samples", ctypes.c_uint64),
+                 ("settings_digest", ctypes.c_uint64)])
 
     def as_dict(self):
         return {n: getattr(self, n) for n, _ in self._fields_[1:]}
