@@ -113,7 +113,7 @@ static const hflag_t FLAGS[] = {
      "plaitrun does not bind ranks to cores; use taskset or mpirun's binding"},
     {{"--tcp"}, H_NOOP, V_NONE, 0, 0, {0},
      "plait's gloo transport runs over TCP already (with PLAIT_TRANSPORT=ofi, FI_PROVIDER=tcp)"},
-    {{"--num-nccl-streams"}, H_REFUSE, V_ANY, 0, 0, {0}, "plait has no NCCL transport yet"},
+    {{"--num-nccl-streams"}, H_REFUSE, V_ANY, 0, 0, {0}, "plait's nccl plugin runs one stream per device; the count is not settable"},
     {{"--thread-affinity"}, H_REFUSE, V_ANY, 0, 0, {0},
      "plait does not pin its coordinator thread to a core"},
     {{"--gloo-timeout-seconds"}, H_ENV, V_INT_POS, "HOROVOD_GLOO_TIMEOUT_SECONDS", 0,

@@ -85,7 +85,7 @@ static const unsupported_t UNSUPPORTED[] = {
     {"HOROVOD_DISABLE_GROUP_FUSION", W_GT0,
      "plait has no switch to keep grouped tensors out of other fused buffers"},
     {"HOROVOD_THREAD_AFFINITY", W_ANY, "plait does not pin its coordinator thread to a core"},
-    {"HOROVOD_NUM_NCCL_STREAMS", W_ANY, "plait has no NCCL transport yet"},
+    {"HOROVOD_NUM_NCCL_STREAMS", W_ANY, "plait's nccl plugin runs one stream per device"},
     {"HOROVOD_BATCH_D2D_MEMCOPIES", W_ANY, "plait has no GPU transport yet"},
     {"HOROVOD_ENABLE_ASYNC_COMPLETION", W_GT0, "plait has no GPU transport yet"},
     {"HOROVOD_ENABLE_XLA_OPS", W_GT0, "plait has no TensorFlow (XLA) binding yet"},

@@ -19,7 +19,8 @@
 
 #define PLAIT_CONFIG_TABLE(X)                                                  \
   X(transport, "PLAIT_TRANSPORT", NAME, "auto", "",                            \
-    "transport plugin to load: auto, gloo, ofi or nccl "                       \
+    "transport plugin to load: auto, gloo, ofi or nccl (built only where "    \
+    "CUDA and NCCL are found; device memory only) "                          \
     "(libplait-transport-<name>.so); auto: ofi where every rank can start "    \
     "it with the same provider, else gloo, alike on every rank")              \
   X(plugin_path, "PLAIT_PLUGIN_PATH", TEXT, "", "",                            \
