@@ -202,6 +202,11 @@ const plait_transport_v1_t plait_transport_v1 = {
     /* mem_copy */ gloo_mem_copy,
     /* algorithm */ gloo_algorithm,
     /* subset */ gloo_subset,
+    // Not folded: gloo's ring calls the reduction kernel without saying
+    // which call is a segment's last, and copies an input into the output
+    // itself before reducing, so the core's one scaling pass stays (see
+    // docs/transport-gloo.md).
+    /* allreduce_scaled */ nullptr,
 };
 
 }  // extern "C"
