@@ -19,7 +19,10 @@ a median over iterations), and each stack figure divided by the same build's
 plugin-alone time for that transport ("fraction": 1.0 is the plugin's speed).
 
 A build is a CMake build folder with bin/bench_transport, bin/plait-bench,
-bin/plaitrun and lib/libplait.so (its plugins beside it).
+bin/plaitrun and lib/libplait.so (its plugins beside it); --build
+LABEL=DIR,VAR=value,... also sets VAR for everything that build runs (e.g.
+GLIBC_TUNABLES=glibc.malloc.hugetlb=1: the benchmarks' own buffers in
+transparent huge pages, as the plugins' buffers are).
 """
 
 import argparse
@@ -54,12 +57,13 @@ def run(cmd, env, what):
     return p.stdout
 
 
-def plugin_alone(build, label, tenv, nbytes, np_):
+def plugin_alone(b, label, tenv, nbytes, np_):
+    build, benv = b
     spec = label + "=" + ",".join([tenv["PLAIT_TRANSPORT"]] +
                                   ["%s=%s" % kv for kv in tenv.items() if kv[0] != "PLAIT_TRANSPORT"])
     size = "%dM" % (nbytes >> 20)
     out = run([os.path.join(build, "bin", "bench_transport"), "-r", "1", "-n", str(np_), "-o",
-               "allreduce", "-s", "%s:%s" % (size, size), spec], dict(os.environ),
+               "allreduce", "-s", "%s:%s" % (size, size), spec], dict(os.environ, **benv),
               "bench_transport %s" % label)
     m = out and re.search(r"^\| %d MiB \| [^|]* \| ([0-9.]+) \|" % (nbytes >> 20), out, re.M)
     return float(m.group(1)) * 1e-6 if m else None
@@ -70,10 +74,11 @@ def json_lines(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def c_stack(build, tenv, nbytes, np_, op, iters):
+def c_stack(b, tenv, nbytes, np_, op, iters):
+    build, benv = b
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "c.jsonl")
-        env = dict(os.environ, **tenv)
+        env = dict(os.environ, **tenv, **benv)
         r = run([os.path.join(build, "bin", "plaitrun"), "-np", str(np_),
                  os.path.join(build, "bin", "plait-bench"), "allreduce", "--min", str(nbytes),
                  "--max", str(nbytes), "--op", op, "--iters", str(iters), "--warmup", "2",
@@ -81,10 +86,12 @@ def c_stack(build, tenv, nbytes, np_, op, iters):
         return json_lines(out)[-1]["time_s_median"] if r is not None else None
 
 
-def torch_stack(build, tenv, nbytes, np_, python, iters):
+def torch_stack(b, tenv, nbytes, np_, python, iters):
+    build, benv = b
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "t.jsonl")
-        env = dict(os.environ, PLAIT_LIBRARY=os.path.join(build, "lib", "libplait.so"), **tenv)
+        env = dict(os.environ, PLAIT_LIBRARY=os.path.join(build, "lib", "libplait.so"), **tenv,
+                   **benv)
         r = run([python, os.path.join(HERE, "torch_bench.py"), "--np", str(np_), "--only", "b",
                  "--rounds", "1", "--large-bytes", str(nbytes), "--large-iters", str(iters),
                  "--warmup", "1", "--json", out], env, "torch_bench")
@@ -94,10 +101,11 @@ def torch_stack(build, tenv, nbytes, np_, python, iters):
                 if rec["system"] == "plait.torch"}
 
 
-def fusion_step(build, np_, mix, steps):
+def fusion_step(b, np_, mix, steps):
+    build, benv = b
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "f.jsonl")
-        env = dict(os.environ, PLAIT_TRANSPORT="ofi", FI_PROVIDER="shm")
+        env = dict(os.environ, PLAIT_TRANSPORT="ofi", FI_PROVIDER="shm", **benv)
         r = run([os.path.join(build, "bin", "plaitrun"), "-np", str(np_),
                  os.path.join(build, "bin", "plait-bench"), "fusion", "--mix", mix,
                  "--thresholds", "0", "--steps", str(steps), "--warmup", "1", "--json", out,
@@ -117,7 +125,11 @@ def main():
     ap.add_argument("--steps", type=int, default=5, help="fusion steps per measurement")
     ap.add_argument("--transports", default="gloo,ofi/shm,ofi/tcp")
     args = ap.parse_args()
-    builds = [b.split("=", 1) for b in args.build]
+    builds = []
+    for spec in args.build:
+        label, rest = spec.split("=", 1)
+        bdir, *assigns = rest.split(",")
+        builds.append((label, (bdir, dict(a.split("=", 1) for a in assigns))))
     transports = [t for t in TRANSPORTS if t[0] in args.transports.split(",")]
     res = {}
 
