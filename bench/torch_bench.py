@@ -15,7 +15,8 @@ rounds of each round's median time per iteration, and ratios.
       plait allreduce_async_ of all, then synchronize (fused by plait) vs
       torch.distributed all_reduce per tensor, blocking, vs all_reduce with
       async_op=True for all, then wait.
-  (b) one 64 MiB float32 allreduce: plait vs torch.distributed.
+  (b) one 64 MiB float32 allreduce: plait (sum, and average) vs
+      torch.distributed (sum).
   (l) a lone 4 KiB float32 allreduce, waited for before the next (latency):
       plait allreduce_ vs torch.distributed all_reduce.
   (c) one training step (forward, backward, optimizer step) of a 10.5M
@@ -23,8 +24,8 @@ rounds of each round's median time per iteration, and ratios.
       torch's DistributedDataParallel vs one process without communication
       (rank 0 alone while the others wait: the compute-only time of a step).
 
-Sums everywhere (Gloo has no average), except in (c) where both average the
-gradients. Rank 0 prints the table, then what plait's coordinator did in each
+Sums everywhere (Gloo has no average), except plait's average variant of (b)
+and (c), where both average the gradients. Rank 0 prints the table, then what plait's coordinator did in each
 plait variant (plait.stats()).
 
 Under a launcher of your own, start `torch_bench.py --worker` on every rank
@@ -188,6 +189,9 @@ def worker(args):
     def b_plait():
         hvd.allreduce_(large, name="bench.large", op=hvd.Sum)
 
+    def b_plait_average():
+        hvd.allreduce_(large, name="bench.large.average", op=hvd.Average)
+
     def b_torch():
         dist.all_reduce(large)
 
@@ -215,6 +219,11 @@ def worker(args):
             raise SystemExit("torch_bench: %s gave wrong sums in %d tensors" % (fn.__name__, len(bad)))
         for t in bufs:
             t.zero_()
+    large.fill_(rank + 1)
+    b_plait_average()
+    if not bool((large == expect / world).all()):
+        raise SystemExit("torch_bench: b_plait_average gave a wrong average")
+    large.zero_()
 
     # ---- (c) a training step -----------------------------------------------
     def make_mlp():
@@ -267,6 +276,7 @@ def worker(args):
         ]),
         ("(b) one %d MiB float32 allreduce" % (args.large_bytes // 2**20), [
             ("plait allreduce_", b_plait, args.large_iters, True),
+            ("plait allreduce_ average", b_plait_average, args.large_iters, True),
             ("torch.distributed all_reduce", b_torch, args.large_iters, False),
         ]),
         ("(l) lone %d KiB float32 allreduce" % (args.lone_bytes // 1024), [
@@ -351,6 +361,7 @@ SHORT_NAMES = [
     ("torch.distributed all_reduce per tensor", "a/torch"),
     ("torch.distributed async_op=True all + wait", "a/torch-async"),
     ("plait allreduce_", "b/plait"),
+    ("plait allreduce_ average", "b/plait-avg"),
     ("torch.distributed all_reduce", "b/torch"),
     ("plait allreduce_ lone", "l/plait"),
     ("torch.distributed all_reduce lone", "l/torch"),
@@ -366,6 +377,7 @@ JSON_NAMES = {
     "torch.distributed all_reduce per tensor": ("torch.distributed-blocking", "200x64K"),
     "torch.distributed async_op=True all + wait": ("torch.distributed-async", "200x64K"),
     "plait allreduce_": ("plait.torch", "allreduce-64M"),
+    "plait allreduce_ average": ("plait.torch", "allreduce-64M-average"),
     "torch.distributed all_reduce": ("torch.distributed", "allreduce-64M"),
     "plait allreduce_ lone": ("plait.torch", "latency-4K"),
     "torch.distributed all_reduce lone": ("torch.distributed", "latency-4K"),

@@ -127,6 +127,16 @@ typedef plait_result_t (*plait_divide_fn)(plait_dtype_t dtype, void *dst,
                                           const void *src, size_t count,
                                           uint32_t divisor);
 
+/* dst[i] = (a[i] op b[i]) * factor: plait_reduce_fn then plait_scale_fn,
+ * with the same rounding in between (the reduction rounds to the dtype, then
+ * the scaling rounds as plait_scale_fn does), bit for bit the two calls, but
+ * in one pass over memory. dst may be a or b. Appended after version 1:
+ * present when plait_transport_init_args_t.size reaches past it. */
+typedef plait_result_t (*plait_reduce_scale_fn)(plait_dtype_t dtype, plait_op_t op,
+                                                void *dst, const void *a,
+                                                const void *b, size_t count,
+                                                double factor);
+
 typedef struct plait_transport_init_args {
   size_t size; /* sizeof(plait_transport_init_args_t) as the core knows it */
   int rank;
@@ -145,12 +155,20 @@ typedef struct plait_transport_init_args {
   /* Numeric IP address (text) of this host on the network the control plane
    * uses: the address other ranks can reach this process at. */
   const char *host_address;
+  /* ---- Appended after the first layout: read only when size reaches past
+   * the field (PLAIT_INIT_ARGS_HAS). ---- */
+  /* The core's fused reduce-then-scale kernel, for allreduce_scaled. */
+  plait_reduce_scale_fn reduce_scale;
   /* Fields appended later go here. */
 } plait_transport_init_args_t;
 
 /* Bytes of plait_transport_init_args_t's first layout (through host_address). */
 #define PLAIT_TRANSPORT_INIT_ARGS_SIZE_V1                                      \
   (offsetof(plait_transport_init_args_t, host_address) + sizeof(const char *))
+
+/* Whether init args a (its size) has field f and f is set. */
+#define PLAIT_INIT_ARGS_HAS(a, f)                                              \
+  ((a)->size >= offsetof(plait_transport_init_args_t, f) + sizeof((a)->f) && (a)->f)
 
 /* Where a copy goes, for mem_copy. */
 typedef enum plait_copy_kind {
@@ -256,6 +274,28 @@ typedef struct plait_transport_v1 {
    * init's local part. */
   plait_result_t (*probe)(const plait_transport_init_args_t *args, char *detail,
                           size_t detail_len);
+
+  /* Optional (may be NULL: the core then copies the input into the output
+   * and scales the result itself, each a pass over memory of its own): an
+   * allreduce from send into recv whose result is multiplied by postscale,
+   * with the copy and the scaling folded into the transport's own passes
+   * over the data (a ring reads send where it would read buf and scales
+   * each block as it finishes reducing it).
+   *
+   * send holds count elements on every rank; afterwards recv holds, on
+   * every rank, the reduction over all ranks of send with each element then
+   * multiplied by postscale exactly as plait_scale_fn does it (the rounding
+   * of plait_reduce_fn followed by plait_scale_fn; postscale 1.0: as
+   * allreduce). send == recv is in place; otherwise the two must not
+   * overlap and send is only read. op as for allreduce; the core passes
+   * SUM for AVERAGE with 1/nranks folded into postscale (Horovod's
+   * arithmetic). Same arguments on every rank, same errors as allreduce;
+   * PLAIT_ERR_INVALID_ARGUMENT for postscale != 1.0 on bool. A plugin that
+   * sets it must give results bit-identical to allreduce followed by
+   * plait_scale_fn. */
+  plait_result_t (*allreduce_scaled)(void *state, const void *send, void *recv,
+                                     size_t count, plait_dtype_t dtype,
+                                     plait_op_t op, double postscale);
 } plait_transport_v1_t;
 
 /* Bytes of a version-1 table before any appended field. */

@@ -203,6 +203,11 @@ const plait_transport_v1_t plait_transport_v1 = {
     /* algorithm */ gloo_algorithm,
     /* subset */ gloo_subset,
     /* probe: none, Gloo starts wherever its plugin loads */ nullptr,
+    // Not folded: gloo's ring calls the reduction kernel without saying
+    // which call is a segment's last, and copies an input into the output
+    // itself before reducing, so the core's one scaling pass stays (see
+    // docs/transport-gloo.md).
+    /* allreduce_scaled */ nullptr,
 };
 
 }  // extern "C"

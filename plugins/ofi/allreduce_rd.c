@@ -28,18 +28,14 @@ static plait_result_t exchange(ofi_state_t *st, int peer, void *buf, void *tmp, 
 }
 
 static plait_result_t combine(ofi_state_t *st, plait_dtype_t dtype, plait_op_t op, void *buf,
-                              const void *tmp, size_t count, int theirs_first) {
-  plait_result_t rc = theirs_first ? st->reduce(dtype, op, buf, tmp, buf, count)
-                                   : st->reduce(dtype, op, buf, buf, tmp, count);
-  if (rc)
-    return ofi_break(st, rc, "the core's reduction kernel failed on %zu elements (%s)", count,
-                     plait_result_name_inline(rc));
-  return PLAIT_SUCCESS;
+                              const void *tmp, size_t count, int theirs_first, double post) {
+  return theirs_first ? ofi_reduce_scale(st, dtype, op, buf, tmp, buf, count, post)
+                      : ofi_reduce_scale(st, dtype, op, buf, buf, tmp, count, post);
 }
 
 static plait_result_t run(ofi_state_t *st, void *buf, void *tmp, size_t count,
-                          plait_dtype_t dtype, plait_op_t op, const ofi_desc_t *db,
-                          const ofi_desc_t *dt) {
+                          plait_dtype_t dtype, plait_op_t op, double post,
+                          const ofi_desc_t *db, const ofi_desc_t *dt) {
   int n = st->nranks, r = st->rank, p = 1;
   while (p * 2 <= n) p *= 2;
   int extra = n - p, vr;
@@ -50,7 +46,7 @@ static plait_result_t run(ofi_state_t *st, void *buf, void *tmp, size_t count,
       return exchange(st, r + 1, buf, buf, bytes, db, db, OFI_TAG_ID_MAX, 0, 1);
     }
     OFI_CHECK(exchange(st, r - 1, buf, tmp, bytes, db, dt, 0, 0, 1));
-    OFI_CHECK(combine(st, dtype, op, buf, tmp, count, 1));
+    OFI_CHECK(combine(st, dtype, op, buf, tmp, count, 1, 1.0));
     vr = r / 2;
   } else {
     vr = r - extra;
@@ -60,10 +56,13 @@ static plait_result_t run(ofi_state_t *st, void *buf, void *tmp, size_t count,
     int vp = vr ^ mask;
     int peer = vp < extra ? 2 * vp + 1 : vp + extra;
     OFI_CHECK(exchange(st, peer, buf, tmp, bytes, db, dt, step, 1, 1));
-    OFI_CHECK(combine(st, dtype, op, buf, tmp, count, vp < vr));
+    /* The last step's reduction also scales (not after AVERAGE's divide). */
+    int last = mask * 2 >= p && op != PLAIT_OP_AVERAGE;
+    OFI_CHECK(combine(st, dtype, op, buf, tmp, count, vp < vr, last ? post : 1.0));
   }
   if (op == PLAIT_OP_AVERAGE) {
     plait_result_t rc = st->divide(dtype, buf, buf, count, (uint32_t)n);
+    if (rc == PLAIT_SUCCESS && post != 1.0) rc = st->scale(dtype, buf, buf, count, post);
     if (rc)
       return ofi_break(st, rc, "the core's divide kernel failed on %zu elements (%s)", count,
                        plait_result_name_inline(rc));
@@ -74,14 +73,14 @@ static plait_result_t run(ofi_state_t *st, void *buf, void *tmp, size_t count,
 }
 
 plait_result_t ofi_allreduce_rd(ofi_state_t *st, void *buf, size_t count, plait_dtype_t dtype,
-                                plait_op_t op) {
+                                plait_op_t op, double post) {
   size_t bytes = count * plait_dtype_size_inline(dtype);
   OFI_CHECK(ofi_scratch_reserve(st, &st->tmp, bytes));
   ofi_desc_t db, dt;
   OFI_CHECK(ofi_mr_acquire(st, buf, bytes, &db));
   plait_result_t rc = ofi_mr_acquire(st, st->tmp.buf, bytes, &dt);
   if (rc == PLAIT_SUCCESS) {
-    rc = run(st, buf, st->tmp.buf, count, dtype, op, &db, &dt);
+    rc = run(st, buf, st->tmp.buf, count, dtype, op, post, &db, &dt);
     ofi_mr_release(st, &dt);
   }
   ofi_mr_release(st, &db);

@@ -31,6 +31,7 @@ typedef struct ofi_ring {
   char *work;              /* partial results and the allgathered blocks */
   char *final;             /* this rank's reduced block; NULL: work + off[rank] */
   int average;             /* divide this rank's reduced block by n */
+  double post;             /* then scale it by this (1.0: not at all) */
 } ofi_ring_t;
 
 plait_result_t ofi_ring_run(ofi_state_t *st, const ofi_ring_t *ring);
@@ -58,7 +59,17 @@ void ofi_even_blocks(int n, size_t count, size_t es, size_t *off, size_t *len);
 plait_result_t ofi_allreduce(ofi_state_t *st, void *buf, size_t count, plait_dtype_t dtype,
                              plait_op_t op);
 plait_result_t ofi_allreduce_rd(ofi_state_t *st, void *buf, size_t count, plait_dtype_t dtype,
-                                plait_op_t op);
+                                plait_op_t op, double post);
+/* allreduce from send into recv (send == recv: in place), the result scaled
+ * by post as the core's scale kernel does: the ring reads send where it
+ * would read buf and scales each block as it finishes reducing it; recursive
+ * doubling (small) copies send first and scales in its last reduction. */
+plait_result_t ofi_allreduce_scaled(ofi_state_t *st, const void *send, void *recv, size_t count,
+                                    plait_dtype_t dtype, plait_op_t op, double post);
+/* dst = (a op b) * post (post 1.0: a op b), with the core's kernels; breaks
+ * the state on failure. */
+plait_result_t ofi_reduce_scale(ofi_state_t *st, plait_dtype_t dtype, plait_op_t op, void *dst,
+                                const void *a, const void *b, size_t count, double post);
 plait_result_t ofi_allgatherv(ofi_state_t *st, void *buf, const size_t *bytes);
 plait_result_t ofi_broadcast(ofi_state_t *st, void *buf, size_t bytes, int root);
 plait_result_t ofi_alltoallv(ofi_state_t *st, const void *send, const size_t *send_bytes,

@@ -100,6 +100,24 @@ static plait_result_t entry_allreduce(void *state, void *buf, size_t count, plai
   OFI_GUARDED(st, ofi_allreduce(st, buf, count, dtype, op));
 }
 
+static plait_result_t entry_allreduce_scaled(void *state, const void *send, void *recv,
+                                             size_t count, plait_dtype_t dtype, plait_op_t op,
+                                             double postscale) {
+  ENTER(state, "allreduce");
+  OFI_CHECK(check_reduction(st, dtype, op));
+  OFI_REQUIRE(st, !(dtype == PLAIT_BOOL && postscale != 1.0),
+              "postscale %g is not defined for dtype bool", postscale);
+  size_t es = plait_dtype_size_inline(dtype);
+  OFI_REQUIRE(st, count <= SIZE_MAX / es, "count %zu of %zu-byte elements overflows size_t",
+              count, es);
+  OFI_REQUIRE(st, (send != NULL && recv != NULL) || count == 0,
+              "send %p or recv %p is NULL but count is %zu", send, recv, count);
+  OFI_REQUIRE(st, send == recv || !overlap(send, count * es, recv, count * es),
+              "send and recv overlap without being the same buffer");
+  ofi_begin(st, "allreduce");
+  OFI_GUARDED(st, ofi_allreduce_scaled(st, send, recv, count, dtype, op, postscale));
+}
+
 static plait_result_t entry_allgatherv(void *state, void *buf, const size_t *bytes) {
   ENTER(state, "allgatherv");
   OFI_REQUIRE(st, bytes != NULL, "bytes is NULL");
@@ -248,4 +266,5 @@ const plait_transport_v1_t plait_transport_v1 = {
     .algorithm = entry_algorithm,
     .subset = entry_subset,
     .probe = ofi_probe,
+    .allreduce_scaled = entry_allreduce_scaled,
 };

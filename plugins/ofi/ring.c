@@ -150,9 +150,11 @@ static plait_result_t reduce_chunk(ring_run_t *x, const ofi_req_t *q) {
   const char *got = x->st->slots.buf + (size_t)q->slot * x->chunk;
   int last = t == x->n - 2;
   char *dst = last ? final_block(x) + at : g->work + g->off[b] + at;
+  if (!last || !g->average) /* the block's last reduction also scales it */
+    return ofi_reduce_scale(x->st, g->dtype, g->op, dst, mine, got, count, last ? g->post : 1.0);
   plait_result_t rc = x->st->reduce(g->dtype, g->op, dst, mine, got, count);
-  if (rc == PLAIT_SUCCESS && last && g->average)
-    rc = x->st->divide(g->dtype, dst, dst, count, (uint32_t)x->n);
+  if (rc == PLAIT_SUCCESS) rc = x->st->divide(g->dtype, dst, dst, count, (uint32_t)x->n);
+  if (rc == PLAIT_SUCCESS && g->post != 1.0) rc = x->st->scale(g->dtype, dst, dst, count, g->post);
   if (rc)
     return ofi_break(x->st, rc, "the core's reduction kernel failed on %zu elements (%s)",
                      count, plait_result_name_inline(rc));

@@ -360,6 +360,8 @@ plait_result_t ofi_start(const plait_transport_init_args_t *args, ofi_state_t **
   st->log_level = args->log_level;
   st->reduce = args->reduce;
   st->divide = args->divide;
+  st->scale = args->scale;
+  st->reduce_scale = PLAIT_INIT_ARGS_HAS(args, reduce_scale) ? args->reduce_scale : NULL;
   snprintf(st->provider, sizeof st->provider, "none");
   start_ctx_t c = {args, st, err, err_len};
   double t0 = ofi_now();

@@ -62,6 +62,8 @@ typedef struct ofi_state {
   int log_level;
   plait_reduce_fn reduce;
   plait_divide_fn divide;
+  plait_scale_fn scale;
+  plait_reduce_scale_fn reduce_scale; /* NULL from a core older than it */
   ofi_tunables_t tun;
 
   /* libfabric objects; all NULL for a job of one rank and after teardown. */

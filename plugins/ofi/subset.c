@@ -61,6 +61,8 @@ plait_result_t ofi_subset(ofi_state_t *parent, const int *ranks, int n, ofi_stat
   st->log = parent->log;
   st->log_level = parent->log_level;
   st->reduce = parent->reduce;
+  st->scale = parent->scale;
+  st->reduce_scale = parent->reduce_scale;
   st->divide = parent->divide;
   st->tun = parent->tun;
   st->info = parent->info;

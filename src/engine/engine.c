@@ -36,6 +36,7 @@ static plait_result_t start_transport(plait_engine_t *e) {
   args.reduce = plait_reduce;
   args.scale = plait_scale;
   args.divide = plait_divide;
+  args.reduce_scale = plait_reduce_scale;
   args.host_address = e->ctrl.local_ip;
   plait_result_t rc;
   if (!strcmp(e->cfg.transport, "auto"))

@@ -111,12 +111,18 @@ double plait_exec_postscale(const plait_meta_t *m, int size) {
   return m->op == PLAIT_OP_AVERAGE ? m->postscale / (double)size : m->postscale;
 }
 
-/* AVERAGE and postscale, in place on count elements. */
-static plait_result_t finish_values(plait_exec_t *x, const plait_meta_t *m, void *buf,
-                                    size_t count) {
+/* Whether the transport folds the copy and the postscale into its own
+ * passes (plait_transport_v1_t.allreduce_scaled); older plugins do not. */
+static int folds(const plait_exec_t *x) {
+  return PLAIT_TRANSPORT_HAS(x->t, allreduce_scaled);
+}
+
+/* AVERAGE and postscale: dst = src scaled, one pass (dst may be src). */
+static plait_result_t finish_values(plait_exec_t *x, const plait_meta_t *m, void *dst,
+                                    const void *src, size_t count) {
   double post = plait_exec_postscale(m, x->size);
   if (!count || post == 1.0) return PLAIT_SUCCESS;
-  return plait_scale((plait_dtype_t)m->dtype, buf, buf, count, post);
+  return plait_scale((plait_dtype_t)m->dtype, dst, src, count, post);
 }
 
 static plait_op_t wire_op(const plait_meta_t *m) {
@@ -140,41 +146,69 @@ static void add_times(plait_exec_t *x, double in, double tr, double out, uint64_
   plait_stats_unlock(x->stats);
 }
 
-/* One tensor: reduced in place in its output, no fusion buffer. */
+/* The transport's allreduce of count elements from in into out (in place
+ * when in == out), with AVERAGE and postscale folded in where the transport
+ * can (then *scaled is set); otherwise out must already hold the input. */
+static plait_result_t transport_allreduce(plait_exec_t *x, const plait_meta_t *m, const void *in,
+                                          void *out, size_t count, int *scaled) {
+  *scaled = folds(x);
+  if (*scaled)
+    return x->t->allreduce_scaled(x->ts, in, out, count, (plait_dtype_t)m->dtype, wire_op(m),
+                                  plait_exec_postscale(m, x->size));
+  return x->t->allreduce(x->ts, out, count, (plait_dtype_t)m->dtype, wire_op(m));
+}
+
+/* One tensor: reduced in its output, no fusion buffer. The input reaches the
+ * output in one pass: the prescaling copy, or (without prescale) the
+ * transport's own reads when it folds (allreduce_scaled), else one copy. */
 static plait_result_t allreduce_single(plait_exec_t *x, plait_entry_t *e) {
   const plait_meta_t *m = &e->meta;
   size_t count = (size_t)plait_meta_elements(m), bytes = count * plait_dtype_size(m->dtype);
   void *out = e->output.data;
+  const void *in = e->input.data;
   double t0 = plait_now();
   plait_tl_begin(x->tl, e->name, "MEMCPY_IN_FUSION_BUFFER");
-  if (m->prescale != 1.0)
-    PLAIT_CHECK(plait_scale((plait_dtype_t)m->dtype, out, e->input.data, count, m->prescale));
-  else if (out != e->input.data && bytes)
-    PLAIT_CHECK(x->t->mem_copy(x->ts, out, e->input.data, bytes,
+  if (m->prescale != 1.0) {
+    PLAIT_CHECK(plait_scale((plait_dtype_t)m->dtype, out, in, count, m->prescale));
+    in = out;
+  } else if (out != in && bytes && !folds(x)) {
+    PLAIT_CHECK(x->t->mem_copy(x->ts, out, in, bytes,
                                m->device < 0 ? PLAIT_COPY_HOST_TO_HOST : PLAIT_COPY_DEVICE_TO_DEVICE));
+    in = out;
+  }
   plait_tl_end(x->tl, e->name, "MEMCPY_IN_FUSION_BUFFER");
   double t1 = plait_now();
+  int scaled = 0;
   plait_tl_begin(x->tl, e->name, x->activity[PLAIT_COLL_ALLREDUCE]);
-  plait_result_t rc = x->t->allreduce(x->ts, out, count, (plait_dtype_t)m->dtype, wire_op(m));
+  plait_result_t rc = transport_allreduce(x, m, in, out, count, &scaled);
   plait_tl_end(x->tl, e->name, x->activity[PLAIT_COLL_ALLREDUCE]);
   if (rc) return transport_error(x, rc, "allreduce", e->name);
   double t2 = plait_now();
-  plait_tl_begin(x->tl, e->name, "MEMCPY_OUT_FUSION_BUFFER");
-  PLAIT_CHECK(finish_values(x, m, out, count));
-  plait_tl_end(x->tl, e->name, "MEMCPY_OUT_FUSION_BUFFER");
+  if (!scaled) {
+    plait_tl_begin(x->tl, e->name, "MEMCPY_OUT_FUSION_BUFFER");
+    PLAIT_CHECK(finish_values(x, m, out, out, count));
+    plait_tl_end(x->tl, e->name, "MEMCPY_OUT_FUSION_BUFFER");
+  }
   add_times(x, t1 - t0, t2 - t1, plait_now() - t2, bytes, 0, 1, 0);
   return PLAIT_SUCCESS;
 }
 
+/* The fusion buffer holds at least need bytes. It is kept between
+ * responses and grows at least twofold (up to the threshold), so a job whose
+ * fused responses grow a little at a time does not reallocate, and fault in
+ * fresh pages, on every step. */
 static plait_result_t ensure_fusion(plait_exec_t *x, size_t need) {
   if (need <= x->fusion_cap) return PLAIT_SUCCESS;
+  size_t want = x->fusion_cap * 2;
+  if (want > x->threshold) want = (size_t)x->threshold;
+  if (want < need) want = need;
   if (x->fusion) x->t->mem_free(x->ts, x->fusion);
   x->fusion = NULL;
   x->fusion_cap = 0;
-  plait_result_t rc = x->t->mem_alloc(x->ts, need, &x->fusion);
-  if (rc) return plait_error(rc, "cannot allocate a fusion buffer of %zu bytes: %s", need,
+  plait_result_t rc = x->t->mem_alloc(x->ts, want, &x->fusion);
+  if (rc) return plait_error(rc, "cannot allocate a fusion buffer of %zu bytes: %s", want,
                              x->t->last_error(x->ts));
-  x->fusion_cap = need;
+  x->fusion_cap = want;
   return PLAIT_SUCCESS;
 }
 
@@ -205,20 +239,32 @@ static plait_result_t copy_in(plait_exec_t *x, const plait_response_t *r, plait_
   return PLAIT_SUCCESS;
 }
 
+/* One member's result, count elements at src, into dst with post applied
+ * on the way: one pass in host memory. */
+static plait_result_t copy_out_one(plait_exec_t *x, const plait_meta_t *m, void *dst, void *src,
+                                   size_t count, double post) {
+  size_t bytes = count * plait_dtype_size(m->dtype);
+  if (m->device < 0 && post != 1.0)
+    return plait_scale((plait_dtype_t)m->dtype, dst, src, count, post);
+  if (m->device < 0) {
+    memcpy(dst, src, bytes);
+    return PLAIT_SUCCESS;
+  }
+  if (post != 1.0) /* device memory: only the transport can copy it */
+    PLAIT_CHECK(plait_scale((plait_dtype_t)m->dtype, src, src, count, post));
+  return x->t->mem_copy(x->ts, dst, src, bytes, PLAIT_COPY_DEVICE_TO_DEVICE);
+}
+
+/* Each member's result into its output, AVERAGE and postscale (unless the
+ * transport already scaled) applied on the way. */
 static plait_result_t copy_out(plait_exec_t *x, const plait_response_t *r, plait_entry_t **es,
-                               const plait_meta_t *m, size_t *offs) {
-  size_t es_size = plait_dtype_size(m->dtype);
+                               const plait_meta_t *m, size_t *offs, int scaled) {
+  double post = scaled ? 1.0 : plait_exec_postscale(m, x->size);
   for (uint32_t i = 0; i < r->n; i++) {
-    if (!es[i]) continue;
-    size_t count = (size_t)plait_meta_elements(&es[i]->meta);
-    char *src = (char *)x->fusion + offs[i];
+    size_t count = es[i] ? (size_t)plait_meta_elements(&es[i]->meta) : 0;
+    if (!count) continue;
     plait_tl_begin(x->tl, es[i]->name, "MEMCPY_OUT_FUSION_BUFFER");
-    PLAIT_CHECK(finish_values(x, m, src, count));
-    if (count && m->device < 0)
-      memcpy(es[i]->output.data, src, count * es_size);
-    else if (count)
-      PLAIT_CHECK(x->t->mem_copy(x->ts, es[i]->output.data, src, count * es_size,
-                                 PLAIT_COPY_DEVICE_TO_DEVICE));
+    PLAIT_CHECK(copy_out_one(x, m, es[i]->output.data, (char *)x->fusion + offs[i], count, post));
     plait_tl_end(x->tl, es[i]->name, "MEMCPY_OUT_FUSION_BUFFER");
   }
   return PLAIT_SUCCESS;
@@ -239,19 +285,20 @@ static plait_result_t allreduce_fused(plait_exec_t *x, const plait_response_t *r
   }
   size_t total = offs[r->n] = (size_t)layout.size;
   double t0 = plait_now(), t1 = t0, t2 = t0;
+  int scaled = 0;
   plait_result_t rc = ensure_fusion(x, total);
   if (rc == PLAIT_SUCCESS) rc = copy_in(x, r, es, m, offs);
   if (rc == PLAIT_SUCCESS) {
     t1 = plait_now();
     for (uint32_t i = 0; i < r->n; i++)
       if (es[i]) plait_tl_begin(x->tl, es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
-    rc = x->t->allreduce(x->ts, x->fusion, total / es_size, (plait_dtype_t)m->dtype, wire_op(m));
+    rc = transport_allreduce(x, m, x->fusion, x->fusion, total / es_size, &scaled);
     for (uint32_t i = 0; i < r->n; i++)
       if (es[i]) plait_tl_end(x->tl, es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
     if (rc) rc = transport_error(x, rc, "fused allreduce of", r->e[0].name);
     t2 = plait_now();
   }
-  if (rc == PLAIT_SUCCESS) rc = copy_out(x, r, es, m, offs);
+  if (rc == PLAIT_SUCCESS) rc = copy_out(x, r, es, m, offs, scaled);
   if (rc == PLAIT_SUCCESS)
     add_times(x, t1 - t0, t2 - t1, plait_now() - t2, data, r->n > 1, (int)r->n,
               x->threshold > total ? x->threshold : total);

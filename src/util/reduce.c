@@ -1,6 +1,6 @@
 /*
- * The core's element-wise kernels: reduce (a op b), scale (x * factor) and
- * divide (x / n). Semantics are in reduce.h.
+ * The core's element-wise kernels: reduce (a op b), scale (x * factor),
+ * divide (x / n), and reduce-then-scale in one pass. Semantics are in reduce.h.
  *
  * How the loops are built. Each (dtype, op) pair gets one kernel from a macro:
  * an always-inline block function with one element-wise loop, called with the
@@ -25,6 +25,7 @@
 
 #include <stdint.h>
 
+#include "plait/dtypes.h"
 #include "util/half.h"
 
 /* Clang has no plain ivdep: "vectorize(assume_safety)" also forces
@@ -359,5 +360,31 @@ plait_result_t plait_divide(plait_dtype_t dtype, void *dst, const void *src,
   if (count == 0) return PLAIT_SUCCESS;
   if (dst == NULL || src == NULL) return PLAIT_ERR_INVALID_ARGUMENT;
   kernel(dst, src, count, divisor);
+  return PLAIT_SUCCESS;
+}
+
+/* Elements per reduce-then-scale step: the block is reduced into dst and
+ * scaled there while it is still in L1 (16 KiB of float32). */
+#define PLAIT_FUSED_STEP 4096
+
+plait_result_t plait_reduce_scale(plait_dtype_t dtype, plait_op_t op,
+                                  void *dst, const void *a, const void *b,
+                                  size_t count, double factor) {
+  if (factor == 1.0) return plait_reduce(dtype, op, dst, a, b, count);
+  if (!plait_dtype_ok(dtype) || (unsigned)op >= (unsigned)PLAIT_OP_COUNT_)
+    return PLAIT_ERR_INVALID_ARGUMENT;
+  const plait_binary_kernel_t kernel = plait_reduce_kernels[dtype][op];
+  const plait_scale_kernel_t scale = plait_scale_kernels[dtype];
+  if (kernel == NULL || scale == NULL) return PLAIT_ERR_INVALID_ARGUMENT;
+  if (count == 0) return PLAIT_SUCCESS;
+  if (dst == NULL || a == NULL || b == NULL) return PLAIT_ERR_INVALID_ARGUMENT;
+  const size_t es = plait_dtype_size_inline(dtype);
+  char *pd = dst;
+  const char *pa = a, *pb = b;
+  for (size_t i = 0; i < count; i += PLAIT_FUSED_STEP) {
+    const size_t n = count - i < PLAIT_FUSED_STEP ? count - i : PLAIT_FUSED_STEP;
+    kernel(pd + i * es, pa + i * es, pb + i * es, n);
+    scale(pd + i * es, pd + i * es, n, factor);
+  }
   return PLAIT_SUCCESS;
 }

@@ -1,7 +1,8 @@
 /*
  * Internal: the core's element-wise kernels, handed to transport plugins as
- * plait_transport_init_args_t.reduce, .scale and .divide (their types are
- * plait_reduce_fn, plait_scale_fn and plait_divide_fn in plait/transport.h).
+ * plait_transport_init_args_t.reduce, .scale, .divide and .reduce_scale
+ * (their types are plait_reduce_fn, plait_scale_fn, plait_divide_fn and
+ * plait_reduce_scale_fn in plait/transport.h).
  * Not exported from libplait.so.
  *
  * Common to all three:
@@ -65,5 +66,16 @@ plait_result_t plait_scale(plait_dtype_t dtype, void *dst, const void *src,
  */
 plait_result_t plait_divide(plait_dtype_t dtype, void *dst, const void *src,
                             size_t count, uint32_t divisor);
+
+/*
+ * dst[i] = (a[i] op b[i]) * factor in one pass over memory: plait_reduce
+ * then plait_scale, bit for bit (the sum is rounded to the dtype before it
+ * is scaled, as two separate calls would), run a cache-sized block at a
+ * time. factor 1.0 is plait_reduce alone. dst may be a or b. Errors: those of
+ * plait_reduce, and of plait_scale when factor != 1.0 (bool).
+ */
+plait_result_t plait_reduce_scale(plait_dtype_t dtype, plait_op_t op, void *dst,
+                                  const void *a, const void *b, size_t count,
+                                  double factor);
 
 #endif /* PLAIT_REDUCE_H */

@@ -17,6 +17,7 @@
 #include "api/core.h"
 #include "dtype_util.h"
 #include "plait/plait.h"
+#include "util/reduce.h"
 
 #define MIB (1024u * 1024u)
 #define BIG_BYTES (8u * MIB)
@@ -236,6 +237,8 @@ int tm_allreduce_one(tm_ctx_t *c, plait_dtype_t d, plait_op_t op, size_t count) 
   return 0;
 }
 
+static int tm_allreduce_scaled(tm_ctx_t *c);
+
 int tm_allreduce(tm_ctx_t *c) {
   const size_t counts[] = {0, 1, 1001, 4097};
   for (size_t di = 0; di < N_DTYPES; di++)
@@ -252,6 +255,63 @@ int tm_allreduce(tm_ctx_t *c) {
   for (int i = 0; i < 2; i++)
     for (int j = 0; j < 2; j++)
       if (tm_allreduce_one(c, big_d[i], big_op[j], BIG_BYTES / plait_dtype_size(big_d[i])))
+        return 1;
+  return tm_allreduce_scaled(c);
+}
+
+/* allreduce_scaled (a plugin that has it) against allreduce followed by the
+ * core's scale kernel, bit for bit: what transport.h promises. Out of place
+ * (send untouched) and in place. */
+static int scaled_one(tm_ctx_t *c, plait_dtype_t d, plait_op_t op, size_t count, double post,
+                      int inplace) {
+  size_t bytes = count * plait_dtype_size(d);
+  unsigned char *send = malloc(bytes + 1), *recv = malloc(bytes + 1), *want = malloc(bytes + 1);
+  REQUIRE(c, send && recv && want, "out of memory");
+  tm_fill(d, op, c->rank, c->nranks, send, count, 3);
+  memcpy(want, send, bytes);
+  memset(recv, 0xA5, bytes);
+  if (inplace) memcpy(recv, send, bytes);
+  plait_result_t rc = c->t->allreduce(c->st, want, count, d, op);
+  if (rc == PLAIT_SUCCESS && post != 1.0) rc = plait_scale(d, want, want, count, post);
+  plait_result_t got = rc ? rc : c->t->allreduce_scaled(c->st, inplace ? recv : send, recv,
+                                                        count, d, op, post);
+  long bad = -1;
+  for (size_t i = 0; !rc && !got && i < bytes && bad < 0; i++)
+    if (recv[i] != want[i]) bad = (long)(i / plait_dtype_size(d));
+  tm_fill(d, op, c->rank, c->nranks, want, count, 3); /* send must still be this */
+  int send_kept = inplace || got || !memcmp(send, want, bytes);
+  free(send), free(recv), free(want);
+  REQUIRE(c, rc == PLAIT_SUCCESS, "allreduce %s %s x%zu: %s: %s", plait_dtype_name(d),
+          plait_op_name(op), count, plait_result_name(rc), c->t->last_error(c->st));
+  REQUIRE(c, got == PLAIT_SUCCESS, "allreduce_scaled %s %s x%zu post %g: %s: %s",
+          plait_dtype_name(d), plait_op_name(op), count, post, plait_result_name(got),
+          c->t->last_error(c->st));
+  REQUIRE(c, bad < 0, "allreduce_scaled %s %s x%zu post %g %s: element %ld differs from "
+          "allreduce + the core's scale", plait_dtype_name(d), plait_op_name(op), count, post,
+          inplace ? "in place" : "out of place", bad);
+  REQUIRE(c, send_kept, "allreduce_scaled %s %s x%zu: send changed", plait_dtype_name(d),
+          plait_op_name(op), count);
+  return 0;
+}
+
+static int tm_allreduce_scaled(tm_ctx_t *c) {
+  if (!PLAIT_TRANSPORT_HAS(c->t, allreduce_scaled)) return 0;
+  const size_t counts[] = {0, 1, 1001, 4097};
+  const double posts[] = {1.0, 0.5, 1.0 / 3};
+  for (size_t di = 0; di < N_DTYPES; di++)
+    for (size_t oi = 0; oi < N_OPS; oi++) {
+      plait_dtype_t d = all_dtypes[di];
+      plait_op_t op = all_ops[oi];
+      if (d == PLAIT_BOOL) continue; /* not scaled: see errors */
+      for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+        if (scaled_one(c, d, op, counts[k], posts[k % 3], (int)(k % 2))) return 1;
+    }
+  /* bandwidth sizes (ofi: the ring), every float dtype, both ways */
+  const plait_dtype_t fl[] = {PLAIT_FLOAT16, PLAIT_BFLOAT16, PLAIT_FLOAT32, PLAIT_FLOAT64};
+  for (int i = 0; i < 4; i++)
+    for (int ip = 0; ip < 2; ip++)
+      if (scaled_one(c, fl[i], ip ? PLAIT_OP_AVERAGE : PLAIT_OP_SUM,
+                     BIG_BYTES / plait_dtype_size(fl[i]) + 7, 1.0 / 3, ip))
         return 1;
   return 0;
 }

@@ -27,7 +27,8 @@ typedef struct tm_ctx {
 /* What each rank runs between plait_init and plait_shutdown; 0 = passed. */
 typedef int (*tm_body_fn)(tm_ctx_t *c);
 
-int tm_allreduce(tm_ctx_t *c);     /* every dtype x op x {0, 1, 1001, 4097}, 8 MiB x4 */
+int tm_allreduce(tm_ctx_t *c);     /* every dtype x op x {0, 1, 1001, 4097}, 8 MiB x4;
+                                      allreduce_scaled against allreduce + scale */
 int tm_allgatherv(tm_ctx_t *c);    /* parts with zeros, units of 1-8 bytes, 8 MiB */
 int tm_broadcast(tm_ctx_t *c);     /* every root x {0, 1, 1001, 32776, 8 MiB} */
 int tm_alltoallv(tm_ctx_t *c);     /* unequal splits with zero blocks, 8 MiB */

@@ -3,8 +3,11 @@
  * (gloo transport), checked exactly element by element.
  *
  * The matrix: every dtype x every op (AVERAGE not on bool) x sizes 0, 1 and
- * 1001 x in place and out of place, plus prescale/postscale on float32,
- * float64 and int32, plus three 8 MiB tensors, all submitted at once and then
+ * 1001 x in place and out of place, plus prescale/postscale (1/3 among
+ * them) on float32, float64, int32, float16 and bfloat16, plus seven 8 MiB
+ * tensors (AVERAGE and scaled ones among them, in and out of place: a
+ * transport's bandwidth algorithm with the scaling folded in), all submitted
+ * at once and then
  * waited for, twice (the 8 MiB ones only the first time; the second round
  * must be negotiated from the response cache). One job runs it for each of 2, 3, 4 ranks x fusion on (default
  * PLAIT_FUSION_THRESHOLD) / off (0) x cache on (default) / off
@@ -81,16 +84,26 @@ static int build_cases(ar_case_t *cs, int *n) {
         for (int ip = 0; ip < 2; ip++)
           bad |= add_case(cs, n, ops_dtypes[d], ops_ops[o], sizes[s], ip, 1.0, 1.0, 0);
     }
-  static const plait_dtype_t scaled[] = {PLAIT_FLOAT32, PLAIT_FLOAT64, PLAIT_INT32};
-  static const double factors[][2] = {{2.0, 1.0}, {1.0, 0.5}, {3.0, 0.5}, {2.0, 0.5}};
-  for (int d = 0; d < 3; d++)
+  /* Scaling: 1/3 rounds in every float type, so a transport that folds
+   * the postscale into its last pass must round exactly as the core does. */
+  static const plait_dtype_t scaled[] = {PLAIT_FLOAT32, PLAIT_FLOAT64, PLAIT_INT32,
+                                         PLAIT_FLOAT16, PLAIT_BFLOAT16};
+  static const double factors[][2] = {{2.0, 1.0}, {1.0, 0.5}, {3.0, 0.5}, {2.0, 0.5},
+                                      {1.0, 1.0 / 3}};
+  for (int d = 0; d < 5; d++)
     for (int o = 0; o < 2; o++)
-      for (int f = 0; f < 4; f++)
+      for (int f = 0; f < 5; f++)
         bad |= add_case(cs, n, scaled[d], o ? PLAIT_OP_AVERAGE : PLAIT_OP_SUM, 1001, f % 2,
                         factors[f][0], factors[f][1], 0);
   bad |= add_case(cs, n, PLAIT_FLOAT32, PLAIT_OP_SUM, BIG_BYTES / 4, 1, 1.0, 1.0, 1);
   bad |= add_case(cs, n, PLAIT_INT32, PLAIT_OP_MAX, BIG_BYTES / 4, 0, 1.0, 1.0, 1);
   bad |= add_case(cs, n, PLAIT_BFLOAT16, PLAIT_OP_AVERAGE, BIG_BYTES / 2, 1, 1.0, 1.0, 1);
+  /* large enough for a transport's bandwidth algorithm (ofi: the ring), out
+   * of place and in place, with AVERAGE and the factors folded into it */
+  bad |= add_case(cs, n, PLAIT_FLOAT16, PLAIT_OP_AVERAGE, BIG_BYTES / 2 + 3, 0, 1.0, 0.5, 1);
+  bad |= add_case(cs, n, PLAIT_FLOAT32, PLAIT_OP_SUM, BIG_BYTES / 4 + 1, 0, 2.0, 1.0 / 3, 1);
+  bad |= add_case(cs, n, PLAIT_FLOAT32, PLAIT_OP_AVERAGE, BIG_BYTES / 4, 1, 1.0, 1.0, 1);
+  bad |= add_case(cs, n, PLAIT_FLOAT64, PLAIT_OP_AVERAGE, BIG_BYTES / 8 + 5, 0, 1.0, 1.0, 1);
   return bad;
 }
 

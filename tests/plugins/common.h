@@ -62,7 +62,7 @@ static plait_result_t fx_copy(void *s, void *d, const void *src, size_t n, plait
 
 #define FX_TABLE_REST                                                          \
   fx_finalize, fx_last_error, fx_allreduce, fx_allgatherv, fx_broadcast,       \
-      fx_alltoallv, fx_reducescatter, fx_barrier, fx_alloc, fx_free, fx_copy, NULL, NULL
+      fx_alltoallv, fx_reducescatter, fx_barrier, fx_alloc, fx_free, fx_copy, NULL, NULL, NULL
 
 #define FX_EXPORT __attribute__((visibility("default")))
 

@@ -9,7 +9,8 @@
  * at the offsets plait_fusion_layout_add gives (the layout rank 0 planned
  * with) and the count passed to the transport, prescale and postscale,
  * AVERAGE as a sum scaled once by postscale / size, the buffer reused and
- * regrown, identities for a joined rank, error responses, a transport
+ * regrown (at least twofold), a transport that folds the copy and the
+ * scaling (allreduce_scaled) given the whole job of them, identities for a joined rank, error responses, a transport
  * failure, a response naming a tensor this rank never submitted, broadcast
  * and allgather, and what the engine's counters record.
  */
@@ -29,12 +30,13 @@
 
 enum { MAXCALLS = 32 };
 typedef struct call {
-  char what[16];
+  char what[24];
   size_t count, bytes;
   plait_dtype_t dtype;
   plait_op_t op;
   int root;
-  void *buf;
+  void *buf, *recv;    /* recv: allreduce_scaled's output */
+  double post;         /* allreduce_scaled's postscale */
   unsigned char *seen; /* a copy of buf as the collective got it */
   plait_copy_kind_t kind;
 } call_t;
@@ -79,6 +81,21 @@ static plait_result_t f_allreduce(void *s, void *buf, size_t count, plait_dtype_
     else if (dt == PLAIT_FLOAT64) ((double *)buf)[i] *= f->size;
     else if (dt == PLAIT_INT32) ((int32_t *)buf)[i] *= f->size;
     else cr_assert_fail("the fake sums float32, float64 and int32 only");
+  }
+  return PLAIT_SUCCESS;
+}
+
+/* The same, from send into recv, then scaled by post (float32, float64). */
+static plait_result_t f_allreduce_scaled(void *s, const void *send, void *recv, size_t count,
+                                         plait_dtype_t dt, plait_op_t op, double post) {
+  fake_t *f = s;
+  call_t *c = record(f, "allreduce_scaled", send, count * plait_dtype_size(dt));
+  c->count = count, c->dtype = dt, c->op = op, c->recv = recv, c->post = post;
+  cr_assert_eq(op, PLAIT_OP_SUM, "AVERAGE must reach the transport as SUM");
+  for (size_t i = 0; i < count; i++) {
+    if (dt == PLAIT_FLOAT32) ((float *)recv)[i] = ((const float *)send)[i] * (float)f->size * (float)post;
+    else if (dt == PLAIT_FLOAT64) ((double *)recv)[i] = ((const double *)send)[i] * f->size * post;
+    else cr_assert_fail("the fake scales float32 and float64 only");
   }
   return PLAIT_SUCCESS;
 }
@@ -144,6 +161,9 @@ static const plait_transport_t kFake = {
     .mem_copy = f_mem_copy,
 };
 
+/* A transport that folds (plait_transport_v1_t.allreduce_scaled). */
+static plait_transport_t kFolding;
+
 /* ------------------------------------------------------------- fixture */
 
 static fake_t F;
@@ -152,15 +172,23 @@ static plait_table_t T = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static plait_namemap_t local;
 static plait_counters_t S;
 
-static void start(int rank, int size) {
+static void start_with(const plait_transport_t *t, int rank, int size) {
   memset(&F, 0, sizeof F);
   F.size = size;
   cr_assert_eq(plait_table_open(&T), PLAIT_SUCCESS);
   cr_assert_eq(plait_namemap_init(&local), 0);
-  plait_exec_init(&X, rank, size, &kFake, &F, &T, &local);
+  plait_exec_init(&X, rank, size, t, &F, &T, &local);
   plait_counters_init(&S);
   X.stats = &S; /* the engine's counters; no timeline */
   X.threshold = 1 << 20;
+}
+
+static void start(int rank, int size) { start_with(&kFake, rank, size); }
+
+static void start_folding(int rank, int size) {
+  kFolding = kFake;
+  kFolding.allreduce_scaled = f_allreduce_scaled;
+  start_with(&kFolding, rank, size);
 }
 
 static void stop(void) {
@@ -466,5 +494,92 @@ Test(exec, broadcast_and_allgather) {
   cr_assert_eq(memcmp(o, want, 7), 0);
   plait_release(hg);
   plait_response_free(&r);
+  stop();
+}
+
+/* ------------------------------------------------ a transport that folds */
+
+Test(exec, single_allreduce_folds_copy_and_average_into_the_transport) {
+  start_folding(1, 4);
+  double in[3] = {1, 2, 4}, out[3] = {0};
+  plait_handle_t *h;
+  submit("g", PLAIT_COLL_ALLREDUCE, PLAIT_FLOAT64, in, out, 3, PLAIT_OP_AVERAGE, 1, 3.0, &h);
+  const char *names[] = {"g"};
+  plait_response_t r = response(PLAIT_COLL_ALLREDUCE, 1, names);
+  cr_assert_eq(plait_exec_run(&X, &r), PLAIT_SUCCESS);
+  cr_assert_eq(F.ncalls, 1, "one call, no copy in and no pass after: %d calls", F.ncalls);
+  cr_assert_str_eq(F.calls[0].what, "allreduce_scaled");
+  cr_assert_eq(F.calls[0].buf, in, "the transport reads the input itself");
+  cr_assert_eq(F.calls[0].recv, out, "and writes the output");
+  cr_assert_eq(F.calls[0].op, PLAIT_OP_SUM);
+  cr_assert_eq(F.calls[0].post, 3.0 / 4, "AVERAGE folded into the postscale: %g", F.calls[0].post);
+  for (int i = 0; i < 3; i++) cr_assert_eq(out[i], in[i] * 4 * (3.0 / 4), "scaled once");
+  cr_assert_eq(F.allocs, 0);
+  cr_assert_eq(finished(h, NULL, 0), PLAIT_SUCCESS);
+  plait_response_free(&r);
+  stop();
+}
+
+Test(exec, single_allreduce_prescales_into_the_output_then_folds_in_place) {
+  start_folding(0, 2);
+  float in[2] = {1, 3}, out[2] = {0};
+  plait_handle_t *h;
+  submit("p", PLAIT_COLL_ALLREDUCE, PLAIT_FLOAT32, in, out, 2, PLAIT_OP_SUM, 0.5, 1, &h);
+  const char *names[] = {"p"};
+  plait_response_t r = response(PLAIT_COLL_ALLREDUCE, 1, names);
+  cr_assert_eq(plait_exec_run(&X, &r), PLAIT_SUCCESS);
+  cr_assert_eq(F.ncalls, 1);
+  cr_assert_eq(F.calls[0].buf, out, "prescaled into the output, reduced there");
+  cr_assert_eq(F.calls[0].recv, out);
+  cr_assert_eq(F.calls[0].post, 1.0);
+  cr_assert(out[0] == 1.0f && out[1] == 3.0f, "%g %g", (double)out[0], (double)out[1]);
+  cr_assert(in[0] == 1.0f && in[1] == 3.0f, "the input is not touched");
+  cr_assert_eq(finished(h, NULL, 0), PLAIT_SUCCESS);
+  plait_response_free(&r);
+  stop();
+}
+
+Test(exec, fused_average_with_a_folding_transport_copies_out_unscaled) {
+  start_folding(0, 2);
+  float x[3] = {1, 2, 3}, y[2] = {5, 7}, xo[3], yo[2];
+  plait_handle_t *h[2];
+  submit("x", PLAIT_COLL_ALLREDUCE, PLAIT_FLOAT32, x, xo, 3, PLAIT_OP_AVERAGE, 1, 1, &h[0]);
+  submit("y", PLAIT_COLL_ALLREDUCE, PLAIT_FLOAT32, y, yo, 2, PLAIT_OP_AVERAGE, 1, 1, &h[1]);
+  const char *names[] = {"x", "y"};
+  plait_response_t r = response(PLAIT_COLL_ALLREDUCE, 2, names);
+  cr_assert_eq(plait_exec_run(&X, &r), PLAIT_SUCCESS);
+  cr_assert_eq(F.ncalls, 1);
+  cr_assert_str_eq(F.calls[0].what, "allreduce_scaled");
+  cr_assert_eq(F.calls[0].buf, F.calls[0].recv, "in place in the fusion buffer");
+  cr_assert_eq(F.calls[0].post, 0.5);
+  for (int i = 0; i < 3; i++) cr_assert_eq(xo[i], x[i], "x[%d]: the average of equal values", i);
+  for (int i = 0; i < 2; i++) cr_assert_eq(yo[i], y[i], "y[%d]", i);
+  for (int i = 0; i < 2; i++) cr_assert_eq(finished(h[i], NULL, 0), PLAIT_SUCCESS);
+  plait_response_free(&r);
+  stop();
+}
+
+/* A job whose fused responses grow a little at a time does not reallocate
+ * (and fault in a fresh buffer) at every step. */
+Test(exec, fusion_buffer_grows_at_least_twofold) {
+  start(0, 2);
+  static float x[64], y[64];
+  const char *names[] = {"x", "y"};
+  const size_t sizes[4] = {16, 17, 33, 49}; /* slots of 64, 128, 192, 256 bytes */
+  for (int round = 0; round < 4; round++) {
+    plait_handle_t *h[2];
+    submit("x", PLAIT_COLL_ALLREDUCE, PLAIT_FLOAT32, x, x, (int64_t)sizes[round], PLAIT_OP_SUM, 1,
+           1, &h[0]);
+    submit("y", PLAIT_COLL_ALLREDUCE, PLAIT_FLOAT32, y, y, (int64_t)sizes[round], PLAIT_OP_SUM, 1,
+           1, &h[1]);
+    plait_response_t r = response(PLAIT_COLL_ALLREDUCE, 2, names);
+    cr_assert_eq(plait_exec_run(&X, &r), PLAIT_SUCCESS);
+    for (int i = 0; i < 2; i++) cr_assert_eq(finished(h[i], NULL, 0), PLAIT_SUCCESS);
+    plait_response_free(&r);
+  }
+  /* 128 bytes, then 256 (twice 128), then 512 (twice 256, over the 384
+   * needed), which the last round's 512 fits */
+  cr_assert_eq(F.allocs, 3, "%zu allocations for buffers of 128, 256, 384, 512 bytes", F.allocs);
+  cr_assert_eq(F.alloc_bytes, 512);
   stop();
 }
