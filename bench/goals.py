@@ -11,10 +11,13 @@ the run; exit status 0 unless the input is unreadable).
   (b) 200 x 64 KiB per step: goal plait ahead of Open MPI's nonblocking
       allreduces, and at least 2x ahead of Horovod (plait C and plait.torch,
       each at its best transport);
-  (c) each gradient mix with PLAIT_AUTOTUNE=1 ("tuning" records of
-      plait-bench fusion --job-settings) against the best point of the sweep
-      (the "fusion" records of the same transport, ranks and mix) and against
-      the defaults: goal autotune within 10% of the sweep's best;
+  (c) each gradient mix with PLAIT_AUTOTUNE=1 (the "fusion" records with
+      "autotune": true in the tuning file: plait-bench fusion stepped a fresh
+      tuner until it settled, then timed its choice) against the best point of
+      the sweep (the "fusion" records of the same transport, ranks and mix)
+      and against the defaults ("tuning" records of --job-settings): goals
+      autotune within 10% of the sweep's best, settled within a few hundred
+      steps (500);
   (d) 64 MiB through the whole stack (plait-bench allreduce --in-place,
       plait.torch) against the plugin alone (bench_transport) and memcpy:
       goal whole stack at least 0.9x the plugin alone (in bandwidth).
@@ -23,17 +26,18 @@ Every figure is the median over the rounds of each round's median (compare.py
 reads the same rows). A goal whose figures are missing is NOT MEASURED with
 the reason ci/bench recorded ({"kind":"missing"} rows), never left out.
 
-Steps autotune needed, two ways:
-  - from the step times: the first step from which every 5-step median stays
-    within 10% of the settled time (the median of the last quarter of the
-    steps), counted at the middle of the first such window;
-  - from autotune's own account, when ci/bench recorded where it is
-    ({"kind":"autotune-run","transport","ranks","mix","csv","log"}, paths
-    relative to the tuning file's folder): the PLAIT_AUTOTUNE_LOG CSV (a
-    header row, one row per sample; a "settled" column, true/1/yes from the
-    sample on which the choice is final, and a "step" column give the step;
-    without "settled" the sample count is shown), or else an INFO log line
-    that says "autotune ... settled ... after N steps" (or "N samples").
+Steps autotune needed, two ways: plait-bench's count (steps until every rank
+saw it settled, checked every 10 steps; "autotune_settle_steps", -1 when it
+did not settle within its cap "autotune_settle_max" steps or budget
+"autotune_settle_budget_s" seconds, after "autotune_steps_run" steps), and
+autotune's own account, when ci/bench recorded where it is
+({"kind":"autotune-run","transport","ranks","mix","csv","log"}, paths
+relative to the tuning file's folder): rank 0's INFO line "autotune settled
+after N samples (M response lists): <settings>; ..." (the last one), or else
+the PLAIT_AUTOTUNE_LOG CSV's first sample in phase "settled". A mix left out
+({"kind":"missing","system":"autotune","transport","ranks","mix","reason"})
+is NOT MEASURED in its row with that reason; one without "mix" concerns the
+whole transport and is said once above the table.
 """
 
 import argparse
@@ -49,6 +53,11 @@ import compare  # noqa: E402  (bench/compare.py: the same rows, the same medians
 
 LATENCY_GOAL_S = 100e-6
 AUTOTUNE_TOLERANCE = 1.10
+SETTLE_GOAL_STEPS = 500  # "within a few hundred steps"
+# PLAIT_AUTOTUNE_WARMUP_SAMPLES and PLAIT_AUTOTUNE_MAX_SAMPLES as ci/bench runs them (the
+# defaults): a search that took all its samples stopped at the cap, it did not converge.
+WARMUP_SAMPLES, MAX_SAMPLES = 3, 100
+CAPPED = " (the sample cap: it stopped searching, did not converge)"
 WHOLE_VS_PLUGIN = 0.9
 TRANSPORTS = ("gloo", "ofi-shm", "ofi-tcp")
 
@@ -160,73 +169,85 @@ def step_table(f, ranks_list):
 
 # --- (c) --------------------------------------------------------------------
 
-def settle_step(times, tol=AUTOTUNE_TOLERANCE, window=5):
-    """(settled time, first step from which every window's median stays
-    within tol of it, counted at the window's middle step; None if the last
-    window does not)."""
-    if not times:
-        return None, None
-    tail = times[-max(window, len(times) // 4):]
-    settled = statistics.median(tail)
-    first = None
-    for i in range(0, max(1, len(times) - window + 1)):
-        ok = statistics.median(times[i:i + window]) <= settled * tol
-        first = (i if first is None else first) if ok else None
-    if first and len(times) >= window:
-        first += window // 2  # a step change shows at the middle of the first window past it
-    return settled, first
-
-
-def log_steps(run, base):
-    """What autotune's CSV or INFO log says about when it settled; a cell."""
+def autotune_account(run, base):
+    """What autotune said about its search, from its INFO log (the last
+    "autotune settled after N samples (M response lists): ..." line) or
+    else its PLAIT_AUTOTUNE_LOG CSV (the first sample in phase "settled");
+    a cell."""
     if not run:
         return "-"
+    path = run.get("log") and os.path.join(base, run["log"])
+    if path and os.path.exists(path):
+        found = None
+        with open(path, errors="replace") as fh:
+            for line in fh:
+                m = re.search(r"autotune\]?\s*settled after (\d+) samples? \((\d+) response "
+                              r"lists?\): (.*?);", line)
+                if m:
+                    found = m
+        if found:
+            capped = int(found.group(1)) >= WARMUP_SAMPLES + MAX_SAMPLES
+            return "%s lists, %s samples%s: %s (log)" % (
+                found.group(2), found.group(1), CAPPED if capped else "",
+                found.group(3).replace("PLAIT_", ""))
     path = run.get("csv") and os.path.join(base, run["csv"])
     if path and os.path.exists(path) and os.path.getsize(path):
         with open(path, newline="") as fh:
             rows = list(csv.DictReader(fh))
-        cols = {c.strip().lower(): c for c in (rows[0].keys() if rows else [])}
-        if "settled" in cols:
-            for i, row in enumerate(rows, 1):
-                if str(row[cols["settled"]]).strip().lower() in ("1", "true", "yes"):
-                    step = row.get(cols["step"]) if "step" in cols else None
-                    return "step %s (CSV sample %d of %d)" % (step, i, len(rows)) if step \
-                        else "sample %d of %d (CSV)" % (i, len(rows))
-            return "not settled in %d samples (CSV)" % len(rows)
-        return "%d samples (CSV; no 'settled' column)" % len(rows)
-    path = run.get("log") and os.path.join(base, run["log"])
-    if path and os.path.exists(path):
-        with open(path, errors="replace") as fh:
-            for line in fh:
-                m = re.search(r"autotune.*settled.*?(\d+)\s+(steps?|samples?)", line, re.I)
-                if m:
-                    return "%s %s (log)" % (m.group(1), m.group(2))
-    return "- (no PLAIT_AUTOTUNE_LOG CSV, no 'settled' log line)"
+        explored = 0
+        for i, r in enumerate(rows, 1):
+            phase = str(r.get("phase", "")).strip()
+            explored += phase == "explore"
+            if phase == "settled":
+                return "settled from sample %d of %d%s (CSV)" % (
+                    i, len(rows), CAPPED if explored >= MAX_SAMPLES else "")
+        return "not settled in %d samples (CSV)" % len(rows)
+    return "- (no 'settled' log line, no PLAIT_AUTOTUNE_LOG CSV)"
+
+
+def settle_cell(a):
+    """(cell, settled within the goal?) for autotune's steps to settle."""
+    steps, run = a.get("autotune_settle_steps", -1), a.get("autotune_steps_run", 0)
+    if steps is not None and steps >= 0:
+        return "%d" % steps, steps <= SETTLE_GOAL_STEPS
+    cap = a.get("autotune_settle_max")
+    budget = a.get("autotune_settle_budget_s")
+    limit = "the cap of %d steps" % cap if cap and run >= cap else \
+        "the %d s budget" % budget if budget else "its limit"
+    return "not settled within %d steps (%s)" % (run, limit), False
 
 
 def tuning_table(sweep, tuning, base, ranks_list):
     out = ["## (c) Autotune against the sweep", "",
-           "Goal: `PLAIT_AUTOTUNE=1` within 10% of the sweep's best point on every mix and "
-           "transport (settled time: the median of the last quarter of its steps).", "",
+           "Goals: `PLAIT_AUTOTUNE=1` within 10%% of the sweep's best point on every mix and "
+           "transport, settled within %d steps. Autotune: a fresh tuner per mix, stepped until "
+           "every rank sees it settled (`plait-bench fusion` with PLAIT_AUTOTUNE=1), then the "
+           "median of the steps timed with its choice; a run that did not settle within its "
+           "cap is timed while it still explores, and misses." % SETTLE_GOAL_STEPS, "",
            "| ranks | transport | mix | sweep's best | defaults | defaults / best | autotune "
-           "(settled) | autotune / best | settings autotune ended with | steps to settle (times) "
-           "| steps (autotune's account) | verdict |",
+           "(settled) | autotune / best | settings autotune chose | steps to settle "
+           "| autotune's account | verdict |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     best = {}
     for r in sweep:
+        if r.get("autotune"):
+            continue
         k = (r["ranks"], r["transport"], r["mix"])
         if k not in best or r["step_s_median"] < best[k]["step_s_median"]:
             best[k] = r
-    runs = {(r["ranks"], r["transport"], r["mix"], bool(r["autotune"])): r
-            for r in tuning if r.get("kind") == "tuning"}
+    defaults = {(r["ranks"], r["transport"], r["mix"]): r for r in tuning
+                if r.get("kind") == "tuning" and not r.get("autotune")}
+    tuned = {(r["ranks"], r["transport"], r["mix"]): r for r in tuning
+             if r.get("kind") == "fusion" and r.get("autotune")}
     logs = {(r["ranks"], r["transport"], r["mix"]): r
             for r in tuning if r.get("kind") == "autotune-run"}
     missing = [r for r in tuning if r.get("kind") == "missing"]
-    # Each reason once, above the table; the rows say NOT MEASURED.
+    # Reasons that concern a whole transport once, above the table; a mix's own in its row.
+    whole = [m for m in missing if not m.get("mix")]
     out[2:2] = ["- NOT MEASURED: %s (%s, %s ranks): %s" % (
         m.get("system", "autotune"), m.get("transport", "every transport"),
-        m.get("ranks", "all"), m.get("reason", "no reason given")) for m in missing] + \
-        ([""] if missing else [])
+        m.get("ranks", "all"), m.get("reason", "no reason given")) for m in whole] + \
+        ([""] if whole else [])
     for k in sorted(best):
         n, t, mix = k
         if n not in ranks_list:
@@ -235,26 +256,34 @@ def tuning_table(sweep, tuning, base, ranks_list):
         where = "%s, %g ms%s" % (fmt_size(b["threshold_bytes"]), b["cycle_time_ms"],
                                  ", max %s" % fmt_size(b["fusion_max_tensor_bytes"])
                                  if b.get("fusion_max_tensor_bytes") else "")
-        d = runs.get((n, t, mix, False))
+        d = defaults.get(k)
         dcell = "%s (%s, %g ms)" % (fmt_t(d["step_s_median"]), fmt_size(d["threshold_bytes"]),
                                     d["cycle_time_ms"]) if d else "NOT MEASURED"
         dratio = "%.2fx" % (d["step_s_median"] / b["step_s_median"]) if d else "-"
-        a = runs.get((n, t, mix, True))
+        a = tuned.get(k)
         if a is None:
+            own = [m for m in missing if m.get("mix") == mix and m.get("ranks") == n
+                   and m.get("transport") == t]
             known = any(m.get("ranks") in (None, n) and m.get("transport") in (None, t)
-                        for m in missing)
-            why = "NOT MEASURED (above)" if known else "NOT MEASURED: autotune: no result recorded"
+                        for m in whole)
+            why = ("NOT MEASURED: %s" % own[0].get("reason", "no reason given")).replace("|", "/") \
+                if own else "NOT MEASURED (above)" if known \
+                else "NOT MEASURED: autotune: no result recorded"
             out.append("| %d | %s | %s | %s (%s) | %s | %s | %s | - | - | - | - | NOT MEASURED |" % (
                 n, t, mix, fmt_t(b["step_s_median"]), where, dcell, dratio, why))
             continue
-        settled, first = settle_step(a["step_s"])
-        ratio = settled / b["step_s_median"]
-        out.append("| %d | %s | %s | %s (%s) | %s | %s | %s | %.2fx | %s, %g ms | %s | %s | %s |" % (
-            n, t, mix, fmt_t(b["step_s_median"]), where, dcell, dratio, fmt_t(settled), ratio,
-            fmt_size(a["threshold_bytes"]), a["cycle_time_ms"],
-            "%d of %d" % (first, len(a["step_s"])) if first is not None
-            else "not settled in %d" % len(a["step_s"]),
-            log_steps(logs.get(k), base), verdict(ratio <= AUTOTUNE_TOLERANCE)))
+        ratio = a["step_s_median"] / b["step_s_median"]
+        scell, sok = settle_cell(a)
+        settled = a.get("autotune_settle_steps", -1) >= 0
+        chose = "%s, max %s, %g ms%s" % (
+            fmt_size(a["threshold_bytes"]), fmt_size(a["fusion_max_tensor_bytes"])
+            if a.get("fusion_max_tensor_bytes") else "no limit", a["cycle_time_ms"],
+            "" if settled else " (still exploring)")
+        out.append("| %d | %s | %s | %s (%s) | %s | %s | %s | %.2fx | %s | %s | %s | %s |" % (
+            n, t, mix, fmt_t(b["step_s_median"]), where, dcell, dratio,
+            fmt_t(a["step_s_median"]), ratio, chose, scell, autotune_account(logs.get(k), base),
+            "within 10%%: %s; settled: %s" % (
+                verdict(settled and ratio <= AUTOTUNE_TOLERANCE), verdict(sok))))
     return out
 
 

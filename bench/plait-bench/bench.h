@@ -30,6 +30,8 @@ typedef struct bench_opts {
   int check;  /* verify results */
   int in_place; /* allreduce: --in-place, the result over the input */
   int job_settings; /* fusion: --job-settings, no sweep, "tuning" records */
+  int settle_max;    /* fusion, PLAIT_AUTOTUNE=1: most steps to settle (--settle-max) */
+  int settle_budget_s; /* and most seconds (--settle-budget; 0: no limit) */
   plait_dtype_t dtype;
   plait_op_t op;
   const char *json_path;

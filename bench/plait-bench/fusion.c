@@ -14,9 +14,10 @@
  *
  * With PLAIT_AUTOTUNE=1 in the job's environment there is no sweep: for each
  * mix the tuner starts afresh, steps run until it has settled (every rank
- * sees the same state, carried with the response lists), and the timed steps
- * then run with the settings it chose; the row shows them and how many steps
- * it took to settle.
+ * sees the same state, carried with the response lists) or --settle-max
+ * steps or --settle-budget seconds have run, and the timed steps then run
+ * with the settings it chose (or, not settled, while it still explores); the
+ * row shows them and how many steps it took to settle.
  *
  * --job-settings runs each mix once with the job's own settings instead (the
  * defaults, PLAIT_* from the environment, or what PLAIT_AUTOTUNE=1 chooses
@@ -102,22 +103,28 @@ static int autotune_on(void) {
          strstr(dump, "PLAIT_AUTOTUNE=1\n") != NULL;
 }
 
-#define SETTLE_MAX_STEPS 20000
-
 /* PLAIT_AUTOTUNE: a fresh tuner for this mix; steps until every rank has
- * seen it settle (checked every 10 steps). Returns the steps it took, or -1
- * when it did not settle within SETTLE_MAX_STEPS. */
-static int settle(const bench_mix_t *mix, step_mem_t *mem, int *seq) {
+ * seen it settle (checked every 10 steps), or --settle-max steps, or
+ * --settle-budget seconds of stepping (rank 0's clock decides, for all).
+ * Returns the steps it took, or -1 when it did not settle; *run: the steps
+ * run. */
+static int settle(const bench_opts_t *o, const bench_mix_t *mix, step_mem_t *mem, int *seq,
+                  int *run) {
   set_everywhere("PLAIT_AUTOTUNE", "0"); /* rank 0 decides: this drops its tuner */
   set_everywhere("PLAIT_AUTOTUNE", "1");
-  for (int steps = 1; steps <= SETTLE_MAX_STEPS; steps++) {
+  double t0 = bench_now();
+  for (int steps = 1; steps <= o->settle_max; steps++) {
     BENCH_CHECK(one_step(mix, mem, (*seq)++));
+    *run = steps;
     if (steps % 10) continue;
     plait_stats_t st = {.struct_size = sizeof st};
     BENCH_CHECK(plait_stats(&st));
-    double settled = st.autotune_state == 2;
-    BENCH_CHECK(bench_max_over_ranks(&settled, 1, "fusion.settled"));
-    if (settled > 0) return steps;
+    /* [0]: settled anywhere; [1]: rank 0 is past the budget */
+    double v[2] = {st.autotune_state == 2,
+                   o->rank == 0 && o->settle_budget_s && bench_now() - t0 >= o->settle_budget_s};
+    BENCH_CHECK(bench_max_over_ranks(v, 2, "fusion.settled"));
+    if (v[0] > 0) return steps;
+    if (v[1] > 0) break;
   }
   return -1;
 }
@@ -178,7 +185,7 @@ int bench_fusion(bench_opts_t *o) {
         int ti = setting / n_max, xi = setting % n_max;
         snprintf(text, sizeof text, "%llu", (unsigned long long)o->thresholds[ti]);
         if (!tuned && !o->job_settings) set_everywhere("PLAIT_FUSION_THRESHOLD", text);
-        int settle_steps = tuned ? settle(mix, &mem, &seq) : 0;
+        int settle_run = 0, settle_steps = tuned ? settle(o, mix, &mem, &seq, &settle_run) : 0;
         if (!tuned && !o->job_settings && o->n_max_tensors) {
           snprintf(text, sizeof text, "%llu", (unsigned long long)o->max_tensors[xi]);
           set_everywhere("PLAIT_FUSION_MAX_TENSOR", text);
@@ -218,10 +225,10 @@ int bench_fusion(bench_opts_t *o) {
         if (o->rank == 0) {
           char th[32], mt[32];
           if (tuned && !o->quiet)
-            printf("# %s: autotune %s after %d steps (%llu samples)\n", mix->name,
-                   settle_steps < 0 ? "had NOT settled" : "settled",
-                   settle_steps < 0 ? SETTLE_MAX_STEPS : settle_steps,
-                   (unsigned long long)after.autotune_samples);
+            printf("# %s: autotune %s %d steps (%llu samples)%s\n", mix->name,
+                   settle_steps < 0 ? "had NOT settled within" : "settled after",
+                   settle_run, (unsigned long long)after.autotune_samples,
+                   settle_steps < 0 ? "; timed while it still explores" : "");
           if (!o->quiet)
             printf("%-16.16s %9zu %7.1f %8s %8s %10g %9.2f %9.2f %9.2f %7.1f %6.1f%% %8.2f %8.2f "
                  "%8.2f %8.2f   [%d/%d]\n",
@@ -242,11 +249,14 @@ int bench_fusion(bench_opts_t *o) {
                     "\"step_s_p10\":%.9g,\"step_s_p90\":%.9g,\"responses_per_step\":%.6g,"
                     "\"tensors_per_response\":%.6g,\"fusion_fill\":%.6g,\"negotiate_s\":%.9g,"
                     "\"copy_in_s\":%.9g,\"transport_s\":%.9g,\"copy_out_s\":%.9g,"
-                    "\"autotune\":%s,\"autotune_settle_steps\":%d}\n",
+                    "\"autotune\":%s,\"autotune_settle_steps\":%d,"
+                    "\"autotune_steps_run\":%d,\"autotune_settle_max\":%d,"
+                    "\"autotune_settle_budget_s\":%d}\n",
                     mix->name, o->transport, o->size, (unsigned long long)threshold,
                     (unsigned long long)max_tensor, cycle, mix->count, (unsigned long long)mix->total, o->steps, med,
                     p10, p90, responses / steps, per_resp, fill, neg, cin, tr, cout,
-                    tuned ? "true" : "false", settle_steps);
+                    tuned ? "true" : "false", settle_steps, settle_run, o->settle_max,
+                    o->settle_budget_s);
         }
       }
     }

@@ -53,6 +53,9 @@ void bench_usage(FILE *f) {
       "  --job-settings        fusion: no sweep; each mix with the job's own settings\n"
       "                        (defaults, PLAIT_* variables, PLAIT_AUTOTUNE=1); JSON\n"
       "                        records of kind \"tuning\" with every step's time\n"
+      "  --settle-max N        fusion with PLAIT_AUTOTUNE=1: most steps autotune may take\n"
+      "                        to settle (default 20000); past it the row says not settled\n"
+      "  --settle-budget S     the same, in seconds of stepping (default: no limit)\n"
       "  --json FILE           also write one JSON object per result line (rank 0)\n"
       "  --label NAME          the transport's name in the output (default: the plugin's,\n"
       "                        e.g. gloo; say ofi-shm to tell providers apart)\n"
@@ -111,6 +114,7 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
   o->factor = 2;
   o->warmup = 2;
   o->steps = 20;
+  o->settle_max = 20000;
   o->check = 1;
   o->dtype = PLAIT_FLOAT32;
   o->op = PLAIT_OP_SUM;
@@ -144,6 +148,12 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
       if (parse_int(a, v, 0, &o->warmup)) return -1;
     } else if (!strcmp(a, "--steps")) {
       if (parse_int(a, v, 1, &o->steps)) return -1;
+    } else if (!strcmp(a, "--settle-max")) {
+      if (parse_int(a, v, 1, &o->settle_max)) return -1;
+      if (o->settle_max < 10)
+        return fail("--settle-max '%s': at least 10 (settling is checked every 10 steps)%s", v, "");
+    } else if (!strcmp(a, "--settle-budget")) {
+      if (parse_int(a, v, 1, &o->settle_budget_s)) return -1;
     } else if (!strcmp(a, "--dtype")) {
       int found = 0;
       for (int d = 0; d < PLAIT_DTYPE_COUNT_ && !found; d++)

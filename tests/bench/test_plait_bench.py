@@ -151,6 +151,23 @@ def test_fusion_job_settings_records_every_step(tmp_path):
     assert "4 MiB" in p.stdout, p.stdout
 
 
+def test_fusion_autotune_settle_cap(tmp_path):
+    """PLAIT_AUTOTUNE=1 with --settle-max 10: its 3 warm-up samples of 5 lists
+    alone need more, so it cannot settle; the row says so, with the steps run
+    and the caps, and is still timed."""
+    out = tmp_path / "a.jsonl"
+    p = bench("fusion", "--mix", "uniform:8x16K", "--settle-max", "10", "--settle-budget", "600",
+              "--steps", "3", "--warmup", "0", "--json", str(out),
+              env_extra={"PLAIT_AUTOTUNE": "1"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    [r] = records(out)
+    assert r["kind"] == "fusion" and r["autotune"] is True, r
+    assert r["autotune_settle_steps"] == -1 and r["autotune_steps_run"] == 10, r
+    assert r["autotune_settle_max"] == 10 and r["autotune_settle_budget_s"] == 600, r
+    assert r["steps"] == 3 and r["step_s_median"] > 0, r
+    assert "autotune had NOT settled within 10 steps" in p.stdout, p.stdout
+
+
 def test_algorithm_column_follows_the_ofi_size_rules(tmp_path):
     """At 2 ranks the ofi plugin switches from recursive doubling to its ring
     at PLAIT_OFI_ALLREDUCE_RING_MIN (1M by default at 2 ranks)."""
@@ -211,6 +228,8 @@ def test_plot_accepts_the_output(tmp_path):
     (["fusion", "--job-settings", "--thresholds", "1M"], "--job-settings runs the job's own"),
     (["fusion", "--job-settings", "--cycle-times", "2"], "--job-settings runs the job's own"),
     (["latency", "--iters", "0"], "--iters '0' is not a valid count"),
+    (["fusion", "--settle-max", "5"], "--settle-max '5': at least 10"),
+    (["fusion", "--settle-budget", "x"], "--settle-budget 'x' is not a valid count"),
 ])
 def test_bad_input(args, message):
     p = subprocess.run([os.path.join(BUILD, "bin", "plait-bench")] + args, capture_output=True,
