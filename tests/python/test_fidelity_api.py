@@ -426,7 +426,7 @@ def test_build_queries():
         hvd.shutdown()
         assert hvd.gloo_enabled() is False
         print("OK")
-        """))
+        """, env=clean_env(PLAIT_TRANSPORT="gloo")))  # gloo by name: auto may pick ofi
 
 
 @pytest.fixture
