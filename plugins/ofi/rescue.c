@@ -59,7 +59,7 @@ static void rescue(ofi_state_t *st, double cpu_s) {
   if (!install()) return;
   st->stuck_cpu_s = cpu_s;
   atomic_store(&st->rescue_wanted, 1);
-  pthread_kill(st->caller, OFI_RESCUE_SIGNAL);
+  pthread_kill(atomic_load(&st->caller), OFI_RESCUE_SIGNAL);
   /* Wait (bounded) until the guarded thread is out; it then stays out. */
   for (int i = 0; i < 200 && atomic_load(&st->inside); i++) {
     struct timespec ts = {0, 10 * 1000 * 1000};
@@ -70,6 +70,7 @@ static void rescue(ofi_state_t *st, double cpu_s) {
 static void *watch(void *arg) {
   ofi_state_t *st = arg;
   uint64_t last = 0;
+  unsigned seq = 0;
   double cpu_mark = 0;
   int watching = 0;
   while (!atomic_load(&st->rescue_stop)) {
@@ -80,10 +81,14 @@ static void *watch(void *arg) {
       continue;
     }
     uint64_t turns = atomic_load(&st->turns);
-    double cpu = thread_cpu_s(st->caller_cpu);
-    if (!watching || turns != last) {
+    unsigned now_seq = atomic_load(&st->guard_seq);
+    double cpu = thread_cpu_s(atomic_load(&st->caller_cpu));
+    /* another session (perhaps on another thread) since the last look: its
+     * clock starts a new mark */
+    if (!watching || turns != last || now_seq != seq) {
       watching = 1;
       last = turns;
+      seq = now_seq;
       cpu_mark = cpu;
       continue;
     }
@@ -116,8 +121,12 @@ void ofi_guard_on(ofi_state_t *st, sigjmp_buf *escape) {
     t_unblocked = 1;
   }
   if (!st->rescue_started) return;
-  st->caller = pthread_self();
-  if (pthread_getcpuclockid(st->caller, &st->caller_cpu) != 0) return;
+  pthread_t self = pthread_self();
+  clockid_t cpu;
+  if (pthread_getcpuclockid(self, &cpu) != 0) return;
+  atomic_store(&st->caller, self);
+  atomic_store(&st->caller_cpu, cpu);
+  atomic_fetch_add(&st->guard_seq, 1);
   t_state = st;
   t_escape = escape;
   atomic_store(&st->inside, 1);

@@ -112,8 +112,12 @@ typedef struct ofi_state {
   atomic_int rescue_stop;
   int rescue_started;
   pthread_t rescue_thread;
-  pthread_t caller;
-  clockid_t caller_cpu;
+  /* Written by the guarded thread, read by the watchdog while it runs: the
+   * thread that calls may change from one collective to the next (the
+   * coordinator, then finalize from plait_shutdown's thread). */
+  _Atomic(pthread_t) caller;
+  _Atomic(clockid_t) caller_cpu;
+  atomic_uint guard_seq; /* guarded sessions begun: the watchdog starts over on each */
   double stuck_cpu_s;
   int abandoned; /* broken or rescued: libfabric never called again on it */
   char err[1536]; /* message of the last failure: last_error() */
