@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,8 +121,10 @@ static int attack_table(const char *table, int v6, const inodes_t *owned, inodes
   return hits;
 }
 
-static void intruder_main(const atomic_int *pids, int npids, int junk, int report_fd) {
+static void intruder_main(const atomic_int *pids, int npids, int junk, int report_fd,
+                          const sigset_t *old_mask) {
   signal(SIGTERM, on_term);
+  sigprocmask(SIG_SETMASK, old_mask, NULL); /* a SIGTERM sent meanwhile lands now */
   srandom((unsigned)getpid());
   static inodes_t owned, done;
   static int fds[MAX_SEEN];
@@ -140,11 +143,19 @@ static int report_pipe[2] = {-1, -1};
 
 pid_t plait_test_intruder_start(const atomic_int *pids, int npids, int junk) {
   if (pipe(report_pipe)) return -1;
+  /* SIGTERM blocked across the fork: on a loaded machine a short job can end
+   * and stop the intruder before it has installed its handler, which then
+   * died of the signal ("did not stop cleanly") */
+  sigset_t term, old_mask;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &term, &old_mask);
   pid_t pid = fork();
   if (pid == 0) {
     close(report_pipe[0]);
-    intruder_main(pids, npids, junk, report_pipe[1]);
+    intruder_main(pids, npids, junk, report_pipe[1], &old_mask);
   }
+  pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
   close(report_pipe[1]);
   return pid;
 }
