@@ -399,6 +399,14 @@ typedef struct plait_op_options {
    * whose struct_size does not reach it gets 0. */
   int32_t process_set; /* the process set that runs the operation: an id from
                           plait_process_set_add, or PLAIT_GLOBAL_PROCESS_SET */
+  /* Appended after process_set: a caller whose struct_size does not reach it
+   * gets NULL. For tensors in device memory, the device stream (CUDA: a
+   * cudaStream_t) on which the input is ready: plait's work on it waits for
+   * everything enqueued on that stream before the call, without blocking
+   * the host or the device. NULL: the legacy default stream (PyTorch's
+   * default stream, plain CUDA calls on stream 0). Ignored for host tensors.
+   * The stream must live until the handle completes. */
+  void *stream;
   /* Fields appended later go here, each with its default added at the end
    * of PLAIT_OP_OPTIONS_INIT (the library defaults them from it). */
 } plait_op_options_t;
@@ -407,7 +415,7 @@ typedef struct plait_op_options {
 #define PLAIT_GLOBAL_PROCESS_SET 0
 
 /* The defaults; what a NULL opts means. */
-#define PLAIT_OP_OPTIONS_INIT {sizeof(plait_op_options_t), 1.0, 1.0, NULL, NULL, 0}
+#define PLAIT_OP_OPTIONS_INIT {sizeof(plait_op_options_t), 1.0, 1.0, NULL, NULL, 0, NULL}
 /* Bytes of plait_op_options_t's first published layout (through user_data). */
 #define PLAIT_OP_OPTIONS_SIZE_V1 (offsetof(plait_op_options_t, user_data) + sizeof(void *))
 

@@ -170,6 +170,18 @@ typedef struct plait_transport_init_args {
 #define PLAIT_INIT_ARGS_HAS(a, f)                                              \
   ((a)->size >= offsetof(plait_transport_init_args_t, f) + sizeof((a)->f) && (a)->f)
 
+/* One piece of a batch_copy: count elements from src (NULL: the op's
+ * identity) into dst. */
+typedef struct plait_span {
+  void *dst;
+  const void *src;
+  size_t count;
+} plait_span_t;
+
+/* The callback of notify: the work enqueued before it finished with rc
+ * (msg: the failure's message, NULL on success, valid during the call). */
+typedef void (*plait_done_fn)(void *ctx, plait_result_t rc, const char *msg);
+
 /* Where a copy goes, for mem_copy. */
 typedef enum plait_copy_kind {
   PLAIT_COPY_HOST_TO_HOST = 0,
@@ -221,7 +233,11 @@ typedef struct plait_transport_v1 {
   plait_result_t (*barrier)(void *state);
 
   /* Memory of the plugin's memory space (host for gloo/ofi, device for nccl),
-   * used by the core for fusion buffers. */
+   * used by the core for fusion buffers, and for the outputs the core
+   * allocates for device tensors (allgather, alltoall, reducescatter): those
+   * are freed by plait_release on the caller's thread, so a plugin with
+   * PLAIT_CAP_DEVICE_MEMORY makes mem_alloc and mem_free safe to call from
+   * any thread, concurrently with its other entries. */
   plait_result_t (*mem_alloc)(void *state, size_t bytes, void **ptr);
   plait_result_t (*mem_free)(void *state, void *ptr);
   plait_result_t (*mem_copy)(void *state, void *dst, const void *src,
@@ -296,6 +312,69 @@ typedef struct plait_transport_v1 {
   plait_result_t (*allreduce_scaled)(void *state, const void *send, void *recv,
                                      size_t count, plait_dtype_t dtype,
                                      plait_op_t op, double postscale);
+
+  /* ---- The device-memory path. A plugin with PLAIT_CAP_DEVICE_MEMORY
+   * holds tensors the core cannot touch (it never dereferences a pointer
+   * into device memory, nor includes a device header): every byte the core
+   * moves, scales or fills there goes through the entries below. A device
+   * plugin without batch_copy gets only unfused, in-place operations without
+   * scale factors or AVERAGE (the core refuses the rest, naming the
+   * transport). ---- */
+
+  /* Optional: the device index of this state's memory space (the one
+   * device its buffers live on), or -1 when it cannot say. The core refuses
+   * a tensor on another device at the API, naming both. Any thread. */
+  int (*device)(void *state);
+
+  /* Optional: n spans in one pass (a GPU plugin: one kernel launch for all
+   * of them, the many small tensors of a fused response included). For span
+   * i: with src set, dst[0..count) = src[0..count) * factor, each element
+   * rounded exactly as plait_scale_fn does it (factor 1.0: a copy, bit for
+   * bit); with src NULL, dst[0..count) = the identity of op (0 for SUM and
+   * AVERAGE, 1 for PRODUCT, the dtype's lowest value, -inf for floating
+   * types, for MAX, its highest for MIN; bool: 0 for SUM/AVERAGE/MAX, 1 for
+   * MIN/PRODUCT), not scaled. count is in elements of dtype; pointers are
+   * in this state's memory space. dst == src (scaling in place) is allowed;
+   * any other overlap, between spans too, is not. Ordered after everything
+   * this state ran or enqueued before, and before everything after. With
+   * notify set it may return once enqueued. Errors as for a collective
+   * (PLAIT_ERR_INVALID_ARGUMENT for factor != 1.0 on bool). */
+  plait_result_t (*batch_copy)(void *state, const struct plait_span *spans, size_t n,
+                               plait_dtype_t dtype, plait_op_t op, double factor);
+
+  /* Optional: the next work this state runs (a batch_copy or a collective)
+   * first waits for everything enqueued so far on the caller's `stream`
+   * (plait_op_options_t.stream: CUDA, a cudaStream_t; NULL, the legacy
+   * default stream), without blocking the host (CUDA: an event recorded on
+   * stream and waited for by the plugin's own stream). The core calls it
+   * once per stream of the tensors a response reads, before their copies
+   * or collective. Without it the plugin orders work as it sees fit (the
+   * nccl plugin: after the legacy default stream). */
+  plait_result_t (*ready)(void *state, void *stream);
+
+  /* Optional: completion without waiting. When set, collectives,
+   * batch_copy and mem_copy of device memory on this state (and its
+   * subsets) return once their work is enqueued, in order (an error found
+   * at enqueue is returned at once, as usual), and notify arranges for
+   * done(ctx, rc, msg) to be called exactly once, from a thread of the
+   * plugin's, never from inside a call the core makes, after everything
+   * enqueued on the state so far has finished: rc PLAIT_SUCCESS and msg
+   * NULL, or the first failure (rc, and msg naming the rank, valid during
+   * the call). No thread spins while it waits (CUDA: a host function
+   * enqueued on the stream wakes a waiter that otherwise sleeps). A state
+   * that failed calls every outstanding and later done with the failure.
+   * done must not call into the plugin. finalize first calls every
+   * outstanding done (with PLAIT_ERR_SHUTDOWN if the work never finished). */
+  plait_result_t (*notify)(void *state, plait_done_fn done, void *ctx);
+
+  /* Optional: the core learned from its control plane that the job failed
+   * (a rank was lost, or the job is shutting down after a failure): the
+   * plugin stops waiting for peers at once (NCCL: ncclCommAbort), so that
+   * enqueued work and every outstanding done finish with failure, and later
+   * calls fail at once with rc. rc and why are the core's code and message.
+   * Called from the core's one plugin thread, like every other entry, and
+   * at most once per state. */
+  plait_result_t (*interrupt)(void *state, plait_result_t rc, const char *why);
 } plait_transport_v1_t;
 
 /* Bytes of a version-1 table before any appended field. */

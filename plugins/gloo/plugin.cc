@@ -208,6 +208,9 @@ const plait_transport_v1_t plait_transport_v1 = {
     // itself before reducing, so the core's one scaling pass stays (see
     // docs/transport-gloo.md).
     /* allreduce_scaled */ nullptr,
+    /* device, batch_copy, ready, notify, interrupt: host memory only, and
+     * every call blocks until done */
+    nullptr, nullptr, nullptr, nullptr, nullptr,
 };
 
 }  // extern "C"
