@@ -84,7 +84,8 @@ static void connect(State &s, const plait_transport_init_args_t &a) {
   s.device = make_device(a.host_address);
   auto context = std::make_shared<LinkedContext>(s.rank, s.nranks);
   context->setTimeout(gloo_timeout(s.timeout_s));
-  context->connect(s.device, links, s.peer_addresses);
+  context->connect(s.device, links, s.peer_addresses,
+                   HandoverOptions{LinkLog{s.log, s.log_level}, nullptr, nullptr});
   s.context = context;
   double ms = std::chrono::duration<double, std::milli>(
                   std::chrono::steady_clock::now() - start)

@@ -121,7 +121,8 @@ State *subset(State &parent, const int *ranks, int n) {
     auto context = std::make_shared<LinkedContext>(s->rank, n);
     context->setTimeout(parent.context->getTimeout());
     PeerAddresses by_member((size_t)n);
-    context->connect(s->device, links, by_member);
+    context->connect(s->device, links, by_member,
+                     HandoverOptions{LinkLog{s->log, s->log_level}, nullptr, nullptr});
     s->context = context;
     // Indexed by the parent's ranks: a failure's message names the rank of the job.
     s->peer_addresses.assign((size_t)parent.nranks, Peer{});
