@@ -236,6 +236,11 @@ static plait_result_t allreduce_entry(const char *fn, const plait_engine_t *engi
   PLAIT_CHECK(check_tensor(fn, engine, "input", name, &in, &tin, &meta));
   PLAIT_CHECK(check_tensor(fn, engine, "output", name, &out, &tout, &ometa));
   PLAIT_CHECK(same_shape(fn, in, out));
+  if (in->device != PLAIT_DEVICE_HOST && in->data != out->data &&
+      !PLAIT_TRANSPORT_HAS(engine->plugin.table, batch_copy))
+    return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: '%s' is in device memory and out of place, "
+                       "but transport '%s' has no batch_copy to copy it there (pass the same "
+                       "tensor as input and output)", fn, name, engine->plugin.table->name);
   PLAIT_CHECK(check_reduction(fn, engine, in->dtype, in->device, op, opts, &meta));
   int members;
   PLAIT_CHECK(check_pset(fn, engine, opts, &members, &meta));

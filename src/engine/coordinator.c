@@ -684,6 +684,7 @@ static plait_result_t coord_alloc(plait_coord_t *c) {
     return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory starting the coordinator");
   if (c->rank == 0) PLAIT_CHECK(plait_neg_init(&c->neg, c->size, c->cfg, &c->cache));
   c->neg.psets = c->e->psets;
+  c->neg.device_solo = !PLAIT_TRANSPORT_HAS(c->t, batch_copy); /* nothing else fills the buffer */
   if (!(c->last_heard = calloc((size_t)c->size, sizeof *c->last_heard)) ||
       !(c->pfd = calloc((size_t)c->size + 1, sizeof *c->pfd)))
     return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory starting the coordinator");

@@ -2,7 +2,7 @@
  * Where a tensor lives, checked at the API (api_ops.c): a transport that
  * takes device memory only refuses host tensors by name; a tensor on another
  * device than the transport's (its device() entry) is refused naming both;
- * what needs the transport's batch_copy (scale factors, AVERAGE, outputs
+ * what needs the transport's batch_copy (scale factors, AVERAGE, out of place, outputs
  * plait allocates) is refused naming the transport when it has none.
  * Single rank on tests/plugins/devonly.c (device 1, no batch_copy); nothing
  * reaches the transport, so no device memory is needed.
@@ -85,6 +85,10 @@ Test(api_device, what_needs_batch_copy_is_refused_naming_the_transport) {
   o.postscale_factor = 0.5;
   EXPECT_ERROR(plait_allreduce_async("a", &t, &t, PLAIT_OP_SUM, &o, &h), PLAIT_ERR_UNSUPPORTED,
                "scale factor", "'devonly'");
+  static char other[64];
+  plait_tensor_t t2 = on(1, other, 4);
+  EXPECT_ERROR(plait_allreduce_async("a", &t, &t2, PLAIT_OP_SUM, NULL, &h), PLAIT_ERR_UNSUPPORTED,
+               "out of place", "'devonly'", "batch_copy");
   EXPECT_ERROR(plait_allgather_async("a", &t, NULL, &h), PLAIT_ERR_UNSUPPORTED, "'devonly'",
                "batch_copy");
   EXPECT_ERROR(plait_reducescatter_async("a", &t, PLAIT_OP_SUM, NULL, &h), PLAIT_ERR_UNSUPPORTED,
