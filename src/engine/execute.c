@@ -485,18 +485,22 @@ static plait_result_t run_response(plait_exec_t *x, const plait_response_t *r) {
     return PLAIT_SUCCESS;
   }
   int dev = on_device(r, es);
+  /* a barrier on a device-only transport is device work too (nccl: an
+   * allreduce of one word on its stream) */
+  int async = x->pending && (dev || (r->coll == PLAIT_COLL_BARRIER &&
+                                     !(x->t->caps & PLAIT_CAP_HOST_MEMORY)));
   double t0 = plait_now();
   if (rc == PLAIT_SUCCESS && dev) rc = plait_exec_ready(x, es, r->n);
   if (rc == PLAIT_SUCCESS && r->n && (es[0] || r->coll == PLAIT_COLL_ALLREDUCE ||
                                       r->coll == PLAIT_COLL_ALLGATHER ||
                                       r->coll == PLAIT_COLL_BARRIER))
     rc = run_kind(x, r, es);
-  if (rc == PLAIT_SUCCESS && dev && x->pending) { /* enqueued: pending.h finishes them */
+  if (rc == PLAIT_SUCCESS && async) { /* enqueued: pending.h finishes them */
     rc = plait_pending_add(x->pending, x, r, es, t0);
     free(es);
     return rc;
   }
-  if (rc && dev && x->pending) x->scratch = NULL; /* enqueued work may use them: kept */
+  if (rc && async) x->scratch = NULL; /* enqueued work may use them: kept */
   plait_exec_scratch_release(x, NULL);
   if (rc) { /* the job failed: the coordinator fails these with everything else */
     free(es);
