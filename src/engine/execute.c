@@ -37,8 +37,11 @@ void plait_exec_init(plait_exec_t *x, int rank, int size, const plait_transport_
 }
 
 void plait_exec_free(plait_exec_t *x) {
-  plait_exec_quiesce(x, "the fusion buffer is freed"); /* the coordinator drained it */
-  if (x->fusion) x->t->mem_free(x->ts, x->fusion);
+  /* the coordinator settled pending work (plait_exec_settle); what never
+   * finished after an interrupt may still use the buffer: it is left */
+  int busy = x->pending && (x->interrupted ? plait_pending_outstanding(x->pending) > 0
+                                           : plait_exec_quiesce(x, "the fusion buffer is freed"));
+  if (x->fusion && !busy) x->t->mem_free(x->ts, x->fusion);
   x->fusion = NULL;
   x->fusion_cap = 0;
   plait_devmem_close(x->devmem);
