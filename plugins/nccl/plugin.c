@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "coll.h"
+#include "batch.h"
 #include "errors.h"
+#include "notify.h"
 #include "setup.h"
 #include "wait.h"
 
@@ -34,10 +36,10 @@ static plait_result_t use_device(nccl_state_t *st) {
   if ((state) == NULL) return null_state(what);                                \
   nccl_state_t *st = (nccl_state_t *)(state);                                  \
   st->op = (what);                                                             \
-  if (st->broken != PLAIT_SUCCESS)                                             \
-    return nc_fail(st, st->broken,                                             \
+  if (nc_family_failed(st) != PLAIT_SUCCESS)                                   \
+    return nc_fail(st, nc_family_failed(st),                                   \
                    "the NCCL communicator failed earlier and was aborted: %s",  \
-                   st->broken_msg);                                            \
+                   st->fam->broken_msg);                                       \
   NC_CHECK(use_device(st));
 
 static plait_result_t check_reduction(nccl_state_t *st, plait_dtype_t dtype, plait_op_t op) {
@@ -222,6 +224,89 @@ static plait_result_t entry_mem_copy(void *state, void *dst, const void *src, si
   return nc_mem_copy(st, dst, src, bytes, kind);
 }
 
+static plait_result_t entry_allreduce_scaled(void *state, const void *send, void *recv,
+                                             size_t count, plait_dtype_t dtype, plait_op_t op,
+                                             double postscale) {
+  ENTER(state, "allreduce_scaled");
+  NC_CHECK(check_reduction(st, dtype, op));
+  NC_REQUIRE(st, !(dtype == PLAIT_BOOL && postscale != 1.0),
+             "postscale %g on dtype bool: bool cannot be scaled", postscale);
+  size_t es = plait_dtype_size_inline(dtype);
+  NC_REQUIRE(st, count <= SIZE_MAX / es, "count %zu of %zu-byte elements overflows size_t",
+             count, es);
+  NC_CHECK(check_device_ptr(st, "send", send, count * es));
+  NC_CHECK(check_device_ptr(st, "recv", recv, count * es));
+  NC_REQUIRE(st, send == recv || !overlap(send, count * es, recv, count * es),
+             "send and recv overlap without being the same buffer");
+  NC_REQUIRE(st, postscale == 1.0 || (uintptr_t)recv % es == 0,
+             "recv (%p) is not aligned to its %zu-byte elements", recv, es);
+  if (count == 0) return PLAIT_SUCCESS;
+  NC_CHECK(nc_after_default_stream(st));
+  return nc_allreduce_scaled(st, send, recv, count, dtype, op, postscale);
+}
+
+static int entry_device(void *state) {
+  return state ? ((nccl_state_t *)state)->device : -1;
+}
+
+static plait_result_t entry_batch_copy(void *state, const plait_span_t *spans, size_t n,
+                                       plait_dtype_t dtype, plait_op_t op, double factor) {
+  ENTER(state, "batch_copy");
+  NC_REQUIRE(st, plait_dtype_valid_inline(dtype), "dtype %d is not a plait dtype", (int)dtype);
+  NC_REQUIRE(st, plait_op_valid_inline(op), "op %d is not a plait op", (int)op);
+  NC_REQUIRE(st, !(dtype == PLAIT_BOOL && factor != 1.0),
+             "factor %g on dtype bool: bool cannot be scaled", factor);
+  NC_REQUIRE(st, n == 0 || spans != NULL, "spans is NULL with n = %zu", n);
+  size_t es = plait_dtype_size_inline(dtype);
+  for (size_t i = 0; i < n; i++) {
+    if (spans[i].count == 0) continue;
+    NC_REQUIRE(st, spans[i].count <= SIZE_MAX / es, "spans[%zu].count %zu overflows size_t", i,
+               spans[i].count);
+    NC_REQUIRE(st, (uintptr_t)spans[i].dst % es == 0 && (uintptr_t)spans[i].src % es == 0,
+               "spans[%zu] (dst %p, src %p) is not aligned to its %zu-byte elements", i,
+               spans[i].dst, spans[i].src, es);
+    char name[48];
+    snprintf(name, sizeof name, "spans[%zu].dst", i);
+    NC_CHECK(check_device_ptr(st, name, spans[i].dst, spans[i].count * es));
+    if (spans[i].src) {
+      snprintf(name, sizeof name, "spans[%zu].src", i);
+      NC_CHECK(check_device_ptr(st, name, spans[i].src, spans[i].count * es));
+    }
+  }
+  NC_CHECK(nc_after_default_stream(st));
+  NC_CHECK(nc_batch_enqueue(st, spans, n, dtype, op, factor));
+  return nc_finish(st, "batch_copy");
+}
+
+static plait_result_t entry_ready(void *state, void *stream) {
+  ENTER(state, "ready");
+  NC_CHECK(nc_after_stream(st, stream ? (cudaStream_t)stream : cudaStreamLegacy,
+                           stream ? "the caller's stream" : "the legacy default stream"));
+  st->fam->readied = 1; /* from now on the core names the streams */
+  return PLAIT_SUCCESS;
+}
+
+static plait_result_t entry_notify(void *state, plait_done_fn done, void *ctx) {
+  if (state == NULL) return null_state("notify");
+  nccl_state_t *st = (nccl_state_t *)state;
+  st->op = "notify";
+  NC_REQUIRE(st, done != NULL, "done is NULL");
+  NC_CHECK(use_device(st));
+  return nc_notify(st, done, ctx);
+}
+
+static plait_result_t entry_interrupt(void *state, plait_result_t rc, const char *why) {
+  if (state == NULL) return null_state("interrupt");
+  nccl_state_t *st = (nccl_state_t *)state;
+  st->op = "interrupt";
+  NC_CHECK(use_device(st));
+  if (nc_family_failed(st) != PLAIT_SUCCESS) return PLAIT_SUCCESS; /* already stopped */
+  nc_break(st, rc != PLAIT_SUCCESS ? rc : PLAIT_ERR_PEER_LOST,
+           "the job failed (rank %d, CUDA device %d stopped waiting for its peers): %s",
+           nc_job_rank(st, st->rank), st->device, why ? why : "(no reason given)");
+  return PLAIT_SUCCESS;
+}
+
 /* NCCL picks its algorithm per call (ring, tree, NVLS, CollNet) from its own
  * tuning; the plugin can only name the NCCL call it makes. */
 static const char *entry_algorithm(void *state, uint64_t collective, uint64_t bytes) {
@@ -278,4 +363,10 @@ const plait_transport_v1_t plait_transport_v1 = {
     .mem_copy = entry_mem_copy,
     .algorithm = entry_algorithm,
     .subset = entry_subset,
+    .allreduce_scaled = entry_allreduce_scaled,
+    .device = entry_device,
+    .batch_copy = entry_batch_copy,
+    .ready = entry_ready,
+    .notify = entry_notify,
+    .interrupt = entry_interrupt,
 };
