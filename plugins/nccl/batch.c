@@ -55,7 +55,8 @@ static plait_result_t dev_reserve(nccl_state_t *st, size_t m) {
 }
 
 plait_result_t nc_batch_enqueue(nccl_state_t *st, const plait_span_t *spans, size_t n,
-                                plait_dtype_t dtype, plait_op_t op, double factor) {
+                                plait_dtype_t dtype, plait_op_t op, double factor,
+                                uint32_t divisor) {
   nc_family_t *f = st->fam;
   if (n == 0) return PLAIT_SUCCESS;
   nc_slot_t *s = &f->slots[f->next_slot % NC_STAGE_SLOTS];
@@ -77,11 +78,17 @@ plait_result_t nc_batch_enqueue(nccl_state_t *st, const plait_span_t *spans, siz
     return nc_cuda_break(st, PLAIT_ERR_TRANSPORT, "cudaEventRecord (batch_copy's table)", e);
   s->used = 1;
   f->next_slot++;
-  e = nc_launch_batch(f->dev_tab, m, chunks, (int)dtype, factor, nc_identity_bits(dtype, op),
-                      f->stream);
+  e = nc_launch_batch(f->dev_tab, m, chunks, (int)dtype, factor, divisor,
+                      nc_identity_bits(dtype, op), f->stream);
   if (e != cudaSuccess)
     return nc_cuda_break(st, PLAIT_ERR_TRANSPORT, "batch_copy's kernel launch", e);
   return PLAIT_SUCCESS;
+}
+
+plait_result_t nc_batch_divide(nccl_state_t *st, void *buf, size_t count, plait_dtype_t dtype,
+                               uint32_t divisor) {
+  plait_span_t span = {buf, buf, count};
+  return nc_batch_enqueue(st, &span, 1, dtype, PLAIT_OP_SUM, 1.0, divisor);
 }
 
 void nc_batch_release(nc_family_t *f) {

@@ -13,10 +13,17 @@
 #include "state.h"
 
 /* Enqueues the copy/scale/fill of n spans (checked by the caller: pointers
- * on the device, bool only with factor 1.0) on the stream, after what is
- * already there; no wait for it. */
+ * on the device, aligned to the element, bool only with factor 1.0) on the
+ * stream, after what is already there; no wait for it. divisor != 0
+ * divides instead of scaling (kernels.h). */
 plait_result_t nc_batch_enqueue(nccl_state_t *st, const plait_span_t *spans, size_t n,
-                                plait_dtype_t dtype, plait_op_t op, double factor);
+                                plait_dtype_t dtype, plait_op_t op, double factor,
+                                uint32_t divisor);
+
+/* buf[0..count) /= divisor in place, as the core's plait_divide: how
+ * AVERAGE finishes an ncclSum. Enqueued only. */
+plait_result_t nc_batch_divide(nccl_state_t *st, void *buf, size_t count, plait_dtype_t dtype,
+                               uint32_t divisor);
 
 /* The staging buffers and the device table (the family's finalize, once the
  * stream has passed every use of them). */

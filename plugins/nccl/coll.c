@@ -25,13 +25,17 @@ int nc_dtype(plait_dtype_t dtype, ncclDataType_t *out) {
 ncclRedOp_t nc_op(plait_dtype_t dtype, plait_op_t op) {
   if (dtype == PLAIT_BOOL) return op == PLAIT_OP_MIN || op == PLAIT_OP_PRODUCT ? ncclMin : ncclMax;
   switch (op) {
-    case PLAIT_OP_AVERAGE: return ncclAvg;
     case PLAIT_OP_MIN: return ncclMin;
     case PLAIT_OP_MAX: return ncclMax;
     case PLAIT_OP_PRODUCT: return ncclProd;
     default: return ncclSum;
   }
 }
+
+/* finish(), and for AVERAGE the division of the sum (count elements at
+ * buf) by the ranks, as the core's plait_divide, before the wait. */
+static plait_result_t finish_avg(nccl_state_t *st, const char *what, ncclResult_t r, void *buf,
+                                 size_t count, plait_dtype_t dtype, plait_op_t op);
 
 /* Starts a use of the communicator: takes the family's comm_mu (the waiter
  * may abort communicators meanwhile) and fails if the family broke. */
@@ -53,13 +57,22 @@ static plait_result_t finish(nccl_state_t *st, const char *what, ncclResult_t r)
   return rc != PLAIT_SUCCESS ? rc : nc_finish(st, what);
 }
 
+static plait_result_t finish_avg(nccl_state_t *st, const char *what, ncclResult_t r, void *buf,
+                                 size_t count, plait_dtype_t dtype, plait_op_t op) {
+  plait_result_t rc = nc_settle(st, st->comm, what, r);
+  pthread_mutex_unlock(&st->fam->comm_mu);
+  if (rc == PLAIT_SUCCESS && op == PLAIT_OP_AVERAGE && st->nranks > 1)
+    rc = nc_batch_divide(st, buf, count, dtype, (uint32_t)st->nranks);
+  return rc != PLAIT_SUCCESS ? rc : nc_finish(st, what);
+}
+
 plait_result_t nc_allreduce(nccl_state_t *st, void *buf, size_t count, plait_dtype_t dtype,
                             plait_op_t op) {
   NC_CHECK(begin(st));
   ncclDataType_t dt = ncclUint8;
   nc_dtype(dtype, &dt);
   ncclResult_t r = ncclAllReduce(buf, buf, count, dt, nc_op(dtype, op), st->comm, st->stream);
-  return finish(st, "ncclAllReduce", r);
+  return finish_avg(st, "ncclAllReduce", r, buf, count, dtype, op);
 }
 
 static int all_equal(const size_t *v, int n) {
@@ -133,8 +146,9 @@ plait_result_t nc_reducescatter(nccl_state_t *st, const void *send, void *recv,
   nc_dtype(dtype, &dt);
   ncclRedOp_t rop = nc_op(dtype, op);
   if (all_equal(counts, st->nranks))
-    return finish(st, "ncclReduceScatter",
-                  ncclReduceScatter(send, recv, counts[0], dt, rop, st->comm, st->stream));
+    return finish_avg(st, "ncclReduceScatter",
+                      ncclReduceScatter(send, recv, counts[0], dt, rop, st->comm, st->stream),
+                      recv, counts[st->rank], dtype, op);
   const char *s = send;
   size_t es = plait_dtype_size_inline(dtype), off = 0;
   ncclResult_t r = ncclGroupStart();
@@ -144,7 +158,8 @@ plait_result_t nc_reducescatter(nccl_state_t *st, const void *send, void *recv,
                      st->comm, st->stream);
     off += counts[root];
   }
-  return finish(st, "ncclReduce (grouped, one per rank)", group_end(r));
+  return finish_avg(st, "ncclReduce (grouped, one per rank)", group_end(r), recv,
+                    counts[st->rank], dtype, op);
 }
 
 plait_result_t nc_barrier(nccl_state_t *st) {
@@ -206,9 +221,11 @@ plait_result_t nc_allreduce_scaled(nccl_state_t *st, const void *send, void *rec
   plait_result_t rc = nc_settle(st, st->comm, "ncclAllReduce", r);
   pthread_mutex_unlock(&st->fam->comm_mu);
   if (rc != PLAIT_SUCCESS) return rc;
+  if (op == PLAIT_OP_AVERAGE && st->nranks > 1) /* the core sends SUM; as allreduce if not */
+    NC_CHECK(nc_batch_divide(st, recv, count, dtype, (uint32_t)st->nranks));
   if (postscale != 1.0) {
     plait_span_t span = {recv, recv, count};
-    NC_CHECK(nc_batch_enqueue(st, &span, 1, dtype, PLAIT_OP_SUM, postscale));
+    NC_CHECK(nc_batch_enqueue(st, &span, 1, dtype, PLAIT_OP_SUM, postscale, 0));
   }
   return nc_finish(st, postscale != 1.0 ? "ncclAllReduce and the scaling kernel" : "ncclAllReduce");
 }

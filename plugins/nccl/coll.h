@@ -12,8 +12,10 @@
 /* NCCL's type for a plait dtype; 0 when NCCL has none (int16, uint16). bool
  * travels as uint8. */
 int nc_dtype(plait_dtype_t dtype, ncclDataType_t *out);
-/* NCCL's op: AVERAGE is ncclAvg; on bool SUM and MAX are ncclMax (logical
- * or on 0/1 bytes), MIN and PRODUCT ncclMin (logical and). */
+/* NCCL's op: AVERAGE is ncclSum (the division follows, as the core's
+ * plait_divide, in the plugin's kernel: ncclAvg rounds otherwise); on bool
+ * SUM and MAX are ncclMax (logical or on 0/1 bytes), MIN and PRODUCT ncclMin
+ * (logical and). */
 ncclRedOp_t nc_op(plait_dtype_t dtype, plait_op_t op);
 
 plait_result_t nc_allreduce(nccl_state_t *st, void *buf, size_t count, plait_dtype_t dtype,

@@ -11,6 +11,7 @@
  *  - float16, bfloat16: to float32, times (float)factor, back to nearest
  *    even (the conversions below are the core's half.h algorithm);
  *  - float64: x * factor in double.
+ * Division (AVERAGE after a SUM) rounds exactly as the core's plait_divide.
  * kernels.cu is compiled with -fmad=false so that no multiplication here is
  * fused with an addition (the core's are not).
  *
@@ -120,6 +121,26 @@ NC_HD uint16_t nc_scale_bf16(uint16_t x, float pf) {
 }
 NC_HD float nc_scale_f32(float x, float pf) { return pf * x; }
 NC_HD double nc_scale_f64(double x, double p) { return x * p; }
+
+/* One element divided by d >= 1, as the core's plait_divide (how AVERAGE
+ * finishes a SUM): integers exactly, truncating toward zero (the core's
+ * double division for types up to 32 bits gives the same, as reduce.c
+ * shows); float32 x / (float)d; float16, bfloat16 in float32, then rounded
+ * to nearest even; float64 x / (double)d. */
+NC_HD uint8_t nc_div_u8(uint8_t x, uint32_t d) { return (uint8_t)(x / d); }
+NC_HD int8_t nc_div_i8(int8_t x, uint32_t d) { return (int8_t)((int64_t)x / (int64_t)d); }
+NC_HD uint16_t nc_div_u16(uint16_t x, uint32_t d) { return (uint16_t)(x / d); }
+NC_HD int16_t nc_div_i16(int16_t x, uint32_t d) { return (int16_t)((int64_t)x / (int64_t)d); }
+NC_HD int32_t nc_div_i32(int32_t x, uint32_t d) { return (int32_t)((int64_t)x / (int64_t)d); }
+NC_HD int64_t nc_div_i64(int64_t x, uint32_t d) { return x / (int64_t)d; }
+NC_HD uint16_t nc_div_f16(uint16_t x, uint32_t d) {
+  return nc_float_to_half(nc_half_to_float(x) / (float)d);
+}
+NC_HD uint16_t nc_div_bf16(uint16_t x, uint32_t d) {
+  return nc_float_to_bf16(nc_bf16_to_float(x) / (float)d);
+}
+NC_HD float nc_div_f32(float x, uint32_t d) { return x / (float)d; }
+NC_HD double nc_div_f64(double x, uint32_t d) { return x / (double)d; }
 
 /* The identity of op in dtype as the element's bits (low bytes of the
  * result, little-endian): what a span with src NULL is filled with. 0 for

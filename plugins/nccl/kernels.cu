@@ -3,7 +3,8 @@
 // binary search over the staged table, then copies, scales or fills its
 // chunk with 16-byte loads and stores where both pointers are 16-byte
 // aligned, element by element otherwise and for the tail. The arithmetic is
-// elem.h's, shared with the C unit test; compiled with -fmad=false.
+// elem.h's, shared with the C unit test; compiled with -fmad=false. The same
+// kernel divides (AVERAGE after a SUM) when given a divisor.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -31,6 +32,17 @@ NC_SCALER(ScaleF16, uint16_t, nc_scale_f16(x, pf))
 NC_SCALER(ScaleBF16, uint16_t, nc_scale_bf16(x, pf))
 NC_SCALER(ScaleF32, float, nc_scale_f32(x, pf))
 NC_SCALER(ScaleF64, double, nc_scale_f64(x, p))
+// Dividers (AVERAGE): p holds the divisor.
+NC_SCALER(DivU8, uint8_t, nc_div_u8(x, (uint32_t)p))
+NC_SCALER(DivI8, int8_t, nc_div_i8(x, (uint32_t)p))
+NC_SCALER(DivU16, uint16_t, nc_div_u16(x, (uint32_t)p))
+NC_SCALER(DivI16, int16_t, nc_div_i16(x, (uint32_t)p))
+NC_SCALER(DivI32, int32_t, nc_div_i32(x, (uint32_t)p))
+NC_SCALER(DivI64, int64_t, nc_div_i64(x, (uint32_t)p))
+NC_SCALER(DivF16, uint16_t, nc_div_f16(x, (uint32_t)p))
+NC_SCALER(DivBF16, uint16_t, nc_div_bf16(x, (uint32_t)p))
+NC_SCALER(DivF32, float, nc_div_f32(x, (uint32_t)p))
+NC_SCALER(DivF64, double, nc_div_f64(x, (uint32_t)p))
 #undef NC_SCALER
 
 __device__ bool aligned16(uint64_t a, uint64_t b) { return ((a | b) & 15u) == 0; }
@@ -147,14 +159,33 @@ cudaError_t launch(const nc_span_ent_t *tab, uint32_t n, uint64_t chunks, unsign
 
 } // namespace
 
+static cudaError_t launch_divide(const nc_span_ent_t *tab, uint32_t n, uint64_t chunks,
+                                 int dtype, unsigned es, uint32_t d, cudaStream_t stream) {
+  const double p = (double)d;
+  switch (dtype) {
+    case PLAIT_UINT8: return launch<DivU8>(tab, n, chunks, es, p, 0, stream);
+    case PLAIT_INT8: return launch<DivI8>(tab, n, chunks, es, p, 0, stream);
+    case PLAIT_UINT16: return launch<DivU16>(tab, n, chunks, es, p, 0, stream);
+    case PLAIT_INT16: return launch<DivI16>(tab, n, chunks, es, p, 0, stream);
+    case PLAIT_INT32: return launch<DivI32>(tab, n, chunks, es, p, 0, stream);
+    case PLAIT_INT64: return launch<DivI64>(tab, n, chunks, es, p, 0, stream);
+    case PLAIT_FLOAT16: return launch<DivF16>(tab, n, chunks, es, p, 0, stream);
+    case PLAIT_BFLOAT16: return launch<DivBF16>(tab, n, chunks, es, p, 0, stream);
+    case PLAIT_FLOAT32: return launch<DivF32>(tab, n, chunks, es, p, 0, stream);
+    case PLAIT_FLOAT64: return launch<DivF64>(tab, n, chunks, es, p, 0, stream);
+    default: return cudaErrorInvalidValue; // bool has no average
+  }
+}
+
 extern "C" cudaError_t nc_launch_batch(const nc_span_ent_t *tab, uint32_t n, uint64_t chunks,
-                                       int dtype, double factor, uint64_t fill,
-                                       cudaStream_t stream) {
+                                       int dtype, double factor, uint32_t divisor,
+                                       uint64_t fill, cudaStream_t stream) {
   (void)cudaGetLastError(); // an earlier call's error must not read as the launch's
   if (chunks == 0) return cudaSuccess;
   static const unsigned sizes[] = {1, 1, 2, 2, 4, 8, 2, 2, 4, 8, 1};
   if (dtype < 0 || dtype > PLAIT_BOOL) return cudaErrorInvalidValue;
   const unsigned es = sizes[dtype];
+  if (divisor) return launch_divide(tab, n, chunks, dtype, es, divisor, stream);
   if (factor == 1.0) return launch<CopyBytes>(tab, n, chunks, es, factor, fill, stream);
   switch (dtype) {
     case PLAIT_UINT8: return launch<ScaleU8>(tab, n, chunks, es, factor, fill, stream);

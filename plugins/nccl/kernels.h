@@ -20,11 +20,12 @@ extern "C" {
  * `chunks` chunks in all. A span with src 0 is filled with the element bits
  * `fill` (low element-size bytes); the others are copied (factor 1.0: bytes,
  * bit for bit; dst == src then writes nothing) or scaled as elem.h does it.
- * dtype is a plait dtype (bool only with factor 1.0). Returns the launch's
- * CUDA error (cudaSuccess once enqueued). Clears the thread's last error
- * first. */
+ * With divisor != 0 every span is instead divided by it (src set on every
+ * span; factor unused), as elem.h's nc_div_*. dtype is a plait dtype (bool
+ * only with factor 1.0 and no divisor). Returns the launch's CUDA error
+ * (cudaSuccess once enqueued). Clears the thread's last error first. */
 cudaError_t nc_launch_batch(const nc_span_ent_t *tab, uint32_t n, uint64_t chunks, int dtype,
-                            double factor, uint64_t fill, cudaStream_t stream);
+                            double factor, uint32_t divisor, uint64_t fill, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

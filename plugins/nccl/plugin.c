@@ -125,6 +125,8 @@ static plait_result_t entry_allreduce(void *state, void *buf, size_t count, plai
   NC_REQUIRE(st, count <= SIZE_MAX / es, "count %zu of %zu-byte elements overflows size_t",
              count, es);
   NC_CHECK(check_device_ptr(st, "buf", buf, count * es));
+  NC_REQUIRE(st, op != PLAIT_OP_AVERAGE || (uintptr_t)buf % es == 0,
+             "buf (%p) is not aligned to its %zu-byte elements", buf, es);
   if (count == 0) return PLAIT_SUCCESS; /* the same on every rank */
   NC_CHECK(nc_after_default_stream(st));
   return nc_allreduce(st, buf, count, dtype, op);
@@ -181,6 +183,8 @@ static plait_result_t entry_reducescatter(void *state, const void *send, void *r
   NC_CHECK(check_device_ptr(st, "send", send, total * es));
   NC_CHECK(check_device_ptr(st, "recv", recv, mine * es));
   NC_REQUIRE(st, !overlap(send, total * es, recv, mine * es), "send and recv overlap");
+  NC_REQUIRE(st, op != PLAIT_OP_AVERAGE || (uintptr_t)recv % es == 0,
+             "recv (%p) is not aligned to its %zu-byte elements", recv, es);
   if (total == 0) return PLAIT_SUCCESS;
   NC_CHECK(nc_after_default_stream(st));
   return nc_reducescatter(st, send, recv, counts, dtype, op);
@@ -274,7 +278,7 @@ static plait_result_t entry_batch_copy(void *state, const plait_span_t *spans, s
     }
   }
   NC_CHECK(nc_after_default_stream(st));
-  NC_CHECK(nc_batch_enqueue(st, spans, n, dtype, op, factor));
+  NC_CHECK(nc_batch_enqueue(st, spans, n, dtype, op, factor, 0));
   return nc_finish(st, "batch_copy");
 }
 

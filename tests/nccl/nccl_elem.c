@@ -1,8 +1,9 @@
 /*
  * The host side of batch_copy's kernel, without a GPU: the element
  * arithmetic the kernel runs (plugins/nccl/elem.h, compiled here as C)
- * against the core's plait_scale bit for bit (every float16 and bfloat16
- * value, float32/float64 and integer edge cases, several factors); the
+ * against the core's plait_scale and plait_divide bit for bit (every
+ * float16 and bfloat16 value, float32/float64 and integer edge cases,
+ * several factors and rank counts); the
  * identity bit patterns against the values they must encode; the fill
  * pattern; and the span table (batch_plan.c) with the kernel's chunk lookup:
  * every byte of every span covered exactly once, empty spans left out, bad
@@ -64,6 +65,53 @@ static void elem_scale(plait_dtype_t d, const void *in, void *out, double p) {
   }
 }
 
+static void elem_divide(plait_dtype_t d, const void *in, void *out, uint32_t q) {
+  switch (d) {
+#define CASE(DT, T, FN)                                                        \
+  case DT: {                                                                   \
+    T x, r;                                                                    \
+    memcpy(&x, in, sizeof x);                                                  \
+    r = FN(x, q);                                                              \
+    memcpy(out, &r, sizeof r);                                                 \
+    break;                                                                     \
+  }
+    CASE(PLAIT_UINT8, uint8_t, nc_div_u8)
+    CASE(PLAIT_INT8, int8_t, nc_div_i8)
+    CASE(PLAIT_UINT16, uint16_t, nc_div_u16)
+    CASE(PLAIT_INT16, int16_t, nc_div_i16)
+    CASE(PLAIT_INT32, int32_t, nc_div_i32)
+    CASE(PLAIT_INT64, int64_t, nc_div_i64)
+    CASE(PLAIT_FLOAT16, uint16_t, nc_div_f16)
+    CASE(PLAIT_BFLOAT16, uint16_t, nc_div_bf16)
+    CASE(PLAIT_FLOAT32, float, nc_div_f32)
+    CASE(PLAIT_FLOAT64, double, nc_div_f64)
+#undef CASE
+    default: break;
+  }
+}
+
+/* The same values divided by several rank counts, against plait_divide. */
+static void compare_div(plait_dtype_t d, const void *buf, size_t n) {
+  static const uint32_t divisors[] = {1, 2, 3, 7, 8, 1000, 4294967295u};
+  size_t es = plait_dtype_size_inline(d), bad = 0;
+  unsigned char *want = malloc(n * es), got[8];
+  for (size_t k = 0; k < sizeof divisors / sizeof divisors[0]; k++) {
+    if (plait_divide(d, want, buf, n, divisors[k]) != PLAIT_SUCCESS) {
+      CHECK(0, "plait_divide %s failed", plait_dtype_name_inline(d));
+      break;
+    }
+    for (size_t i = 0; i < n; i++) {
+      elem_divide(d, (const unsigned char *)buf + i * es, got, divisors[k]);
+      if (memcmp(got, want + i * es, es) != 0 && bad++ < 3)
+        printf("  %s element %zu / %u: kernel bits differ from plait_divide's\n",
+               plait_dtype_name_inline(d), i, divisors[k]);
+    }
+  }
+  CHECK(bad == 0, "%s: %zu divided elements differ from plait_divide", plait_dtype_name_inline(d),
+        bad);
+  free(want);
+}
+
 /* n values of dtype d (es bytes each) in buf, scaled by every factor both
  * ways; mismatches counted. */
 static void compare(plait_dtype_t d, const void *buf, size_t n) {
@@ -85,6 +133,7 @@ static void compare(plait_dtype_t d, const void *buf, size_t n) {
   CHECK(bad == 0, "%s: %zu of %zu scaled elements differ from plait_scale", plait_dtype_name_inline(d),
         bad, n * NF);
   free(want);
+  compare_div(d, buf, n);
 }
 
 static void scaling(void) {
