@@ -91,7 +91,10 @@ void nc_nccl_text(const nccl_state_t *st, const char *call, ncclResult_t r, char
 
 plait_result_t nc_nccl_break(nccl_state_t *st, const char *call, ncclResult_t r) {
   char text[1024];
+  /* ncclGetLastError reads the communicator, which the waiter may abort. */
+  if (st->fam) pthread_mutex_lock(&st->fam->comm_mu);
   nc_nccl_text(st, call, r, text, sizeof text);
+  if (st->fam) pthread_mutex_unlock(&st->fam->comm_mu);
   return nc_break(st, nc_code(r), "%s", text);
 }
 

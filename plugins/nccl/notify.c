@@ -212,10 +212,15 @@ plait_result_t nc_notify(nccl_state_t *st, plait_done_fn done, void *ctx) {
   p->since = nc_now();
   /* A failed family calls done with its failure: no marker needed. */
   cudaError_t e = cudaSuccess;
-  if (atomic_load(&f->broken) == PLAIT_SUCCESS) e = cudaLaunchHostFunc(f->stream, marker_ran, f);
+  int launched = 0;
+  if (atomic_load(&f->broken) == PLAIT_SUCCESS) {
+    e = cudaLaunchHostFunc(f->stream, marker_ran, f);
+    launched = e == cudaSuccess;
+  }
   pthread_mutex_lock(&f->q_mu);
-  if (e == cudaSuccess && atomic_load(&f->broken) == PLAIT_SUCCESS) p->seq = ++f->enqueued;
-  else p->seq = UINT64_MAX; /* never reached by a marker: the failure delivers it */
+  /* Every marker enqueued is counted (finalize frees nothing a marker still
+   * touches); an entry without one waits for the failure to deliver it. */
+  p->seq = launched ? ++f->enqueued : UINT64_MAX;
   if (f->tail) f->tail->next = p;
   else f->head = p;
   f->tail = p;
