@@ -102,6 +102,6 @@ void nc_batch_release(nc_family_t *f) {
     cudaFreeHost(r->host);
     free(r);
   }
-  if (f->dev_tab) cudaFree(f->dev_tab);
+  if (f->dev_tab) cudaFreeAsync(f->dev_tab, f->stream); /* before the stream goes */
   f->dev_tab = NULL;
 }

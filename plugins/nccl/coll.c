@@ -168,19 +168,6 @@ plait_result_t nc_barrier(nccl_state_t *st) {
                 ncclAllReduce(st->one, st->one, 1, ncclInt32, ncclSum, st->comm, st->stream));
 }
 
-plait_result_t nc_mem_alloc(nccl_state_t *st, size_t bytes, void **ptr) {
-  cudaError_t e = cudaMalloc(ptr, bytes ? bytes : 1);
-  if (e == cudaSuccess) return PLAIT_SUCCESS;
-  *ptr = NULL;
-  cudaGetLastError(); /* allocation failures are not sticky: clear it */
-  return nc_cuda_fail(st, PLAIT_ERR_NO_MEMORY, "cudaMalloc", e);
-}
-
-plait_result_t nc_mem_free(nccl_state_t *st, void *ptr) {
-  cudaError_t e = cudaFree(ptr);
-  return e == cudaSuccess ? PLAIT_SUCCESS : nc_cuda_fail(st, PLAIT_ERR_TRANSPORT, "cudaFree", e);
-}
-
 /* Host memory the DMA engine can reach without staging (pinned or mapped). */
 static int pinned(const void *p) {
   struct cudaPointerAttributes a;

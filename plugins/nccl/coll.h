@@ -34,8 +34,6 @@ plait_result_t nc_barrier(nccl_state_t *st);
 plait_result_t nc_allreduce_scaled(nccl_state_t *st, const void *send, void *recv, size_t count,
                                    plait_dtype_t dtype, plait_op_t op, double postscale);
 
-plait_result_t nc_mem_alloc(nccl_state_t *st, size_t bytes, void **ptr);
-plait_result_t nc_mem_free(nccl_state_t *st, void *ptr);
 plait_result_t nc_mem_copy(nccl_state_t *st, void *dst, const void *src, size_t bytes,
                            plait_copy_kind_t kind);
 

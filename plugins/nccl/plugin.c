@@ -19,6 +19,13 @@
  * thread: last_error(NULL). */
 static _Thread_local char t_error[1536];
 
+/* mem_alloc and mem_free may run on any thread, concurrently with the core's
+ * thread (transport.h), so they never write the state: a failure's message
+ * stays in this thread's t_mem_error, and last_error(state) on this thread
+ * returns it until the thread's next call on a state. */
+static _Thread_local const void *t_mem_state;
+static _Thread_local char t_mem_error[1536];
+
 static plait_result_t null_state(const char *what) {
   snprintf(t_error, sizeof t_error, "%s: state is NULL", what);
   return PLAIT_ERR_INVALID_ARGUMENT;
@@ -33,6 +40,7 @@ static plait_result_t use_device(nccl_state_t *st) {
 
 /* Starts a call: NULL state, device, broken state. */
 #define ENTER(state, what)                                                     \
+  t_mem_state = NULL;                                                          \
   if ((state) == NULL) return null_state(what);                                \
   nccl_state_t *st = (nccl_state_t *)(state);                                  \
   st->op = (what);                                                             \
@@ -114,6 +122,7 @@ static plait_result_t nccl_finalize(void *state) {
 
 static const char *nccl_last_error(void *state) {
   if (state == NULL) return t_error;
+  if (state == t_mem_state) return t_mem_error;
   return ((nccl_state_t *)state)->err;
 }
 
@@ -197,20 +206,52 @@ static plait_result_t entry_barrier(void *state) {
 
 /* Memory functions: local, usable even after the communicator failed. */
 #define ENTER_LOCAL(state, what)                                               \
+  t_mem_state = NULL;                                                          \
   if ((state) == NULL) return null_state(what);                                \
   nccl_state_t *st = (nccl_state_t *)(state);                                  \
   st->op = (what);                                                             \
   NC_CHECK(use_device(st));
 
+/* A failure of mem_alloc / mem_free, in this thread's message. */
+static plait_result_t mem_fail(const nccl_state_t *st, plait_result_t code, const char *what,
+                               const char *call, cudaError_t e) {
+  if (call)
+    snprintf(t_mem_error, sizeof t_mem_error, "%s: %s failed: %s: %s on rank %d (CUDA device %d)",
+             what, call, cudaGetErrorName(e), cudaGetErrorString(e), nc_job_rank(st, st->rank),
+             st->device);
+  else
+    snprintf(t_mem_error, sizeof t_mem_error, "%s: ptr is NULL", what);
+  t_mem_state = st;
+  return code;
+}
+
+/* Any thread, concurrently with the other entries: reads only the state's
+ * device, sets it on the calling thread (cudaMalloc and cudaFree are
+ * thread-safe). */
 static plait_result_t entry_mem_alloc(void *state, size_t bytes, void **ptr) {
-  ENTER_LOCAL(state, "mem_alloc");
-  NC_REQUIRE(st, ptr != NULL, "ptr is NULL");
-  return nc_mem_alloc(st, bytes, ptr);
+  t_mem_state = NULL;
+  if (state == NULL) return null_state("mem_alloc");
+  const nccl_state_t *st = state;
+  if (ptr == NULL) return mem_fail(st, PLAIT_ERR_INVALID_ARGUMENT, "mem_alloc", NULL, cudaSuccess);
+  *ptr = NULL;
+  cudaError_t e = cudaSetDevice(st->device);
+  if (e != cudaSuccess) return mem_fail(st, PLAIT_ERR_TRANSPORT, "mem_alloc", "cudaSetDevice", e);
+  e = cudaMalloc(ptr, bytes ? bytes : 1);
+  if (e == cudaSuccess) return PLAIT_SUCCESS;
+  *ptr = NULL;
+  cudaGetLastError(); /* allocation failures are not sticky: clear it */
+  return mem_fail(st, PLAIT_ERR_NO_MEMORY, "mem_alloc", "cudaMalloc", e);
 }
 
 static plait_result_t entry_mem_free(void *state, void *ptr) {
-  ENTER_LOCAL(state, "mem_free");
-  return nc_mem_free(st, ptr);
+  t_mem_state = NULL;
+  if (state == NULL) return null_state("mem_free");
+  const nccl_state_t *st = state;
+  if (ptr == NULL) return PLAIT_SUCCESS;
+  cudaError_t e = cudaSetDevice(st->device);
+  if (e == cudaSuccess) e = cudaFree(ptr);
+  if (e == cudaSuccess) return PLAIT_SUCCESS;
+  return mem_fail(st, PLAIT_ERR_TRANSPORT, "mem_free", "cudaFree", e);
 }
 
 static plait_result_t entry_mem_copy(void *state, void *dst, const void *src, size_t bytes,
