@@ -28,8 +28,12 @@ plait_result_t nc_break(nccl_state_t *st, plait_result_t code, const char *fmt, 
   st->broken = code;
   memcpy(st->broken_msg, st->err, sizeof st->broken_msg);
   NC_WARN(st, "%s", st->err);
+  /* The family is marked failed before any communicator is aborted: the
+   * abort lets the stream go on, and a notify marker that runs then must
+   * not read as success. */
+  if (st->fam) nc_family_break(st->fam, code, st->err); /* aborts the members */
   if (st->fam) pthread_mutex_lock(&st->fam->comm_mu);
-  if (st->comm) {
+  if (st->comm) { /* not a member yet (init, subset) */
     /* Ends what is still running on the device (a kernel waiting for a
      * peer that will never come) and frees the communicator. */
     ncclResult_t r = ncclCommAbort(st->comm);
@@ -37,10 +41,7 @@ plait_result_t nc_break(nccl_state_t *st, plait_result_t code, const char *fmt, 
       NC_WARN(st, "ncclCommAbort after the failure: %s", ncclGetErrorString(r));
     st->comm = NULL;
   }
-  if (st->fam) {
-    pthread_mutex_unlock(&st->fam->comm_mu);
-    nc_family_break(st->fam, code, st->err);
-  }
+  if (st->fam) pthread_mutex_unlock(&st->fam->comm_mu);
   return code;
 }
 

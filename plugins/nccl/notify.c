@@ -94,14 +94,19 @@ static void check_health(nc_family_t *f) {
   }
 }
 
-/* Calls done for the entries taken off the queue (q_mu not held). */
-static void deliver(nc_pending_t *list, plait_result_t rc, const char *msg) {
+/* Calls done for the entries taken off the queue: called with q_mu held,
+ * releases it meanwhile. */
+static void deliver(nc_family_t *f, nc_pending_t *list, plait_result_t rc, const char *msg) {
+  pthread_mutex_unlock(&f->q_mu);
   while (list) {
     nc_pending_t *next = list->next;
     list->done(list->ctx, rc, rc == PLAIT_SUCCESS ? NULL : msg);
     free(list);
     list = next;
   }
+  pthread_mutex_lock(&f->q_mu);
+  f->delivering = 0;
+  pthread_cond_broadcast(&f->q_cv); /* for nc_family_drain */
 }
 
 /* Takes the entries with seq <= upto (all with upto UINT64_MAX) off the
@@ -113,7 +118,7 @@ static nc_pending_t *take(nc_family_t *f, uint64_t upto) {
   f->head = last->next;
   if (!f->head) f->tail = NULL;
   last->next = NULL;
-  pthread_cond_broadcast(&f->q_cv); /* for nc_family_drain */
+  f->delivering = 1; /* until their done calls returned (nc_family_drain) */
   return first;
 }
 
@@ -135,11 +140,9 @@ static void *waiter_main(void *arg) {
     plait_result_t failed = (plait_result_t)atomic_load(&f->broken);
     if (failed != PLAIT_SUCCESS || (f->stopping && f->head)) {
       nc_pending_t *all = take(f, UINT64_MAX);
-      pthread_mutex_unlock(&f->q_mu);
-      deliver(all, failed != PLAIT_SUCCESS ? failed : PLAIT_ERR_SHUTDOWN,
+      deliver(f, all, failed != PLAIT_SUCCESS ? failed : PLAIT_ERR_SHUTDOWN,
               failed != PLAIT_SUCCESS ? f->broken_msg
                                       : "finalize: the work was still outstanding");
-      pthread_mutex_lock(&f->q_mu);
       if (f->stopping) break;
       if (!f->head) pthread_cond_wait(&f->q_cv, &f->q_mu);
       continue;
@@ -158,10 +161,7 @@ static void *waiter_main(void *arg) {
       check_health(f);
       pthread_mutex_lock(&f->q_mu);
       if (atomic_load(&f->broken) != PLAIT_SUCCESS) continue;
-      nc_pending_t *ok = take(f, done);
-      pthread_mutex_unlock(&f->q_mu);
-      deliver(ok, PLAIT_SUCCESS, NULL);
-      pthread_mutex_lock(&f->q_mu);
+      deliver(f, take(f, done), PLAIT_SUCCESS, NULL);
       continue;
     }
     double since = f->head->since > progress ? f->head->since : progress;
@@ -239,7 +239,8 @@ void nc_family_drain(nccl_state_t *st) {
     return;
   }
   double limit = nc_now() + st->timeout_s;
-  while (f->head && atomic_load(&f->broken) == PLAIT_SUCCESS && nc_now() < limit)
+  while ((f->head || f->delivering) && atomic_load(&f->broken) == PLAIT_SUCCESS &&
+         nc_now() < limit)
     sleep_until(f, limit);
   int stuck = f->head != NULL && atomic_load(&f->broken) == PLAIT_SUCCESS;
   pthread_mutex_unlock(&f->q_mu);
@@ -249,7 +250,8 @@ void nc_family_drain(nccl_state_t *st) {
              "on rank %d (CUDA device %d); the communicators were aborted",
              st->timeout_s, nc_job_rank(st, st->rank), st->device);
   pthread_mutex_lock(&f->q_mu);
-  while (f->head) pthread_cond_wait(&f->q_cv, &f->q_mu); /* the waiter delivers at once */
+  /* The waiter delivers at once; done calls return before finalize goes on. */
+  while (f->head || f->delivering) pthread_cond_wait(&f->q_cv, &f->q_mu);
   pthread_mutex_unlock(&f->q_mu);
 }
 

@@ -73,6 +73,7 @@ typedef struct nc_family {
   uint64_t enqueued;  /* markers enqueued (core thread) */
   uint64_t completed; /* markers run (CUDA's host-function thread) */
   int stopping;
+  int delivering; /* the waiter is calling done for entries it took */
   int has_waiter;
   pthread_t waiter;
 
