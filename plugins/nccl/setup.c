@@ -216,7 +216,7 @@ void nc_stop(nccl_state_t *st) {
   st->op = "finalize";
   if (st->device >= 0) cudaSetDevice(st->device);
   /* Every outstanding done first (notify.h), with the work's result. */
-  if (st->comm) nc_family_drain(st);
+  nc_family_drain(st);
   if (st->fam) pthread_mutex_lock(&st->fam->comm_mu);
   if (st->comm && nc_family_failed(st) == PLAIT_SUCCESS) {
     /* Healthy: let NCCL flush, for a bounded time (a peer that is gone
