@@ -1,0 +1,170 @@
+"""CUDA tensors in plait.torch: which path they take, the stream they are
+ready on, and the outputs plait allocates on the device.
+
+Two paths, chosen by the transport in use (its PLAIT_CAP_DEVICE_MEMORY):
+ - a transport that takes device memory (nccl): the tensor's device pointer
+   goes to plait with the current stream of its device as the ready stream
+   (plait_op_options_t.stream), so plait's work waits for what the caller
+   enqueued before the call, without blocking the host. plait_wait returns
+   once the device work has finished, so everything the caller enqueues
+   after synchronize() sees the result (Horovod's semantics).
+ - a host-only transport (gloo, ofi): what Horovod 0.28 does when it is built
+   without GPU operations (mpi_ops_v2.cc, Do*CudaOnCPU): the tensor is copied
+   to host memory, the operation runs there, and the result is copied back to
+   the tensor's device (into the tensor itself for the in-place forms).
+
+Outputs plait allocates on the device (allgather, alltoall, reducescatter)
+belong to the plait handle; they are copied into a torch CUDA tensor on the
+current stream through __cuda_array_interface__ (pure torch: no libcudart
+loaded by hand, no cupy; DLPack would need a hand-built DLManagedTensor and
+a C deleter for the same copy), and the handle is released only once that
+copy has run (a CUDA event), never while the copy may still read it.
+
+Nothing here is called for CPU tensors: their path makes no torch.cuda call.
+"""
+
+import ctypes
+import threading
+
+import torch
+
+from plait import _core
+from plait.common import basics as _basics
+
+_STREAM_FIELD = any(f[0] == "stream" for f in _core.OpOptions._fields_)
+
+_takes_device = {}  # transport name -> bool
+_held = []          # (torch.cuda.Event, _core.Handle): outputs being copied
+_held_lock = threading.Lock()
+
+
+def device_transport():
+    """True when the transport in use takes device memory (CUDA tensors go
+    to it as they are); False for a host-only one (they are staged)."""
+    name = _core.transport_name()
+    known = _takes_device.get(name)
+    if known is None:
+        found = _basics._load_plugin(name)
+        # A plugin plait runs but this process cannot inspect: the core
+        # decides (it refuses device memory on a host-only transport).
+        known = True if found is None else bool(found[0].caps & _basics._CAP_DEVICE_MEMORY)
+        _takes_device[name] = known
+    return known
+
+
+def ready_stream(t):
+    """The current stream of t's device: where the caller's work on t is
+    enqueued, so where t is ready."""
+    return torch.cuda.current_stream(t.device)
+
+
+def options(prescale, postscale, pset, stream):
+    """(pointer to plait_op_options_t or None, what to keep alive) for an
+    operation on device tensors ready on stream (a torch.cuda.Stream)."""
+    handle = stream.cuda_stream
+    if handle == 0:  # the legacy default stream: what NULL means
+        if prescale == 1.0 and postscale == 1.0 and not pset:
+            return None, None
+        o = _core.options(prescale, postscale, pset)
+        return ctypes.byref(o), o
+    if not _STREAM_FIELD:
+        # This libplait's options have no stream: plait orders its work after
+        # the legacy default stream only, so the input must be ready before
+        # the call (blocks the host, never wrong).
+        stream.synchronize()
+        if prescale == 1.0 and postscale == 1.0 and not pset:
+            return None, None
+        o = _core.options(prescale, postscale, pset)
+        return ctypes.byref(o), o
+    o = _core.options(prescale, postscale, pset)
+    o.stream = handle
+    return ctypes.byref(o), (o, stream)
+
+
+def to_host(t):
+    """t (a CUDA tensor) copied to host memory, after the work enqueued on
+    its device's current stream (a blocking copy)."""
+    return t.detach().to("cpu")
+
+
+def back_to(device):
+    """What turns a host result into one on device."""
+    def move(r):
+        return r.to(device)
+    return move
+
+
+def into(tensor):
+    """What copies a host result into the CUDA tensor (in place) and
+    returns the tensor."""
+    def copy(r):
+        with torch.no_grad():
+            tensor.copy_(r)
+        return tensor
+    return copy
+
+
+class _DeviceBytes:
+    """nbytes of device memory at ptr, as __cuda_array_interface__ (version
+    3) describes it: what torch.as_tensor wraps without copying. "stream":
+    None: the producer's work is over (plait_wait returned)."""
+
+    def __init__(self, ptr, nbytes):
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,), "typestr": "|u1", "data": (ptr, False),
+            "version": 3, "strides": None, "stream": None,
+        }
+
+
+def from_device_output(hh, ct, dtype):
+    """A new torch CUDA tensor holding a copy of plait's device output ct of
+    handle hh, copied on the current stream; hh's memory is kept until that
+    copy has run, and hh itself is emptied (its release does nothing)."""
+    shape = _core.tensor_shape(ct)
+    nbytes = _core.tensor_nbytes(ct)
+    device = torch.device("cuda", ct.device)
+    if nbytes == 0:
+        return torch.empty(shape, dtype=dtype, device=device)
+    out = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    out.copy_(torch.as_tensor(_DeviceBytes(ct.data, nbytes), device=device))
+    _hold(hh, device)
+    return out.view(dtype).reshape(shape)
+
+
+def _hold(hh, device):
+    """Moves hh's plait handle into _held until an event recorded now on
+    device's current stream has fired."""
+    reap()
+    event = torch.cuda.Event()
+    event.record(torch.cuda.current_stream(device))
+    keeper = _core.Handle(hh._ptr, hh.keep, hh.name)
+    keeper._result = hh._result
+    hh._ptr = None
+    hh.keep = None
+    with _held_lock:
+        _held.append((event, keeper))
+
+
+def reap(block=False):
+    """Releases the handles whose output copies have run (all of them, after
+    waiting, with block)."""
+    if not _held:
+        return
+    with _held_lock:
+        keep = []
+        for event, h in _held:
+            if block:
+                event.synchronize()
+            if block or event.query():
+                h.release()
+            else:
+                keep.append((event, h))
+        _held[:] = keep
+
+
+def _at_shutdown():
+    reap(block=True)
+    _takes_device.clear()
+
+
+_basics.add_shutdown_hook(_at_shutdown)
