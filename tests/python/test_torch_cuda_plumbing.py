@@ -1,0 +1,96 @@
+"""What of plait.torch's CUDA path can be checked without a GPU, in one
+process: CPU tensors never touch torch.cuda, a host-only transport is known
+as one (CUDA tensors would be staged), and the ready stream of a CUDA tensor
+reaches plait_op_options_t.stream. The CUDA tensors themselves:
+test_torch_cuda.py (skipped without a device)."""
+
+import ctypes
+import os
+import subprocess
+import sys
+import textwrap
+
+from plait import _core
+from plait.torch import _cuda
+
+
+def run(code):
+    env = dict(os.environ)
+    env.setdefault("PLAIT_TRANSPORT", "gloo")
+    for k in ("PLAIT_RANK", "PLAIT_SIZE", "PLAIT_RENDEZVOUS"):
+        env.pop(k, None)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cpu_operations_make_no_torch_cuda_call():
+    p = run("""
+        import torch, plait.torch as hvd
+        hvd.init()
+        x = torch.ones(8)
+        hvd.allreduce(x, name="a"); hvd.allreduce_(x, name="b", prescale_factor=2.0)
+        hvd.grouped_allreduce([x, x], name="c"); hvd.allgather(x.reshape(2, 4), name="d")
+        hvd.broadcast_(x, 0, name="e"); hvd.alltoall(x, name="f")
+        hvd.reducescatter(x.reshape(4, 2), name="g"); hvd.barrier(); hvd.join()
+        hvd.shutdown()
+        print("cuda initialized:", torch.cuda.is_initialized())
+        """)
+    assert p.returncode == 0, p.stderr
+    assert "cuda initialized: False" in p.stdout, p.stdout
+
+
+def test_host_only_transports_are_known_as_such():
+    p = run("""
+        import plait.torch as hvd
+        from plait.torch import _cuda
+        hvd.init()
+        print(hvd.transport_name(), _cuda.device_transport())
+        hvd.shutdown()
+        """)
+    assert p.returncode == 0, p.stderr
+    name, takes_device = p.stdout.split()
+    assert name in ("gloo", "ofi") and takes_device == "False", p.stdout
+
+
+class _Stream:
+    """What _cuda.options reads of a torch.cuda.Stream: its handle, and
+    synchronize() (which it calls when this libplait has no stream field)."""
+
+    def __init__(self, handle):
+        self.cuda_stream = handle
+        self.synchronized = 0
+
+    def synchronize(self):
+        self.synchronized += 1
+
+
+def _struct(ptr):
+    return ctypes.cast(ptr, ctypes.POINTER(_core.OpOptions)).contents
+
+
+def test_the_default_stream_needs_no_options():
+    assert _cuda.options(1.0, 1.0, 0, _Stream(0)) == (None, None)
+    ptr, keep = _cuda.options(2.0, 1.0, 0, _Stream(0))
+    assert _struct(ptr).prescale_factor == 2.0
+
+
+def test_a_side_stream_is_the_ready_stream():
+    s = _Stream(0x7f00dead0000)
+    ptr, keep = _cuda.options(1.0, 0.5, 0, s)
+    if _cuda._STREAM_FIELD:
+        o = _struct(ptr)
+        assert o.stream == 0x7f00dead0000 and o.postscale_factor == 0.5
+        assert o.struct_size == ctypes.sizeof(_core.OpOptions)
+        assert s.synchronized == 0  # no host wait: plait waits on the device
+        assert s in keep            # the stream lives until the operation is over
+    else:
+        # Without the field the input must be ready before the call.
+        assert s.synchronized == 1
+        if ptr is not None:
+            assert _struct(ptr).postscale_factor == 0.5
+
+
+def test_device_bytes_describe_plait_output():
+    d = _cuda._DeviceBytes(0x1000, 48).__cuda_array_interface__
+    assert d["shape"] == (48,) and d["typestr"] == "|u1" and d["data"] == (0x1000, False)
+    assert d["version"] == 3 and d["stream"] is None
