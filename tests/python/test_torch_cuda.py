@@ -213,6 +213,43 @@ def test_distributed_optimizer_matches_plain_sgd():
         assert torch.equal(p, q)  # one rank: Average of one gradient is that gradient
 
 
+def test_objects_and_adam_state_under_any_transport():
+    """plait.torch's helpers make CPU tensors of their own (pickled bytes,
+    Adam's CPU 'step'): under a device-only transport they go through the
+    device and come back."""
+    assert hvd.broadcast_object({"a": [1, 2]}, root_rank=0, name="obj") == {"a": [1, 2]}
+    assert hvd.allgather_object(("x", 3), name="objs") == [("x", 3)]
+    model = torch.nn.Linear(4, 2).to(DEV)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    model(torch.randn(3, 4, device=DEV)).sum().backward()
+    opt.step()
+    steps = [opt.state[p]["step"].clone() for p in model.parameters()]
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    for p, s in zip(model.parameters(), steps):
+        assert torch.equal(opt.state[p]["step"], s)
+        assert opt.state[p]["exp_avg"].device == DEV
+    cpu_model = torch.nn.Linear(3, 3)
+    before = {k: v.clone() for k, v in cpu_model.state_dict().items()}
+    hvd.broadcast_parameters(cpu_model.state_dict(), root_rank=0)
+    for k, v in cpu_model.state_dict().items():
+        assert v.device.type == "cpu" and torch.equal(v, before[k])
+
+
+def test_gradients_on_the_device():
+    x = sample(torch.float32, 12, seed=11).reshape(6, 2).requires_grad_()
+    hvd.allgather(x, name="grad.ag").sum().backward()
+    assert x.grad.device == DEV and torch.equal(x.grad.cpu(), torch.ones(6, 2))
+    y = sample(torch.float32, 8, seed=12).requires_grad_()
+    (hvd.allreduce(y, name="grad.ar", op=hvd.Sum) * 3).sum().backward()
+    assert torch.equal(y.grad.cpu(), torch.full((8,), 3.0))
+
+
+def test_empty_tensors_of_a_dtype_moved_as_bytes():
+    x = torch.empty(0, 2, dtype=torch.complex64, device=DEV)
+    y = hvd.allgather(x, name="ag.empty.complex")
+    assert y.shape == (0, 2) and y.dtype == torch.complex64 and y.device == DEV
+
+
 def test_a_cpu_tensor_under_a_device_transport_is_refused():
     if not on_device():
         pytest.skip("the transport (%s) takes host memory: CPU tensors are its own"

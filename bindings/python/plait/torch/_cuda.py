@@ -33,23 +33,48 @@ from plait.common import basics as _basics
 
 _STREAM_FIELD = any(f[0] == "stream" for f in _core.OpOptions._fields_)
 
-_takes_device = {}  # transport name -> bool
+_CAP_HOST_MEMORY = 1 << 0  # PLAIT_CAP_HOST_MEMORY
+_caps = {}  # transport name -> (takes host memory, takes device memory)
 _held = []          # (torch.cuda.Event, _core.Handle): outputs being copied
 _held_lock = threading.Lock()
+
+
+def _memory():
+    name = _core.transport_name()
+    known = _caps.get(name)
+    if known is None:
+        found = _basics._load_plugin(name)
+        if found is None:
+            # A plugin plait runs but this process cannot inspect: the core
+            # decides (it refuses memory a transport does not take).
+            known = (True, True)
+        else:
+            caps = found[0].caps
+            known = (bool(caps & _CAP_HOST_MEMORY), bool(caps & _basics._CAP_DEVICE_MEMORY))
+        _caps[name] = known
+    return known
 
 
 def device_transport():
     """True when the transport in use takes device memory (CUDA tensors go
     to it as they are); False for a host-only one (they are staged)."""
-    name = _core.transport_name()
-    known = _takes_device.get(name)
-    if known is None:
-        found = _basics._load_plugin(name)
-        # A plugin plait runs but this process cannot inspect: the core
-        # decides (it refuses device memory on a host-only transport).
-        known = True if found is None else bool(found[0].caps & _basics._CAP_DEVICE_MEMORY)
-        _takes_device[name] = known
-    return known
+    return _memory()[1]
+
+
+def host_transport():
+    """True when the transport in use takes host memory (False for nccl:
+    the core refuses CPU tensors there)."""
+    return _memory()[0]
+
+
+def placed(t):
+    """t where the transport can take it, for plait.torch's own helpers
+    (broadcast_object, allgather_object, optimizer state): a CPU tensor goes
+    to the current CUDA device under a device-only transport; anything else
+    is t itself."""
+    if t.is_cuda or host_transport():
+        return t
+    return t.to(torch.device("cuda", torch.cuda.current_device()))
 
 
 def ready_stream(t):
@@ -164,7 +189,7 @@ def reap(block=False):
 
 def _at_shutdown():
     reap(block=True)
-    _takes_device.clear()
+    _caps.clear()
 
 
 _basics.add_shutdown_hook(_at_shutdown)

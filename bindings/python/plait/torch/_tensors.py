@@ -71,13 +71,14 @@ def _as_bytes_rows(t):
     width = item
     for d in rest:
         width *= d
-    flat = t.reshape(-1).view(torch.uint8) if t.numel() else torch.empty(0, dtype=torch.uint8)
+    flat = t.reshape(-1).view(torch.uint8) if t.numel() else \
+        torch.empty(0, dtype=torch.uint8, device=t.device)
     rows = flat.reshape(t.shape[0], width)
 
     def back(raw):
         n = raw.shape[0]
         if n == 0 or width == 0:
-            return torch.empty((n,) + rest, dtype=t.dtype)
+            return torch.empty((n,) + rest, dtype=t.dtype, device=raw.device)
         return raw.reshape(-1).view(t.dtype).reshape((n,) + rest)
     return rows, back
 

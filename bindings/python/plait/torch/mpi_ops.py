@@ -346,7 +346,8 @@ def _rank_offsets(rows_list, name, process_set=global_process_set):
     """For each tensor, the first row of this rank's rows in the gathered
     tensor (every rank's row counts are allgathered as int32, as Horovod)."""
     counts = synchronize(grouped_allgather_async(
-        [torch.tensor([r], dtype=torch.int32) for r in rows_list], name, process_set))
+        [_cuda.placed(torch.tensor([r], dtype=torch.int32)) for r in rows_list], name,
+        process_set))
     r = rank() if _check_process_set(process_set) == 0 else process_set.rank()
     return [int(c[:r].sum()) if r else 0 for c in counts]
 
