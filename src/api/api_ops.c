@@ -44,11 +44,37 @@ static plait_result_t check_name(const char *fn, const char *name) {
   return PLAIT_SUCCESS;
 }
 
+/* Whether the transport takes t's memory: host memory needs
+ * PLAIT_CAP_HOST_MEMORY, device memory PLAIT_CAP_DEVICE_MEMORY and, when the
+ * plugin says which device its state is on (device()), that device. */
+static plait_result_t check_memory(const char *fn, const plait_engine_t *e, const char *what,
+                                   const char *name, const plait_tensor_t *t) {
+  const plait_transport_t *tr = e->plugin.table;
+  if (t->device == PLAIT_DEVICE_HOST) {
+    if (tr->caps & PLAIT_CAP_HOST_MEMORY) return PLAIT_SUCCESS;
+    return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: %s of '%s' is in host memory but transport "
+                       "'%s' takes device memory only (pass a tensor in device memory, or choose "
+                       "a transport for host memory with PLAIT_TRANSPORT, e.g. gloo)", fn, what,
+                       name, tr->name);
+  }
+  if (!(tr->caps & PLAIT_CAP_DEVICE_MEMORY))
+    return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: %s of '%s' is on device %d but transport '%s' "
+                       "takes host memory only (choose one with PLAIT_TRANSPORT, e.g. nccl)", fn,
+                       what, name, t->device, tr->name);
+  int mine = PLAIT_TRANSPORT_HAS(tr, device) ? tr->device(e->plugin.state) : -1;
+  if (mine >= 0 && t->device != mine)
+    return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "%s: %s of '%s' is on device %d but transport "
+                       "'%s' runs on device %d on this rank (move the tensor to device %d, or "
+                       "select device %d before plait_init)", fn, what, name, t->device, tr->name,
+                       mine, mine, t->device);
+  return PLAIT_SUCCESS;
+}
+
 /* Checks a tensor and fills the shared parts of meta. *tp is read (any size
  * from its first layout up) into copy and then points to it. */
 static plait_result_t check_tensor(const char *fn, const plait_engine_t *e, const char *what,
-                                   const plait_tensor_t **tp, plait_tensor_t *copy,
-                                   plait_meta_t *meta) {
+                                   const char *name, const plait_tensor_t **tp,
+                                   plait_tensor_t *copy, plait_meta_t *meta) {
   if (!*tp) return BAD("%s: %s is NULL", fn, what);
   PLAIT_CHECK(plait_tensor_read(fn, what, *tp, copy));
   const plait_tensor_t *t = *tp = copy;
@@ -66,14 +92,13 @@ static plait_result_t check_tensor(const char *fn, const plait_engine_t *e, cons
     count *= t->shape[i];
   }
   if (count > 0 && !t->data) return BAD("%s: %s->data is NULL with %lld elements", fn, what, (long long)count);
-  if (t->device != PLAIT_DEVICE_HOST && !(e->plugin.table->caps & PLAIT_CAP_DEVICE_MEMORY))
-    return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: %s is on device %d but the transport handles "
-                       "host memory only (choose one with PLAIT_TRANSPORT, e.g. nccl)", fn, what,
-                       t->device);
+  PLAIT_CHECK(check_memory(fn, e, what, name, t));
   memset(meta, 0, sizeof *meta);
   meta->dtype = (uint8_t)t->dtype;
   meta->ndim = (uint8_t)t->ndim;
-  meta->device = t->device;
+  /* Announced and compared across ranks: host or device memory only. The
+   * index is this rank's own (each rank of a job has its own device). */
+  meta->device = t->device == PLAIT_DEVICE_HOST ? PLAIT_DEVICE_HOST : 0;
   memcpy(meta->shape, t->shape, sizeof t->shape[0] * (size_t)t->ndim);
   meta->prescale = meta->postscale = 1.0;
   return PLAIT_SUCCESS;
@@ -111,7 +136,8 @@ static plait_result_t check_common(const char *fn, const plait_engine_t *e,
   return plait_api_check(fn, e);
 }
 
-static plait_result_t check_reduction(const char *fn, plait_dtype_t dtype, int device,
+static plait_result_t check_reduction(const char *fn, const plait_engine_t *e,
+                                      plait_dtype_t dtype, int device,
                                       plait_op_t op, const plait_op_options_t *opts,
                                       plait_meta_t *meta) {
   if (!plait_op_name(op)) return BAD("%s: op %d is not a plait_op_t", fn, op);
@@ -122,14 +148,29 @@ static plait_result_t check_reduction(const char *fn, plait_dtype_t dtype, int d
     return BAD("%s: prescale_factor %g and postscale_factor %g must be finite", fn, pre, post);
   if ((pre != 1.0 || post != 1.0) && dtype == PLAIT_BOOL)
     return BAD("%s: scale factors are not defined for bool", fn);
-  if ((pre != 1.0 || post != 1.0 || op == PLAIT_OP_AVERAGE) && device != PLAIT_DEVICE_HOST)
-    return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: %s on device memory is not supported yet "
-                       "(the core scales on the host); use SUM and scale on the device", fn,
-                       op == PLAIT_OP_AVERAGE ? "AVERAGE" : "a scale factor");
+  if ((pre != 1.0 || post != 1.0 || op == PLAIT_OP_AVERAGE) && device != PLAIT_DEVICE_HOST &&
+      !PLAIT_TRANSPORT_HAS(e->plugin.table, batch_copy))
+    return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: %s on device memory needs a transport that "
+                       "scales there (batch_copy), and transport '%s' does not; use SUM and "
+                       "scale on the device", fn, op == PLAIT_OP_AVERAGE ? "AVERAGE" :
+                       "a scale factor", e->plugin.table->name);
   meta->op = (uint8_t)op;
   meta->prescale = pre;
   meta->postscale = post;
   return PLAIT_SUCCESS;
+}
+
+/* The collectives whose output plait allocates: on device memory they need
+ * the transport's batch_copy (transport.h: a device plugin without it gets
+ * unfused in-place operations only). */
+static plait_result_t check_device_output(const char *fn, const plait_engine_t *e,
+                                          const plait_tensor_t *input) {
+  if (input->device == PLAIT_DEVICE_HOST || PLAIT_TRANSPORT_HAS(e->plugin.table, batch_copy))
+    return PLAIT_SUCCESS;
+  return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: input is on device %d and transport '%s' has "
+                     "no batch_copy, which plait needs to fill an output it allocates in device "
+                     "memory (use allreduce, or a transport with batch_copy)", fn, input->device,
+                     e->plugin.table->name);
 }
 
 static plait_entry_t *new_entry(const char *name, const plait_meta_t *meta) {
@@ -152,7 +193,7 @@ static plait_result_t submit_as(const char *fn, plait_engine_t *e, plait_entry_t
   plait_result_t rc = h ? PLAIT_SUCCESS : plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
   for (int i = 0; i < n && rc == PLAIT_SUCCESS; i++) {
     if (!es[i]) rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-    else es[i]->handle = h, es[i]->index = i;
+    else es[i]->handle = h, es[i]->index = i, es[i]->stream = opts ? opts->stream : NULL;
   }
   if (rc == PLAIT_SUCCESS && (rc = plait_engine_submit(e, es, n)) != PLAIT_SUCCESS &&
       strncmp(plait_last_error(), fn, strlen(fn)))
@@ -192,10 +233,15 @@ static plait_result_t allreduce_entry(const char *fn, const plait_engine_t *engi
   plait_meta_t meta, ometa;
   plait_tensor_t tin, tout;
   PLAIT_CHECK(check_name(fn, name));
-  PLAIT_CHECK(check_tensor(fn, engine, "input", &in, &tin, &meta));
-  PLAIT_CHECK(check_tensor(fn, engine, "output", &out, &tout, &ometa));
+  PLAIT_CHECK(check_tensor(fn, engine, "input", name, &in, &tin, &meta));
+  PLAIT_CHECK(check_tensor(fn, engine, "output", name, &out, &tout, &ometa));
   PLAIT_CHECK(same_shape(fn, in, out));
-  PLAIT_CHECK(check_reduction(fn, in->dtype, in->device, op, opts, &meta));
+  if (in->device != PLAIT_DEVICE_HOST && in->data != out->data &&
+      !PLAIT_TRANSPORT_HAS(engine->plugin.table, batch_copy))
+    return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: '%s' is in device memory and out of place, "
+                       "but transport '%s' has no batch_copy to copy it there (pass the same "
+                       "tensor as input and output)", fn, name, engine->plugin.table->name);
+  PLAIT_CHECK(check_reduction(fn, engine, in->dtype, in->device, op, opts, &meta));
   int members;
   PLAIT_CHECK(check_pset(fn, engine, opts, &members, &meta));
   meta.coll = PLAIT_COLL_ALLREDUCE;
@@ -266,11 +312,9 @@ PLAIT_API plait_result_t plait_allgather_async(const char *name, const plait_ten
   plait_meta_t meta;
   PLAIT_CHECK(check_name(fn, name));
   plait_tensor_t tin;
-  PLAIT_CHECK(check_tensor(fn, engine, "input", &input, &tin, &meta));
+  PLAIT_CHECK(check_tensor(fn, engine, "input", name, &input, &tin, &meta));
   if (input->ndim < 1) return BAD("%s: input is a scalar; allgather needs a first dimension", fn);
-  if (input->device != PLAIT_DEVICE_HOST)
-    return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
-                       "(plait allocates this output on the host)", fn);
+  PLAIT_CHECK(check_device_output(fn, engine, input));
   int members;
   PLAIT_CHECK(check_pset(fn, engine, opts, &members, &meta));
   meta.coll = PLAIT_COLL_ALLGATHER;
@@ -289,7 +333,7 @@ PLAIT_API plait_result_t plait_broadcast_async(const char *name, const plait_ten
   plait_meta_t meta;
   PLAIT_CHECK(check_name(fn, name));
   plait_tensor_t tt;
-  PLAIT_CHECK(check_tensor(fn, engine, "tensor", &tensor, &tt, &meta));
+  PLAIT_CHECK(check_tensor(fn, engine, "tensor", name, &tensor, &tt, &meta));
   int size = engine->topo.size, members;
   if (root < 0 || root >= size) return BAD("%s: root %d is not a rank of this job of %d", fn, root, size);
   PLAIT_CHECK(check_pset(fn, engine, opts, &members, &meta));
@@ -314,11 +358,9 @@ PLAIT_API plait_result_t plait_alltoall_async(const char *name, const plait_tens
   plait_meta_t meta;
   PLAIT_CHECK(check_name(fn, name));
   plait_tensor_t tin;
-  PLAIT_CHECK(check_tensor(fn, engine, "input", &input, &tin, &meta));
+  PLAIT_CHECK(check_tensor(fn, engine, "input", name, &input, &tin, &meta));
   if (input->ndim < 1) return BAD("%s: input is a scalar; alltoall needs a first dimension", fn);
-  if (input->device != PLAIT_DEVICE_HOST)
-    return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
-                       "(plait allocates this output on the host)", fn);
+  PLAIT_CHECK(check_device_output(fn, engine, input));
   int size;
   PLAIT_CHECK(check_pset(fn, engine, opts, &size, &meta));
   int64_t rows = input->shape[0], sum = 0;
@@ -358,12 +400,10 @@ PLAIT_API plait_result_t plait_reducescatter_async(const char *name, const plait
   plait_meta_t meta;
   PLAIT_CHECK(check_name(fn, name));
   plait_tensor_t tin;
-  PLAIT_CHECK(check_tensor(fn, engine, "input", &input, &tin, &meta));
+  PLAIT_CHECK(check_tensor(fn, engine, "input", name, &input, &tin, &meta));
   if (input->ndim < 1) return BAD("%s: input is a scalar; reducescatter needs a first dimension", fn);
-  if (input->device != PLAIT_DEVICE_HOST)
-    return plait_error(PLAIT_ERR_UNSUPPORTED, "%s: outputs on device memory are not supported yet "
-                       "(plait allocates this output on the host)", fn);
-  PLAIT_CHECK(check_reduction(fn, input->dtype, input->device, op, opts, &meta));
+  PLAIT_CHECK(check_device_output(fn, engine, input));
+  PLAIT_CHECK(check_reduction(fn, engine, input->dtype, input->device, op, opts, &meta));
   int members;
   PLAIT_CHECK(check_pset(fn, engine, opts, &members, &meta));
   meta.coll = PLAIT_COLL_REDUCESCATTER;

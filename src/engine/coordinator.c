@@ -23,6 +23,7 @@
 #include "util/waitset.h"
 #include "control/messages.h"
 #include "engine/negotiate.h"
+#include "engine/pending.h"
 #include "util/clock.h"
 #include "engine/stats.h"
 #include "engine/table.h"
@@ -472,7 +473,12 @@ static plait_result_t cycle(plait_coord_t *c) {
    * (negotiate.h, hold_s), the same decision for every rank. */
   int woke = ready > 0 && c->pfd[0].revents;
   int busy = 0;
-  plait_result_t rc;
+  /* device work that finished meanwhile (pending.h): its handles complete */
+  plait_result_t rc = plait_pending_reap(c->exec.pending, &c->exec);
+  if (rc) {
+    c->transport_failed = 1;
+    return rc;
+  }
   if (c->rank == 0)
     rc = root_cycle(c, woke, &busy);
   else
@@ -654,10 +660,12 @@ static void *coordinator_main(void *arg) {
       plait_table_close(&c->table, rc, msg); /* refuse new work before completing any */
       plait_control_fail(c->ctrl, plait_error(rc, "%s", msg)); /* rank 0 tells the others */
       PLAIT_ERROR("coord", "the job failed: %s", msg);
+      plait_exec_settle(&c->exec, rc, msg); /* interrupt, then outstanding device work fails */
       fail_everything(c, rc, msg);
       return NULL;
     }
   }
+  plait_exec_settle(&c->exec, PLAIT_SUCCESS, "plait was shut down"); /* device work finishes */
   fail_everything(c, PLAIT_ERR_SHUTDOWN,
                   "plait was shut down (plait_shutdown) on this or another rank");
   return NULL;
@@ -667,12 +675,16 @@ static void *coordinator_main(void *arg) {
 static plait_result_t coord_alloc(plait_coord_t *c) {
   PLAIT_CHECK(plait_table_open(&c->table));
   c->table.tl = c->e->timeline;
+  if (PLAIT_TRANSPORT_HAS(c->t, notify) && /* device work completes asynchronously */
+      !(c->exec.pending = plait_pending_new(c->table.wake_fd, c->cfg->timeout_s)))
+    return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory starting the coordinator");
   uint64_t cap = c->cfg->cache_capacity;
   PLAIT_CHECK(plait_cache_init(&c->cache, (int)(cap > 1 << 24 ? 1 << 24 : cap)));
   if (plait_namemap_init(&c->local))
     return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory starting the coordinator");
   if (c->rank == 0) PLAIT_CHECK(plait_neg_init(&c->neg, c->size, c->cfg, &c->cache));
   c->neg.psets = c->e->psets;
+  c->neg.device_solo = !PLAIT_TRANSPORT_HAS(c->t, batch_copy); /* nothing else fills the buffer */
   if (!(c->last_heard = calloc((size_t)c->size, sizeof *c->last_heard)) ||
       !(c->pfd = calloc((size_t)c->size + 1, sizeof *c->pfd)))
     return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory starting the coordinator");

@@ -104,8 +104,9 @@ int plait_meta_describe_difference(const plait_meta_t *a, const plait_meta_t *b,
   int reduces = a->coll == PLAIT_COLL_ALLREDUCE || a->coll == PLAIT_COLL_REDUCESCATTER;
   DIFF(reduces && a->op != b->op, "reduction op", snprintf(va, v_cap, "%s", plait_op_name(a->op)),
        snprintf(vb, v_cap, "%s", plait_op_name(b->op)))
-  DIFF(a->device != b->device, "device", snprintf(va, v_cap, "%d", a->device),
-       snprintf(vb, v_cap, "%d", b->device))
+  DIFF(a->device != b->device, "memory", /* host or device: the index is each rank's own */
+       snprintf(va, v_cap, "%s", a->device < 0 ? "host" : "device"),
+       snprintf(vb, v_cap, "%s", b->device < 0 ? "host" : "device"))
   DIFF(a->coll == PLAIT_COLL_BROADCAST && a->root != b->root, "root rank",
        snprintf(va, v_cap, "%d", a->root), snprintf(vb, v_cap, "%d", b->root))
   DIFF(reduces && a->prescale != b->prescale, "prescale factor",

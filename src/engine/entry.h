@@ -68,6 +68,7 @@ typedef struct plait_entry {
   struct plait_handle *handle;
   double submitted_at; /* plait_now() */
   int index;           /* position within its handle's group */
+  void *stream;        /* plait_op_options_t.stream: local, never negotiated */
   /* library-owned output (allgather, alltoall, reducescatter) */
   void *owned;
   struct plait_entry *next; /* in whatever list holds it */

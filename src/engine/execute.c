@@ -11,6 +11,7 @@
 #include "engine/handle.h"
 #include "util/log.h"
 #include "engine/fusion.h"
+#include "engine/pending.h"
 #include "engine/process_set.h"
 #include "util/clock.h"
 #include "util/reduce.h"
@@ -24,8 +25,10 @@ void plait_exec_init(plait_exec_t *x, int rank, int size, const plait_transport_
   x->size = size;
   x->t = t;
   x->ts = ts;
+  x->ts0 = ts;
   x->table = table;
   x->local = local;
+  if (t->caps & PLAIT_CAP_DEVICE_MEMORY) x->devmem = plait_devmem_new(t, ts);
   for (int c = 1; c <= PLAIT_COLL_MAX_; c++) {
     char *a = x->activity[c];
     snprintf(a, sizeof x->activity[c], "%s_%s", t->name, plait_coll_name((plait_coll_t)c));
@@ -34,9 +37,17 @@ void plait_exec_init(plait_exec_t *x, int rank, int size, const plait_transport_
 }
 
 void plait_exec_free(plait_exec_t *x) {
-  if (x->fusion) x->t->mem_free(x->ts, x->fusion);
+  /* the coordinator settled pending work (plait_exec_settle); what never
+   * finished after an interrupt may still use the buffer: it is left */
+  int busy = x->pending && (x->interrupted ? plait_pending_outstanding(x->pending) > 0
+                                           : plait_exec_quiesce(x, "the fusion buffer is freed"));
+  if (x->fusion && !busy) x->t->mem_free(x->ts, x->fusion);
   x->fusion = NULL;
   x->fusion_cap = 0;
+  plait_devmem_close(x->devmem);
+  x->devmem = NULL;
+  plait_pending_destroy(x->pending);
+  x->pending = NULL;
 }
 
 void *plait_exec_alloc_host(size_t bytes) {
@@ -167,8 +178,13 @@ static plait_result_t allreduce_single(plait_exec_t *x, plait_entry_t *e) {
   void *out = e->output.data;
   const void *in = e->input.data;
   double t0 = plait_now();
+  int dev = plait_exec_on_device(m) && plait_exec_has_batch(x);
   plait_tl_begin(x->tl, e->name, "MEMCPY_IN_FUSION_BUFFER");
-  if (m->prescale != 1.0) {
+  if (dev && (m->prescale != 1.0 || (out != in && count && !folds(x)))) {
+    plait_span_t s = {out, in, count}; /* device memory: the transport's pass */
+    PLAIT_CHECK(plait_exec_batch(x, m, &s, 1, m->prescale, "copy of", e->name));
+    in = out;
+  } else if (m->prescale != 1.0) {
     PLAIT_CHECK(plait_scale((plait_dtype_t)m->dtype, out, in, count, m->prescale));
     in = out;
   } else if (out != in && bytes && !folds(x)) {
@@ -184,7 +200,13 @@ static plait_result_t allreduce_single(plait_exec_t *x, plait_entry_t *e) {
   plait_tl_end(x->tl, e->name, x->activity[PLAIT_COLL_ALLREDUCE]);
   if (rc) return transport_error(x, rc, "allreduce", e->name);
   double t2 = plait_now();
-  if (!scaled) {
+  double post = plait_exec_postscale(m, x->size);
+  if (!scaled && dev && count && post != 1.0) {
+    plait_span_t s = {out, out, count};
+    plait_tl_begin(x->tl, e->name, "MEMCPY_OUT_FUSION_BUFFER");
+    PLAIT_CHECK(plait_exec_batch(x, m, &s, 1, post, "scaling of", e->name));
+    plait_tl_end(x->tl, e->name, "MEMCPY_OUT_FUSION_BUFFER");
+  } else if (!scaled && !dev) {
     plait_tl_begin(x->tl, e->name, "MEMCPY_OUT_FUSION_BUFFER");
     PLAIT_CHECK(finish_values(x, m, out, out, count));
     plait_tl_end(x->tl, e->name, "MEMCPY_OUT_FUSION_BUFFER");
@@ -202,6 +224,8 @@ static plait_result_t ensure_fusion(plait_exec_t *x, size_t need) {
   size_t want = x->fusion_cap * 2;
   if (want > x->threshold) want = (size_t)x->threshold;
   if (want < need) want = need;
+  /* device work still enqueued may use the old buffer (pending.h) */
+  if (x->fusion) PLAIT_CHECK(plait_exec_quiesce(x, "the fusion buffer grows"));
   if (x->fusion) x->t->mem_free(x->ts, x->fusion);
   x->fusion = NULL;
   x->fusion_cap = 0;
@@ -215,12 +239,18 @@ static plait_result_t ensure_fusion(plait_exec_t *x, size_t need) {
 /* Copies (with prescale) every member into the buffer; joined: identities. */
 static plait_result_t copy_in(plait_exec_t *x, const plait_response_t *r, plait_entry_t **es,
                               const plait_meta_t *m, size_t *offs) {
+  if (m->device >= 0 && plait_exec_has_batch(x))
+    return plait_exec_copy_in_device(x, r, es, m, offs);
   size_t es_size = plait_dtype_size(m->dtype);
   for (uint32_t i = 0; i < r->n; i++) {
     const plait_meta_t *mi = es[i] ? &es[i]->meta : &r->e[i].meta;
     size_t count = (size_t)plait_meta_elements(mi), bytes = count * es_size;
     char *dst = (char *)x->fusion + offs[i];
-    if (!es[i]) {
+    if (!es[i] && m->device >= 0) {
+      return plait_error(PLAIT_ERR_UNSUPPORTED, "'%s': this rank has joined and must contribute "
+                         "identities in device memory, which transport '%s' cannot fill (it "
+                         "has no batch_copy)", r->e[i].name, x->t->name);
+    } else if (!es[i]) {
       fill_identity((plait_dtype_t)m->dtype, (plait_op_t)m->op, dst, count);
     } else {
       plait_tl_begin(x->tl, es[i]->name, "MEMCPY_IN_FUSION_BUFFER");
@@ -260,6 +290,8 @@ static plait_result_t copy_out_one(plait_exec_t *x, const plait_meta_t *m, void 
 static plait_result_t copy_out(plait_exec_t *x, const plait_response_t *r, plait_entry_t **es,
                                const plait_meta_t *m, size_t *offs, int scaled) {
   double post = scaled ? 1.0 : plait_exec_postscale(m, x->size);
+  if (m->device >= 0 && plait_exec_has_batch(x))
+    return plait_exec_copy_out_device(x, r, es, m, offs, post);
   for (uint32_t i = 0; i < r->n; i++) {
     size_t count = es[i] ? (size_t)plait_meta_elements(&es[i]->meta) : 0;
     if (!count) continue;
@@ -375,7 +407,8 @@ static plait_result_t run_kind(plait_exec_t *x, const plait_response_t *r, plait
     plait_handle_set_join_rank(e->handle, id); /* the id plait_process_set_add reports */
     return PLAIT_SUCCESS;
   }
-  case PLAIT_COLL_PSET_REMOVE:
+  case PLAIT_COLL_PSET_REMOVE: /* its sub-state and buffer go: nothing may still use them */
+    PLAIT_CHECK(plait_exec_quiesce(x, "a process set is removed"));
     return plait_psets_apply_remove(x->psets, e->meta.root);
   }
   return plait_error(PLAIT_ERR_PROTOCOL, "response of unknown kind %u", r->coll);
@@ -431,6 +464,16 @@ plait_result_t plait_exec_run(plait_exec_t *x, const plait_response_t *r) {
   return rc;
 }
 
+/* Whether r runs on device memory (its local entries', or for a joined
+ * rank the announced metadata's). */
+static int on_device(const plait_response_t *r, plait_entry_t *const *es) {
+  if (r->coll > PLAIT_COLL_REDUCESCATTER) return 0;
+  for (uint32_t i = 0; i < r->n; i++) /* one device for all: the fusion key has it */
+    if (es[i] || r->e[i].has_meta)
+      return plait_exec_on_device(es[i] ? &es[i]->meta : &r->e[i].meta);
+  return 0;
+}
+
 static plait_result_t run_response(plait_exec_t *x, const plait_response_t *r) {
   plait_entry_t **es = calloc(r->n ? r->n : 1, sizeof *es);
   if (!es) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory running a response");
@@ -444,10 +487,24 @@ static plait_result_t run_response(plait_exec_t *x, const plait_response_t *r) {
     free(es);
     return PLAIT_SUCCESS;
   }
+  int dev = on_device(r, es);
+  /* a barrier on a device-only transport is device work too (nccl: an
+   * allreduce of one word on its stream) */
+  int async = x->pending && (dev || (r->coll == PLAIT_COLL_BARRIER &&
+                                     !(x->t->caps & PLAIT_CAP_HOST_MEMORY)));
+  double t0 = plait_now();
+  if (rc == PLAIT_SUCCESS && dev) rc = plait_exec_ready(x, es, r->n);
   if (rc == PLAIT_SUCCESS && r->n && (es[0] || r->coll == PLAIT_COLL_ALLREDUCE ||
                                       r->coll == PLAIT_COLL_ALLGATHER ||
                                       r->coll == PLAIT_COLL_BARRIER))
     rc = run_kind(x, r, es);
+  if (rc == PLAIT_SUCCESS && async) { /* enqueued: pending.h finishes them */
+    rc = plait_pending_add(x->pending, x, r, es, t0);
+    free(es);
+    return rc;
+  }
+  if (rc && async) x->scratch = NULL; /* enqueued work may use them: kept */
+  plait_exec_scratch_release(x, NULL);
   if (rc) { /* the job failed: the coordinator fails these with everything else */
     free(es);
     return rc;

@@ -25,11 +25,20 @@ plait_result_t plait_exec_allgather(plait_exec_t *x, const plait_response_t *r, 
     rows += r->dims[q];
     total += bytes[q];
   }
-  void *out = plait_exec_alloc_host(total);
-  plait_result_t rc = out ? PLAIT_SUCCESS : plait_error(PLAIT_ERR_NO_MEMORY, "out of memory for "
-                                                         "a %zu-byte allgather output", total);
-  if (rc == PLAIT_SUCCESS && e && bytes[x->rank])
+  int dev = plait_exec_on_device(m); /* the output, in the transport's memory */
+  void *out = NULL;
+  plait_result_t rc = PLAIT_SUCCESS;
+  if (dev) /* a joined rank's (e NULL) is scratch */
+    rc = plait_exec_dev_alloc(x, total, e != NULL, "an allgather output", &out);
+  else if (!(out = plait_exec_alloc_host(total)))
+    rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory for a %zu-byte allgather output", total);
+  if (rc == PLAIT_SUCCESS && e && bytes[x->rank] && dev) {
+    rc = x->t->mem_copy(x->ts, (char *)out + (size_t)before * rb, e->input.data, bytes[x->rank],
+                        PLAIT_COPY_DEVICE_TO_DEVICE);
+    if (rc) rc = plait_exec_transport_error(x, rc, "allgather (copying the input) of", name);
+  } else if (rc == PLAIT_SUCCESS && e && bytes[x->rank]) {
     memcpy((char *)out + (size_t)before * rb, e->input.data, bytes[x->rank]);
+  }
   double t0 = plait_now();
   if (rc == PLAIT_SUCCESS) {
     if (e) plait_tl_begin(x->tl, name, x->activity[PLAIT_COLL_ALLGATHER]);
@@ -40,12 +49,14 @@ plait_result_t plait_exec_allgather(plait_exec_t *x, const plait_response_t *r, 
   free(bytes);
   if (rc == PLAIT_SUCCESS) plait_exec_count(x, plait_now() - t0, total);
   if (rc || !e) {
-    free(out);
+    if (dev && e) plait_exec_dev_free(x, out); /* e NULL: scratch, freed with the response */
+    else if (!dev) free(out);
     return rc;
   }
   plait_tensor_t t = e->input;
   t.data = out;
   t.shape[0] = rows;
-  plait_handle_set_output(e->handle, &t, out, NULL, 0);
+  if (dev) plait_exec_set_device_output(x, e->handle, &t, out, NULL, 0);
+  else plait_handle_set_output(e->handle, &t, out, NULL, 0);
   return PLAIT_SUCCESS;
 }

@@ -28,8 +28,12 @@ plait_result_t plait_exec_alltoall(plait_exec_t *x, const plait_response_t *r, p
     rows += splits[q];
     total += recv[q];
   }
-  void *out = rc ? NULL : plait_exec_alloc_host(total);
-  if (rc == PLAIT_SUCCESS && !out) rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+  int dev = plait_exec_on_device(&e->meta); /* the output, in the transport's memory */
+  void *out = NULL;
+  if (rc == PLAIT_SUCCESS && dev)
+    rc = plait_exec_dev_alloc(x, total, 1, "an alltoall output", &out);
+  else if (rc == PLAIT_SUCCESS && !(out = plait_exec_alloc_host(total)))
+    rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
   double t0 = plait_now();
   if (rc == PLAIT_SUCCESS) {
     plait_tl_begin(x->tl, e->name, x->activity[PLAIT_COLL_ALLTOALL]);
@@ -40,7 +44,8 @@ plait_result_t plait_exec_alltoall(plait_exec_t *x, const plait_response_t *r, p
   free(send);
   free(recv);
   if (rc) {
-    free(out);
+    if (dev) plait_exec_dev_free(x, out);
+    else free(out);
     free(splits);
     return rc;
   }
@@ -48,6 +53,7 @@ plait_result_t plait_exec_alltoall(plait_exec_t *x, const plait_response_t *r, p
   plait_tensor_t t = e->input;
   t.data = out;
   t.shape[0] = rows;
-  plait_handle_set_output(e->handle, &t, out, splits, n);
+  if (dev) plait_exec_set_device_output(x, e->handle, &t, out, splits, n);
+  else plait_handle_set_output(e->handle, &t, out, splits, n);
   return PLAIT_SUCCESS;
 }

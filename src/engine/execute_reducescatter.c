@@ -20,10 +20,21 @@ plait_result_t plait_exec_reducescatter(plait_exec_t *x, plait_entry_t *e) {
   for (int q = 0; q < n; q++) counts[q] = (size_t)(base + (q < extra)) * row_elems;
   size_t mine = counts[x->rank], total = (size_t)plait_meta_elements(m);
   size_t es = plait_dtype_size((plait_dtype_t)m->dtype);
-  void *out = plait_exec_alloc_host(mine * es), *scaled = NULL;
+  int dev = plait_exec_on_device(m); /* the output, in the transport's memory */
+  void *out = NULL, *scaled = NULL;
   const void *send = e->input.data;
-  plait_result_t rc = out ? PLAIT_SUCCESS : plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-  if (rc == PLAIT_SUCCESS && m->prescale != 1.0) { /* never touch the caller's input */
+  plait_result_t rc = PLAIT_SUCCESS;
+  if (dev) rc = plait_exec_dev_alloc(x, mine * es, 1, "a reducescatter output", &out);
+  else if (!(out = plait_exec_alloc_host(mine * es)))
+    rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+  if (rc == PLAIT_SUCCESS && m->prescale != 1.0 && dev) { /* scratch: freed with the response */
+    rc = plait_exec_dev_alloc(x, total * es, 0, "a prescaled reducescatter input", &scaled);
+    plait_span_t sp = {scaled, send, total};
+    if (rc == PLAIT_SUCCESS) rc = plait_exec_batch(x, m, &sp, 1, m->prescale, "prescaling of",
+                                                   e->name);
+    send = scaled;
+    scaled = NULL;
+  } else if (rc == PLAIT_SUCCESS && m->prescale != 1.0) { /* never touch the caller's input */
     scaled = plait_exec_alloc_host(total * es);
     rc = scaled ? plait_scale((plait_dtype_t)m->dtype, scaled, send, total, m->prescale)
                 : plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
@@ -38,18 +49,22 @@ plait_result_t plait_exec_reducescatter(plait_exec_t *x, plait_entry_t *e) {
     if (rc) rc = plait_exec_transport_error(x, rc, "reducescatter", e->name);
   }
   double post = plait_exec_postscale(m, n);
+  plait_span_t sp = {out, out, mine};
   if (rc == PLAIT_SUCCESS && mine && post != 1.0)
-    rc = plait_scale((plait_dtype_t)m->dtype, out, out, mine, post);
+    rc = dev ? plait_exec_batch(x, m, &sp, 1, post, "postscaling of", e->name)
+             : plait_scale((plait_dtype_t)m->dtype, out, out, mine, post);
   free(scaled);
   free(counts);
   if (rc) {
-    free(out);
+    if (dev) plait_exec_dev_free(x, out);
+    else free(out);
     return rc;
   }
   plait_exec_count(x, plait_now() - t0, total * es);
   plait_tensor_t t = e->input;
   t.data = out;
   t.shape[0] = base + (x->rank < extra);
-  plait_handle_set_output(e->handle, &t, out, NULL, 0);
+  if (dev) plait_exec_set_device_output(x, e->handle, &t, out, NULL, 0);
+  else plait_handle_set_output(e->handle, &t, out, NULL, 0);
   return PLAIT_SUCCESS;
 }

@@ -36,7 +36,7 @@ int plait_fusion_plan(const plait_fusion_item_t *items, int n, uint64_t threshol
     const plait_fusion_item_t *it = &items[i];
     /* A tensor over max_tensor runs alone, in place: copying it through the
      * buffer costs more than the collective it would save. */
-    int fusible = !it->failed && it->coll == PLAIT_COLL_ALLREDUCE && threshold > 0 &&
+    int fusible = !it->failed && !it->solo && it->coll == PLAIT_COLL_ALLREDUCE && threshold > 0 &&
                   (max_tensor == 0 || it->bytes <= max_tensor);
     int b = fusible ? find_bin(items, it, threshold, bins, nb) : -1;
     if (b < 0) {

@@ -40,6 +40,7 @@ typedef struct plait_fusion_key {
 typedef struct plait_fusion_item {
   uint8_t coll;   /* plait_coll_t: only allreduces fuse */
   uint8_t failed; /* an error response: runs alone */
+  uint8_t solo;   /* runs alone: device memory on a transport without batch_copy */
   plait_fusion_key_t key;
   uint64_t bytes; /* the tensor's own bytes */
 } plait_fusion_item_t;

@@ -47,6 +47,15 @@ plait_handle_t *plait_handle_new(plait_coll_t coll, int n, const plait_op_option
   return h;
 }
 
+/* Releases h's library-owned output. */
+static void drop_owned(plait_handle_t *h) {
+  if (h->owned && h->owned_free) h->owned_free(h->owned_ctx, h->owned);
+  else free(h->owned);
+  h->owned = NULL;
+  h->owned_free = NULL;
+  h->owned_ctx = NULL;
+}
+
 /* Drops n references to h, whose lock is held; unlocks it, and frees h when
  * none is left. */
 static void unref_unlock(plait_handle_t *h, int n) {
@@ -57,17 +66,25 @@ static void unref_unlock(plait_handle_t *h, int n) {
   pthread_cond_destroy(&h->cond);
   pthread_mutex_destroy(&h->mu);
   free(h->message);
-  free(h->owned);
+  drop_owned(h);
   free(h->splits);
   free(h);
 }
 
 void plait_handle_set_output(plait_handle_t *h, const plait_tensor_t *out, void *owned,
                              int64_t *splits, int nsplits) {
+  plait_handle_set_output_freed_by(h, out, owned, NULL, NULL, splits, nsplits);
+}
+
+void plait_handle_set_output_freed_by(plait_handle_t *h, const plait_tensor_t *out, void *owned,
+                                      void (*owned_free)(void *ctx, void *owned), void *ctx,
+                                      int64_t *splits, int nsplits) {
   pthread_mutex_lock(&h->mu);
   if (out) h->output = *out;
-  free(h->owned);
+  drop_owned(h);
   h->owned = owned;
+  h->owned_free = owned_free;
+  h->owned_ctx = ctx;
   free(h->splits);
   h->splits = splits;
   h->nsplits = nsplits;

@@ -20,6 +20,9 @@ struct plait_handle {
   plait_coll_t coll;
   plait_tensor_t output; /* valid once done */
   void *owned;           /* library-owned output memory */
+  /* how owned is freed (device memory: the transport's mem_free); NULL: free() */
+  void (*owned_free)(void *ctx, void *owned);
+  void *owned_ctx;
   int64_t *splits;       /* alltoall: rows received from each rank */
   int nsplits;
   int join_rank;
@@ -37,6 +40,12 @@ void plait_handle_finish(plait_handle_t *h, plait_result_t rc, const char *messa
  * last finish). Takes ownership of owned and splits. */
 void plait_handle_set_output(plait_handle_t *h, const plait_tensor_t *out, void *owned,
                              int64_t *splits, int nsplits);
+
+/* The same for an output that owned_free(ctx, owned) releases (called once,
+ * on the thread that drops the last reference, e.g. plait_release's). */
+void plait_handle_set_output_freed_by(plait_handle_t *h, const plait_tensor_t *out, void *owned,
+                                      void (*owned_free)(void *ctx, void *owned), void *ctx,
+                                      int64_t *splits, int nsplits);
 
 /* After a join: the last rank to join. */
 void plait_handle_set_join_rank(plait_handle_t *h, int rank);

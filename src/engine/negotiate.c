@@ -550,6 +550,7 @@ static plait_fusion_item_t fusion_item(const plait_negotiator_t *n, const plait_
   return (plait_fusion_item_t){
       .coll = m->coll,
       .failed = rec->status != 0,
+      .solo = n->device_solo && m->device >= 0,
       .key = {.dtype = m->dtype, .op = m->op, .device = m->device, .prescale = m->prescale,
               .postscale = m->postscale, .pset = rec->pset},
       .bytes = plait_meta_bytes(m)};

@@ -53,6 +53,7 @@ typedef struct plait_negotiator {
   plait_psets_t *psets;     /* the engine's process sets: who must announce what */
   uint64_t threshold;       /* fusion threshold, bytes; 0: no fusion */
   uint64_t max_tensor;      /* larger allreduces are never fused; 0: no limit */
+  int device_solo;          /* device tensors never fuse (the transport has no batch_copy) */
   double stall_warn_s, stall_abort_s;
   plait_cache_t *cache;     /* rank 0's response cache */
   plait_namemap_t records;  /* name -> record, until planned */

@@ -342,6 +342,46 @@ Test(abi, fields_after_the_callers_layout_take_their_defaults) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* plait_op_options_t.stream, appended after process_set                      */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+  size_t struct_size;
+  double prescale_factor, postscale_factor;
+  plait_callback_fn callback;
+  void *user_data;
+  int32_t process_set; /* this layout ends here (padded to 8) */
+} op_options_pset_t;
+
+_Static_assert(offsetof(plait_op_options_t, stream) >= sizeof(op_options_pset_t),
+               "stream must lie past the layout that ended with process_set");
+
+Test(abi, options_stream_is_read_and_older_layouts_get_null) {
+  cr_expect_eq(offsetof(op_options_pset_t, process_set),
+               offsetof(plait_op_options_t, process_set));
+  plait_op_options_t out;
+  /* a caller built before stream: its struct ends at a page end */
+  op_options_pset_t *old = at_page_end(sizeof *old);
+  *old = (op_options_pset_t){sizeof *old, 2.0, 3.0, NULL, NULL, 0};
+  memset(&out, 0xAB, sizeof out);
+  cr_assert_eq(plait_op_options_read("fn", (const plait_op_options_t *)old, &out), PLAIT_SUCCESS,
+               "%s", plait_last_error());
+  cr_expect(out.stream == NULL, "an older struct gets stream NULL, not %p", out.stream);
+  cr_expect(out.prescale_factor == 2.0 && out.postscale_factor == 3.0);
+  /* the current layout: stream is read */
+  int token;
+  plait_op_options_t mine = PLAIT_OP_OPTIONS_INIT;
+  cr_expect(mine.stream == NULL, "PLAIT_OP_OPTIONS_INIT sets stream NULL");
+  mine.stream = &token;
+  cr_assert_eq(plait_op_options_read("fn", &mine, &out), PLAIT_SUCCESS, "%s", plait_last_error());
+  cr_expect(out.stream == &token, "stream read: %p", out.stream);
+  /* NULL options: the defaults */
+  cr_assert_eq(plait_op_options_read("fn", NULL, &out), PLAIT_SUCCESS);
+  cr_expect(out.stream == NULL);
+  unmap_page_end(old);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Plugins read init args of the first layout                                 */
 /* ------------------------------------------------------------------------ */
 

@@ -189,7 +189,7 @@ Test(negotiate, mismatch_of_every_kind_names_tensor_values_and_ranks) {
   o = b, o.op = PLAIT_OP_MAX;
   k[n++] = (mismatch_t){"reduction op", b, o, "sum", "max"};
   o = b, o.device = 0;
-  k[n++] = (mismatch_t){"device", b, o, "-1", "0"};
+  k[n++] = (mismatch_t){"memory", b, o, "host", "device"};
   o = b, o.prescale = 0.5;
   k[n++] = (mismatch_t){"prescale factor", b, o, "1", "0.5"};
   o = b, o.postscale = 3;

@@ -102,6 +102,9 @@ class OpOptions(ctypes.Structure):
         ("callback", CALLBACK),
         ("user_data", ctypes.c_void_p),
         ("process_set", ctypes.c_int32),
+        # device tensors: the stream the caller enqueued their producers on
+        # (CUDA: a cudaStream_t); None is the legacy default stream
+        ("stream", ctypes.c_void_p),
     ]
 
 
