@@ -11,6 +11,7 @@ Skipped, with the reason, where torch has no CUDA device.
 """
 
 import os
+import time
 
 import pytest
 import torch
@@ -36,7 +37,10 @@ def job():
 
 
 def on_device():
-    return hvd.transport_name() == "nccl" or hvd.transport_name() not in ("gloo", "ofi")
+    """Whether the transport takes device memory (plait.torch's own test of
+    its plugin's capability bits)."""
+    from plait.torch import _cuda
+    return _cuda.device_transport()
 
 
 def sample(dtype, n=1000, seed=0):
@@ -85,7 +89,7 @@ def test_allreduce_async_poll_and_non_contiguous():
     want = x.clone()
     h = hvd.allreduce_async_(x, name="nc", op=hvd.Sum)
     while not hvd.poll(h):
-        pass
+        time.sleep(0.001)
     assert hvd.synchronize(h) is x
     same(x, want)
 
@@ -184,9 +188,9 @@ def test_ready_on_a_non_default_stream():
 
 def test_result_usable_on_the_current_stream_at_once():
     for i in range(20):
-        x = torch.full((1 << 20,), float(i), device=DEV)
+        x = torch.full((1 << 16,), float(i), device=DEV)  # sums exact in float32
         y = hvd.allgather(x.reshape(-1, 4), name="use.%d" % i)
-        assert y.sum().item() == float(i) * (1 << 20)
+        assert y.sum().item() == float(i) * (1 << 16)
 
 
 def test_distributed_optimizer_matches_plain_sgd():
@@ -236,10 +240,10 @@ def test_objects_and_adam_state_under_any_transport():
 
 
 def test_gradients_on_the_device():
-    x = sample(torch.float32, 12, seed=11).reshape(6, 2).requires_grad_()
+    x = sample(torch.float32, 12, seed=11).reshape(6, 2).detach().requires_grad_()
     hvd.allgather(x, name="grad.ag").sum().backward()
     assert x.grad.device == DEV and torch.equal(x.grad.cpu(), torch.ones(6, 2))
-    y = sample(torch.float32, 8, seed=12).requires_grad_()
+    y = sample(torch.float32, 8, seed=12).detach().requires_grad_()
     (hvd.allreduce(y, name="grad.ar", op=hvd.Sum) * 3).sum().backward()
     assert torch.equal(y.grad.cpu(), torch.full((8,), 3.0))
 
@@ -257,7 +261,7 @@ def test_a_cpu_tensor_under_a_device_transport_is_refused():
     with pytest.raises(plait.PlaitError) as e:
         hvd.allreduce(torch.ones(4), name="cpu.on.nccl")
     assert isinstance(e.value, ValueError)  # Horovod's class for an unsupported tensor
-    assert "host memory" in str(e.value) or "device" in str(e.value), str(e.value)
+    assert "host memory" in str(e.value) and hvd.transport_name() in str(e.value), str(e.value)
 
 
 def test_staged_path_when_the_transport_is_host_only():
