@@ -52,6 +52,10 @@ static inline int dv_rank_main(int rank, int nranks, void *arg) {
     plait_test_say(rank, "%ld device allocation(s) still live after plait_shutdown", live);
     fails = 1;
   }
+  if (!fails && OPS_LEAK_CHECK()) { /* ASan builds: the rank _exit()s, look now */
+    plait_test_say(rank, "LeakSanitizer found leaks after plait_shutdown (see above)");
+    fails = 1;
+  }
   return fails;
 }
 

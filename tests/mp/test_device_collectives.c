@@ -5,7 +5,7 @@
  * on the tensor's device, and every output the core allocated freed by
  * plait_release (devsim's live allocation count back where it was), twice
  * (the second round from the response cache), asynchronous and with
- * DEVSIM_SYNC=1.
+ * DEVSIM_SYNC=1; and an allreduce on a process set (devsim's sub-states).
  */
 #include <criterion/criterion.h>
 
@@ -165,4 +165,50 @@ Test(device_collectives, sync_four_collectives_3ranks, .timeout = 120) {
   DV_REQUIRE();
   const char *env[] = {"DEVSIM_SYNC=1", NULL};
   cr_expect_eq(dv_run(3, env, 90, collectives_body, NULL), 0, "a rank failed (above)");
+}
+
+/* A process set (PLAIT_PROCESS_SETS=0,2: id 1) on devsim's sub-states:
+ * ranks 0 and 2 reduce on it (AVERAGE: the set's size), then every rank on
+ * the global set. */
+static int pset_body(int rank, int n, void *arg) {
+  (void)arg;
+  float x[6];
+  if (rank != 1) {
+    int r = rank / 2; /* position in the set */
+    ops_fill(PLAIT_FLOAT32, PLAIT_OP_AVERAGE, r, x, 6, 40);
+    void *d = dv_upload(x, sizeof x);
+    CHECK(d != NULL, "device allocation failed");
+    plait_tensor_t t = dv_tensor(d, 6, PLAIT_FLOAT32);
+    plait_op_options_t o = PLAIT_OP_OPTIONS_INIT;
+    o.process_set = 1;
+    plait_handle_t *h;
+    OK(plait_allreduce_async("ps/avg", &t, &t, PLAIT_OP_AVERAGE, &o, &h));
+    OK(plait_wait(h, 60));
+    plait_release(h);
+    CHECK(dv.to_host(x, d, sizeof x) == 0, "not readable");
+    dv.free(d);
+    double g, w;
+    long bad = ops_check(PLAIT_FLOAT32, PLAIT_OP_AVERAGE, 2, x, 6, 40, 1, 1, &g, &w);
+    CHECK(bad < 0, "set {0,2}: element %ld is %g, expected %g", bad, g, w);
+  }
+  ops_fill(PLAIT_FLOAT32, PLAIT_OP_SUM, rank, x, 6, 41);
+  void *d = dv_upload(x, sizeof x);
+  CHECK(d != NULL, "device allocation failed");
+  plait_tensor_t t = dv_tensor(d, 6, PLAIT_FLOAT32);
+  plait_handle_t *h;
+  OK(plait_allreduce_async("ps/global", &t, &t, PLAIT_OP_SUM, NULL, &h));
+  OK(plait_wait(h, 60));
+  plait_release(h);
+  CHECK(dv.to_host(x, d, sizeof x) == 0, "not readable");
+  dv.free(d);
+  double g, w;
+  long bad = ops_check(PLAIT_FLOAT32, PLAIT_OP_SUM, n, x, 6, 41, 1, 1, &g, &w);
+  CHECK(bad < 0, "global: element %ld is %g, expected %g", bad, g, w);
+  return 0;
+}
+
+Test(device_collectives, process_set_on_device_3ranks, .timeout = 120) {
+  DV_REQUIRE();
+  const char *env[] = {"PLAIT_PROCESS_SETS=0,2", NULL};
+  cr_expect_eq(dv_run(3, env, 90, pset_body, NULL), 0, "a rank failed (above)");
 }

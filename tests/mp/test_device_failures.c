@@ -153,13 +153,15 @@ static int loss_rank(int rank, int n, void *arg) {
   void *d = dv_upload(x, sizeof x);
   CHECK(d != NULL, "device allocation failed");
   plait_tensor_t t = dv_tensor(d, 8, PLAIT_FLOAT32);
-  uint64_t c0 = dv_counters().collectives;
+  devsim_counters_t c0 = dv_counters();
   dv.gate(1);
   plait_handle_t *h;
   OK(plait_allreduce_async("ls/pending", &t, &t, PLAIT_OP_SUM, NULL, &h));
-  CHECK(dv_await_collectives(c0 + 1, 30), "the collective never reached the transport");
-  if (rank == VICTIM) {
-    ops_sleep(0.2);
+  CHECK(dv_await_collectives(c0.collectives + 1, 30), "the collective never reached the transport");
+  if (rank == VICTIM) { /* once its collective ran everywhere: only the completions are held */
+    double until = ops_now() + 30;
+    while (dv_counters().collectives_run <= c0.collectives_run && ops_now() < until)
+      ops_sleep(0.002);
     raise(SIGKILL);
   }
   plait_result_t rc = plait_wait(h, 60);

@@ -38,18 +38,20 @@ typedef struct mx_case {
   double pre, post;
 } mx_case_t;
 
-#define MX_MAX 96
+#define MX_MAX 160
 #define MX_SHARED_PER_RANK ((size_t)64 << 10)
 
 static int mx_cases(mx_case_t *cs) {
   int n = 0;
-  for (int d = 0; d < OPS_N_DTYPES; d++)
-    for (int o = 0; o < OPS_N_OPS; o++) {
-      if (ops_dtypes[d] == PLAIT_BOOL && ops_ops[o] == PLAIT_OP_AVERAGE) continue;
-      cs[n] = (mx_case_t){ops_dtypes[d], ops_ops[o], (size_t)(1 + (d * 7 + o * 3) % 41), n % 2,
-                          1.0, 1.0};
-      n++;
-    }
+  /* twice each dtype x op: tensors a response can fuse */
+  for (int rep = 0; rep < 2; rep++)
+    for (int d = 0; d < OPS_N_DTYPES; d++)
+      for (int o = 0; o < OPS_N_OPS; o++) {
+        if (ops_dtypes[d] == PLAIT_BOOL && ops_ops[o] == PLAIT_OP_AVERAGE) continue;
+        cs[n] = (mx_case_t){ops_dtypes[d], ops_ops[o],
+                            (size_t)(1 + (d * 7 + o * 3 + rep * 11) % 41), n % 2, 1.0, 1.0};
+        n++;
+      }
   static const plait_dtype_t scaled[] = {PLAIT_FLOAT32, PLAIT_FLOAT64, PLAIT_INT32,
                                          PLAIT_FLOAT16, PLAIT_BFLOAT16};
   static const double factors[][2] = {{2.0, 1.0 / 3.0}, {0.5, 3.0}};
@@ -162,7 +164,9 @@ static void run_matrix(int nranks, int fused, int sync) {
   size_t len = MX_SHARED_PER_RANK * (size_t)nranks;
   unsigned char *sh = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   cr_assert(sh != MAP_FAILED);
-  const char *env[3] = {fused ? "PLAIT_FUSION_THRESHOLD=64M" : "PLAIT_FUSION_THRESHOLD=0",
+  /* fused: a longer cycle, so that each response gathers many tensors */
+  const char *env[4] = {fused ? "PLAIT_FUSION_THRESHOLD=64M" : "PLAIT_FUSION_THRESHOLD=0",
+                        fused ? "PLAIT_CYCLE_TIME_MS=10" : "PLAIT_CYCLE_TIME_MS=1",
                         sync ? SYNC_ENV : NULL, NULL};
   mx_arg_t host = {0, fused, sh}, dev = {1, fused, sh};
   cr_assert_eq(ops_run(nranks, env, 120, mx_body, &host), 0,

@@ -346,6 +346,7 @@ static plait_result_t ds_batch_copy(void *state, const plait_span_t *spans, size
     snprintf(what, sizeof what, "batch_copy span %zu dst", i);
     rc = real_of(st, what, spans[i].dst, spans[i].count * sz, &it->spans[i].dst);
     snprintf(what, sizeof what, "batch_copy span %zu src", i);
+    it->spans[i].src = NULL; /* NULL: the identity */
     if (!rc && spans[i].src)
       rc = real_of(st, what, spans[i].src, spans[i].count * sz, (void **)&it->spans[i].src);
     it->spans[i].count = spans[i].count;

@@ -32,6 +32,7 @@ typedef struct devsim_counters {
   uint64_t mem_copy_calls;
   uint64_t ready_calls, notify_calls, done_calls, interrupt_calls;
   uint64_t failed_dones; /* done called with rc != PLAIT_SUCCESS */
+  uint64_t collectives_run; /* collectives the worker finished successfully */
 } devsim_counters_t;
 
 typedef struct devsim_api {

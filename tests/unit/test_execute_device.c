@@ -158,6 +158,14 @@ static plait_result_t d_notify(void *s, plait_done_fn done, void *ctx) {
   return PLAIT_SUCCESS;
 }
 
+static int interrupts;
+static plait_result_t d_interrupt(void *s, plait_result_t rc, const char *why) {
+  (void)s, (void)why;
+  cr_assert_neq(rc, PLAIT_SUCCESS);
+  interrupts++;
+  return PLAIT_SUCCESS;
+}
+
 static int d_device(void *s) {
   (void)s;
   return 0;
@@ -408,6 +416,37 @@ Test(exec_device, notify_completes_handles_when_done_comes_and_reap_runs) {
   cr_assert_eq(plait_wait(h, 0), PLAIT_ERR_PEER_LOST);
   plait_release(h);
   plait_response_free(&r);
+  close(wake);
+  stop();
+}
+
+/* A plugin that never calls done: the job's failure interrupts it once and
+ * waits at most the pending list's timeout; the tensor fails, nothing hangs. */
+Test(exec_device, a_done_that_never_comes_is_interrupted_and_bounded) {
+  kAsync = kDev;
+  kAsync.notify = d_notify;
+  kAsync.interrupt = d_interrupt;
+  start_with(&kAsync, 0, 2);
+  interrupts = 0;
+  int wake = eventfd(0, EFD_NONBLOCK);
+  X.pending = plait_pending_new(wake, 0.2);
+  float *v = dev_floats(4, 1);
+  plait_handle_t *h;
+  submit("never", PLAIT_COLL_ALLREDUCE, v, v, 4, PLAIT_OP_SUM, 1, 1, NULL, &h);
+  const char *names[] = {"never"};
+  plait_response_t r = response(PLAIT_COLL_ALLREDUCE, 1, names);
+  cr_assert_eq(plait_exec_run(&X, &r), PLAIT_SUCCESS, "%s", plait_last_error());
+  cr_assert(!is_done(h));
+  plait_exec_settle(&X, PLAIT_ERR_PEER_LOST, "rank 1 was lost");
+  plait_exec_settle(&X, PLAIT_ERR_PEER_LOST, "rank 1 was lost"); /* twice: interrupted once */
+  cr_assert_eq(interrupts, 1, "interrupt once per state: %d", interrupts);
+  cr_assert(is_done(h), "the tensor fails after the bounded wait");
+  cr_assert_eq(plait_wait(h, 0), PLAIT_ERR_PEER_LOST);
+  cr_assert(strstr(plait_last_error(), "rank 1 was lost"), "%s", plait_last_error());
+  plait_release(h);
+  plait_response_free(&r);
+  /* the plugin's finalize calls the outstanding done later: still valid */
+  D.done(D.done_ctx, PLAIT_ERR_SHUTDOWN, "finalized");
   close(wake);
   stop();
 }

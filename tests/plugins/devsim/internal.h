@@ -43,7 +43,8 @@ void devsim_wake(void);
 
 typedef struct devsim_stats {
   atomic_ullong batch_copy_calls, batch_copy_spans, identity_spans, collectives,
-      mem_copy_calls, ready_calls, notify_calls, done_calls, interrupt_calls, failed_dones;
+      mem_copy_calls, ready_calls, notify_calls, done_calls, interrupt_calls, failed_dones,
+      collectives_run;
 } devsim_stats_t;
 extern devsim_stats_t devsim_stats;
 

@@ -228,6 +228,7 @@ DEVSIM_EXPORT void devsim_counters(devsim_counters_t *o) {
   o->done_calls = atomic_load(&s->done_calls);
   o->interrupt_calls = atomic_load(&s->interrupt_calls);
   o->failed_dones = atomic_load(&s->failed_dones);
+  o->collectives_run = atomic_load(&s->collectives_run);
 }
 
 DEVSIM_EXPORT void devsim_counters_reset(void) {
@@ -242,6 +243,7 @@ DEVSIM_EXPORT void devsim_counters_reset(void) {
   atomic_store(&s->done_calls, 0);
   atomic_store(&s->interrupt_calls, 0);
   atomic_store(&s->failed_dones, 0);
+  atomic_store(&s->collectives_run, 0);
   pthread_mutex_lock(&hist_mu);
   history_n = 0;
   pthread_mutex_unlock(&hist_mu);

@@ -32,7 +32,9 @@ static void identity(plait_dtype_t d, plait_op_t op, unsigned char *out) {
     break;
   case PLAIT_FLOAT16: u = highest ? 0x7c00 : lowest ? 0xfc00 : one ? 0x3c00 : 0; break;
   case PLAIT_BFLOAT16: u = highest ? 0x7f80 : lowest ? 0xff80 : one ? 0x3f80 : 0; break;
-  case PLAIT_FLOAT32: u = highest ? 0x7f800000u : lowest ? 0xff800000u : one ? 0x3f800000u : 0; break;
+  case PLAIT_FLOAT32:
+    u = highest ? 0x7f800000u : lowest ? 0xff800000u : one ? 0x3f800000u : 0;
+    break;
   case PLAIT_FLOAT64:
     u = highest ? 0x7ff0000000000000ull : lowest ? 0xfff0000000000000ull
         : one   ? 0x3ff0000000000000ull : 0;
@@ -73,10 +75,19 @@ static plait_result_t run_collective(item_t *it) {
   plait_result_t rc = PLAIT_ERR_INTERNAL;
   const char *what = "?";
   switch (it->kind) {
-  case IT_ALLREDUCE: what = "allreduce", rc = g->allreduce(gs, it->a, it->count, it->dtype, it->op); break;
+  case IT_ALLREDUCE:
+    what = "allreduce";
+    rc = g->allreduce(gs, it->a, it->count, it->dtype, it->op);
+    break;
   case IT_ALLGATHERV: what = "allgatherv", rc = g->allgatherv(gs, it->a, it->sizes); break;
-  case IT_BROADCAST: what = "broadcast", rc = g->broadcast(gs, it->a, it->count, it->root_rank); break;
-  case IT_ALLTOALLV: what = "alltoallv", rc = g->alltoallv(gs, it->a, it->sizes, it->b, it->sizes2); break;
+  case IT_BROADCAST:
+    what = "broadcast";
+    rc = g->broadcast(gs, it->a, it->count, it->root_rank);
+    break;
+  case IT_ALLTOALLV:
+    what = "alltoallv";
+    rc = g->alltoallv(gs, it->a, it->sizes, it->b, it->sizes2);
+    break;
   case IT_REDUCESCATTER:
     what = "reducescatter";
     rc = g->reducescatter(gs, it->a, it->b, it->sizes, it->dtype, it->op);
@@ -86,6 +97,7 @@ static plait_result_t run_collective(item_t *it) {
   default: break;
   }
   if (rc) snprintf(it->msg, sizeof it->msg, "devsim: %s: %s", what, g->last_error(gs));
+  else atomic_fetch_add(&devsim_stats.collectives_run, 1);
   return rc;
 }
 
