@@ -86,6 +86,7 @@ def ready_stream(t):
 def options(prescale, postscale, pset, stream):
     """(pointer to plait_op_options_t or None, what to keep alive) for an
     operation on device tensors ready on stream (a torch.cuda.Stream)."""
+    reap()  # outputs copied since the last call: their handles go
     handle = stream.cuda_stream
     if handle == 0:  # the legacy default stream: what NULL means
         if prescale == 1.0 and postscale == 1.0 and not pset:
