@@ -90,7 +90,22 @@ def test_a_side_stream_is_the_ready_stream():
             assert _struct(ptr).postscale_factor == 0.5
 
 
-def test_device_bytes_describe_plait_output():
-    d = _cuda._DeviceBytes(0x1000, 48).__cuda_array_interface__
-    assert d["shape"] == (48,) and d["typestr"] == "|u1" and d["data"] == (0x1000, False)
-    assert d["version"] == 3 and d["stream"] is None
+def test_dlpack_view_of_raw_memory():
+    """The DLPack view plait.torch copies device outputs from, on host
+    memory (the same code with kDLCUDA on a GPU): the bytes, no copy, and
+    the structs released when torch lets the view go."""
+    import gc
+    import torch
+    raw = (ctypes.c_uint8 * 300)(*[(i * 7) % 256 for i in range(300)])
+    before = len(_cuda._dl_live)
+    t = _cuda.wrap_bytes(ctypes.addressof(raw), 300, _cuda._DL_CPU, 0)
+    assert t.dtype == torch.uint8 and t.shape == (300,) and t.device.type == "cpu"
+    assert t.tolist() == [(i * 7) % 256 for i in range(300)]
+    raw[5] = 99  # a view, not a copy
+    assert int(t[5]) == 99
+    copy = t.clone().view(torch.int16)
+    assert copy.shape == (150,)
+    del t
+    gc.collect()
+    assert len(_cuda._dl_live) == before  # torch called the deleter
+    assert copy.view(torch.uint8)[5].item() == 99

@@ -15,10 +15,12 @@ Two paths, chosen by the transport in use (its PLAIT_CAP_DEVICE_MEMORY):
 
 Outputs plait allocates on the device (allgather, alltoall, reducescatter)
 belong to the plait handle; they are copied into a torch CUDA tensor on the
-current stream through __cuda_array_interface__ (pure torch: no libcudart
-loaded by hand, no cupy; DLPack would need a hand-built DLManagedTensor and
-a C deleter for the same copy), and the handle is released only once that
-copy has run (a CUDA event), never while the copy may still read it.
+current stream from a DLPack view of them (a DLManagedTensor built here,
+read by torch.from_dlpack: no libcudart loaded by hand, no cupy, and no
+numpy, which __cuda_array_interface__ would need for its typestr; the same
+code wraps host memory, so it is tested without a GPU), and the handle is
+released only once that copy has run (a CUDA event), never while the copy
+may still read it.
 
 Nothing here is called for CPU tensors: their path makes no torch.cuda call.
 """
@@ -27,6 +29,7 @@ import ctypes
 import threading
 
 import torch
+import torch.utils.dlpack
 
 from plait import _core
 from plait.common import basics as _basics
@@ -130,16 +133,65 @@ def into(tensor):
     return copy
 
 
-class _DeviceBytes:
-    """nbytes of device memory at ptr, as __cuda_array_interface__ (version
-    3) describes it: what torch.as_tensor wraps without copying. "stream":
-    None: the producer's work is over (plait_wait returned)."""
+# DLPack's C structs (dlpack.h, the layout torch.from_dlpack reads from a
+# "dltensor" capsule).
+_DL_CPU, _DL_CUDA, _DL_UINT = 1, 2, 1
 
-    def __init__(self, ptr, nbytes):
-        self.__cuda_array_interface__ = {
-            "shape": (nbytes,), "typestr": "|u1", "data": (ptr, False),
-            "version": 3, "strides": None, "stream": None,
-        }
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_DL_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
+_DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                             ("deleter", _DL_DELETER)]
+# The structs of the DLPack views torch holds, by address, until torch calls
+# the deleter (the memory itself is the plait handle's, released by _hold).
+_dl_live = {}
+
+
+def _dl_forget(managed):
+    _dl_live.pop(ctypes.cast(managed, ctypes.c_void_p).value, None)
+
+
+_dl_deleter = _DL_DELETER(_dl_forget)
+# A private prototype: setting ctypes.pythonapi's argtypes would change them
+# for every other user of the process (docs: shared/frameworks.md).
+_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p,
+                                 ctypes.c_void_p)(("PyCapsule_New", ctypes.pythonapi))
+
+
+def wrap_bytes(ptr, nbytes, device_type, device_id):
+    """A torch uint8 tensor of nbytes at ptr, without a copy (DLPack; no
+    numpy needed, unlike __cuda_array_interface__). It must not outlive the
+    memory, nor be used after the caller drops it."""
+    shape = (ctypes.c_int64 * 1)(nbytes)
+    managed = _DLManagedTensor()
+    managed.dl_tensor = _DLTensor(ptr, _DLDevice(device_type, device_id), 1,
+                                  _DLDataType(_DL_UINT, 8, 1),
+                                  ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64)), None, 0)
+    managed.deleter = _dl_deleter
+    _dl_live[ctypes.addressof(managed)] = (managed, shape)
+    try:
+        return torch.utils.dlpack.from_dlpack(
+            _capsule_new(ctypes.addressof(managed), b"dltensor", None))
+    except BaseException:
+        _dl_live.pop(ctypes.addressof(managed), None)
+        raise
 
 
 def from_device_output(hh, ct, dtype):
@@ -152,7 +204,7 @@ def from_device_output(hh, ct, dtype):
     if nbytes == 0:
         return torch.empty(shape, dtype=dtype, device=device)
     out = torch.empty(nbytes, dtype=torch.uint8, device=device)
-    out.copy_(torch.as_tensor(_DeviceBytes(ct.data, nbytes), device=device))
+    out.copy_(wrap_bytes(ct.data, nbytes, _DL_CUDA, ct.device))
     _hold(hh, device)
     return out.view(dtype).reshape(shape)
 
