@@ -53,15 +53,10 @@ def test_host_only_transports_are_known_as_such():
 
 
 class _Stream:
-    """What _cuda.options reads of a torch.cuda.Stream: its handle, and
-    synchronize() (which it calls when this libplait has no stream field)."""
+    """What _cuda.options reads of a torch.cuda.Stream: its handle."""
 
     def __init__(self, handle):
         self.cuda_stream = handle
-        self.synchronized = 0
-
-    def synchronize(self):
-        self.synchronized += 1
 
 
 def _struct(ptr):
@@ -71,23 +66,16 @@ def _struct(ptr):
 def test_the_default_stream_needs_no_options():
     assert _cuda.options(1.0, 1.0, 0, _Stream(0)) == (None, None)
     ptr, keep = _cuda.options(2.0, 1.0, 0, _Stream(0))
-    assert _struct(ptr).prescale_factor == 2.0
+    assert _struct(ptr).prescale_factor == 2.0 and not _struct(ptr).stream  # NULL: legacy
 
 
 def test_a_side_stream_is_the_ready_stream():
     s = _Stream(0x7f00dead0000)
     ptr, keep = _cuda.options(1.0, 0.5, 0, s)
-    if _cuda._STREAM_FIELD:
-        o = _struct(ptr)
-        assert o.stream == 0x7f00dead0000 and o.postscale_factor == 0.5
-        assert o.struct_size == ctypes.sizeof(_core.OpOptions)
-        assert s.synchronized == 0  # no host wait: plait waits on the device
-        assert s in keep            # the stream lives until the operation is over
-    else:
-        # Without the field the input must be ready before the call.
-        assert s.synchronized == 1
-        if ptr is not None:
-            assert _struct(ptr).postscale_factor == 0.5
+    o = _struct(ptr)
+    assert o.stream == 0x7f00dead0000 and o.postscale_factor == 0.5
+    assert o.struct_size == ctypes.sizeof(_core.OpOptions)
+    assert s in keep  # the stream lives until the operation is over
 
 
 def test_dlpack_view_of_raw_memory():

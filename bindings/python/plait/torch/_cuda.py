@@ -34,8 +34,6 @@ import torch.utils.dlpack
 from plait import _core
 from plait.common import basics as _basics
 
-_STREAM_FIELD = any(f[0] == "stream" for f in _core.OpOptions._fields_)
-
 _CAP_HOST_MEMORY = 1 << 0  # PLAIT_CAP_HOST_MEMORY
 _caps = {}  # transport name -> (takes host memory, takes device memory)
 _held = []          # (torch.cuda.Event, _core.Handle): outputs being copied
@@ -92,15 +90,6 @@ def options(prescale, postscale, pset, stream):
     reap()  # outputs copied since the last call: their handles go
     handle = stream.cuda_stream
     if handle == 0:  # the legacy default stream: what NULL means
-        if prescale == 1.0 and postscale == 1.0 and not pset:
-            return None, None
-        o = _core.options(prescale, postscale, pset)
-        return ctypes.byref(o), o
-    if not _STREAM_FIELD:
-        # This libplait's options have no stream: plait orders its work after
-        # the legacy default stream only, so the input must be ready before
-        # the call (blocks the host, never wrong).
-        stream.synchronize()
         if prescale == 1.0 and postscale == 1.0 and not pset:
             return None, None
         o = _core.options(prescale, postscale, pset)
