@@ -225,8 +225,8 @@ static void grouped(void) {
   plait_op_options_t o = PLAIT_OP_OPTIONS_INIT;
   o.postscale_factor = 0.5;
   plait_handle_t *h = NULL;
-  plait_result_t rc = ok ? plait_grouped_allreduce_async(NT, names, ti, to, PLAIT_OP_AVERAGE, &o, &h)
-                         : PLAIT_ERR_NO_MEMORY;
+  plait_result_t rc = PLAIT_ERR_NO_MEMORY;
+  if (ok) rc = plait_grouped_allreduce_async(NT, names, ti, to, PLAIT_OP_AVERAGE, &o, &h);
   if (rc == PLAIT_SUCCESS) rc = plait_wait(h, 120);
   CHECK(rc == PLAIT_SUCCESS, "grouped allreduce: %s", plait_last_error());
   plait_release(h);
@@ -396,7 +396,8 @@ static void broadcast_in_place(unsigned char *host) {
   size_t bad = 0;
   if (rc == PLAIT_SUCCESS && cudaMemcpy(host, buf, n * 8, cudaMemcpyDeviceToHost) == cudaSuccess)
     for (size_t i = 0; i < n; i++)
-      bad += nt_get(PLAIT_INT64, host, i) != nv_value(PLAIT_INT64, PLAIT_OP_SUM, size_ - 1, size_, i);
+      bad += nt_get(PLAIT_INT64, host, i) !=
+             nv_value(PLAIT_INT64, PLAIT_OP_SUM, size_ - 1, size_, i);
   CHECK(rc == PLAIT_SUCCESS && bad == 0, "broadcast: %zu elements differ from the root's", bad);
   cudaFree(buf);
 }

@@ -227,7 +227,8 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, posts
     cnames = (ctypes.c_char_p * n)(*names)
     opts, stream = _op_options(srcs[0], prescale_factor, postscale_factor, pset)
     h = _core.submit(_core.lib.plait_grouped_allreduce_async, names[0].decode("utf-8"),
-                     (srcs, dsts, ins, outs, cnames, opts, stream), n, cnames, ins, outs, c_op(op), opts)
+                     (srcs, dsts, ins, outs, cnames, opts, stream), n, cnames, ins, outs,
+                     c_op(op), opts)
 
     def finish(_h):  # a tuple, as Horovod's synchronize() of a group
         if not in_place:
