@@ -527,7 +527,10 @@ PLAIT_API plait_result_t plait_release(plait_handle_t *handle);
 
 /* After completion: the output of an allgather, alltoall or reducescatter (or
  * the output tensor given to allreduce/broadcast). out->data points into
- * memory owned by the handle, valid until plait_release. PLAIT_ERR_INVALID_ARGUMENT
+ * memory owned by the handle, valid until plait_release. For a device input
+ * that memory is the transport's (on the input's device, out->device) and
+ * plait_release frees it through the transport; a handle released after
+ * plait_shutdown leaves it allocated (the transport is gone). PLAIT_ERR_INVALID_ARGUMENT
  * before completion. Writes the first layout of plait_tensor_t only
  * (PLAIT_TENSOR_SIZE_V1 bytes, out->struct_size set to that), so out may be a
  * struct from any version of this header. */

@@ -140,7 +140,8 @@ plait_result_t plait_exec_dev_alloc(plait_exec_t *x, size_t bytes, int keep, con
                                     void **p) {
   *p = NULL;
   plait_scratch_t *s = keep ? NULL : malloc(sizeof *s);
-  if (!keep && !s) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+  if ((!keep && !s) || (keep && !x->devmem)) /* devmem: made at init, owns kept memory */
+    return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory allocating %s", what);
   void *ts = x->ts0 ? x->ts0 : x->ts;
   plait_result_t rc = x->t->mem_alloc(ts, bytes ? bytes : 1, p);
   if (rc) {
@@ -165,8 +166,7 @@ void plait_exec_set_device_output(plait_exec_t *x, struct plait_handle *h,
                                   const plait_tensor_t *out, void *owned, int64_t *splits,
                                   int nsplits) {
   struct plait_devmem *d = x->devmem;
-  if (!d) { /* no owner could be made: the handle cannot free it; free it now */
-    plait_exec_dev_free(x, owned);
+  if (!d) { /* cannot happen (dev_alloc refuses): the memory is left, never freed under use */
     plait_handle_set_output(h, out, NULL, splits, nsplits);
     return;
   }
