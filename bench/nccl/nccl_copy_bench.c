@@ -32,7 +32,7 @@
 #include "harness.h"
 
 #define RUNS 11
-#define ALIGN 256 /* fusion buffer offsets, as the core aligns them */
+#define ALIGN 64 /* fusion buffer slots, as the core pads them (PLAIT_FUSION_ALIGN) */
 #define MAX_TENSORS 4096
 
 typedef struct mix {
