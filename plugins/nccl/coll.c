@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "batch.h"
 #include "errors.h"
 #include "wait.h"
 
@@ -24,7 +25,6 @@ int nc_dtype(plait_dtype_t dtype, ncclDataType_t *out) {
 ncclRedOp_t nc_op(plait_dtype_t dtype, plait_op_t op) {
   if (dtype == PLAIT_BOOL) return op == PLAIT_OP_MIN || op == PLAIT_OP_PRODUCT ? ncclMin : ncclMax;
   switch (op) {
-    case PLAIT_OP_AVERAGE: return ncclAvg;
     case PLAIT_OP_MIN: return ncclMin;
     case PLAIT_OP_MAX: return ncclMax;
     case PLAIT_OP_PRODUCT: return ncclProd;
@@ -32,18 +32,47 @@ ncclRedOp_t nc_op(plait_dtype_t dtype, plait_op_t op) {
   }
 }
 
-/* Settles the enqueue r of `what`, then waits for the stream. */
+/* finish(), and for AVERAGE the division of the sum (count elements at
+ * buf) by the ranks, as the core's plait_divide, before the wait. */
+static plait_result_t finish_avg(nccl_state_t *st, const char *what, ncclResult_t r, void *buf,
+                                 size_t count, plait_dtype_t dtype, plait_op_t op);
+
+/* Starts a use of the communicator: takes the family's comm_mu (the waiter
+ * may abort communicators meanwhile) and fails if the family broke. */
+static plait_result_t begin(nccl_state_t *st) {
+  pthread_mutex_lock(&st->fam->comm_mu);
+  plait_result_t failed = nc_family_failed(st);
+  if (failed == PLAIT_SUCCESS && st->comm) return PLAIT_SUCCESS;
+  pthread_mutex_unlock(&st->fam->comm_mu);
+  return nc_fail(st, failed != PLAIT_SUCCESS ? failed : PLAIT_ERR_TRANSPORT,
+                 "the NCCL communicator failed earlier and was aborted: %s",
+                 failed != PLAIT_SUCCESS ? st->fam->broken_msg : "(no message)");
+}
+
+/* Settles the enqueue r of `what`, ends the use begun by begin(), then waits
+ * for the stream (unless notify is in use: nc_finish). */
 static plait_result_t finish(nccl_state_t *st, const char *what, ncclResult_t r) {
   plait_result_t rc = nc_settle(st, st->comm, what, r);
-  return rc != PLAIT_SUCCESS ? rc : nc_wait(st, what);
+  pthread_mutex_unlock(&st->fam->comm_mu);
+  return rc != PLAIT_SUCCESS ? rc : nc_finish(st, what);
+}
+
+static plait_result_t finish_avg(nccl_state_t *st, const char *what, ncclResult_t r, void *buf,
+                                 size_t count, plait_dtype_t dtype, plait_op_t op) {
+  plait_result_t rc = nc_settle(st, st->comm, what, r);
+  pthread_mutex_unlock(&st->fam->comm_mu);
+  if (rc == PLAIT_SUCCESS && op == PLAIT_OP_AVERAGE && st->nranks > 1)
+    rc = nc_batch_divide(st, buf, count, dtype, (uint32_t)st->nranks);
+  return rc != PLAIT_SUCCESS ? rc : nc_finish(st, what);
 }
 
 plait_result_t nc_allreduce(nccl_state_t *st, void *buf, size_t count, plait_dtype_t dtype,
                             plait_op_t op) {
+  NC_CHECK(begin(st));
   ncclDataType_t dt = ncclUint8;
   nc_dtype(dtype, &dt);
   ncclResult_t r = ncclAllReduce(buf, buf, count, dt, nc_op(dtype, op), st->comm, st->stream);
-  return finish(st, "ncclAllReduce", r);
+  return finish_avg(st, "ncclAllReduce", r, buf, count, dtype, op);
 }
 
 static int all_equal(const size_t *v, int n) {
@@ -60,6 +89,7 @@ static ncclResult_t group_end(ncclResult_t first) {
 }
 
 plait_result_t nc_allgatherv(nccl_state_t *st, void *buf, const size_t *bytes) {
+  NC_CHECK(begin(st));
   char *b = buf;
   if (all_equal(bytes, st->nranks)) /* in place: sendbuff == recvbuff + rank * count */
     return finish(st, "ncclAllGather",
@@ -76,12 +106,14 @@ plait_result_t nc_allgatherv(nccl_state_t *st, void *buf, const size_t *bytes) {
 }
 
 plait_result_t nc_broadcast(nccl_state_t *st, void *buf, size_t bytes, int root) {
+  NC_CHECK(begin(st));
   return finish(st, "ncclBroadcast",
                 ncclBroadcast(buf, buf, bytes, ncclUint8, root, st->comm, st->stream));
 }
 
 plait_result_t nc_alltoallv(nccl_state_t *st, const void *send, const size_t *send_bytes,
                             void *recv, const size_t *recv_bytes) {
+  NC_CHECK(begin(st));
   const char *s = send;
   char *d = recv;
   size_t so = 0, ro = 0;
@@ -89,8 +121,10 @@ plait_result_t nc_alltoallv(nccl_state_t *st, const void *send, const size_t *se
   if (send_bytes[st->rank]) { /* this rank's block to itself: before the group */
     cudaError_t e = cudaMemcpyAsync(d + ro, s + so, send_bytes[st->rank],
                                     cudaMemcpyDeviceToDevice, st->stream);
-    if (e != cudaSuccess)
+    if (e != cudaSuccess) {
+      pthread_mutex_unlock(&st->fam->comm_mu);
       return nc_cuda_break(st, PLAIT_ERR_TRANSPORT, "cudaMemcpyAsync (this rank's block)", e);
+    }
   }
   so = ro = 0;
   ncclResult_t r = ncclGroupStart();
@@ -107,12 +141,14 @@ plait_result_t nc_alltoallv(nccl_state_t *st, const void *send, const size_t *se
 
 plait_result_t nc_reducescatter(nccl_state_t *st, const void *send, void *recv,
                                 const size_t *counts, plait_dtype_t dtype, plait_op_t op) {
+  NC_CHECK(begin(st));
   ncclDataType_t dt = ncclUint8;
   nc_dtype(dtype, &dt);
   ncclRedOp_t rop = nc_op(dtype, op);
   if (all_equal(counts, st->nranks))
-    return finish(st, "ncclReduceScatter",
-                  ncclReduceScatter(send, recv, counts[0], dt, rop, st->comm, st->stream));
+    return finish_avg(st, "ncclReduceScatter",
+                      ncclReduceScatter(send, recv, counts[0], dt, rop, st->comm, st->stream),
+                      recv, counts[st->rank], dtype, op);
   const char *s = send;
   size_t es = plait_dtype_size_inline(dtype), off = 0;
   ncclResult_t r = ncclGroupStart();
@@ -122,25 +158,24 @@ plait_result_t nc_reducescatter(nccl_state_t *st, const void *send, void *recv,
                      st->comm, st->stream);
     off += counts[root];
   }
-  return finish(st, "ncclReduce (grouped, one per rank)", group_end(r));
+  return finish_avg(st, "ncclReduce (grouped, one per rank)", group_end(r), recv,
+                    counts[st->rank], dtype, op);
 }
 
 plait_result_t nc_barrier(nccl_state_t *st) {
+  NC_CHECK(begin(st));
   return finish(st, "ncclAllReduce (barrier)",
                 ncclAllReduce(st->one, st->one, 1, ncclInt32, ncclSum, st->comm, st->stream));
 }
 
-plait_result_t nc_mem_alloc(nccl_state_t *st, size_t bytes, void **ptr) {
-  cudaError_t e = cudaMalloc(ptr, bytes ? bytes : 1);
-  if (e == cudaSuccess) return PLAIT_SUCCESS;
-  *ptr = NULL;
-  cudaGetLastError(); /* allocation failures are not sticky: clear it */
-  return nc_cuda_fail(st, PLAIT_ERR_NO_MEMORY, "cudaMalloc", e);
-}
-
-plait_result_t nc_mem_free(nccl_state_t *st, void *ptr) {
-  cudaError_t e = cudaFree(ptr);
-  return e == cudaSuccess ? PLAIT_SUCCESS : nc_cuda_fail(st, PLAIT_ERR_TRANSPORT, "cudaFree", e);
+/* Host memory the DMA engine can reach without staging (pinned or mapped). */
+static int pinned(const void *p) {
+  struct cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return a.type == cudaMemoryTypeHost || a.type == cudaMemoryTypeManaged;
 }
 
 plait_result_t nc_mem_copy(nccl_state_t *st, void *dst, const void *src, size_t bytes,
@@ -153,7 +188,31 @@ plait_result_t nc_mem_copy(nccl_state_t *st, void *dst, const void *src, size_t 
   }
   plait_result_t rc = nc_after_default_stream(st);
   if (rc != PLAIT_SUCCESS) return rc;
+  /* cudaMemcpyAsync with pageable host memory may wait for the stream inside
+   * CUDA, unbounded: the stream is drained first (bounded, polled), and the
+   * copy is waited for. */
+  const void *host = kind == PLAIT_COPY_HOST_TO_DEVICE ? src : dst;
+  int sync = kind != PLAIT_COPY_DEVICE_TO_DEVICE && !pinned(host);
+  if (sync) NC_CHECK(nc_wait(st, "the work before a copy with pageable host memory"));
   cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kinds[kind], st->stream);
   if (e != cudaSuccess) return nc_cuda_fail(st, PLAIT_ERR_TRANSPORT, "cudaMemcpyAsync", e);
-  return nc_wait(st, "cudaMemcpyAsync");
+  return sync ? nc_wait(st, "cudaMemcpyAsync") : nc_finish(st, "cudaMemcpyAsync");
+}
+
+plait_result_t nc_allreduce_scaled(nccl_state_t *st, const void *send, void *recv, size_t count,
+                                   plait_dtype_t dtype, plait_op_t op, double postscale) {
+  NC_CHECK(begin(st));
+  ncclDataType_t dt = ncclUint8;
+  nc_dtype(dtype, &dt);
+  ncclResult_t r = ncclAllReduce(send, recv, count, dt, nc_op(dtype, op), st->comm, st->stream);
+  plait_result_t rc = nc_settle(st, st->comm, "ncclAllReduce", r);
+  pthread_mutex_unlock(&st->fam->comm_mu);
+  if (rc != PLAIT_SUCCESS) return rc;
+  if (op == PLAIT_OP_AVERAGE && st->nranks > 1) /* the core sends SUM; as allreduce if not */
+    NC_CHECK(nc_batch_divide(st, recv, count, dtype, (uint32_t)st->nranks));
+  if (postscale != 1.0) {
+    plait_span_t span = {recv, recv, count};
+    NC_CHECK(nc_batch_enqueue(st, &span, 1, dtype, PLAIT_OP_SUM, postscale, 0));
+  }
+  return nc_finish(st, postscale != 1.0 ? "ncclAllReduce and the scaling kernel" : "ncclAllReduce");
 }

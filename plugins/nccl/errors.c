@@ -28,7 +28,12 @@ plait_result_t nc_break(nccl_state_t *st, plait_result_t code, const char *fmt, 
   st->broken = code;
   memcpy(st->broken_msg, st->err, sizeof st->broken_msg);
   NC_WARN(st, "%s", st->err);
-  if (st->comm) {
+  /* The family is marked failed before any communicator is aborted: the
+   * abort lets the stream go on, and a notify marker that runs then must
+   * not read as success. */
+  if (st->fam) nc_family_break(st->fam, code, st->err); /* aborts the members */
+  if (st->fam) pthread_mutex_lock(&st->fam->comm_mu);
+  if (st->comm) { /* not a member yet (init, subset) */
     /* Ends what is still running on the device (a kernel waiting for a
      * peer that will never come) and frees the communicator. */
     ncclResult_t r = ncclCommAbort(st->comm);
@@ -36,7 +41,31 @@ plait_result_t nc_break(nccl_state_t *st, plait_result_t code, const char *fmt, 
       NC_WARN(st, "ncclCommAbort after the failure: %s", ncclGetErrorString(r));
     st->comm = NULL;
   }
+  if (st->fam) pthread_mutex_unlock(&st->fam->comm_mu);
   return code;
+}
+
+void nc_family_break(nc_family_t *f, plait_result_t code, const char *msg) {
+  pthread_mutex_lock(&f->comm_mu);
+  if (atomic_load(&f->broken) == PLAIT_SUCCESS) {
+    snprintf(f->broken_msg, sizeof f->broken_msg, "%s", msg);
+    atomic_store(&f->broken, code != PLAIT_SUCCESS ? (int)code : (int)PLAIT_ERR_INTERNAL);
+    for (nccl_state_t *m = f->members; m; m = m->next_member) {
+      if (!m->comm) continue;
+      ncclResult_t r = ncclCommAbort(m->comm);
+      if (r != ncclSuccess)
+        NC_WARN(m, "ncclCommAbort after a failure on the stream: %s", ncclGetErrorString(r));
+      m->comm = NULL;
+    }
+  }
+  pthread_mutex_unlock(&f->comm_mu);
+  pthread_mutex_lock(&f->q_mu);
+  pthread_cond_broadcast(&f->q_cv);
+  pthread_mutex_unlock(&f->q_mu);
+}
+
+plait_result_t nc_family_failed(const nccl_state_t *st) {
+  return st->fam ? (plait_result_t)atomic_load(&st->fam->broken) : st->broken;
 }
 
 plait_result_t nc_code(ncclResult_t r) {
@@ -63,7 +92,10 @@ void nc_nccl_text(const nccl_state_t *st, const char *call, ncclResult_t r, char
 
 plait_result_t nc_nccl_break(nccl_state_t *st, const char *call, ncclResult_t r) {
   char text[1024];
+  /* ncclGetLastError reads the communicator, which the waiter may abort. */
+  if (st->fam) pthread_mutex_lock(&st->fam->comm_mu);
   nc_nccl_text(st, call, r, text, sizeof text);
+  if (st->fam) pthread_mutex_unlock(&st->fam->comm_mu);
   return nc_break(st, nc_code(r), "%s", text);
 }
 

@@ -25,10 +25,20 @@ plait_result_t nc_fail(nccl_state_t *st, plait_result_t code, const char *fmt, .
     __attribute__((format(printf, 3, 4)));
 
 /* As nc_fail, then aborts the communicator (ncclCommAbort: nothing stays
- * stuck in a kernel) and marks the state broken, so that every later
- * collective fails at once. Logs the failure once, at warn level. */
+ * stuck in a kernel) and breaks the state's family (nc_family_break), so
+ * that every later call fails at once and every outstanding done fires with
+ * this failure. Logs the failure once, at warn level. Core thread. */
 plait_result_t nc_break(nccl_state_t *st, plait_result_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Breaks the family (every state sharing the stream): records msg as the
+ * failure every later call reports, aborts every member's communicator
+ * (under comm_mu) and wakes the waiter, which fails every outstanding done.
+ * The first break wins. Any thread. */
+void nc_family_break(nc_family_t *f, plait_result_t code, const char *msg);
+
+/* The family's failure (PLAIT_SUCCESS while healthy). Any thread. */
+plait_result_t nc_family_failed(const nccl_state_t *st);
 
 /* The plait code for an NCCL result: a remote error (a peer exited or the
  * network failed) is PLAIT_ERR_PEER_LOST, a bad argument or usage

@@ -9,13 +9,22 @@
 #include <string.h>
 
 #include "coll.h"
+#include "batch.h"
 #include "errors.h"
+#include "notify.h"
 #include "setup.h"
 #include "wait.h"
 
 /* Message of the last init failure (or call with a NULL state) on this
  * thread: last_error(NULL). */
 static _Thread_local char t_error[1536];
+
+/* mem_alloc and mem_free may run on any thread, concurrently with the core's
+ * thread (transport.h), so they never write the state: a failure's message
+ * stays in this thread's t_mem_error, and last_error(state) on this thread
+ * returns it until the thread's next call on a state. */
+static _Thread_local const void *t_mem_state;
+static _Thread_local char t_mem_error[1536];
 
 static plait_result_t null_state(const char *what) {
   snprintf(t_error, sizeof t_error, "%s: state is NULL", what);
@@ -31,13 +40,14 @@ static plait_result_t use_device(nccl_state_t *st) {
 
 /* Starts a call: NULL state, device, broken state. */
 #define ENTER(state, what)                                                     \
+  t_mem_state = NULL;                                                          \
   if ((state) == NULL) return null_state(what);                                \
   nccl_state_t *st = (nccl_state_t *)(state);                                  \
   st->op = (what);                                                             \
-  if (st->broken != PLAIT_SUCCESS)                                             \
-    return nc_fail(st, st->broken,                                             \
+  if (nc_family_failed(st) != PLAIT_SUCCESS)                                   \
+    return nc_fail(st, nc_family_failed(st),                                   \
                    "the NCCL communicator failed earlier and was aborted: %s",  \
-                   st->broken_msg);                                            \
+                   st->fam->broken_msg);                                       \
   NC_CHECK(use_device(st));
 
 static plait_result_t check_reduction(nccl_state_t *st, plait_dtype_t dtype, plait_op_t op) {
@@ -112,6 +122,7 @@ static plait_result_t nccl_finalize(void *state) {
 
 static const char *nccl_last_error(void *state) {
   if (state == NULL) return t_error;
+  if (state == t_mem_state) return t_mem_error;
   return ((nccl_state_t *)state)->err;
 }
 
@@ -123,6 +134,8 @@ static plait_result_t entry_allreduce(void *state, void *buf, size_t count, plai
   NC_REQUIRE(st, count <= SIZE_MAX / es, "count %zu of %zu-byte elements overflows size_t",
              count, es);
   NC_CHECK(check_device_ptr(st, "buf", buf, count * es));
+  NC_REQUIRE(st, op != PLAIT_OP_AVERAGE || (uintptr_t)buf % es == 0,
+             "buf (%p) is not aligned to its %zu-byte elements", buf, es);
   if (count == 0) return PLAIT_SUCCESS; /* the same on every rank */
   NC_CHECK(nc_after_default_stream(st));
   return nc_allreduce(st, buf, count, dtype, op);
@@ -179,6 +192,8 @@ static plait_result_t entry_reducescatter(void *state, const void *send, void *r
   NC_CHECK(check_device_ptr(st, "send", send, total * es));
   NC_CHECK(check_device_ptr(st, "recv", recv, mine * es));
   NC_REQUIRE(st, !overlap(send, total * es, recv, mine * es), "send and recv overlap");
+  NC_REQUIRE(st, op != PLAIT_OP_AVERAGE || (uintptr_t)recv % es == 0,
+             "recv (%p) is not aligned to its %zu-byte elements", recv, es);
   if (total == 0) return PLAIT_SUCCESS;
   NC_CHECK(nc_after_default_stream(st));
   return nc_reducescatter(st, send, recv, counts, dtype, op);
@@ -191,20 +206,52 @@ static plait_result_t entry_barrier(void *state) {
 
 /* Memory functions: local, usable even after the communicator failed. */
 #define ENTER_LOCAL(state, what)                                               \
+  t_mem_state = NULL;                                                          \
   if ((state) == NULL) return null_state(what);                                \
   nccl_state_t *st = (nccl_state_t *)(state);                                  \
   st->op = (what);                                                             \
   NC_CHECK(use_device(st));
 
+/* A failure of mem_alloc / mem_free, in this thread's message. */
+static plait_result_t mem_fail(const nccl_state_t *st, plait_result_t code, const char *what,
+                               const char *call, cudaError_t e) {
+  if (call)
+    snprintf(t_mem_error, sizeof t_mem_error, "%s: %s failed: %s: %s on rank %d (CUDA device %d)",
+             what, call, cudaGetErrorName(e), cudaGetErrorString(e), nc_job_rank(st, st->rank),
+             st->device);
+  else
+    snprintf(t_mem_error, sizeof t_mem_error, "%s: ptr is NULL", what);
+  t_mem_state = st;
+  return code;
+}
+
+/* Any thread, concurrently with the other entries: reads only the state's
+ * device, sets it on the calling thread (cudaMalloc and cudaFree are
+ * thread-safe). */
 static plait_result_t entry_mem_alloc(void *state, size_t bytes, void **ptr) {
-  ENTER_LOCAL(state, "mem_alloc");
-  NC_REQUIRE(st, ptr != NULL, "ptr is NULL");
-  return nc_mem_alloc(st, bytes, ptr);
+  t_mem_state = NULL;
+  if (state == NULL) return null_state("mem_alloc");
+  const nccl_state_t *st = state;
+  if (ptr == NULL) return mem_fail(st, PLAIT_ERR_INVALID_ARGUMENT, "mem_alloc", NULL, cudaSuccess);
+  *ptr = NULL;
+  cudaError_t e = cudaSetDevice(st->device);
+  if (e != cudaSuccess) return mem_fail(st, PLAIT_ERR_TRANSPORT, "mem_alloc", "cudaSetDevice", e);
+  e = cudaMalloc(ptr, bytes ? bytes : 1);
+  if (e == cudaSuccess) return PLAIT_SUCCESS;
+  *ptr = NULL;
+  cudaGetLastError(); /* allocation failures are not sticky: clear it */
+  return mem_fail(st, PLAIT_ERR_NO_MEMORY, "mem_alloc", "cudaMalloc", e);
 }
 
 static plait_result_t entry_mem_free(void *state, void *ptr) {
-  ENTER_LOCAL(state, "mem_free");
-  return nc_mem_free(st, ptr);
+  t_mem_state = NULL;
+  if (state == NULL) return null_state("mem_free");
+  const nccl_state_t *st = state;
+  if (ptr == NULL) return PLAIT_SUCCESS;
+  cudaError_t e = cudaSetDevice(st->device);
+  if (e == cudaSuccess) e = cudaFree(ptr);
+  if (e == cudaSuccess) return PLAIT_SUCCESS;
+  return mem_fail(st, PLAIT_ERR_TRANSPORT, "mem_free", "cudaFree", e);
 }
 
 static plait_result_t entry_mem_copy(void *state, void *dst, const void *src, size_t bytes,
@@ -220,6 +267,89 @@ static plait_result_t entry_mem_copy(void *state, void *dst, const void *src, si
   if (kind == PLAIT_COPY_DEVICE_TO_HOST || kind == PLAIT_COPY_DEVICE_TO_DEVICE)
     NC_CHECK(check_device_ptr(st, "src", src, bytes));
   return nc_mem_copy(st, dst, src, bytes, kind);
+}
+
+static plait_result_t entry_allreduce_scaled(void *state, const void *send, void *recv,
+                                             size_t count, plait_dtype_t dtype, plait_op_t op,
+                                             double postscale) {
+  ENTER(state, "allreduce_scaled");
+  NC_CHECK(check_reduction(st, dtype, op));
+  NC_REQUIRE(st, !(dtype == PLAIT_BOOL && postscale != 1.0),
+             "postscale %g on dtype bool: bool cannot be scaled", postscale);
+  size_t es = plait_dtype_size_inline(dtype);
+  NC_REQUIRE(st, count <= SIZE_MAX / es, "count %zu of %zu-byte elements overflows size_t",
+             count, es);
+  NC_CHECK(check_device_ptr(st, "send", send, count * es));
+  NC_CHECK(check_device_ptr(st, "recv", recv, count * es));
+  NC_REQUIRE(st, send == recv || !overlap(send, count * es, recv, count * es),
+             "send and recv overlap without being the same buffer");
+  NC_REQUIRE(st, postscale == 1.0 || (uintptr_t)recv % es == 0,
+             "recv (%p) is not aligned to its %zu-byte elements", recv, es);
+  if (count == 0) return PLAIT_SUCCESS;
+  NC_CHECK(nc_after_default_stream(st));
+  return nc_allreduce_scaled(st, send, recv, count, dtype, op, postscale);
+}
+
+static int entry_device(void *state) {
+  return state ? ((nccl_state_t *)state)->device : -1;
+}
+
+static plait_result_t entry_batch_copy(void *state, const plait_span_t *spans, size_t n,
+                                       plait_dtype_t dtype, plait_op_t op, double factor) {
+  ENTER(state, "batch_copy");
+  NC_REQUIRE(st, plait_dtype_valid_inline(dtype), "dtype %d is not a plait dtype", (int)dtype);
+  NC_REQUIRE(st, plait_op_valid_inline(op), "op %d is not a plait op", (int)op);
+  NC_REQUIRE(st, !(dtype == PLAIT_BOOL && factor != 1.0),
+             "factor %g on dtype bool: bool cannot be scaled", factor);
+  NC_REQUIRE(st, n == 0 || spans != NULL, "spans is NULL with n = %zu", n);
+  size_t es = plait_dtype_size_inline(dtype);
+  for (size_t i = 0; i < n; i++) {
+    if (spans[i].count == 0) continue;
+    NC_REQUIRE(st, spans[i].count <= SIZE_MAX / es, "spans[%zu].count %zu overflows size_t", i,
+               spans[i].count);
+    NC_REQUIRE(st, (uintptr_t)spans[i].dst % es == 0 && (uintptr_t)spans[i].src % es == 0,
+               "spans[%zu] (dst %p, src %p) is not aligned to its %zu-byte elements", i,
+               spans[i].dst, spans[i].src, es);
+    char name[48];
+    snprintf(name, sizeof name, "spans[%zu].dst", i);
+    NC_CHECK(check_device_ptr(st, name, spans[i].dst, spans[i].count * es));
+    if (spans[i].src) {
+      snprintf(name, sizeof name, "spans[%zu].src", i);
+      NC_CHECK(check_device_ptr(st, name, spans[i].src, spans[i].count * es));
+    }
+  }
+  NC_CHECK(nc_after_default_stream(st));
+  NC_CHECK(nc_batch_enqueue(st, spans, n, dtype, op, factor, 0));
+  return nc_finish(st, "batch_copy");
+}
+
+static plait_result_t entry_ready(void *state, void *stream) {
+  ENTER(state, "ready");
+  NC_CHECK(nc_after_stream(st, stream ? (cudaStream_t)stream : cudaStreamLegacy,
+                           stream ? "the caller's stream" : "the legacy default stream"));
+  st->fam->readied = 1; /* from now on the core names the streams */
+  return PLAIT_SUCCESS;
+}
+
+static plait_result_t entry_notify(void *state, plait_done_fn done, void *ctx) {
+  if (state == NULL) return null_state("notify");
+  nccl_state_t *st = (nccl_state_t *)state;
+  st->op = "notify";
+  NC_REQUIRE(st, done != NULL, "done is NULL");
+  NC_CHECK(use_device(st));
+  return nc_notify(st, done, ctx);
+}
+
+static plait_result_t entry_interrupt(void *state, plait_result_t rc, const char *why) {
+  if (state == NULL) return null_state("interrupt");
+  nccl_state_t *st = (nccl_state_t *)state;
+  st->op = "interrupt";
+  NC_CHECK(use_device(st));
+  if (nc_family_failed(st) != PLAIT_SUCCESS) return PLAIT_SUCCESS; /* already stopped */
+  nc_break(st, rc != PLAIT_SUCCESS ? rc : PLAIT_ERR_PEER_LOST,
+           "the job failed (rank %d, CUDA device %d stopped waiting for its peers): %s",
+           nc_job_rank(st, st->rank), st->device, why ? why : "(no reason given)");
+  return PLAIT_SUCCESS;
 }
 
 /* NCCL picks its algorithm per call (ring, tree, NVLS, CollNet) from its own
@@ -278,4 +408,10 @@ const plait_transport_v1_t plait_transport_v1 = {
     .mem_copy = entry_mem_copy,
     .algorithm = entry_algorithm,
     .subset = entry_subset,
+    .allreduce_scaled = entry_allreduce_scaled,
+    .device = entry_device,
+    .batch_copy = entry_batch_copy,
+    .ready = entry_ready,
+    .notify = entry_notify,
+    .interrupt = entry_interrupt,
 };

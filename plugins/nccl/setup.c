@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "notify.h"
 #include "wait.h"
 
 /* What each rank tells the others before the communicator is made, so that
@@ -186,15 +187,21 @@ plait_result_t nc_start(const plait_transport_init_args_t *args, nccl_state_t **
   card_t me;
   memset(&me, 0, sizeof me);
   local_start(st, args->local_rank, &me);
+  if (me.ok && !(st->fam = nc_family_new(st))) {
+    me.ok = 0;
+    snprintf(me.why, sizeof me.why, "out of memory (the plugin's locks)");
+  }
   rc = exchange_cards(st, args->bootstrap, &me);
   if (rc == PLAIT_SUCCESS) rc = make_comm(st, args->bootstrap);
   if (rc != PLAIT_SUCCESS) {
     snprintf(err, err_len, "%s", st->err);
     if (st->comm) ncclCommAbort(st->comm); /* nc_settle aborted it on a timeout */
+    nc_family_free(st->fam);
     release_cuda(st);
     free(st);
     return rc;
   }
+  nc_family_join(st->fam, st);
   int version = 0;
   ncclGetVersion(&version);
   NC_INFO(st, "rank %d of %d on CUDA device %d (local rank %d), NCCL %d", st->rank, st->nranks,
@@ -208,13 +215,16 @@ void nc_stop(nccl_state_t *st) {
   if (!st) return;
   st->op = "finalize";
   if (st->device >= 0) cudaSetDevice(st->device);
-  if (st->comm && st->broken == PLAIT_SUCCESS) {
+  /* Every outstanding done first (notify.h), with the work's result. */
+  nc_family_drain(st);
+  if (st->fam) pthread_mutex_lock(&st->fam->comm_mu);
+  if (st->comm && nc_family_failed(st) == PLAIT_SUCCESS) {
     /* Healthy: let NCCL flush, for a bounded time (a peer that is gone
      * must not stall the shutdown), then free. */
     double limit = st->timeout_s;
     if (limit > FLUSH_LIMIT_S) st->timeout_s = FLUSH_LIMIT_S;
     ncclResult_t r = ncclCommFinalize(st->comm);
-    if (nc_settle(st, st->comm, "ncclCommFinalize", r) == PLAIT_SUCCESS) {
+    if (nc_settle(st, st->comm, "ncclCommFinalize", r) == PLAIT_SUCCESS && st->comm) {
       r = ncclCommDestroy(st->comm);
       if (r != ncclSuccess) NC_WARN(st, "ncclCommDestroy: %s", ncclGetErrorString(r));
       st->comm = NULL;
@@ -223,6 +233,11 @@ void nc_stop(nccl_state_t *st) {
   }
   if (st->comm) ncclCommAbort(st->comm); /* broken, or the flush failed */
   st->comm = NULL;
+  if (st->fam) {
+    pthread_mutex_unlock(&st->fam->comm_mu);
+    nc_family_leave(st->fam, st);
+    if (st->fam->root == st) nc_family_free(st->fam);
+  }
   release_cuda(st);
   free(st->global_ranks);
   free(st);
@@ -263,6 +278,7 @@ static plait_result_t member_state(nccl_state_t *parent, const int *ranks, int n
   st->log_level = parent->log_level;
   st->stream = parent->stream;
   st->parent = parent;
+  st->fam = parent->fam;
   st->global_ranks = global;
   cudaError_t e = cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&st->ready, cudaEventDisableTiming);
@@ -290,11 +306,14 @@ plait_result_t nc_subset(nccl_state_t *parent, const int *ranks, int n, nccl_sta
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 0;
   ncclComm_t comm = NULL;
+  pthread_mutex_lock(&parent->fam->comm_mu);
   ncclResult_t r = ncclCommSplit(parent->comm, me >= 0 ? 0 : NCCL_SPLIT_NOCOLOR,
                                  me >= 0 ? me : 0, &comm, &cfg);
   plait_result_t rc = nc_settle(parent, parent->comm, "ncclCommSplit", r);
+  pthread_mutex_unlock(&parent->fam->comm_mu);
   if (rc == PLAIT_SUCCESS && comm) {
     st->comm = comm;
+    nc_family_join(st->fam, st);
     rc = nc_settle(st, comm, "ncclCommSplit (the new communicator)", ncclSuccess);
     if (rc != PLAIT_SUCCESS) nc_fail(parent, rc, "%s", st->err);
   } else if (comm && rc != PLAIT_SUCCESS) {

@@ -1,5 +1,6 @@
 #include "wait.h"
 
+#include <stdio.h>
 #include <time.h>
 
 #include "errors.h"
@@ -53,32 +54,51 @@ plait_result_t nc_settle(nccl_state_t *st, ncclComm_t comm, const char *what, nc
   }
 }
 
-plait_result_t nc_after_default_stream(nccl_state_t *st) {
-  cudaError_t e = cudaEventRecord(st->ready, cudaStreamLegacy);
-  if (e != cudaSuccess)
-    return nc_cuda_fail(st, PLAIT_ERR_TRANSPORT, "cudaEventRecord (default stream)", e);
+plait_result_t nc_after_stream(nccl_state_t *st, cudaStream_t stream, const char *which) {
+  char call[128];
+  cudaError_t e = cudaEventRecord(st->ready, stream);
+  if (e != cudaSuccess) {
+    snprintf(call, sizeof call, "cudaEventRecord (%s)", which);
+    return nc_cuda_fail(st, PLAIT_ERR_TRANSPORT, call, e);
+  }
   e = cudaStreamWaitEvent(st->stream, st->ready, 0);
-  return e == cudaSuccess
-             ? PLAIT_SUCCESS
-             : nc_cuda_fail(st, PLAIT_ERR_TRANSPORT, "cudaStreamWaitEvent (default stream)", e);
+  if (e == cudaSuccess) return PLAIT_SUCCESS;
+  snprintf(call, sizeof call, "cudaStreamWaitEvent (%s)", which);
+  return nc_cuda_fail(st, PLAIT_ERR_TRANSPORT, call, e);
+}
+
+plait_result_t nc_after_default_stream(nccl_state_t *st) {
+  if (st->fam && st->fam->readied) return PLAIT_SUCCESS; /* the core names the streams */
+  return nc_after_stream(st, cudaStreamLegacy, "default stream");
+}
+
+plait_result_t nc_wait_event(nccl_state_t *st, cudaEvent_t ev, const char *what) {
+  backoff_t b;
+  backoff_init(&b);
+  for (;;) {
+    cudaError_t e = cudaEventQuery(ev);
+    if (e == cudaSuccess) return PLAIT_SUCCESS;
+    if (e != cudaErrorNotReady) return nc_cuda_break(st, PLAIT_ERR_TRANSPORT, what, e);
+    cudaGetLastError(); /* "not ready" is recorded as this thread's last error: clear it */
+    if (st->fam) pthread_mutex_lock(&st->fam->comm_mu);
+    ncclResult_t q = ncclSuccess, state = ncclSuccess;
+    if (st->comm) q = ncclCommGetAsyncError(st->comm, &state);
+    if (st->fam) pthread_mutex_unlock(&st->fam->comm_mu);
+    if (q != ncclSuccess) return nc_nccl_break(st, "ncclCommGetAsyncError", q);
+    if (state != ncclSuccess && state != ncclInProgress) return nc_nccl_break(st, what, state);
+    plait_result_t failed = nc_family_failed(st);
+    if (failed != PLAIT_SUCCESS)
+      return nc_fail(st, failed, "%s was cut short: %s", what, st->fam->broken_msg);
+    if (backoff_pause(&b) > st->timeout_s) return timed_out(st, what);
+  }
 }
 
 plait_result_t nc_wait(nccl_state_t *st, const char *what) {
   cudaError_t e = cudaEventRecord(st->done, st->stream);
   if (e != cudaSuccess) return nc_cuda_break(st, PLAIT_ERR_TRANSPORT, "cudaEventRecord", e);
-  backoff_t b;
-  backoff_init(&b);
-  for (;;) {
-    e = cudaEventQuery(st->done);
-    if (e == cudaSuccess) return PLAIT_SUCCESS;
-    if (e != cudaErrorNotReady) return nc_cuda_break(st, PLAIT_ERR_TRANSPORT, what, e);
-    cudaGetLastError(); /* "not ready" is recorded as this thread's last error: clear it */
-    if (st->comm) {
-      ncclResult_t state = ncclSuccess;
-      ncclResult_t q = ncclCommGetAsyncError(st->comm, &state);
-      if (q != ncclSuccess) return nc_nccl_break(st, "ncclCommGetAsyncError", q);
-      if (state != ncclSuccess && state != ncclInProgress) return nc_nccl_break(st, what, state);
-    }
-    if (backoff_pause(&b) > st->timeout_s) return timed_out(st, what);
-  }
+  return nc_wait_event(st, st->done, what);
+}
+
+plait_result_t nc_finish(nccl_state_t *st, const char *what) {
+  return st->fam && st->fam->async ? PLAIT_SUCCESS : nc_wait(st, what);
 }

@@ -1,8 +1,10 @@
 /*
  * The nccl plugin's table and its refusals, at the plugin ABI (no core),
  * runnable anywhere: what the table declares (device memory only, every
- * collective, no 16-bit integer reductions), init's refusal of bad
- * arguments with messages, NULL states, and, without a GPU, a 3-rank init
+ * collective, no 16-bit integer reductions, every entry of the device
+ * path), init's refusal of bad arguments with messages, NULL states (the
+ * device path's entries included: device() is -1, the others refuse naming
+ * the entry, notify never calls done), and, without a GPU, a 3-rank init
  * over the harness's bootstrap that fails on every rank naming rank 0, the
  * other two, and CUDA's text (the ranks tell each other before making a
  * communicator, so none waits for the others).
@@ -45,6 +47,46 @@ static void table(const plait_transport_t *t) {
   CHECK(t->ops == PLAIT_OP_MASK_ALL, "ops 0x%x", t->ops);
   CHECK(PLAIT_TRANSPORT_HAS(t, algorithm) && PLAIT_TRANSPORT_HAS(t, subset),
         "algorithm and subset are set");
+  /* The device-memory path (transport.h): every entry of it. */
+  CHECK(PLAIT_TRANSPORT_HAS(t, allreduce_scaled), "allreduce_scaled is set");
+  CHECK(PLAIT_TRANSPORT_HAS(t, device), "device is set");
+  CHECK(PLAIT_TRANSPORT_HAS(t, batch_copy), "batch_copy is set");
+  CHECK(PLAIT_TRANSPORT_HAS(t, ready), "ready is set");
+  CHECK(PLAIT_TRANSPORT_HAS(t, notify), "notify is set");
+  CHECK(PLAIT_TRANSPORT_HAS(t, interrupt), "interrupt is set");
+}
+
+static void never_called(void *ctx, plait_result_t rc, const char *msg) {
+  (void)rc, (void)msg;
+  ++*(int *)ctx;
+}
+
+/* The device path's entries on a NULL state: a refusal naming it, no crash. */
+static void null_device_entries(const plait_transport_t *t) {
+  if (!PLAIT_TRANSPORT_HAS(t, interrupt)) return;
+  const char *want = "state is NULL";
+  CHECK(t->device(NULL) == -1, "device(NULL) is %d, want -1", t->device(NULL));
+  plait_span_t span = {NULL, NULL, 0};
+  plait_result_t rc = t->batch_copy(NULL, &span, 1, PLAIT_FLOAT32, PLAIT_OP_SUM, 1.0);
+  CHECK(rc == PLAIT_ERR_INVALID_ARGUMENT && strstr(t->last_error(NULL), want) &&
+            strstr(t->last_error(NULL), "batch_copy"),
+        "batch_copy(NULL state): %s: %s", plait_result_name_inline(rc), t->last_error(NULL));
+  rc = t->ready(NULL, NULL);
+  CHECK(rc == PLAIT_ERR_INVALID_ARGUMENT && strstr(t->last_error(NULL), "ready: state is NULL"),
+        "ready(NULL state): %s: %s", plait_result_name_inline(rc), t->last_error(NULL));
+  int calls = 0;
+  rc = t->notify(NULL, never_called, &calls);
+  CHECK(rc == PLAIT_ERR_INVALID_ARGUMENT && strstr(t->last_error(NULL), "notify: state is NULL"),
+        "notify(NULL state): %s: %s", plait_result_name_inline(rc), t->last_error(NULL));
+  CHECK(calls == 0, "a refused notify called done %d time(s)", calls);
+  rc = t->interrupt(NULL, PLAIT_ERR_PEER_LOST, "rank 1 lost");
+  CHECK(rc == PLAIT_ERR_INVALID_ARGUMENT && strstr(t->last_error(NULL), "interrupt: state is NULL"),
+        "interrupt(NULL state): %s: %s", plait_result_name_inline(rc), t->last_error(NULL));
+  rc = t->allreduce_scaled(NULL, NULL, NULL, 0, PLAIT_FLOAT32, PLAIT_OP_SUM, 0.5);
+  CHECK(rc == PLAIT_ERR_INVALID_ARGUMENT && strstr(t->last_error(NULL), "allreduce_scaled") &&
+            strstr(t->last_error(NULL), want),
+        "allreduce_scaled(NULL state): %s: %s", plait_result_name_inline(rc),
+        t->last_error(NULL));
 }
 
 static void refusals(const plait_transport_t *t) {
@@ -99,6 +141,7 @@ int main(void) {
   if (t) {
     table(t);
     refusals(t);
+    null_device_entries(t);
   }
   char why[256];
   if (nt_device_count(why, sizeof why) > 0) {
