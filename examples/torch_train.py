@@ -4,6 +4,11 @@ learns a generated classification task, each rank training on its own shard
 of the data, with Horovod's API (`import plait.torch as hvd`).
 
     plaitrun -np 2 python3 examples/torch_train.py [--epochs 8]
+    PLAIT_TRANSPORT=nccl plaitrun -np 2 python3 examples/torch_train.py --cuda
+
+With --cuda each rank trains on GPU local_rank (one GPU per rank); with
+PLAIT_TRANSPORT=nccl the gradients are reduced on the GPUs, with gloo they
+are staged through host memory (docs/python.md, "CUDA tensors").
 
 Rank 0 prints the loss and accuracy of every epoch (averaged over the ranks),
 the throughput, and what plait's fusion did. At the end every rank checks
@@ -47,6 +52,8 @@ parser.add_argument("--hidden", type=int, default=256, help="width of the hidden
 parser.add_argument("--lr", type=float, default=0.05, help="learning rate for one rank")
 parser.add_argument("--seed", type=int, default=42, help="seed of the generated data")
 parser.add_argument("--fp16-allreduce", action="store_true", help="fp16 compression of gradients")
+parser.add_argument("--cuda", action="store_true",
+                    help="train on GPU local_rank (CUDA tensors end to end)")
 parser.add_argument("--threads", type=int, default=0,
                     help="torch intra-op threads per rank (0: cores / ranks on this host)")
 
@@ -85,9 +92,9 @@ class Net(nn.Module):
         return self.net(x)
 
 
-def metric_average(value, name):
+def metric_average(value, name, device):
     """The average of a number over all ranks (Horovod's examples do this)."""
-    return hvd.allreduce(torch.tensor(float(value)), name=name).item()
+    return hvd.allreduce(torch.tensor(float(value), device=device), name=name).item()
 
 
 def parameter_digest(model):
@@ -95,13 +102,20 @@ def parameter_digest(model):
     h = hashlib.sha256()
     for name, p in sorted(model.named_parameters()):
         h.update(name.encode())
-        h.update(p.detach().contiguous().numpy().tobytes())
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()
 
 
 def main():
     args = parser.parse_args()
+    if args.cuda and not torch.cuda.is_available():
+        print("torch_train: --cuda, but torch sees no CUDA device", file=sys.stderr)
+        return 2
     hvd.init()
+    device = torch.device("cpu")
+    if args.cuda:
+        device = torch.device("cuda", hvd.local_rank() % torch.cuda.device_count())
+        torch.cuda.set_device(device)
     threads = args.threads or max(1, (os.cpu_count() or 1) // hvd.local_size())
     torch.set_num_threads(threads)
 
@@ -111,12 +125,13 @@ def main():
 
     train_x, train_y = shard(*make_dataset(args.train_samples, args, args.seed + 1))
     test_x, test_y = shard(*make_dataset(args.test_samples, args, args.seed + 2))
+    train_x, train_y, test_x, test_y = (t.to(device) for t in (train_x, train_y, test_x, test_y))
     steps_per_epoch = len(train_x) // args.batch_size
 
     # Each rank starts from different random weights: broadcast_parameters
     # below makes them rank 0's.
     torch.manual_seed(1000 + hvd.rank())
-    model = Net(args)
+    model = Net(args).to(device)
     # Scale the learning rate by the number of ranks (the effective batch is
     # size x batch-size), as Horovod recommends.
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * hvd.size(), momentum=0.9)
@@ -127,8 +142,9 @@ def main():
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 
     nparams = sum(p.numel() for p in model.parameters())
-    log("torch_train: %d ranks (transport %s, plait %s, torch %s, %d thread(s) per rank)"
-        % (hvd.size(), hvd.transport_name(), plait.__version__, torch.__version__, threads))
+    log("torch_train: %d ranks (transport %s, plait %s, torch %s, %d thread(s) per rank, %s)"
+        % (hvd.size(), hvd.transport_name(), plait.__version__, torch.__version__, threads,
+           device.type))
     log("model: %d parameters in %d tensors; data: %d training samples (%d per rank), "
         "%d test samples, %d classes; %d steps of %d per epoch per rank"
         % (nparams, len(list(model.parameters())), len(train_x) * hvd.size(), len(train_x),
@@ -161,7 +177,7 @@ def main():
         with torch.no_grad():
             correct = (model(test_x).argmax(1) == test_y).sum()
         correct = hvd.allreduce(correct, name="correct", op=hvd.Sum).item()
-        train_loss = metric_average(total / steps_per_epoch, "train_loss")
+        train_loss = metric_average(total / steps_per_epoch, "train_loss", device)
         losses.append(train_loss)
         log("epoch %d/%d: train loss %.4f, test accuracy %.1f%%, %.0f samples/s "
             "(all ranks), %.2f s"

@@ -59,6 +59,19 @@ def synchronize(handle):
         pending.handle.release()
 
 
+def _then(hid, fn):
+    """Makes synchronize(hid) return fn(result) instead of the result (the
+    CUDA tensors staged through host memory go back to their device)."""
+    with _handles_lock:
+        pending = _handles[hid]
+    inner = pending.finish
+
+    def finish(h):
+        return fn(inner(h))
+    pending.finish = finish
+    return hid
+
+
 def _auto_name(kind, name):
     if name is not None:
         if not isinstance(name, str):

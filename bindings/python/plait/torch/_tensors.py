@@ -8,6 +8,7 @@ import warnings
 import torch
 
 from plait import _core
+from plait.torch import _cuda
 from plait.common.exceptions import HorovodInternalError
 from plait.torch.basics import Adasum, Average, Sum, _OP_NAMES
 
@@ -70,13 +71,14 @@ def _as_bytes_rows(t):
     width = item
     for d in rest:
         width *= d
-    flat = t.reshape(-1).view(torch.uint8) if t.numel() else torch.empty(0, dtype=torch.uint8)
+    flat = t.reshape(-1).view(torch.uint8) if t.numel() else \
+        torch.empty(0, dtype=torch.uint8, device=t.device)
     rows = flat.reshape(t.shape[0], width)
 
     def back(raw):
         n = raw.shape[0]
         if n == 0 or width == 0:
-            return torch.empty((n,) + rest, dtype=t.dtype)
+            return torch.empty((n,) + rest, dtype=t.dtype, device=raw.device)
         return raw.reshape(-1).view(t.dtype).reshape((n,) + rest)
     return rows, back
 
@@ -104,6 +106,20 @@ def _options(prescale_factor=1.0, postscale_factor=1.0, pset=0):
     return ctypes.byref(_core.options(prescale_factor, postscale_factor, pset))
 
 
+def _op_options(t, prescale_factor=1.0, postscale_factor=1.0, pset=0):
+    """(options pointer or None, what to keep alive) for an operation on t:
+    for a CUDA tensor with the current stream as the ready stream."""
+    if t.is_cuda:
+        return _cuda.options(prescale_factor, postscale_factor, pset, _cuda.ready_stream(t))
+    return _options(prescale_factor, postscale_factor, pset), None
+
+
+def _staged(t):
+    """True for a CUDA tensor under a host-only transport: the operation
+    runs on a host copy (plait.torch._cuda)."""
+    return t.is_cuda and not _cuda.device_transport()
+
+
 def _resolve_op(op, average, what):
     if average is not None:
         if op is not None:
@@ -123,8 +139,18 @@ def _resolve_op(op, average, what):
     return op
 
 
+def _output(hh):
+    """A new torch tensor (on the output's device) holding a copy of the
+    output that plait allocated for handle hh."""
+    ct = hh.output()
+    if ct.device == _core.DEVICE_HOST:
+        return _from_output(ct)
+    dtype = next((k for k, v in _REDUCIBLE.items() if v == ct.dtype), None)
+    return _cuda.from_device_output(hh, ct, dtype)
+
+
 def _from_output(ct):
-    """A new torch tensor holding a copy of plait's output tensor ct."""
+    """A new torch tensor holding a copy of plait's host output tensor ct."""
     dtype = next((k for k, v in _REDUCIBLE.items() if v == ct.dtype), None)
     out = torch.empty(_core.tensor_shape(ct), dtype=dtype)
     nbytes = _core.tensor_nbytes(ct)

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import torch
 
+from plait.torch import _cuda
 from plait.torch._handles import synchronize
 from plait.common.process_sets import _id as _process_set_id
 from plait.torch.basics import global_process_set, rank, size
@@ -49,14 +50,22 @@ def _wait_all(handles):
 
 
 def _broadcast_named(pairs, root_rank):
-    """Broadcasts (plait name, tensor) pairs in place, all in flight at once."""
-    handles = []
+    """Broadcasts (plait name, tensor) pairs in place, all in flight at once.
+    Under a device-only transport (nccl) CPU tensors (Adam's 'step', a model
+    kept on the CPU) travel through the current CUDA device and back."""
+    handles, staged = [], []
     try:
         for name, t in pairs:
             # detach(): the same storage, written without autograd's leaf check.
-            handles.append(broadcast_async_(t.detach(), root_rank, name=name))
+            t = t.detach()
+            sent = _cuda.placed(t)
+            if sent is not t:
+                staged.append((t, sent))
+            handles.append(broadcast_async_(sent, root_rank, name=name))
     finally:
         _wait_all(handles)
+    for t, sent in staged:
+        t.copy_(sent)
 
 
 def broadcast_parameters(params, root_rank):
@@ -252,7 +261,7 @@ def _to_bytes_tensor(obj):
 
 
 def _from_bytes(t):
-    return pickle.loads(t.numpy().tobytes())
+    return pickle.loads(t.cpu().numpy().tobytes())
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
@@ -274,14 +283,14 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     _check_root(root_rank, "broadcast_object")
     base = "broadcast_object" if name is None else str(name)
     if rank() == root_rank:
-        payload = _to_bytes_tensor(obj)
-        n = torch.tensor([payload.numel()], dtype=torch.int64)
+        payload = _cuda.placed(_to_bytes_tensor(obj))
+        n = _cuda.placed(torch.tensor([payload.numel()], dtype=torch.int64))
         broadcast_(n, root_rank, name=base + ".sz", process_set=process_set)
         broadcast_(payload, root_rank, name=base + ".t", process_set=process_set)
         return obj
-    n = torch.zeros(1, dtype=torch.int64)
+    n = _cuda.placed(torch.zeros(1, dtype=torch.int64))
     broadcast_(n, root_rank, name=base + ".sz", process_set=process_set)
-    payload = torch.empty(int(n.item()), dtype=torch.uint8)
+    payload = _cuda.placed(torch.empty(int(n.item()), dtype=torch.uint8))
     broadcast_(payload, root_rank, name=base + ".t", process_set=process_set)
     return _from_bytes(payload)
 
@@ -293,8 +302,8 @@ def allgather_object(obj, name=None):
     name: names the allgathers as Horovod ('<name>.sz' and '<name>.t');
     the default, 'allgather_object', does not depend on obj."""
     base = "allgather_object" if name is None else str(name)
-    payload = _to_bytes_tensor(obj)
-    h_sizes = allgather_async(torch.tensor([payload.numel()], dtype=torch.int64),
+    payload = _cuda.placed(_to_bytes_tensor(obj))
+    h_sizes = allgather_async(_cuda.placed(torch.tensor([payload.numel()], dtype=torch.int64)),
                               name=base + ".sz")
     h_data = allgather_async(payload, name=base + ".t")
     sizes = synchronize(h_sizes).tolist()

@@ -31,11 +31,11 @@ from plait import _core
 from plait.torch._groups import (
     _check_group, _grad_name, _group_names, _op_name, _register_group,
 )
-from plait.torch._handles import _Pending, _register, synchronize
+from plait.torch import _cuda
+from plait.torch._handles import _Pending, _register, _then, synchronize
 from plait.torch._tensors import (
-    _COMPLEX, ScalarAllgatherError, _check_rows, _check_tensor, _describe, _from_output,
-    _movable, _options,
-    _reducible, _resolve_op,
+    _COMPLEX, ScalarAllgatherError, _check_rows, _check_tensor, _describe, _op_options,
+    _output, _movable, _options, _reducible, _resolve_op, _staged,
 )
 from plait.torch.basics import (
     Average, Max, Min, Product, Sum, _check_process_set, global_process_set, rank, size,
@@ -53,18 +53,23 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     """Submits an allreduce of tensor into output (output is tensor for in
     place); returns a handle whose result is output."""
     _check_tensor(tensor, what)
-    src = tensor.contiguous()
     in_place = output is tensor
+    if _staged(tensor):  # a host-only transport: Horovod's CUDA-on-CPU path
+        host = _cuda.to_host(tensor)
+        return _then(_allreduce_async(host, host if in_place else None, name, op,
+                                      prescale_factor, postscale_factor, what, pset),
+                     _cuda.into(tensor) if in_place else _cuda.back_to(tensor.device))
+    src = tensor.contiguous()
     rsrc, code = _reducible(src, op, what)
     name = _op_name("allreduce", name)
-    opts = _options(prescale_factor, postscale_factor, pset)
+    opts, stream = _op_options(src, prescale_factor, postscale_factor, pset)
     tin = _describe(rsrc, code)
     if in_place:  # the hot path (DistributedOptimizer): one description serves both
         dst, tout = src, tin
     else:
         dst = torch.empty_like(src, memory_format=torch.contiguous_format)
         tout = _describe(_reducible(dst, op, what)[0], code)
-    h = _core.submit(_core.lib.plait_allreduce_async, name, (src, dst, tin, tout, opts),
+    h = _core.submit(_core.lib.plait_allreduce_async, name, (src, dst, tin, tout, opts, stream),
                      _core.encode_name(name), ctypes.byref(tin), ctypes.byref(tout), c_op(op), opts)
 
     def finish(_h):
@@ -199,6 +204,12 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
 def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, postscale_factor,
                              what, pset=0):
     tensors = _check_group(tensors, what)
+    if any(_staged(t) for t in tensors):  # Horovod's CUDA-on-CPU path
+        hosts = [_cuda.to_host(t) if t.is_cuda else t for t in tensors]
+        back = [_cuda.into(t) if in_place else _cuda.back_to(t.device) for t in tensors]
+        return _then(_grouped_allreduce_async(hosts, in_place, name, op, prescale_factor,
+                                              postscale_factor, what, pset),
+                     lambda rs: tuple(b(r) for b, r in zip(back, rs)))
     n = len(tensors)
     names = [_core.encode_name(nm) for nm in _group_names("grouped_allreduce", name, n)]
     ins = (_core.Tensor * n)()
@@ -214,9 +225,10 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, posts
         srcs.append(src)
         dsts.append(dst)
     cnames = (ctypes.c_char_p * n)(*names)
-    opts = _options(prescale_factor, postscale_factor, pset)
+    opts, stream = _op_options(srcs[0], prescale_factor, postscale_factor, pset)
     h = _core.submit(_core.lib.plait_grouped_allreduce_async, names[0].decode("utf-8"),
-                     (srcs, dsts, ins, outs, cnames, opts), n, cnames, ins, outs, c_op(op), opts)
+                     (srcs, dsts, ins, outs, cnames, opts, stream), n, cnames, ins, outs,
+                     c_op(op), opts)
 
     def finish(_h):  # a tuple, as Horovod's synchronize() of a group
         if not in_place:
@@ -307,16 +319,19 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
 def _allgather_async(tensor, name, what, kind="allgather", pset=0):
     _check_tensor(tensor, what)
     _check_rows(tensor, what, ScalarAllgatherError)
+    if _staged(tensor):  # Horovod's CUDA-on-CPU path
+        return _then(_allgather_async(_cuda.to_host(tensor), name, what, kind, pset),
+                     _cuda.back_to(tensor.device))
     src = tensor.contiguous()
     view, code, back = _movable(src)
     name = name if kind is None else _op_name(kind, name)
     tin = _describe(view, code)
-    opts = _options(pset=pset)
-    h = _core.submit(_core.lib.plait_allgather_async, name, (src, view, tin, opts),
+    opts, stream = _op_options(src, pset=pset)
+    h = _core.submit(_core.lib.plait_allgather_async, name, (src, view, tin, opts, stream),
                      _core.encode_name(name), ctypes.byref(tin), opts)
 
     def finish(hh):
-        out = _from_output(hh.output())
+        out = _output(hh)
         return back(out) if back is not None else out
     return _register(_Pending(h, finish))
 
@@ -332,7 +347,8 @@ def _rank_offsets(rows_list, name, process_set=global_process_set):
     """For each tensor, the first row of this rank's rows in the gathered
     tensor (every rank's row counts are allgathered as int32, as Horovod)."""
     counts = synchronize(grouped_allgather_async(
-        [torch.tensor([r], dtype=torch.int32) for r in rows_list], name, process_set))
+        [_cuda.placed(torch.tensor([r], dtype=torch.int32)) for r in rows_list], name,
+        process_set))
     r = rank() if _check_process_set(process_set) == 0 else process_set.rank()
     return [int(c[:r].sum()) if r else 0 for c in counts]
 
@@ -438,13 +454,17 @@ def _broadcast_async(tensor, in_place, root_rank, name, what, pset=0):
     if not 0 <= root_rank < size():  # also one ctypes would wrap (2**32 -> 0)
         raise _core.invalid("plait.torch.%s: root_rank %d is not a rank of this job (0..%d)"
                             % (what, root_rank, size() - 1))
+    if _staged(tensor):  # Horovod's CUDA-on-CPU path
+        host = _cuda.to_host(tensor)
+        return _then(_broadcast_async(host, True, root_rank, name, what, pset),
+                     _cuda.into(tensor) if in_place else _cuda.back_to(tensor.device))
     buf = tensor.clone(memory_format=torch.contiguous_format) if not in_place \
         else tensor.contiguous()
     view, code, back = _movable(buf)
     name = _op_name("broadcast", name)
     t = _describe(view, code)
-    opts = _options(pset=pset)
-    h = _core.submit(_core.lib.plait_broadcast_async, name, (buf, view, t, opts),
+    opts, stream = _op_options(buf, pset=pset)
+    h = _core.submit(_core.lib.plait_broadcast_async, name, (buf, view, t, opts, stream),
                      _core.encode_name(name), ctypes.byref(t), root_rank, opts)
 
     def finish(_h):
@@ -536,16 +556,20 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
                          "must divide by the number of ranks (%d)" % (tensor.shape[0], n))
     arr, _ = _splits_array(splits, n, "alltoall_async")
     split_dtype = splits.dtype if isinstance(splits, torch.Tensor) else torch.int32
+    if _staged(tensor):  # Horovod's CUDA-on-CPU path
+        move = _cuda.back_to(tensor.device)
+        return _then(alltoall_async(_cuda.to_host(tensor), splits, name, process_set),
+                     lambda r: (move(r[0]), r[1]))
     src = tensor.contiguous()
     view, code, back = _movable(src)
     name = _op_name("alltoall", name)
     tin = _describe(view, code)
-    opts = _options(pset=ps)
-    h = _core.submit(_core.lib.plait_alltoall_async, name, (src, view, tin, arr, opts),
+    opts, stream = _op_options(src, pset=ps)
+    h = _core.submit(_core.lib.plait_alltoall_async, name, (src, view, tin, arr, opts, stream),
                      _core.encode_name(name), ctypes.byref(tin), arr, opts)
 
     def finish(hh):
-        out = _from_output(hh.output())
+        out = _output(hh)
         if back is not None:
             out = back(out)
         return out, torch.tensor(hh.splits(n), dtype=split_dtype)
@@ -597,17 +621,21 @@ def _reducescatter_async(tensor, name, op, prescale_factor, postscale_factor, wh
                          kind="reducescatter", pset=0):
     _check_tensor(tensor, what)
     _check_rows(tensor, what)
+    if _staged(tensor):  # Horovod's CUDA-on-CPU path
+        return _then(_reducescatter_async(_cuda.to_host(tensor), name, op, prescale_factor,
+                                          postscale_factor, what, kind, pset),
+                     _cuda.back_to(tensor.device))
     src = tensor.contiguous()
     rsrc, code = _reducible(src, op, what)
     name = name if kind is None else _op_name(kind, name)
-    opts = _options(prescale_factor, postscale_factor, pset)
+    opts, stream = _op_options(src, prescale_factor, postscale_factor, pset)
     tin = _describe(rsrc, code)
-    h = _core.submit(_core.lib.plait_reducescatter_async, name, (src, rsrc, tin, opts),
+    h = _core.submit(_core.lib.plait_reducescatter_async, name, (src, rsrc, tin, opts, stream),
                      _core.encode_name(name), ctypes.byref(tin), c_op(op), opts)
     is_complex = tensor.dtype in _COMPLEX
 
     def finish(hh):
-        out = _from_output(hh.output())
+        out = _output(hh)
         return torch.view_as_complex(out) if is_complex else out
     return _register(_Pending(h, finish))
 
