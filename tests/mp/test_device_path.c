@@ -153,7 +153,15 @@ static int mx_body(int rank, int n, void *arg) {
     if (mx_check(rank, n, a, &cs[k], k, &bufs[k], &off)) return 1;
   plait_stats_t st;
   OK(ops_stats(&st));
-  if (a->fused) CHECK(st.fused_responses > 0, "no fused response with fusion on");
+  /* With fusion on, how many of these cases share a response depends on when
+   * each rank submits them (a loaded machine may dispatch them one by one),
+   * so it is reported, not asserted: fused_response_is_one_batch_copy_in_and_one_out_*
+   * pins fusion on device memory deterministically with a grouped allreduce.
+   * With fusion off, nothing may fuse, whatever the timing. */
+  if (a->fused)
+    fprintf(stderr, "[test rank %d] %s job: %llu fused responses of %llu\n", rank,
+            a->device ? "devsim" : "host", (unsigned long long)st.fused_responses,
+            (unsigned long long)st.responses);
   else CHECK(st.fused_responses == 0, "%llu fused responses with PLAIT_FUSION_THRESHOLD=0",
              (unsigned long long)st.fused_responses);
   return 0;
