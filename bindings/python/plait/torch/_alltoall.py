@@ -1,0 +1,102 @@
+"""plait.torch's alltoall (Horovod's hvd.alltoall and alltoall_async), with
+its gradient; re-exported by plait.torch.mpi_ops, where the other operations
+live."""
+
+import ctypes
+
+import torch
+
+from plait import _core
+from plait.torch import _cuda
+from plait.torch._groups import _grad_name, _op_name
+from plait.torch._handles import _Pending, _register, _then, synchronize
+from plait.torch._tensors import (
+    _check_rows, _check_tensor, _describe, _movable, _op_options, _output, _staged,
+)
+from plait.torch.basics import _check_process_set, global_process_set, size
+
+def _splits_array(splits, n, what):
+    if splits is None:
+        return None, None
+    if isinstance(splits, torch.Tensor):
+        values = [int(v) for v in splits.reshape(-1).tolist()]
+    else:
+        values = [int(v) for v in splits]
+    if len(values) != n:
+        raise ValueError("plait.torch.%s: splits has %d entries but there are %d ranks"
+                         % (what, len(values), n))
+    values = [_core.c_integer(v, "plait.torch.%s: splits[%d]" % (what, i), _core.INT64_RANGE)
+              for i, v in enumerate(values)]
+    arr = (ctypes.c_int64 * n)(*values)
+    return arr, values
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+    """Starts sending splits[r] first-dimension rows of tensor to rank r (equal
+    parts when splits is None); synchronize() returns, as Horovod's, the
+    tuple (received rows in rank order, how many came from each rank); the
+    latter is int32, or splits' dtype when splits is a tensor."""
+    ps = _check_process_set(process_set, "alltoall_async")
+    _check_tensor(tensor, "alltoall_async")
+    _check_rows(tensor, "alltoall_async")
+    n = size() if ps == 0 else process_set.size()
+    if splits is None and tensor.shape[0] % n != 0:
+        raise ValueError("plait.torch.alltoall_async: without splits the first dimension (%d) "
+                         "must divide by the number of ranks (%d)" % (tensor.shape[0], n))
+    arr, _ = _splits_array(splits, n, "alltoall_async")
+    split_dtype = splits.dtype if isinstance(splits, torch.Tensor) else torch.int32
+    if _staged(tensor):  # Horovod's CUDA-on-CPU path
+        move = _cuda.back_to(tensor.device)
+        return _then(alltoall_async(_cuda.to_host(tensor), splits, name, process_set),
+                     lambda r: (move(r[0]), r[1]))
+    src = tensor.contiguous()
+    view, code, back = _movable(src)
+    name = _op_name("alltoall", name)
+    tin = _describe(view, code)
+    opts, stream = _op_options(src, pset=ps)
+    h = _core.submit(_core.lib.plait_alltoall_async, name, (src, view, tin, arr, opts, stream),
+                     _core.encode_name(name), ctypes.byref(tin), arr, opts)
+
+    def finish(hh):
+        out = _output(hh)
+        if back is not None:
+            out = back(out)
+        return out, torch.tensor(hh.splits(n), dtype=split_dtype)
+    return _register(_Pending(h, finish))
+
+
+class _Alltoall(torch.autograd.Function):
+    """Horovod's HorovodAlltoall: gradients go back along the received
+    splits."""
+
+    @staticmethod
+    def forward(ctx, tensor, splits, name, process_set):
+        ctx.name = name
+        ctx.process_set = process_set
+        out, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+        ctx.received = received
+        if splits is None:
+            return out
+        ctx.mark_non_differentiable(received)
+        return out, received
+
+    @staticmethod
+    def backward(ctx, grad, *_unused):
+        g, _ = alltoall(grad, splits=ctx.received, name=_grad_name(ctx.name),
+                        process_set=ctx.process_set)
+        return g, None, None, None
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Sends splits[r] rows of tensor to rank r; returns the rows received in
+    rank order, and when splits is given also the received splits (int32,
+    or splits' dtype when splits is a tensor), as Horovod does.
+    Differentiable."""
+    ps = _check_process_set(process_set, "alltoall")
+    _check_tensor(tensor, "alltoall")
+    _check_rows(tensor, "alltoall")
+    n = size() if ps == 0 else process_set.size()
+    if splits is None and tensor.shape[0] % n != 0:
+        raise ValueError("plait.torch.alltoall: without splits the first dimension (%d) "
+                         "must divide by the number of ranks (%d)" % (tensor.shape[0], n))
+    return _Alltoall.apply(tensor, splits, name, process_set)
