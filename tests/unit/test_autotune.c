@@ -327,6 +327,47 @@ Test(autotune, a_sample_is_whole_steps_of_at_least_the_minimum_time) {
   unlink(path);
 }
 
+/* A candidate whose first sample is far below the best (here: no fusion,
+ * twice as slow) is rejected on that one sample, without the other two
+ * and the best's re-check: most of the grid is far from the best. */
+Test(autotune, a_clearly_worse_setting_costs_one_sample) {
+  char path[] = "/tmp/plait_autotune_reject_XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  plait_autotune_opts_t o = opts();
+  o.log_path = path;
+  o.pinned = PLAIT_AT_PIN(PLAIT_AT_MAX_TENSOR) | PLAIT_AT_PIN(PLAIT_AT_CYCLE);
+  plait_autotune_t *at;
+  cr_assert_eq(plait_autotune_create(&o, &DEFAULTS, &at), PLAIT_SUCCESS);
+  double clock = 0;
+  for (int k = 0; k < 100000 && plait_autotune_phase(at) != PLAIT_AT_SETTLED; k++) {
+    clock += plait_autotune_current(at).threshold ? 0.010 : 0.020; /* flat, but no fusion */
+    plait_autotune_step(at, 100 * MiB, 50, 1, clock);
+  }
+  cr_assert_eq(plait_autotune_phase(at), PLAIT_AT_SETTLED);
+  cr_expect_neq(plait_autotune_current(at).threshold, 0);
+  plait_autotune_free(at);
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f);
+  char line[512];
+  int off = 0, others = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long long n, thr;
+    char phase[16];
+    if (sscanf(line, "%llu,%15[a-z],%llu,", &n, phase, &thr) != 3 || strcmp(phase, "explore"))
+      continue;
+    if (thr == 0)
+      off++;
+    else
+      others++;
+  }
+  fclose(f);
+  unlink(path);
+  cr_expect_eq(off, 1, "the setting without fusion was measured %d times", off);
+  cr_expect_gt(others, 3);
+}
+
 /* PLAIT_AUTOTUNE_LOG: a header, then one row per sample with the documented
  * columns (docs/configuration.md, "Autotuning"). */
 Test(autotune, csv_log_has_every_sample_with_the_documented_columns) {
