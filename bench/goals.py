@@ -171,7 +171,7 @@ def step_table(f, ranks_list):
 
 def autotune_account(run, base):
     """What autotune said about its search, from its INFO log (the last
-    "autotune settled after N samples (M response lists): ..." line) or
+    "autotune settled after N samples (S steps, M response lists): ..." line) or
     else its PLAIT_AUTOTUNE_LOG CSV (the first sample in phase "settled");
     a cell."""
     if not run:
@@ -181,15 +181,15 @@ def autotune_account(run, base):
         found = None
         with open(path, errors="replace") as fh:
             for line in fh:
-                m = re.search(r"autotune\]?\s*settled after (\d+) samples? \((\d+) response "
-                              r"lists?\): (.*?);", line)
+                m = re.search(r"autotune\]?\s*settled after (\d+) samples? \((?:(\d+) steps?, )?"
+                              r"(\d+) response lists?\): (.*?);", line)
                 if m:
                     found = m
         if found:
             capped = int(found.group(1)) >= WARMUP_SAMPLES + MAX_SAMPLES
-            return "%s lists, %s samples%s: %s (log)" % (
-                found.group(2), found.group(1), CAPPED if capped else "",
-                found.group(3).replace("PLAIT_", ""))
+            return "%s%s lists, %s samples%s: %s (log)" % (
+                "%s steps, " % found.group(2) if found.group(2) else "", found.group(3),
+                found.group(1), CAPPED if capped else "", found.group(4).replace("PLAIT_", ""))
     path = run.get("csv") and os.path.join(base, run["csv"])
     if path and os.path.exists(path) and os.path.getsize(path):
         with open(path, newline="") as fh:
@@ -217,17 +217,34 @@ def settle_cell(a):
     return "not settled within %d steps (%s)" % (run, limit), False
 
 
+def interleaved_cell(roles):
+    """(cell, autotune / best or None) from the recheck rounds of one mix."""
+    med = {k: statistics.median(v) for k, v in roles.items() if v}
+    if "autotune" not in med or "best" not in med:
+        return "-", None
+    rounds = min(len(roles["autotune"]), len(roles["best"]))
+    r = med["autotune"] / med["best"]
+    d = " (defaults %.2fx)" % (med["defaults"] / med["best"]) if "defaults" in med else ""
+    return "%.2fx%s, %s vs %s, %d round%s" % (r, d, fmt_t(med["autotune"]), fmt_t(med["best"]),
+                                             rounds, "" if rounds == 1 else "s"), r
+
+
 def tuning_table(sweep, tuning, base, ranks_list):
     out = ["## (c) Autotune against the sweep", "",
            "Goals: `PLAIT_AUTOTUNE=1` within 10%% of the sweep's best point on every mix and "
            "transport, settled within %d steps. Autotune: a fresh tuner per mix, stepped until "
            "every rank sees it settled (`plait-bench fusion` with PLAIT_AUTOTUNE=1), then the "
            "median of the steps timed with its choice; a run that did not settle within its "
-           "cap is timed while it still explores, and misses." % SETTLE_GOAL_STEPS, "",
+           "cap is timed while it still explores, and misses. \"Interleaved\": autotune's "
+           "choice, the sweep's best point and the defaults timed again side by side after "
+           "the search, in rounds of rotating order (bench/recheck.py; medians over the "
+           "rounds): the sweep ran minutes before, and the machine's speed moves by more than "
+           "10%% in that time, so the verdict uses the interleaved ratio where there is one."
+           % SETTLE_GOAL_STEPS, "",
            "| ranks | transport | mix | sweep's best | defaults | defaults / best | autotune "
-           "(settled) | autotune / best | settings autotune chose | steps to settle "
-           "| autotune's account | verdict |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "(settled) | autotune / best | interleaved: autotune / best, defaults / best "
+           "| settings autotune chose | steps to settle | autotune's account | verdict |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     best = {}
     for r in sweep:
         if r.get("autotune"):
@@ -241,6 +258,11 @@ def tuning_table(sweep, tuning, base, ranks_list):
              if r.get("kind") == "fusion" and r.get("autotune")}
     logs = {(r["ranks"], r["transport"], r["mix"]): r
             for r in tuning if r.get("kind") == "autotune-run"}
+    rechecked = {}
+    for r in tuning:
+        if r.get("kind") == "recheck":
+            rechecked.setdefault((r["ranks"], r["transport"], r["mix"]), {}).setdefault(
+                r["role"], []).append(r["step_s_median"])
     missing = [r for r in tuning if r.get("kind") == "missing"]
     # Reasons that concern a whole transport once, above the table; a mix's own in its row.
     whole = [m for m in missing if not m.get("mix")]
@@ -269,21 +291,25 @@ def tuning_table(sweep, tuning, base, ranks_list):
             why = ("NOT MEASURED: %s" % own[0].get("reason", "no reason given")).replace("|", "/") \
                 if own else "NOT MEASURED (above)" if known \
                 else "NOT MEASURED: autotune: no result recorded"
-            out.append("| %d | %s | %s | %s (%s) | %s | %s | %s | - | - | - | - | NOT MEASURED |" % (
+            out.append("| %d | %s | %s | %s (%s) | %s | %s | %s | - | - | - | - | - "
+                       "| NOT MEASURED |" % (
                 n, t, mix, fmt_t(b["step_s_median"]), where, dcell, dratio, why))
             continue
         ratio = a["step_s_median"] / b["step_s_median"]
+        icell, iratio = interleaved_cell(rechecked.get(k, {}))
         scell, sok = settle_cell(a)
         settled = a.get("autotune_settle_steps", -1) >= 0
         chose = "%s, max %s, %g ms%s" % (
             fmt_size(a["threshold_bytes"]), fmt_size(a["fusion_max_tensor_bytes"])
             if a.get("fusion_max_tensor_bytes") else "no limit", a["cycle_time_ms"],
             "" if settled else " (still exploring)")
-        out.append("| %d | %s | %s | %s (%s) | %s | %s | %s | %.2fx | %s | %s | %s | %s |" % (
+        judged = iratio if iratio is not None else ratio
+        out.append("| %d | %s | %s | %s (%s) | %s | %s | %s | %.2fx | %s | %s | %s | %s | %s |" % (
             n, t, mix, fmt_t(b["step_s_median"]), where, dcell, dratio,
-            fmt_t(a["step_s_median"]), ratio, chose, scell, autotune_account(logs.get(k), base),
+            fmt_t(a["step_s_median"]), ratio, icell, chose, scell,
+            autotune_account(logs.get(k), base),
             "within 10%%: %s; settled: %s" % (
-                verdict(settled and ratio <= AUTOTUNE_TOLERANCE), verdict(sok))))
+                verdict(settled and judged <= AUTOTUNE_TOLERANCE), verdict(sok))))
     return out
 
 

@@ -97,6 +97,7 @@ static plait_result_t entry_allreduce(void *state, void *buf, size_t count, plai
               count, es);
   OFI_REQUIRE(st, buf != NULL || count == 0, "buf is NULL but count is %zu", count);
   ofi_begin(st, "allreduce");
+  ofi_huge_use(st, buf, count * es);
   OFI_GUARDED(st, ofi_allreduce(st, buf, count, dtype, op));
 }
 
@@ -115,6 +116,8 @@ static plait_result_t entry_allreduce_scaled(void *state, const void *send, void
   OFI_REQUIRE(st, send == recv || !overlap(send, count * es, recv, count * es),
               "send and recv overlap without being the same buffer");
   ofi_begin(st, "allreduce");
+  ofi_huge_use(st, send, count * es);
+  if (recv != send) ofi_huge_use(st, recv, count * es);
   OFI_GUARDED(st, ofi_allreduce_scaled(st, send, recv, count, dtype, op, postscale));
 }
 
@@ -125,6 +128,7 @@ static plait_result_t entry_allgatherv(void *state, void *buf, const size_t *byt
   OFI_CHECK(checked_sum(st, "bytes", bytes, st->nranks, &total));
   OFI_REQUIRE(st, buf != NULL || total == 0, "buf is NULL but bytes sum to %zu", total);
   ofi_begin(st, "allgatherv");
+  ofi_huge_use(st, buf, total);
   OFI_GUARDED(st, ofi_allgatherv(st, buf, bytes));
 }
 
@@ -134,6 +138,7 @@ static plait_result_t entry_broadcast(void *state, void *buf, size_t bytes, int 
               st->nranks - 1);
   OFI_REQUIRE(st, buf != NULL || bytes == 0, "buf is NULL but bytes is %zu", bytes);
   ofi_begin(st, "broadcast");
+  ofi_huge_use(st, buf, bytes);
   OFI_GUARDED(st, ofi_broadcast(st, buf, bytes, root));
 }
 
@@ -174,6 +179,7 @@ static plait_result_t entry_reducescatter(void *state, const void *send, void *r
               st->nranks);
   OFI_REQUIRE(st, !overlap(send, total * es, recv, mine * es), "send and recv overlap");
   ofi_begin(st, "reducescatter");
+  ofi_huge_use(st, send, total * es);
   OFI_GUARDED(st, ofi_reducescatter(st, send, recv, counts, dtype, op));
 }
 

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "plait/transport.h"
+#include "hugepages.h"
 #include "tunables.h"
 
 /* One posted send or receive. The provider's op_context points at ctx, the
@@ -84,6 +85,7 @@ typedef struct ofi_state {
   size_t max_msg;
 
   ofi_mr_t *mrs; /* registrations of plugin-owned memory */
+  ofi_huge_t huge; /* user buffers moved into huge pages (hugepages.h) */
   ofi_scratch_t slots, work, tmp;
 
   /* Progress engine (progress.c). */

@@ -12,6 +12,8 @@
 #include "util/log.h"
 
 #define MAX_REPEATS 9
+#define MAX_STEP_TIMES 64 /* step durations kept per sample for its median */
+#define EARLY_REJECT 0.15 /* a candidate's first sample this far below the best: worse */
 #define RETUNE_FACTOR 1.5 /* the bytes per tensor moved by more than this... */
 #define RETUNE_WINDOWS 2  /* ...in this many windows in a row: tune again */
 #define WINDOW_LISTS 30   /* a window: whole samples, at least this many lists */
@@ -56,11 +58,14 @@ struct plait_autotune {
   int ninc;
   int checking;     /* the sample running is the incumbent's */
   double pending;   /* the candidate's median, judged after that sample */
-  /* the sample in progress */
-  int skip_next; /* the next list was batched under the previous settings */
-  double t0;     /* end of the list before the sample; < 0: not yet known */
-  uint64_t lists, bytes, tensors;
-  uint64_t samples, steps, search_samples;
+  /* the sample in progress: whole training steps */
+  int open;         /* a sample is being measured (0: waiting for a step's start) */
+  double t0;        /* the boundary it started at */
+  double step_t0;   /* the boundary its current step started at */
+  double last_end;  /* the end of the last list fed; < 0: none yet */
+  uint64_t lists, bytes, tensors, sample_steps;
+  double step_s[MAX_STEP_TIMES]; /* the sample's step durations (the first ones) */
+  uint64_t samples, steps, train_steps, search_samples;
   /* the traffic profile (bytes per tensor): over the whole search, and over
    * windows of samples once settled */
   uint64_t ref_bytes, ref_tensors, win_bytes, win_tensors, win_lists;
@@ -127,6 +132,7 @@ plait_result_t plait_autotune_create(const plait_autotune_opts_t *opts,
   if (at->o.repeats < 1) at->o.repeats = 1;
   if (at->o.repeats > MAX_REPEATS) at->o.repeats = MAX_REPEATS;
   if (at->o.max_samples < 1) at->o.max_samples = 1;
+  if (!(at->o.min_sample_s >= 0)) at->o.min_sample_s = 0;
   at->o.log_path = NULL; /* the caller's string is not kept */
   if (opts->log_path && *opts->log_path) {
     if (!(at->log = fopen(opts->log_path, "w"))) {
@@ -135,7 +141,7 @@ plait_result_t plait_autotune_create(const plait_autotune_opts_t *opts,
       return plait_error(PLAIT_ERR_CONFIG, "PLAIT_AUTOTUNE_LOG='%s' cannot be written: %s",
                          opts->log_path, strerror(err));
     }
-    fprintf(at->log, "sample,phase,fusion_threshold,fusion_max_tensor,cycle_time_ms,lists,"
+    fprintf(at->log, "sample,phase,fusion_threshold,fusion_max_tensor,cycle_time_ms,steps,lists,"
                      "tensors,bytes,seconds,bytes_per_s\n");
     fflush(at->log);
   }
@@ -143,7 +149,7 @@ plait_result_t plait_autotune_create(const plait_autotune_opts_t *opts,
   memcpy(at->best, at->start, sizeof at->best);
   memcpy(at->cand, at->start, sizeof at->cand);
   at->phase = at->o.warmup_samples > 0 ? PLAIT_AT_WARMUP : PLAIT_AT_EXPLORING;
-  at->t0 = -1;
+  at->last_end = -1;
   *out = at;
   return PLAIT_SUCCESS;
 }
@@ -166,6 +172,7 @@ plait_autotune_setting_t plait_autotune_current(const plait_autotune_t *at) {
 plait_autotune_phase_t plait_autotune_phase(const plait_autotune_t *at) { return at->phase; }
 uint64_t plait_autotune_samples(const plait_autotune_t *at) { return at->samples; }
 uint64_t plait_autotune_steps(const plait_autotune_t *at) { return at->steps; }
+uint64_t plait_autotune_train_steps(const plait_autotune_t *at) { return at->train_steps; }
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -183,9 +190,10 @@ static void settle(plait_autotune_t *at) {
   at->drifted = 0;
   char best[160], start[160];
   double ratio = at->start_score > 0 ? at->best_score / at->start_score : 1;
-  PLAIT_INFO("autotune", "settled after %llu samples (%llu response lists): %s; %.1f MB/s, "
-             "%.2fx the start (%s: %.1f MB/s)%s", (unsigned long long)at->samples,
-             (unsigned long long)at->steps, setting_text(at->best, best, sizeof best),
+  PLAIT_INFO("autotune", "settled after %llu samples (%llu steps, %llu response lists): %s; "
+             "%.1f MB/s, %.2fx the start (%s: %.1f MB/s)%s", (unsigned long long)at->samples,
+             (unsigned long long)at->train_steps, (unsigned long long)at->steps,
+             setting_text(at->best, best, sizeof best),
              at->best_score / 1e6, ratio, setting_text(at->start, start, sizeof start),
              at->start_score / 1e6,
              at->o.pinned ? " (variables set explicitly were kept)" : "");
@@ -270,11 +278,11 @@ static void judge(plait_autotune_t *at, double m, const double *scores, int n) {
 static void write_sample(plait_autotune_t *at, const point_t x, double secs, double score) {
   if (!at->log) return;
   plait_autotune_setting_t s = to_setting(x);
-  fprintf(at->log, "%llu,%s,%llu,%llu,%g,%llu,%llu,%llu,%.6f,%.1f\n",
+  fprintf(at->log, "%llu,%s,%llu,%llu,%g,%llu,%llu,%llu,%llu,%.6f,%.1f\n",
           (unsigned long long)at->samples, phase_name(at->phase),
           (unsigned long long)s.threshold, (unsigned long long)s.max_tensor, s.cycle_ms,
-          (unsigned long long)at->lists, (unsigned long long)at->tensors,
-          (unsigned long long)at->bytes, secs, score);
+          (unsigned long long)at->sample_steps, (unsigned long long)at->lists,
+          (unsigned long long)at->tensors, (unsigned long long)at->bytes, secs, score);
   fflush(at->log);
 }
 
@@ -330,6 +338,11 @@ static int sample_done(plait_autotune_t *at, double secs, double score) {
     at->nscores = 0;
   } else {
     at->scores[at->nscores++] = score;
+    if (at->have_best && at->nscores == 1 && score < at->best_score * (1 - EARLY_REJECT)) {
+      judge(at, score, at->scores, 1); /* clearly worse: no need to measure it again */
+      at->nscores = 0;
+      return memcmp(running(at), before, sizeof before) != 0;
+    }
     if (at->nscores < at->o.repeats && budget_left) return 0;
     double copy[MAX_REPEATS];
     memcpy(copy, at->scores, sizeof copy);
@@ -345,22 +358,43 @@ static int sample_done(plait_autotune_t *at, double secs, double score) {
   return memcmp(running(at), before, sizeof before) != 0;
 }
 
-int plait_autotune_step(plait_autotune_t *at, uint64_t bytes, uint64_t tensors, double now) {
+/* The sample in progress ends at the boundary of a step (the end of the
+ * list before new_step's): once it holds steps_per_sample steps and
+ * min_sample_s seconds. Its score: the bytes of a step over its median step's
+ * duration (one step slowed by something else does not move it). A change of
+ * settings leaves the step that has begun out (its first list ran under the
+ * old settings): the next sample starts at the boundary after it. */
+int plait_autotune_step(plait_autotune_t *at, uint64_t bytes, uint64_t tensors, int new_step,
+                        double now) {
   at->steps++;
-  if (at->skip_next || at->t0 < 0) { /* starts the next sample's clock */
-    at->skip_next = 0;
-    at->t0 = now;
-    return 0;
+  double boundary = at->last_end;
+  at->last_end = now;
+  int changed = 0;
+  if (new_step && boundary >= 0) {
+    at->train_steps++;
+    if (at->open && at->sample_steps <= MAX_STEP_TIMES)
+      at->step_s[at->sample_steps - 1] = boundary - at->step_t0;
+    if (at->open && at->sample_steps >= (uint64_t)at->o.steps_per_sample &&
+        boundary - at->t0 >= at->o.min_sample_s) {
+      int n = at->sample_steps < MAX_STEP_TIMES ? (int)at->sample_steps : MAX_STEP_TIMES;
+      double step = median(at->step_s, n);
+      double score = (double)at->bytes / (double)at->sample_steps / (step > 1e-9 ? step : 1e-9);
+      changed = sample_done(at, boundary - at->t0, score);
+      at->open = 0;
+    }
+    if (!changed && !at->open) {
+      at->open = 1;
+      at->t0 = boundary;
+      at->lists = at->bytes = at->tensors = at->sample_steps = 0;
+    }
+    if (at->open) {
+      at->sample_steps++;
+      at->step_t0 = boundary;
+    }
   }
+  if (!at->open) return changed;
   at->lists++;
   at->bytes += bytes;
   at->tensors += tensors;
-  if (at->lists < (uint64_t)at->o.steps_per_sample) return 0;
-  double secs = now - at->t0;
-  double score = (double)at->bytes / (secs > 1e-9 ? secs : 1e-9);
-  int changed = sample_done(at, secs, score);
-  at->lists = at->bytes = at->tensors = 0;
-  at->t0 = now;
-  if (changed) at->skip_next = 1;
   return changed;
 }

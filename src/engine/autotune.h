@@ -7,12 +7,17 @@
  * same settings.
  *
  * The search (docs/configuration.md, "Autotuning"):
- * - a sample is steps_per_sample lists in a row; its score is the allreduce
- *   bytes they moved per second of wall time, from the end of the list before
- *   the sample to the end of its last list (compute time included: settings
- *   that make the step shorter score higher);
- * - the first warmup_samples samples are discarded, and so is the first list
- *   after every change of settings (it was batched under the old ones);
+ * - a sample is whole training steps, at least steps_per_sample of them and
+ *   at least min_sample_s seconds; its score is the allreduce bytes they
+ *   moved per second of wall time, from the end of the step before the sample
+ *   to the end of its last step (compute time included: settings that make
+ *   the step shorter score higher). The caller says which list starts a step
+ *   (list_settings.c: a tensor name repeats). Whole steps, because a sample
+ *   of a few lists out of a step measures the lists' own pace and leaves out
+ *   the gaps between them, which the settings change too (a short cycle time
+ *   makes many quick lists and a longer step);
+ * - the first warmup_samples samples are discarded, and so is the step under
+ *   way at every change of settings (its first list ran under the old ones);
  * - every setting tried is measured `repeats` times; its score is the median;
  *   right after a candidate, the incumbent (the best so far) is measured once
  *   more, and the candidate is compared with the mean of the incumbent's
@@ -53,7 +58,8 @@ typedef struct plait_autotune_setting {
 
 typedef struct plait_autotune_opts {
   int warmup_samples;   /* PLAIT_AUTOTUNE_WARMUP_SAMPLES */
-  int steps_per_sample; /* PLAIT_AUTOTUNE_STEPS_PER_SAMPLE, >= 1 */
+  int steps_per_sample; /* PLAIT_AUTOTUNE_STEPS_PER_SAMPLE: training steps, >= 1 */
+  double min_sample_s;  /* a sample lasts at least this long (whole steps) */
   int max_samples;      /* PLAIT_AUTOTUNE_MAX_SAMPLES: explore at most this many */
   int repeats;          /* samples per setting tried (median); >= 1 */
   double margin;        /* a move needs a median better by this fraction */
@@ -81,9 +87,12 @@ void plait_autotune_free(plait_autotune_t *at);
 
 /* One response list ran (under the settings plait_autotune_current gave
  * before it was planned): it moved bytes of allreduce data in tensors
- * tensors and ended at now (seconds, any origin, never decreasing). Returns 1
- * when the settings changed (the next list is planned with the new ones). */
-int plait_autotune_step(plait_autotune_t *at, uint64_t bytes, uint64_t tensors, double now);
+ * tensors and ended at now (seconds, any origin, never decreasing); new_step
+ * is 1 when it is the first list of a training step (a step ended with the
+ * list before it). Returns 1 when the settings changed (the next list is
+ * planned with the new ones). */
+int plait_autotune_step(plait_autotune_t *at, uint64_t bytes, uint64_t tensors, int new_step,
+                        double now);
 
 /* The settings to plan and run the next list with. */
 plait_autotune_setting_t plait_autotune_current(const plait_autotune_t *at);
@@ -92,5 +101,7 @@ plait_autotune_phase_t plait_autotune_phase(const plait_autotune_t *at);
 uint64_t plait_autotune_samples(const plait_autotune_t *at);
 /* Response lists fed to it so far. */
 uint64_t plait_autotune_steps(const plait_autotune_t *at);
+/* Training steps begun so far (lists fed with new_step, the first aside). */
+uint64_t plait_autotune_train_steps(const plait_autotune_t *at);
 
 #endif

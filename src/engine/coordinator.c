@@ -217,7 +217,7 @@ static plait_result_t run_list(plait_coord_t *c, const plait_response_list_t *l)
     if (rc) c->transport_failed = rc != PLAIT_ERR_PROTOCOL && rc != PLAIT_ERR_NO_MEMORY;
   }
   plait_live_back(&c->live);
-  if (l->n && rc == PLAIT_SUCCESS) plait_ls_after_run(&c->lists, &c->e->stats, plait_now());
+  if (l->n && rc == PLAIT_SUCCESS) plait_ls_after_run(&c->lists, l, &c->e->stats, plait_now());
   return rc;
 }
 

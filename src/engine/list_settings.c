@@ -2,6 +2,7 @@
  * to every rank (list_settings.h). */
 #include "engine/list_settings.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/error.h"
@@ -18,6 +19,10 @@ void plait_ls_init(plait_list_settings_t *ls, const plait_config_t *cfg, int ran
 void plait_ls_free(plait_list_settings_t *ls) {
   plait_autotune_free(ls->at);
   ls->at = NULL;
+  free(ls->seen);
+  ls->seen = NULL;
+  ls->nseen = 0;
+  ls->by_list = 0;
 }
 
 static plait_result_t start_tuner(plait_list_settings_t *ls, const plait_tuning_t *own) {
@@ -27,19 +32,25 @@ static plait_result_t start_tuner(plait_list_settings_t *ls, const plait_tuning_
       .max_samples = (int)ls->cfg->autotune_max_samples,
       .repeats = 3,
       .margin = 0.03,
+      .min_sample_s = ls->cfg->autotune_sample_min_s,
       .pinned = own->pinned,
       .log_path = ls->cfg->autotune_log};
   plait_autotune_setting_t start = {own->fusion_threshold, own->fusion_max_tensor,
                                     own->cycle_time_ms};
+  ls->seen = calloc(PLAIT_LS_SEEN_CAP, sizeof *ls->seen);
+  if (!ls->seen) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory starting autotune");
+  ls->nseen = 0;
+  ls->by_list = 0;
   PLAIT_CHECK(plait_autotune_create(&o, &start, &ls->at));
   PLAIT_INFO("autotune", "tuning the fusion threshold, largest fused tensor and cycle time from "
-             "%llu, %llu bytes and %g ms (fixed: %s%s%s%s), %d lists per sample",
+             "%llu, %llu bytes and %g ms (fixed: %s%s%s%s), samples of %d training steps "
+             "and %g s at least",
              (unsigned long long)start.threshold, (unsigned long long)start.max_tensor,
              start.cycle_ms, o.pinned ? "" : "none",
              o.pinned & PLAIT_AT_PIN(PLAIT_AT_THRESHOLD) ? " PLAIT_FUSION_THRESHOLD" : "",
              o.pinned & PLAIT_AT_PIN(PLAIT_AT_MAX_TENSOR) ? " PLAIT_FUSION_MAX_TENSOR" : "",
              o.pinned & PLAIT_AT_PIN(PLAIT_AT_CYCLE) ? " PLAIT_CYCLE_TIME_MS" : "",
-             o.steps_per_sample);
+             o.steps_per_sample, o.min_sample_s);
   return PLAIT_SUCCESS;
 }
 
@@ -116,11 +127,58 @@ void plait_ls_before_run(plait_list_settings_t *ls, const plait_tuning_t *v,
   plait_stats_unlock(stats);
 }
 
-void plait_ls_after_run(plait_list_settings_t *ls, plait_counters_t *stats, double now) {
+static uint64_t name_hash(int32_t pset, const char *name) { /* FNV-1a; never 0 */
+  uint64_t h = mix(0xcbf29ce484222325ull, (uint64_t)(uint32_t)pset);
+  for (const unsigned char *p = (const unsigned char *)name; p && *p; p++)
+    h = (h ^ *p) * 0x100000001b3ull;
+  return h ? h : 1;
+}
+
+/* The slot holding h in the set of names seen since the step began, or the
+ * empty slot where it goes (never full: at most half its slots are used). */
+static size_t slot(const plait_list_settings_t *ls, uint64_t h) {
+  size_t mask = PLAIT_LS_SEEN_CAP - 1, i = (size_t)h & mask;
+  while (ls->seen[i] && ls->seen[i] != h) i = (i + 1) & mask;
+  return i;
+}
+
+/* 1 when the list begins a training step: one of its tensors already ran
+ * since the last step began (every step reduces each gradient once). Names
+ * that never repeat (a new name for every call) give no steps: past
+ * PLAIT_LS_SEEN_MAX names, every list counts as a step. */
+static int begins_step(plait_list_settings_t *ls, const plait_response_list_t *l) {
+  if (ls->by_list) return 1;
+  int repeat = 0;
+  for (uint32_t i = 0; i < l->n && !repeat; i++)
+    for (uint32_t j = 0; j < l->r[i].n && !repeat; j++)
+      if (l->r[i].e[j].name)
+        repeat = ls->seen[slot(ls, name_hash(l->r[i].pset, l->r[i].e[j].name))] != 0;
+  if (repeat) {
+    memset(ls->seen, 0, PLAIT_LS_SEEN_CAP * sizeof *ls->seen);
+    ls->nseen = 0;
+  }
+  for (uint32_t i = 0; i < l->n && ls->nseen < PLAIT_LS_SEEN_MAX; i++)
+    for (uint32_t j = 0; j < l->r[i].n && ls->nseen < PLAIT_LS_SEEN_MAX; j++) {
+      if (!l->r[i].e[j].name) continue;
+      uint64_t h = name_hash(l->r[i].pset, l->r[i].e[j].name);
+      size_t k = slot(ls, h);
+      if (!ls->seen[k]) ls->seen[k] = h, ls->nseen++;
+    }
+  if (!repeat && ls->nseen >= PLAIT_LS_SEEN_MAX) {
+    ls->by_list = 1;
+    PLAIT_INFO("autotune", "%d tensor names and none ran twice: a training step cannot be told "
+               "from the names, so a sample counts response lists instead of steps",
+               PLAIT_LS_SEEN_MAX);
+  }
+  return repeat;
+}
+
+void plait_ls_after_run(plait_list_settings_t *ls, const plait_response_list_t *l,
+                        plait_counters_t *stats, double now) {
   if (!ls->at) return; /* the tuner logs and writes its CSV: outside the counters' lock */
   plait_stats_t after = plait_stats_snapshot(stats);
   if (plait_ls_test_clock) now = plait_ls_test_clock();
   if (after.bytes > ls->before_bytes && after.tensors >= ls->before_tensors)
     plait_autotune_step(ls->at, after.bytes - ls->before_bytes,
-                        after.tensors - ls->before_tensors, now);
+                        after.tensors - ls->before_tensors, begins_step(ls, l), now);
 }

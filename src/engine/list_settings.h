@@ -27,7 +27,17 @@ typedef struct plait_list_settings {
   plait_list_tuning_t now;   /* what lists run with (active 0: each rank's own) */
   int unsent;                /* rank 0: now changed since the last list carried it */
   uint64_t before_bytes, before_tensors; /* rank 0: stats before the list ran */
+  /* rank 0 while tuning: hashes of the (process set, name) of the tensors run
+   * since the current training step began (open addressing, 0 empty) */
+  uint64_t *seen;
+  int nseen;
+  int by_list; /* names never repeat: every list counts as a step */
 } plait_list_settings_t;
+
+/* A training step ends where a tensor name comes back (autotune.h samples
+ * whole steps). Up to PLAIT_LS_SEEN_MAX names are remembered per step. */
+#define PLAIT_LS_SEEN_CAP 16384
+#define PLAIT_LS_SEEN_MAX 8192
 
 void plait_ls_init(plait_list_settings_t *ls, const plait_config_t *cfg, int rank);
 void plait_ls_free(plait_list_settings_t *ls);
@@ -46,10 +56,12 @@ void plait_ls_receive(plait_list_settings_t *ls, const plait_response_list_t *l)
 /* Every rank, around running a non-empty list with the settings in *v:
  * before (the plait_stats fields and the digest, kept in the counters: a
  * plait_stats_reset starts the digest again), after (rank 0 feeds the tuner
- * the bytes and tensors the list moved). */
+ * the bytes and tensors list l moved, and whether l began a training step:
+ * one of its tensor names ran since the last step began). */
 void plait_ls_before_run(plait_list_settings_t *ls, const plait_tuning_t *v,
                          plait_counters_t *stats);
-void plait_ls_after_run(plait_list_settings_t *ls, plait_counters_t *stats, double now);
+void plait_ls_after_run(plait_list_settings_t *ls, const plait_response_list_t *l,
+                        plait_counters_t *stats, double now);
 
 /* Tests only: when set, the tuner's time comes from this clock instead of
  * now (a cost model's virtual time, so a test does not depend on the speed

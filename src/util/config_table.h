@@ -69,9 +69,12 @@
   X(autotune_warmup_samples, "PLAIT_AUTOTUNE_WARMUP_SAMPLES", COUNT, "3",      \
     "0..1000", "autotune samples discarded at the start (and after the "       \
     "traffic changes)")                                                        \
-  X(autotune_steps_per_sample, "PLAIT_AUTOTUNE_STEPS_PER_SAMPLE", COUNT, "5", \
-    "1..100000", "response lists that moved allreduce bytes per autotune "     \
-    "sample")                                                                  \
+  X(autotune_steps_per_sample, "PLAIT_AUTOTUNE_STEPS_PER_SAMPLE", COUNT, "3", \
+    "1..100000", "training steps per autotune sample, at least (a step ends "  \
+    "where a tensor name comes back)")                                         \
+  X(autotune_sample_min_s, "PLAIT_AUTOTUNE_SAMPLE_MIN_S", SECONDS, "0",        \
+    "0..3600", "an autotune sample lasts at least this long, in whole "        \
+    "training steps")                                                          \
   X(autotune_max_samples, "PLAIT_AUTOTUNE_MAX_SAMPLES", COUNT, "100",          \
     "3..100000", "most samples autotune measures before it settles on the "    \
     "best seen")                                                               \

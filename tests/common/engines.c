@@ -43,6 +43,12 @@ static plait_result_t make_config(const rank_thread_t *t, plait_config_t *cfg) {
     }
     memcpy(name, *s, len);
     name[len] = '\0';
+    if (!strcmp(name, "PLAIT_AUTOTUNE_LOG")) { /* the one text setting tests give */
+      free(cfg->autotune_log);
+      if (!(cfg->autotune_log = strdup(eq + 1)))
+        rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+      continue;
+    }
     rc = plait_config_parse_var(cfg, name, eq + 1);
   }
   if (rc) plait_config_free(cfg);

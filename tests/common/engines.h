@@ -22,7 +22,8 @@
 typedef struct plait_test_engines {
   int nranks;
   const char *transport;     /* "gloo" (when NULL), "ofi", ... */
-  const char *const *settings; /* NULL-terminated "PLAIT_NAME=value" (numeric ones), or NULL */
+  const char *const *settings; /* NULL-terminated "PLAIT_NAME=value" (numeric
+                                  ones, and PLAIT_AUTOTUNE_LOG), or NULL */
   int rc[PLAIT_TEST_MAX_RANKS];
   double elapsed_s;          /* from the first start to the last engine freed */
 } plait_test_engines_t;

@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/list_settings.h"
 
@@ -54,30 +55,41 @@ static int plugin_built(const char *name) {
 
 typedef struct {
   int steps, off_after; /* off_after >= 0: rank 0 turns autotune off after that step */
+  int waves;            /* groups of gradients a step submits one after the other */
+  int unique;           /* a new name for each gradient in every step */
   plait_stats_t mid[PLAIT_TEST_MAX_RANKS], end[PLAIT_TEST_MAX_RANKS];
 } job_t;
 
-/* One training step: 8 gradients of different sizes, checked. */
-static int step(int rank, int n, int s) {
+/* One training step: 8 gradients of different sizes, checked; submitted in
+ * `waves` groups, each waited for before the next (so a step is at least
+ * that many response lists). */
+static int step(int rank, int n, int s, int waves, int unique) {
   enum { T = 8 };
   static const int len[T] = {64, 256, 1024, 4096, 16384, 512, 2048, 128};
   static _Thread_local float x[T][16384];
   plait_handle_t *h[T];
-  for (int k = 0; k < T; k++) {
-    char name[32];
-    snprintf(name, sizeof name, "grad.%d", k);
-    for (int i = 0; i < len[k]; i++) x[k][i] = (float)(rank + (i % 7) + k + s % 3);
-    plait_tensor_t t;
-    RANK_OK(plait_tensor_1d(&t, x[k], len[k], PLAIT_FLOAT32));
-    RANK_OK(plait_allreduce_async(name, &t, &t, PLAIT_OP_SUM, NULL, &h[k]));
-  }
-  for (int k = 0; k < T; k++) {
-    RANK_OK(plait_wait(h[k], 60));
-    plait_release(h[k]);
-    for (int i = 0; i < len[k]; i++) {
-      float want = (float)(n * (n - 1) / 2 + n * ((i % 7) + k + s % 3));
-      RANK_CHECK(x[k][i] == want, "step %d grad.%d[%d] = %g, expected %g", s, k, i, x[k][i],
-                 want);
+  if (waves < 1) waves = 1;
+  for (int w = 0; w < waves; w++) {
+    int lo = w * T / waves, hi = (w + 1) * T / waves;
+    for (int k = lo; k < hi; k++) {
+      char name[32];
+      if (unique) /* a new name every step, as unnamed ops get in some scripts */
+        snprintf(name, sizeof name, "grad.%d.step%d", k, s);
+      else
+        snprintf(name, sizeof name, "grad.%d", k);
+      for (int i = 0; i < len[k]; i++) x[k][i] = (float)(rank + (i % 7) + k + s % 3);
+      plait_tensor_t t;
+      RANK_OK(plait_tensor_1d(&t, x[k], len[k], PLAIT_FLOAT32));
+      RANK_OK(plait_allreduce_async(name, &t, &t, PLAIT_OP_SUM, NULL, &h[k]));
+    }
+    for (int k = lo; k < hi; k++) {
+      RANK_OK(plait_wait(h[k], 60));
+      plait_release(h[k]);
+      for (int i = 0; i < len[k]; i++) {
+        float want = (float)(n * (n - 1) / 2 + n * ((i % 7) + k + s % 3));
+        RANK_CHECK(x[k][i] == want, "step %d grad.%d[%d] = %g, expected %g", s, k, i, x[k][i],
+                   want);
+      }
     }
   }
   return 0;
@@ -94,7 +106,7 @@ static int barrier(int rank) {
 static int body(int rank, int n, void *arg) {
   job_t *j = arg;
   for (int s = 0; s < j->steps; s++) {
-    if (step(rank, n, s)) return 1;
+    if (step(rank, n, s, j->waves, j->unique)) return 1;
     if (s == j->off_after) {
       if (barrier(rank)) return 1;
       j->mid[rank].struct_size = sizeof j->mid[rank];
@@ -126,6 +138,7 @@ static void expect_agreement(const plait_stats_t *st, int n, const char *when) {
 
 static const char *const TUNE_FAST[] = {"PLAIT_AUTOTUNE=1", "PLAIT_AUTOTUNE_WARMUP_SAMPLES=0",
                                         "PLAIT_AUTOTUNE_STEPS_PER_SAMPLE=1",
+                                        "PLAIT_AUTOTUNE_SAMPLE_MIN_S=0",
                                         "PLAIT_AUTOTUNE_MAX_SAMPLES=15", NULL};
 
 static void tune_and_agree(int nranks) {
@@ -155,6 +168,71 @@ Test(autotune_ranks, every_rank_runs_every_list_with_rank0s_settings_2ranks, .ti
 Test(autotune_ranks, every_rank_runs_every_list_with_rank0s_settings_3ranks, .timeout = 120) {
   REQUIRE_PLUGIN("gloo");
   tune_and_agree(3);
+}
+
+/* A sample is whole training steps, told apart by the tensor names coming
+ * back (list_settings.c): every row of the CSV holds exactly the 8
+ * gradients of each of its steps, though each step is 3 lists or more. */
+Test(autotune_ranks, samples_are_whole_steps_found_from_the_names, .timeout = 120) {
+  REQUIRE_PLUGIN("gloo");
+  char path[] = "/tmp/plait_autotune_ranks_XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  char log[sizeof path + 32];
+  snprintf(log, sizeof log, "PLAIT_AUTOTUNE_LOG=%s", path);
+  const char *const settings[] = {"PLAIT_AUTOTUNE=1", "PLAIT_AUTOTUNE_WARMUP_SAMPLES=1",
+                                  "PLAIT_AUTOTUNE_STEPS_PER_SAMPLE=2",
+                                  "PLAIT_AUTOTUNE_SAMPLE_MIN_S=0", log, NULL};
+  static job_t j;
+  memset(&j, 0, sizeof j);
+  j.steps = 40;
+  j.off_after = -1;
+  j.waves = 3;
+  plait_test_engines_t job = {.nranks = 2, .settings = settings};
+  cr_assert_eq(plait_test_run_engines(&job, body, &j), 0, "a rank failed (above)");
+  expect_agreement(j.end, 2, "after 40 steps");
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f);
+  char line[512];
+  cr_assert_not_null(fgets(line, sizeof line, f));
+  int rows = 0;
+  unsigned long long lists_seen = 0, steps_seen = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long long n, thr, mt, steps, lists, tensors, bytes;
+    double cyc, secs, score;
+    char phase[16];
+    cr_assert_eq(sscanf(line, "%llu,%15[a-z],%llu,%llu,%lf,%llu,%llu,%llu,%llu,%lf,%lf", &n,
+                        phase, &thr, &mt, &cyc, &steps, &lists, &tensors, &bytes, &secs, &score),
+                 11, "row '%s'", line);
+    rows++;
+    cr_expect_eq(steps, 2, "'%s'", line);
+    cr_expect_eq(tensors, 8 * steps, "not whole steps of 8 gradients: '%s'", line);
+    cr_expect_eq(bytes, steps * 4 * (64 + 256 + 1024 + 4096 + 16384 + 512 + 2048 + 128), "'%s'",
+                 line);
+    lists_seen += lists, steps_seen += steps;
+  }
+  fclose(f);
+  unlink(path);
+  cr_expect_geq(rows, 8, "only %d samples in 40 steps", rows);
+  cr_expect_geq(lists_seen, 3 * steps_seen, "steps of 3 waves ran in fewer lists");
+  cr_log_info("%d samples, %llu lists for %llu steps", rows, lists_seen, steps_seen);
+}
+
+/* Names that never come back give no steps: past 8192 names (list_settings.h)
+ * a sample counts response lists instead, and the tuner still tunes. */
+Test(autotune_ranks, names_that_never_repeat_are_sampled_by_lists, .timeout = 120) {
+  REQUIRE_PLUGIN("gloo");
+  static job_t j;
+  memset(&j, 0, sizeof j);
+  j.steps = PLAIT_LS_SEEN_MAX / 8 + 40;
+  j.off_after = -1;
+  j.unique = 1;
+  plait_test_engines_t job = {.nranks = 2, .settings = TUNE_FAST};
+  cr_assert_eq(plait_test_run_engines(&job, body, &j), 0, "a rank failed (above)");
+  expect_agreement(j.end, 2, "unique names");
+  cr_expect_geq(j.end[0].autotune_samples, 10, "%llu samples in the last 40 steps",
+                (unsigned long long)j.end[0].autotune_samples);
 }
 
 /* Off at start: the configured settings, no tuner. */
@@ -209,6 +287,7 @@ Test(autotune_ranks, variables_set_explicitly_stay, .timeout = 120) {
   j.off_after = -1;
   static const char *const pinned[] = {"PLAIT_AUTOTUNE=1", "PLAIT_AUTOTUNE_WARMUP_SAMPLES=0",
                                        "PLAIT_AUTOTUNE_STEPS_PER_SAMPLE=1",
+                                       "PLAIT_AUTOTUNE_SAMPLE_MIN_S=0",
                                        "PLAIT_AUTOTUNE_MAX_SAMPLES=15",
                                        "PLAIT_FUSION_THRESHOLD=8M", "PLAIT_CYCLE_TIME_MS=0.5",
                                        NULL};

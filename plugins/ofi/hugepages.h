@@ -1,0 +1,53 @@
+/*
+ * User buffers moved into transparent huge pages (PLAIT_OFI_HUGE_PAGES_MIN).
+ *
+ * The shm provider moves large messages with CMA (process_vm_readv): the
+ * kernel pins and walks the other process's pages one by one. In ordinary
+ * 4 KiB pages a 64 MiB tensor is 16384 of them, and the plugin then runs at
+ * 0.45x its speed on its own 2 MiB-page buffers (3 ranks, measured:
+ * docs/transport-ofi.md, "Huge pages"). So a user buffer of at least
+ * huge_min bytes that a collective over shm reads or writes is, the second
+ * time the same range comes (a buffer reused from step to step, as
+ * gradients are; a one-off buffer is left alone), marked MADV_HUGEPAGE and
+ * collapsed into huge pages (MADV_COLLAPSE, Linux 6.1: one copy of the
+ * range, once). Only the 2 MiB-aligned interior is touched; the contents
+ * never change. A range is collapsed at most once (a table of the last 32
+ * ranges seen); a refusal (memory that is not anonymous, an older kernel,
+ * THP off) is logged once at debug level and costs nothing after.
+ *
+ * Coordinator thread only (the plugin's calls), like the rest of the state.
+ */
+#ifndef PLAIT_OFI_HUGEPAGES_H
+#define PLAIT_OFI_HUGEPAGES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define OFI_HUGE_RANGES 32
+
+typedef struct ofi_huge {
+  struct {
+    uintptr_t lo, hi; /* 2 MiB-aligned interior; hi == 0: empty slot */
+    int collapsed;    /* 0 seen once, 1 done (or refused) */
+  } r[OFI_HUGE_RANGES];
+  int next;             /* the slot replaced next */
+  uint64_t collapsed;   /* ranges collapsed, for tests and the log */
+  uint64_t refused;     /* ranges the kernel refused */
+  int said;             /* the refusal was logged */
+} ofi_huge_t;
+
+struct ofi_state;
+
+/* What ofi_huge_use did. */
+typedef enum {
+  OFI_HUGE_SKIP = 0,    /* too small, not shm, or off */
+  OFI_HUGE_SEEN = 1,    /* first time: recorded */
+  OFI_HUGE_DONE = 2,    /* collapsed before: nothing to do */
+  OFI_HUGE_COLLAPSED = 3,
+  OFI_HUGE_REFUSED = 4  /* the kernel said no (logged once) */
+} ofi_huge_result_t;
+
+/* A collective is about to read or write buf[0..len). */
+ofi_huge_result_t ofi_huge_use(struct ofi_state *st, const void *buf, size_t len);
+
+#endif
