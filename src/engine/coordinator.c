@@ -5,12 +5,10 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +20,7 @@
 #include "engine/list_settings.h"
 #include "engine/liveness.h"
 #include "util/log.h"
+#include "util/thread_slice.h"
 #include "util/waitset.h"
 #include "control/messages.h"
 #include "engine/negotiate.h"
@@ -665,38 +664,14 @@ static plait_result_t peer_learn_verdict(plait_coord_t *c, plait_result_t rc) {
                      c->cfg->timeout_s, orig);
 }
 
-/* struct sched_attr (linux/sched/types.h), first version with utilization
- * clamps: what sched_getattr and sched_setattr exchange. */
-typedef struct {
-  uint32_t size, sched_policy;
-  uint64_t sched_flags;
-  int32_t sched_nice;
-  uint32_t sched_priority;
-  uint64_t sched_runtime, sched_deadline, sched_period;
-  uint32_t sched_util_min, sched_util_max;
-} sched_attr_v1_t;
-
-/* The coordinator thread asks for short turns on the CPU: EEVDF's custom
- * slice (Linux 6.12 and later: sched_runtime of a normal thread), 0.1 ms
- * instead of the default 3 ms. A thread with a short slice that wakes (a
- * frame, a submission) preempts a CPU-bound task at once, where it would
- * otherwise wait out that task's slice; its share of the CPU is unchanged.
- * Measured: with two busy loops on a 2-core machine, a lone 4 KiB allreduce
- * took about 3.5 ms per operation in 6 runs of 20, and none with it. Only a
- * normal (SCHED_OTHER) thread is changed, keeping its nice value; older
- * kernels ignore the field; a failure changes nothing. */
+/* The coordinator thread asks for short turns on the CPU (util/thread_slice.h):
+ * 0.1 ms, the least. Woken by a frame or a submission on a CPU that a
+ * CPU-bound task holds, it then runs at once instead of after that task's
+ * slice. Measured: with two busy loops on a 2-core machine, a lone 4 KiB
+ * allreduce took about 2-3.5 ms per operation in 6 runs of 20, none with it. */
 static void ask_short_turns(void) {
-#if defined(SYS_sched_getattr) && defined(SYS_sched_setattr)
-  sched_attr_v1_t a;
-  memset(&a, 0, sizeof a);
-  if (syscall(SYS_sched_getattr, 0, &a, (unsigned)sizeof a, 0) != 0 || a.sched_policy != SCHED_OTHER)
-    return;
-  a.size = sizeof a;
-  a.sched_flags &= 1; /* SCHED_FLAG_RESET_ON_FORK, if it was set; no clamps */
-  a.sched_runtime = 100 * 1000; /* ns; the kernel's least */
-  if (syscall(SYS_sched_setattr, 0, &a, 0) != 0)
+  if (plait_thread_short_slice(100 * 1000) < 0)
     PLAIT_DEBUG("coord", "no short scheduler slice for the coordinator: %s", strerror(errno));
-#endif
 }
 
 static void *coordinator_main(void *arg) {
