@@ -102,12 +102,12 @@ void plait_handle_finish(plait_handle_t *h, plait_result_t rc, const char *messa
   plait_callback_fn cb = last ? h->callback : NULL;
   plait_result_t result = h->result;
   void *user = h->user_data;
-  if (last) {
-    h->refs++; /* keep h alive through the callback even if it releases h */
-    pthread_cond_broadcast(&h->cond);
-  }
+  if (last) h->refs++; /* keep h alive through the callback even if it releases h */
   pthread_mutex_unlock(&h->mu);
   if (!last) return;
+  /* after unlocking: a waiter woken while the lock is still held would only
+   * block again on it (one more context switch per operation) */
+  pthread_cond_broadcast(&h->cond);
   if (cb) cb(h, result, user);
   pthread_mutex_lock(&h->mu);
   unref_unlock(h, 2); /* the callback's guard and the coordinator's reference */

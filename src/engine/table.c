@@ -62,6 +62,13 @@ static plait_result_t check_names_locked(plait_table_t *t, plait_entry_t **entri
   return PLAIT_SUCCESS;
 }
 
+/* Operations that need another rank's announcement before they can run. */
+static int global_only(plait_entry_t **entries, int n) {
+  for (int i = 0; i < n; i++)
+    if (entries[i]->meta.pset != 0 || entries[i]->meta.coll == PLAIT_COLL_JOIN) return 0;
+  return 1;
+}
+
 plait_result_t plait_table_submit(plait_table_t *t, plait_entry_t **entries, int n) {
   pthread_mutex_lock(&t->mu);
   plait_result_t rc = PLAIT_SUCCESS;
@@ -101,7 +108,8 @@ plait_result_t plait_table_submit(plait_table_t *t, plait_entry_t **entries, int
     plait_tl_begin(t->tl, entries[i]->name, "NEGOTIATE"); /* before the coordinator can take it */
   }
   uint64_t one = 1;
-  if (write(t->wake_fd, &one, sizeof one) < 0) { /* full counter: already awake */
+  if (!(t->lazy && global_only(entries, n)) && write(t->wake_fd, &one, sizeof one) < 0) {
+    /* full counter: already awake */
   }
 out:
   pthread_mutex_unlock(&t->mu);
@@ -143,4 +151,12 @@ void plait_table_count_barrier(plait_table_t *t) {
   pthread_mutex_lock(&t->mu);
   t->barriers++;
   pthread_mutex_unlock(&t->mu);
+}
+
+int plait_table_set_lazy(plait_table_t *t, int lazy) {
+  pthread_mutex_lock(&t->mu);
+  int waiting = t->head != NULL;
+  t->lazy = lazy && !waiting;
+  pthread_mutex_unlock(&t->mu);
+  return waiting;
 }

@@ -19,7 +19,8 @@ typedef struct plait_table {
   pthread_mutex_t mu;
   plait_entry_t *head, *tail; /* submitted, not yet drained */
   plait_namemap_t inflight;   /* name -> entry, until finished */
-  int wake_fd;                /* eventfd: written on every submission */
+  int wake_fd;                /* eventfd: written on submission (unless lazy) */
+  int lazy;                   /* see plait_table_set_lazy */
   int open;
   plait_result_t closed_rc;
   char closed_msg[1024];
@@ -46,11 +47,21 @@ void plait_table_forget(plait_table_t *t, const char *key);
 /* Later submissions fail with rc and msg. */
 void plait_table_close(plait_table_t *t, plait_result_t rc, const char *msg);
 
-/* Clears the wake-up signal (the coordinator calls it before draining). */
 /* A joined rank took part in the others' barrier: it counts it as its own, so
  * the next barrier every rank submits gets the same internal name on all. */
 void plait_table_count_barrier(plait_table_t *t);
 
+/* Clears the wake-up signal (the coordinator calls it before draining). */
 void plait_table_clear_wake(plait_table_t *t);
+
+/* The coordinator, before it sleeps, says whether it will drain the table at
+ * its next wake-up whatever wakes it (lazy = 1): rank 0 when nothing is
+ * pending, since no operation of the global process set can then become
+ * ready before another rank's announcement wakes it. While lazy, a
+ * submission of such operations only (process set 0, no join) does not
+ * write the eventfd: that saves a wake-up and a cycle of rank 0 per
+ * operation. Returns 1, and leaves lazy 0, when entries are waiting (then
+ * the coordinator must drain before it sleeps); else 0. */
+int plait_table_set_lazy(plait_table_t *t, int lazy);
 
 #endif

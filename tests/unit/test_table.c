@@ -133,6 +133,48 @@ Test(table, a_submission_wakes_the_coordinator) {
   stop();
 }
 
+/* Lazy (rank 0 with nothing pending): a global operation does not wake the
+ * coordinator, since it drains at its next wake-up anyway; one in another
+ * process set, or a join, still does (it may be ready without any other
+ * rank's message). set_lazy reports entries that came while lazy, so the
+ * coordinator drains them before it sleeps again. */
+Test(table, a_lazy_coordinator_is_woken_only_by_what_cannot_wait) {
+  start();
+  cr_assert_eq(plait_table_set_lazy(&T, 1), 0, "nothing waiting");
+  plait_entry_t *a = entry("a", PLAIT_COLL_ALLREDUCE);
+  cr_assert_eq(plait_table_submit(&T, &a, 1), PLAIT_SUCCESS);
+  cr_assert_not(readable(T.wake_fd), "a global allreduce does not wake a lazy coordinator");
+  cr_assert_eq(plait_table_set_lazy(&T, 1), 1, "but set_lazy says it is waiting");
+  cr_assert_eq(T.lazy, 0, "and the table is not lazy while it waits");
+  plait_entry_t *b = entry("b", PLAIT_COLL_ALLREDUCE);
+  cr_assert_eq(plait_table_submit(&T, &b, 1), PLAIT_SUCCESS);
+  cr_assert(readable(T.wake_fd), "so the next submission wakes it");
+  plait_table_clear_wake(&T);
+  free_list(plait_table_drain(&T));
+  plait_entry_t *other[3] = {entry("c", PLAIT_COLL_ALLREDUCE), entry(NULL, PLAIT_COLL_JOIN),
+                             entry("d", PLAIT_COLL_BROADCAST)};
+  other[2]->meta.pset = 3;
+  for (int i = 1; i < 3; i++) {
+    cr_assert_eq(plait_table_set_lazy(&T, 1), 0);
+    plait_entry_t *pair[2] = {other[0], other[i]};
+    cr_assert_eq(plait_table_submit(&T, pair, 2), PLAIT_SUCCESS);
+    cr_assert(readable(T.wake_fd), "entry %d cannot wait for another rank: it wakes", i);
+    plait_table_clear_wake(&T);
+    plait_entry_t *l = plait_table_drain(&T);
+    cr_assert_eq(l, other[0]);
+    plait_table_forget(&T, "c"); /* c is submitted again in the next round */
+    l->next = NULL;
+  }
+  free_list(other[0]);
+  free_list(other[1]);
+  free_list(other[2]);
+  cr_assert_eq(plait_table_set_lazy(&T, 0), 0);
+  plait_entry_t *e = entry("e", PLAIT_COLL_ALLREDUCE);
+  cr_assert_eq(plait_table_submit(&T, &e, 1), PLAIT_SUCCESS);
+  cr_assert(readable(T.wake_fd), "not lazy: every submission wakes");
+  stop();
+}
+
 enum { THREADS = 4, EACH = 500 };
 
 static void *submitter(void *arg) {
