@@ -409,10 +409,25 @@ static int edges_body(int rank, int n, void *arg) {
   t.device = PLAIT_DEVICE_HOST;
   plait_handle_t *h[5];
   OK(plait_allreduce_async("edge/scalar", &t, &t, PLAIT_OP_SUM, NULL, &h[0]));
-  /* the same name while it is in flight is refused on this rank */
-  plait_handle_t *dup = NULL;
-  EXPECT_RC(PLAIT_ERR_INVALID_ARGUMENT, plait_allreduce_async("edge/scalar", &t, &t, PLAIT_OP_SUM,
-                                                              NULL, &dup));
+  /* the same name while it is in flight is refused on this rank: rank 0
+   * asks before rank 1 has submitted it (the barrier orders the two; a lone
+   * operation every rank has submitted may already have finished) */
+  int32_t d = rank + 1;
+  plait_tensor_t td;
+  OK(plait_tensor_1d(&td, &d, 1, PLAIT_INT32));
+  plait_handle_t *hd = NULL, *dup = NULL, *hb = NULL;
+  if (rank == 0) {
+    OK(plait_allreduce_async("edge/dup", &td, &td, PLAIT_OP_SUM, NULL, &hd));
+    EXPECT_RC(PLAIT_ERR_INVALID_ARGUMENT,
+              plait_allreduce_async("edge/dup", &td, &td, PLAIT_OP_SUM, NULL, &dup));
+  }
+  OK(plait_barrier_async(NULL, &hb));
+  OK(plait_wait(hb, 30));
+  plait_release(hb);
+  if (rank != 0) OK(plait_allreduce_async("edge/dup", &td, &td, PLAIT_OP_SUM, NULL, &hd));
+  OK(plait_wait(hd, 30));
+  plait_release(hd);
+  CHECK(d == n * (n + 1) / 2, "edge/dup sum %d, expected %d", (int)d, n * (n + 1) / 2);
   /* reducescatter and alltoall of no rows; a group of one */
   plait_tensor_t empty;
   OK(plait_tensor_1d(&empty, NULL, 0, PLAIT_INT32));
