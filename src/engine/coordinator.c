@@ -29,6 +29,7 @@
 #include "engine/stats.h"
 #include "engine/table.h"
 #include "engine/timeline.h"
+#include "util/spin.h"
 
 struct plait_coord {
   plait_engine_t *e; /* the engine this coordinator belongs to */
@@ -60,6 +61,8 @@ struct plait_coord {
   int answer_alive;     /* rank > 0: rank 0's heartbeat came; send one back */
   plait_list_settings_t lists; /* the settings lists run with (PLAIT_AUTOTUNE) */
   int lazy;             /* rank 0: this wait's wake-up drains the table (root_may_sleep) */
+  double last_busy;     /* when a cycle last sent, received or ran something */
+  plait_spin_t spin;    /* polling before sleeping (PLAIT_SPIN_US) */
 };
 
 /* The run-time settings (plait_config_set) as of the start of this cycle: one
@@ -484,7 +487,11 @@ static plait_result_t cycle(plait_coord_t *c) {
     c->lazy = root_may_sleep(c);
     waiting = plait_table_set_lazy(&c->table, c->lazy);
   }
-  int ready = plait_waitset_poll(&c->waitset, c->pfd, n, waiting ? 0 : poll_timeout_ms(c));
+  int timeout = waiting ? 0 : poll_timeout_ms(c);
+  /* right after work, the next frame or submission usually comes soon */
+  int ready = timeout ? plait_spin_poll(&c->spin, &c->waitset, c->pfd, n,
+                                        c->last_busy + c->spin.spin_s) : 0;
+  if (ready == 0) ready = plait_waitset_poll(&c->waitset, c->pfd, n, timeout);
   PLAIT_CHECK(apply_tuning(c));
   if (ready < 0 && errno != EINTR)
     return plait_error(PLAIT_ERR_SYSTEM, "coordinator poll failed: %s", strerror(errno));
@@ -508,6 +515,7 @@ static plait_result_t cycle(plait_coord_t *c) {
   s->busy_cycles += busy != 0;
   plait_stats_unlock(&c->e->stats);
   if (busy) plait_tl_mark_cycle(c->e->timeline);
+  if (busy) c->last_busy = plait_now();
   if (rc == PLAIT_SUCCESS) rc = check_silence(c);
   if (rc == PLAIT_SUCCESS && c->sent_shutdown &&
       plait_now() - c->shutdown_sent_at > 2 * c->cfg->timeout_s + 1)
@@ -737,6 +745,7 @@ plait_result_t plait_coord_start(plait_engine_t *e, plait_coord_t **out) {
   c->ended_by = -1;
   c->table.wake_fd = -1;
   plait_waitset_init(&c->waitset);
+  plait_spin_init(&c->spin, c->cfg->spin_us);
   plait_stats_clear(&e->stats);
   plait_exec_init(&c->exec, c->rank, c->size, e->plugin.table, e->plugin.state, &c->table,
                   &c->local);

@@ -35,6 +35,11 @@
   X(cycle_time_ms, "PLAIT_CYCLE_TIME_MS", POSITIVE, "1", "0.01..10000",        \
     "longest hold, in milliseconds, of ready allreduces waiting for the "      \
     "ones that ran with them last time")                                       \
+  X(spin_us, "PLAIT_SPIN_US", COUNT, "100", "0..1000000",                      \
+    "microseconds the coordinator keeps polling, yielding the CPU, after it "  \
+    "last did work, before it sleeps (an answer that comes meanwhile costs "   \
+    "no wake-up); off for a second after another thread held the CPU "         \
+    "meanwhile; 0: always sleep")                                              \
   X(cache_capacity, "PLAIT_CACHE_CAPACITY", COUNT, "1024", "0..1048576",       \
     "response cache entries; 0 disables the cache")                            \
   X(timeline, "PLAIT_TIMELINE", TEXT, "", "",                                  \
