@@ -26,20 +26,33 @@ static void *write_later(void *arg) {
   return NULL;
 }
 
-static void pipe_pfd(int p[2], struct pollfd *pfd) {
-  cr_assert_eq(pipe(p), 0);
-  *pfd = (struct pollfd){p[0], POLLIN, 0};
-}
-
-Test(spin, what_comes_within_the_window_is_seen_without_sleeping) {
+/* A pipe to poll, a spin state and a wait set. */
+typedef struct {
   int p[2];
   struct pollfd pfd;
-  pipe_pfd(p, &pfd);
   plait_spin_t s;
   plait_waitset_t ws;
-  plait_waitset_init(&ws);
-  plait_spin_init(&s, 1000000); /* a whole second: the write comes well before */
-  writer_t w = {p[1], 0.002};
+} fx_t;
+
+static void fx_open(fx_t *f, int64_t spin_us) {
+  cr_assert_eq(pipe(f->p), 0);
+  f->pfd = (struct pollfd){f->p[0], POLLIN, 0};
+  plait_spin_init(&f->s, spin_us);
+  plait_waitset_init(&f->ws);
+}
+
+static void fx_close(fx_t *f) {
+  plait_waitset_free(&f->ws);
+  close(f->p[0]);
+  close(f->p[1]);
+}
+
+static int spin(fx_t *f, double until) { return plait_spin_poll(&f->s, &f->ws, &f->pfd, 1, until); }
+
+Test(spin, what_comes_within_the_window_is_seen_without_sleeping) {
+  fx_t f;
+  fx_open(&f, 1000000); /* a whole second: the write comes well before */
+  writer_t w = {f.p[1], 0.002};
   pthread_t t;
   pthread_create(&t, NULL, write_later, &w);
   double t0 = plait_now();
@@ -47,50 +60,36 @@ Test(spin, what_comes_within_the_window_is_seen_without_sleeping) {
   /* a late yield (a loaded machine) ends the window early: then the caller
    * would sleep; try again, as the coordinator would on its next cycle */
   while (ready == 0 && plait_now() - t0 < 30) {
-    s.off_until = 0;
-    ready = plait_spin_poll(&s, &ws, &pfd, 1, plait_now() + s.spin_s);
+    f.s.off_until = 0;
+    ready = spin(&f, plait_now() + f.s.spin_s);
   }
   pthread_join(t, NULL);
   cr_assert_eq(ready, 1, "the pipe became readable within the window");
-  cr_assert(pfd.revents & POLLIN);
-  plait_waitset_free(&ws);
-  close(p[0]), close(p[1]);
+  cr_assert(f.pfd.revents & POLLIN);
+  fx_close(&f);
 }
 
 Test(spin, nothing_is_waited_for_past_the_window) {
-  int p[2];
-  struct pollfd pfd;
-  pipe_pfd(p, &pfd);
-  plait_spin_t s;
-  plait_waitset_t ws;
-  plait_waitset_init(&ws);
-  plait_spin_init(&s, 1000000);
+  fx_t f;
+  fx_open(&f, 1000000);
   double until = plait_now() + 0.005;
-  cr_assert_eq(plait_spin_poll(&s, &ws, &pfd, 1, until), 0);
-  cr_assert_geq(plait_now(), s.off_until > 0 ? 0 : until, "it polled until the window ended "
+  cr_assert_eq(spin(&f, until), 0);
+  cr_assert_geq(plait_now(), f.s.off_until > 0 ? 0 : until, "it polled until the window ended "
                 "(or stopped at a late yield)");
   /* a window already over: no poll at all, even with data there */
-  cr_assert_eq(write(p[1], "x", 1), 1);
-  cr_assert_eq(plait_spin_poll(&s, &ws, &pfd, 1, plait_now() - 1), 0);
-  plait_waitset_free(&ws);
-  close(p[0]), close(p[1]);
+  cr_assert_eq(write(f.p[1], "x", 1), 1);
+  cr_assert_eq(spin(&f, plait_now() - 1), 0);
+  fx_close(&f);
 }
 
 Test(spin, zero_never_polls) {
-  int p[2];
-  struct pollfd pfd;
-  pipe_pfd(p, &pfd);
-  cr_assert_eq(write(p[1], "x", 1), 1);
-  plait_spin_t s;
-  plait_waitset_t ws;
-  plait_waitset_init(&ws);
-  plait_spin_init(&s, 0);
-  cr_assert_eq(s.spin_s, 0);
-  cr_assert_eq(plait_spin_poll(&s, &ws, &pfd, 1, plait_now() + 1), 0,
-               "PLAIT_SPIN_US=0: the caller sleeps in poll as before");
-  cr_assert_eq(pfd.revents, 0);
-  plait_waitset_free(&ws);
-  close(p[0]), close(p[1]);
+  fx_t f;
+  fx_open(&f, 0);
+  cr_assert_eq(write(f.p[1], "x", 1), 1);
+  cr_assert_eq(f.s.spin_s, 0);
+  cr_assert_eq(spin(&f, plait_now() + 1), 0, "PLAIT_SPIN_US=0: the caller sleeps in poll as before");
+  cr_assert_eq(f.pfd.revents, 0);
+  fx_close(&f);
 }
 
 static atomic_int stop_hog;
@@ -111,25 +110,17 @@ Test(spin, a_yield_another_thread_turns_into_a_slice_stops_polling) {
   atomic_store(&stop_hog, 0);
   pthread_t t;
   pthread_create(&t, NULL, hog, &cpu); /* a CPU-bound thread on this CPU */
-  int p[2];
-  struct pollfd pfd;
-  pipe_pfd(p, &pfd);
-  plait_spin_t s;
-  plait_waitset_t ws;
-  plait_waitset_init(&ws);
-  plait_spin_init(&s, 1000000);
+  fx_t f;
+  fx_open(&f, 1000000);
   double t0 = plait_now();
-  while (s.held == 0 && plait_now() - t0 < 30)
-    cr_assert_eq(plait_spin_poll(&s, &ws, &pfd, 1, plait_now() + 0.5), 0);
+  while (f.s.held == 0 && plait_now() - t0 < 30) cr_assert_eq(spin(&f, plait_now() + 0.5), 0);
   atomic_store(&stop_hog, 1);
   pthread_join(t, NULL);
-  cr_assert_eq(s.held, 1, "the hog held the CPU through a yield");
-  cr_assert_gt(s.off_until, plait_now() + 0.5, "polling is off for about a second");
-  cr_assert_eq(write(p[1], "x", 1), 1);
-  cr_assert_eq(plait_spin_poll(&s, &ws, &pfd, 1, plait_now() + 1), 0,
-               "while off, nothing is polled: the caller sleeps");
-  s.off_until = 0;
-  cr_assert_eq(plait_spin_poll(&s, &ws, &pfd, 1, plait_now() + 1), 1, "on again afterwards");
-  plait_waitset_free(&ws);
-  close(p[0]), close(p[1]);
+  cr_assert_eq(f.s.held, 1, "the hog held the CPU through a yield");
+  cr_assert_gt(f.s.off_until, plait_now() + 0.5, "polling is off for about a second");
+  cr_assert_eq(write(f.p[1], "x", 1), 1);
+  cr_assert_eq(spin(&f, plait_now() + 1), 0, "while off, nothing is polled: the caller sleeps");
+  f.s.off_until = 0;
+  cr_assert_eq(spin(&f, plait_now() + 1), 1, "on again afterwards");
+  fx_close(&f);
 }
