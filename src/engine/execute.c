@@ -11,6 +11,7 @@
 #include "engine/handle.h"
 #include "util/log.h"
 #include "engine/fusion.h"
+#include "engine/transport_defaults.h"
 #include "engine/pending.h"
 #include "engine/process_set.h"
 #include "util/clock.h"
@@ -28,6 +29,7 @@ void plait_exec_init(plait_exec_t *x, int rank, int size, const plait_transport_
   x->ts0 = ts;
   x->table = table;
   x->local = local;
+  x->piece = (size_t)plait_transport_fusion_piece(t->name);
   if (t->caps & PLAIT_CAP_DEVICE_MEMORY) x->devmem = plait_devmem_new(t, ts);
   for (int c = 1; c <= PLAIT_COLL_MAX_; c++) {
     char *a = x->activity[c];
@@ -236,16 +238,23 @@ static plait_result_t ensure_fusion(plait_exec_t *x, size_t need) {
   return PLAIT_SUCCESS;
 }
 
-/* Copies (with prescale) every member into the buffer; joined: identities. */
+/* Members [lo, hi) of a fused response: one piece of it (allreduce_fused). */
+typedef struct {
+  uint32_t lo, hi;
+  size_t base; /* offs[lo]: the piece starts at the buffer's start */
+} piece_t;
+
+/* Copies (with prescale) the piece's members into the buffer; joined:
+ * identities. */
 static plait_result_t copy_in(plait_exec_t *x, const plait_response_t *r, plait_entry_t **es,
-                              const plait_meta_t *m, size_t *offs) {
-  if (m->device >= 0 && plait_exec_has_batch(x))
+                              const plait_meta_t *m, size_t *offs, piece_t p) {
+  if (m->device >= 0 && plait_exec_has_batch(x)) /* never in pieces */
     return plait_exec_copy_in_device(x, r, es, m, offs);
   size_t es_size = plait_dtype_size(m->dtype);
-  for (uint32_t i = 0; i < r->n; i++) {
+  for (uint32_t i = p.lo; i < p.hi; i++) {
     const plait_meta_t *mi = es[i] ? &es[i]->meta : &r->e[i].meta;
     size_t count = (size_t)plait_meta_elements(mi), bytes = count * es_size;
-    char *dst = (char *)x->fusion + offs[i];
+    char *dst = (char *)x->fusion + (offs[i] - p.base);
     if (!es[i] && m->device >= 0) {
       return plait_error(PLAIT_ERR_UNSUPPORTED, "'%s': this rank has joined and must contribute "
                          "identities in device memory, which transport '%s' cannot fill (it "
@@ -285,25 +294,59 @@ static plait_result_t copy_out_one(plait_exec_t *x, const plait_meta_t *m, void 
   return x->t->mem_copy(x->ts, dst, src, bytes, PLAIT_COPY_DEVICE_TO_DEVICE);
 }
 
-/* Each member's result into its output, AVERAGE and postscale (unless the
- * transport already scaled) applied on the way. */
+/* Each of the piece's members' results into its output, AVERAGE and
+ * postscale (unless the transport already scaled) applied on the way. */
 static plait_result_t copy_out(plait_exec_t *x, const plait_response_t *r, plait_entry_t **es,
-                               const plait_meta_t *m, size_t *offs, int scaled) {
+                               const plait_meta_t *m, size_t *offs, int scaled, piece_t p) {
   double post = scaled ? 1.0 : plait_exec_postscale(m, x->size);
   if (m->device >= 0 && plait_exec_has_batch(x))
     return plait_exec_copy_out_device(x, r, es, m, offs, post);
-  for (uint32_t i = 0; i < r->n; i++) {
+  for (uint32_t i = p.lo; i < p.hi; i++) {
     size_t count = es[i] ? (size_t)plait_meta_elements(&es[i]->meta) : 0;
     if (!count) continue;
     plait_tl_begin(x->tl, es[i]->name, "MEMCPY_OUT_FUSION_BUFFER");
-    PLAIT_CHECK(copy_out_one(x, m, es[i]->output.data, (char *)x->fusion + offs[i], count, post));
+    PLAIT_CHECK(copy_out_one(x, m, es[i]->output.data, (char *)x->fusion + (offs[i] - p.base),
+                             count, post));
     plait_tl_end(x->tl, es[i]->name, "MEMCPY_OUT_FUSION_BUFFER");
   }
   return PLAIT_SUCCESS;
 }
 
-/* Several tensors (or a joined rank's identity): one collective on the
- * fusion buffer. */
+/* The piece that starts at member lo: the members after it while the piece
+ * stays within `piece` bytes (at least one member). */
+static piece_t piece_from(const size_t *offs, uint32_t n, uint32_t lo, size_t piece) {
+  uint32_t hi = lo + 1;
+  while (hi < n && offs[hi + 1] - offs[lo] <= piece) hi++;
+  return (piece_t){lo, hi, offs[lo]};
+}
+
+/* One piece: copied in, reduced in the buffer, copied out; the times of
+ * each phase added to t[0..2]. */
+static plait_result_t run_piece(plait_exec_t *x, const plait_response_t *r, plait_entry_t **es,
+                                const plait_meta_t *m, size_t *offs, piece_t p, double *t) {
+  double t0 = plait_now();
+  PLAIT_CHECK(copy_in(x, r, es, m, offs, p));
+  double t1 = plait_now();
+  int scaled = 0;
+  for (uint32_t i = p.lo; i < p.hi; i++)
+    if (es[i]) plait_tl_begin(x->tl, es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
+  plait_result_t rc = transport_allreduce(x, m, x->fusion, x->fusion,
+                                          (offs[p.hi] - p.base) / plait_dtype_size(m->dtype),
+                                          &scaled);
+  for (uint32_t i = p.lo; i < p.hi; i++)
+    if (es[i]) plait_tl_end(x->tl, es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
+  if (rc) return transport_error(x, rc, "fused allreduce of", r->e[0].name);
+  double t2 = plait_now();
+  PLAIT_CHECK(copy_out(x, r, es, m, offs, scaled, p));
+  t[0] += t1 - t0, t[1] += t2 - t1, t[2] += plait_now() - t2;
+  return PLAIT_SUCCESS;
+}
+
+/* Several tensors (or a joined rank's identity): one response, reduced in
+ * the fusion buffer. Over a transport with a piece size (x->piece) its
+ * members go through the buffer a piece at a time, each piece copied in,
+ * reduced and copied out while it is still in cache, from the buffer's
+ * start; otherwise, and in device memory, all at once. */
 static plait_result_t allreduce_fused(plait_exec_t *x, const plait_response_t *r,
                                       plait_entry_t **es, const plait_meta_t *m) {
   size_t *offs = malloc(sizeof *offs * (r->n + 1));
@@ -315,24 +358,20 @@ static plait_result_t allreduce_fused(plait_exec_t *x, const plait_response_t *r
     offs[i] = (size_t)plait_fusion_layout_add(&layout, b);
     data += b;
   }
-  size_t total = offs[r->n] = (size_t)layout.size;
-  double t0 = plait_now(), t1 = t0, t2 = t0;
-  int scaled = 0;
-  plait_result_t rc = ensure_fusion(x, total);
-  if (rc == PLAIT_SUCCESS) rc = copy_in(x, r, es, m, offs);
-  if (rc == PLAIT_SUCCESS) {
-    t1 = plait_now();
-    for (uint32_t i = 0; i < r->n; i++)
-      if (es[i]) plait_tl_begin(x->tl, es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
-    rc = transport_allreduce(x, m, x->fusion, x->fusion, total / es_size, &scaled);
-    for (uint32_t i = 0; i < r->n; i++)
-      if (es[i]) plait_tl_end(x->tl, es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
-    if (rc) rc = transport_error(x, rc, "fused allreduce of", r->e[0].name);
-    t2 = plait_now();
+  size_t total = offs[r->n] = (size_t)layout.size, need = 0;
+  size_t piece = m->device < 0 && x->piece ? x->piece : total;
+  for (piece_t p = {0, 0, 0}; p.hi < r->n;) {
+    p = piece_from(offs, r->n, p.hi, piece);
+    if (offs[p.hi] - p.base > need) need = offs[p.hi] - p.base;
   }
-  if (rc == PLAIT_SUCCESS) rc = copy_out(x, r, es, m, offs, scaled);
+  double t[3] = {0, 0, 0};
+  plait_result_t rc = ensure_fusion(x, need);
+  for (piece_t p = {0, 0, 0}; rc == PLAIT_SUCCESS && p.hi < r->n;) {
+    p = piece_from(offs, r->n, p.hi, piece);
+    rc = run_piece(x, r, es, m, offs, p, t);
+  }
   if (rc == PLAIT_SUCCESS)
-    add_times(x, t1 - t0, t2 - t1, plait_now() - t2, data, r->n > 1, (int)r->n,
+    add_times(x, t[0], t[1], t[2], data, r->n > 1, (int)r->n,
               x->threshold > total ? x->threshold : total);
   free(offs);
   return rc;

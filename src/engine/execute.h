@@ -31,6 +31,8 @@ typedef struct plait_exec {
   size_t fusion_cap;
   int joined;   /* this rank has joined: it contributes identities */
   uint64_t threshold; /* PLAIT_FUSION_THRESHOLD: the buffer's nominal size */
+  size_t piece;       /* host fused responses go through the buffer in pieces
+                       * of at most this many bytes (0: whole; allreduce_fused) */
   plait_table_t *table;
   plait_namemap_t *local; /* name -> entry waiting for its response */
   plait_counters_t *stats;  /* the engine's counters */

@@ -16,4 +16,11 @@
  * the table's defaults. Not thread-safe: called once at start. */
 void plait_transport_defaults(plait_config_t *cfg, const char *transport);
 
+/* The piece size of transport's fused allreduces in host memory: the fusion
+ * buffer takes at most this many bytes of a response at a time, copied in,
+ * reduced and copied out while in cache (execute.c); 0: the whole response
+ * at once. Not a setting: every rank runs the same transport, so every rank
+ * cuts a response into the same pieces. Any thread. */
+uint64_t plait_transport_fusion_piece(const char *transport);
+
 #endif

@@ -350,6 +350,58 @@ Test(exec, fused_allreduce_lays_out_the_buffer_as_the_planner_does) {
   stop();
 }
 
+/* With a piece size (ofi's 1 MiB), a fused response goes through the buffer
+ * a piece at a time: each piece holds the members that fit in it (a member
+ * larger than a piece alone), starts at the buffer's start, and is reduced
+ * by its own collective; the buffer is as large as the largest piece. */
+Test(exec, fused_allreduce_runs_in_pieces_from_the_buffers_start) {
+  start(0, 2);
+  X.piece = 256;
+  enum { N = 6 };
+  const int64_t count[N] = {24, 40, 100, 10, 10, 30}; /* 100 floats: more than a piece */
+  float in[N][100], out[N][100];
+  const char *names[N] = {"p0", "p1", "p2", "p3", "p4", "p5"};
+  plait_handle_t *h[N];
+  for (int t = 0; t < N; t++) {
+    for (int i = 0; i < count[t]; i++) in[t][i] = (float)(t * 1000 + i);
+    submit(names[t], PLAIT_COLL_ALLREDUCE, PLAIT_FLOAT32, in[t], t % 2 ? out[t] : in[t],
+           count[t], PLAIT_OP_AVERAGE, 1.0, 1.0, &h[t]);
+  }
+  plait_response_t r = response(PLAIT_COLL_ALLREDUCE, N, names);
+  cr_assert_eq(plait_exec_run(&X, &r), PLAIT_SUCCESS);
+  /* the pieces, from the planner's layout */
+  plait_fusion_layout_t lay = {0};
+  uint64_t off[N + 1];
+  for (int t = 0; t < N; t++) off[t] = plait_fusion_layout_add(&lay, (uint64_t)count[t] * 4);
+  off[N] = lay.size;
+  int pieces = 0;
+  size_t largest = 0;
+  for (int lo = 0, hi; lo < N; lo = hi, pieces++) {
+    for (hi = lo + 1; hi < N && off[hi + 1] - off[lo] <= 256; hi++) {
+    }
+    call_t *k = &F.calls[pieces];
+    cr_assert_eq(k->bytes, off[hi] - off[lo], "piece %d: %zu bytes", pieces, k->bytes);
+    cr_assert(k->bytes <= 256 || hi == lo + 1, "only a member larger than a piece exceeds it");
+    cr_assert_eq(k->buf, F.calls[0].buf, "every piece starts at the buffer's start");
+    if (k->bytes > largest) largest = k->bytes;
+  }
+  cr_assert_eq(F.ncalls, pieces, "one collective per piece (%d), got %d", pieces, F.ncalls);
+  cr_assert_geq(pieces, 3);
+  cr_assert_eq(F.alloc_bytes, largest, "the buffer holds the largest piece, not the response");
+  cr_assert_lt(largest, lay.size);
+  for (int t = 0; t < N; t++) { /* the average of 2 equal ranks: the input */
+    const float *got = t % 2 ? out[t] : in[t];
+    for (int i = 0; i < count[t]; i++)
+      cr_assert_eq(got[i], (float)(t * 1000 + i), "tensor %d [%d] = %g", t, i, got[i]);
+    cr_assert_eq(finished(h[t], NULL, 0), PLAIT_SUCCESS);
+  }
+  plait_stats_t st = plait_stats_snapshot(&S);
+  cr_assert_eq(st.responses, 1, "still one response");
+  cr_assert_eq(st.fused_tensors, N);
+  plait_response_free(&r);
+  stop();
+}
+
 Test(exec, fusion_buffer_is_reused_and_regrown) {
   start(0, 2);
   float x[64] = {0}, y[64] = {0};
