@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "autotune_csv.h"
 #include "engine/autotune.h"
 
 #define MiB (1ull << 20)
@@ -286,9 +287,7 @@ Test(autotune, finds_the_shortest_step_when_steps_are_many_lists) {
  * min_sample_s; the step under way when the settings change is left out. */
 Test(autotune, a_sample_is_whole_steps_of_at_least_the_minimum_time) {
   char path[] = "/tmp/plait_autotune_steps_XXXXXX";
-  int fd = mkstemp(path);
-  cr_assert_geq(fd, 0);
-  close(fd);
+  cr_assert_eq(at_log_file(path), 0);
   plait_autotune_opts_t o = opts();
   o.steps_per_sample = 2;
   o.min_sample_s = 0.5; /* steps of 90-170 ms: 3 to 6 of them */
@@ -305,22 +304,18 @@ Test(autotune, a_sample_is_whole_steps_of_at_least_the_minimum_time) {
   cr_assert_not_null(fgets(line, sizeof line, f));
   int rows = 0;
   while (fgets(line, sizeof line, f)) {
-    unsigned long long n, thr, mt, steps, lists, tensors, bytes;
-    double cyc, secs, score;
-    char phase[16];
-    cr_assert_eq(sscanf(line, "%llu,%15[a-z],%llu,%llu,%lf,%llu,%llu,%llu,%llu,%lf,%lf", &n,
-                        phase, &thr, &mt, &cyc, &steps, &lists, &tensors, &bytes, &secs, &score),
-                 11, "row '%s'", line);
+    at_row_t w;
+    cr_assert_eq(at_row_parse(line, &w), 11, "row '%s'", line);
     rows++;
-    plait_autotune_setting_t s = {thr, mt, cyc};
+    plait_autotune_setting_t s = {w.thr, w.mt, w.cyc};
     step_shape_t sh = shape(s);
-    cr_expect_geq(steps, 2, "'%s'", line);
-    cr_expect_geq(secs, 0.5, "'%s'", line);
-    cr_expect_lt(secs - step_seconds(s) * 1.03, 0.5, "one step more than needed: '%s'", line);
+    cr_expect_geq(w.steps, 2, "'%s'", line);
+    cr_expect_geq(w.secs, 0.5, "'%s'", line);
+    cr_expect_lt(w.secs - step_seconds(s) * 1.03, 0.5, "one step more than needed: '%s'", line);
     /* only whole steps, and every one of them run under the row's settings */
-    cr_expect_eq(lists, steps * (unsigned long long)sh.n, "'%s'", line);
-    cr_expect_eq(bytes, steps * 100 * MiB / (uint64_t)sh.n * (uint64_t)sh.n, "'%s'", line);
-    cr_expect_float_eq(secs, step_seconds(s) * (double)steps, 0.03 * secs, "'%s'", line);
+    cr_expect_eq(w.lists, w.steps * (unsigned long long)sh.n, "'%s'", line);
+    cr_expect_eq(w.bytes, w.steps * 100 * MiB / (uint64_t)sh.n * (uint64_t)sh.n, "'%s'", line);
+    cr_expect_float_eq(w.secs, step_seconds(s) * (double)w.steps, 0.03 * w.secs, "'%s'", line);
   }
   fclose(f);
   cr_expect_gt(rows, 10);
@@ -332,9 +327,7 @@ Test(autotune, a_sample_is_whole_steps_of_at_least_the_minimum_time) {
  * and the best's re-check: most of the grid is far from the best. */
 Test(autotune, a_clearly_worse_setting_costs_one_sample) {
   char path[] = "/tmp/plait_autotune_reject_XXXXXX";
-  int fd = mkstemp(path);
-  cr_assert_geq(fd, 0);
-  close(fd);
+  cr_assert_eq(at_log_file(path), 0);
   plait_autotune_opts_t o = opts();
   o.log_path = path;
   o.pinned = PLAIT_AT_PIN(PLAIT_AT_MAX_TENSOR) | PLAIT_AT_PIN(PLAIT_AT_CYCLE);
@@ -372,9 +365,7 @@ Test(autotune, a_clearly_worse_setting_costs_one_sample) {
  * columns (docs/configuration.md, "Autotuning"). */
 Test(autotune, csv_log_has_every_sample_with_the_documented_columns) {
   char path[] = "/tmp/plait_autotune_csv_XXXXXX";
-  int fd = mkstemp(path);
-  cr_assert_geq(fd, 0);
-  close(fd);
+  cr_assert_eq(at_log_file(path), 0);
   model_t m = {4 * MiB, 1 * MiB, 0.5, 100 * MiB, 50, 5, 0, 1, 0.02, 0};
   plait_autotune_opts_t o = opts();
   o.log_path = path;
@@ -392,20 +383,16 @@ Test(autotune, csv_log_has_every_sample_with_the_documented_columns) {
                          "lists,tensors,bytes,seconds,bytes_per_s\n");
   uint64_t rows = 0, warm = 0, explore = 0, settled = 0;
   while (fgets(line, sizeof line, f)) {
-    unsigned long long n, thr, mt, steps, lists, tensors, bytes;
-    double cyc, secs, score;
-    char phase[16];
-    int got = sscanf(line, "%llu,%15[a-z],%llu,%llu,%lf,%llu,%llu,%llu,%llu,%lf,%lf", &n, phase,
-                     &thr, &mt, &cyc, &steps, &lists, &tensors, &bytes, &secs, &score);
-    cr_assert_eq(got, 11, "row '%s'", line);
+    at_row_t w;
+    cr_assert_eq(at_row_parse(line, &w), 11, "row '%s'", line);
     rows++;
-    cr_expect_eq(n, rows, "samples are numbered from 1: '%s'", line);
-    cr_expect_eq(steps, 10);
-    cr_expect_eq(lists, 10);
-    cr_expect_eq(bytes, 10 * 100 * MiB);
-    cr_expect_float_eq(score, (double)bytes / secs, score * 0.02, "'%s'", line);
-    warm += !strcmp(phase, "warmup"), explore += !strcmp(phase, "explore");
-    settled += !strcmp(phase, "settled");
+    cr_expect_eq(w.n, rows, "samples are numbered from 1: '%s'", line);
+    cr_expect_eq(w.steps, 10);
+    cr_expect_eq(w.lists, 10);
+    cr_expect_eq(w.bytes, 10 * 100 * MiB);
+    cr_expect_float_eq(w.score, (double)w.bytes / w.secs, w.score * 0.02, "'%s'", line);
+    warm += !strcmp(w.phase, "warmup"), explore += !strcmp(w.phase, "explore");
+    settled += !strcmp(w.phase, "settled");
   }
   fclose(f);
   cr_expect_eq(rows, samples);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "autotune_csv.h"
 #include "engine/list_settings.h"
 
 #include "engines.h"
@@ -176,9 +177,7 @@ Test(autotune_ranks, every_rank_runs_every_list_with_rank0s_settings_3ranks, .ti
 Test(autotune_ranks, samples_are_whole_steps_found_from_the_names, .timeout = 120) {
   REQUIRE_PLUGIN("gloo");
   char path[] = "/tmp/plait_autotune_ranks_XXXXXX";
-  int fd = mkstemp(path);
-  cr_assert_geq(fd, 0);
-  close(fd);
+  cr_assert_eq(at_log_file(path), 0);
   char log[sizeof path + 32];
   snprintf(log, sizeof log, "PLAIT_AUTOTUNE_LOG=%s", path);
   const char *const settings[] = {"PLAIT_AUTOTUNE=1", "PLAIT_AUTOTUNE_WARMUP_SAMPLES=1",
@@ -199,18 +198,14 @@ Test(autotune_ranks, samples_are_whole_steps_found_from_the_names, .timeout = 12
   int rows = 0;
   unsigned long long lists_seen = 0, steps_seen = 0;
   while (fgets(line, sizeof line, f)) {
-    unsigned long long n, thr, mt, steps, lists, tensors, bytes;
-    double cyc, secs, score;
-    char phase[16];
-    cr_assert_eq(sscanf(line, "%llu,%15[a-z],%llu,%llu,%lf,%llu,%llu,%llu,%llu,%lf,%lf", &n,
-                        phase, &thr, &mt, &cyc, &steps, &lists, &tensors, &bytes, &secs, &score),
-                 11, "row '%s'", line);
+    at_row_t w;
+    cr_assert_eq(at_row_parse(line, &w), 11, "row '%s'", line);
     rows++;
-    cr_expect_eq(steps, 2, "'%s'", line);
-    cr_expect_eq(tensors, 8 * steps, "not whole steps of 8 gradients: '%s'", line);
-    cr_expect_eq(bytes, steps * 4 * (64 + 256 + 1024 + 4096 + 16384 + 512 + 2048 + 128), "'%s'",
-                 line);
-    lists_seen += lists, steps_seen += steps;
+    cr_expect_eq(w.steps, 2, "'%s'", line);
+    cr_expect_eq(w.tensors, 8 * w.steps, "not whole steps of 8 gradients: '%s'", line);
+    cr_expect_eq(w.bytes, w.steps * 4 * (64 + 256 + 1024 + 4096 + 16384 + 512 + 2048 + 128),
+                 "'%s'", line);
+    lists_seen += w.lists, steps_seen += w.steps;
   }
   fclose(f);
   unlink(path);
