@@ -11,6 +11,7 @@
 #include <criterion/criterion.h>
 
 #include <dirent.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +163,64 @@ Test(ofi, shm_registration_always_3ranks, .timeout = 60) {
 }
 Test(ofi, tcp_registration_always_2ranks, .timeout = 60) {
   run_env("tcp", 2, body_registered, ENV("PLAIT_OFI_MR=always"));
+}
+
+/* Whether the mapping holding addr is marked for transparent huge pages
+ * (MADV_HUGEPAGE: "hg" in its VmFlags); -1 when smaps cannot tell. */
+static int marked_huge(const void *addr) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (!f) return -1;
+  char line[1024];
+  int inside = 0, found = -1;
+  while (found < 0 && fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+      inside = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+    else if (inside && strncmp(line, "VmFlags:", 8) == 0)
+      found = strstr(line, " hg") != NULL;
+  }
+  fclose(f);
+  return found;
+}
+
+/* The core's fusion buffer over ofi holds one 1 MiB piece: from 1 MiB on,
+ * mem_alloc gives 2 MiB-aligned memory marked for huge pages (shm's CMA then
+ * pins one page per 2 MiB, not 512), and below that ordinary memory; both
+ * reduce right. */
+static int body_huge_from_1mib(tm_ctx_t *c) {
+  const size_t sizes[] = {(size_t)1 << 20, ((size_t)1 << 20) + 4, ((size_t)1 << 20) - 4096};
+  const int huge[] = {1, 1, 0};
+  for (int k = 0; k < 3; k++) {
+    void *p = NULL;
+    if (c->t->mem_alloc(c->st, sizes[k], &p) != PLAIT_SUCCESS || !p) {
+      plait_test_say(c->rank, "mem_alloc(%zu): %s", sizes[k], c->t->last_error(c->st));
+      return 1;
+    }
+    int aligned = (uintptr_t)p % ((size_t)2 << 20) == 0, marked = marked_huge(p);
+    int bad = marked < 0 || (huge[k] && (!aligned || !marked)) || (!huge[k] && marked) ||
+              (uintptr_t)p % 64 != 0;
+    if (bad)
+      plait_test_say(c->rank, "mem_alloc(%zu) gave %p: 2 MiB-aligned %d, MADV_HUGEPAGE %d; "
+                     "expected %d", sizes[k], p, aligned, marked, huge[k]);
+    size_t n = sizes[k] / 4;
+    if (!bad) {
+      tm_fill(PLAIT_FLOAT32, PLAIT_OP_SUM, c->rank, c->nranks, p, n, 0);
+      plait_result_t rc = c->t->allreduce(c->st, p, n, PLAIT_FLOAT32, PLAIT_OP_SUM);
+      long wrong = rc ? -1 : tm_check(PLAIT_FLOAT32, PLAIT_OP_SUM, c->nranks, p, n, 0);
+      if (rc || wrong >= 0) {
+        plait_test_say(c->rank, "allreduce of %zu in a mem_alloc buffer: %s, bad element %ld",
+                       n, rc ? c->t->last_error(c->st) : "ok", wrong);
+        bad = 1;
+      }
+    }
+    c->t->mem_free(c->st, p);
+    if (bad) return 1;
+  }
+  return 0;
+}
+
+Test(ofi, shm_mem_alloc_from_1mib_is_huge_page_memory_2ranks, .timeout = 60) {
+  run_job("shm", 2, body_huge_from_1mib);
 }
 
 /* ------------------------------------------------------------------------ */
