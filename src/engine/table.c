@@ -108,8 +108,10 @@ plait_result_t plait_table_submit(plait_table_t *t, plait_entry_t **entries, int
     plait_tl_begin(t->tl, entries[i]->name, "NEGOTIATE"); /* before the coordinator can take it */
   }
   uint64_t one = 1;
-  if (!(t->lazy && global_only(entries, n)) && write(t->wake_fd, &one, sizeof one) < 0) {
-    /* full counter: already awake */
+  if (!t->woken && !(t->lazy && global_only(entries, n))) {
+    if (write(t->wake_fd, &one, sizeof one) < 0) { /* full counter: already awake */
+    }
+    t->woken = 1;
   }
 out:
   pthread_mutex_unlock(&t->mu);
@@ -143,8 +145,13 @@ void plait_table_close(plait_table_t *t, plait_result_t rc, const char *msg) {
 void plait_table_clear_wake(plait_table_t *t) {
   if (t->wake_fd < 0) return;
   uint64_t v;
+  /* under the lock: a submission either wrote before the read (and its
+   * entry is drained after this), or sees woken 0 and writes again */
+  pthread_mutex_lock(&t->mu);
   if (read(t->wake_fd, &v, sizeof v) < 0) { /* nothing pending */
   }
+  t->woken = 0;
+  pthread_mutex_unlock(&t->mu);
 }
 
 void plait_table_count_barrier(plait_table_t *t) {

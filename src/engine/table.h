@@ -20,6 +20,7 @@ typedef struct plait_table {
   plait_entry_t *head, *tail; /* submitted, not yet drained */
   plait_namemap_t inflight;   /* name -> entry, until finished */
   int wake_fd;                /* eventfd: written on submission (unless lazy) */
+  int woken;                  /* wake_fd written since the coordinator last cleared it */
   int lazy;                   /* see plait_table_set_lazy */
   int open;
   plait_result_t closed_rc;
@@ -51,7 +52,10 @@ void plait_table_close(plait_table_t *t, plait_result_t rc, const char *msg);
  * the next barrier every rank submits gets the same internal name on all. */
 void plait_table_count_barrier(plait_table_t *t);
 
-/* Clears the wake-up signal (the coordinator calls it before draining). */
+/* Clears the wake-up signal (the coordinator calls it before draining).
+ * Only the first submission after a clear writes the eventfd: the ones after
+ * it, before the coordinator has drained, would only repeat the wake-up (a
+ * burst of 200 allreduces makes one write, not 200). */
 void plait_table_clear_wake(plait_table_t *t);
 
 /* The coordinator, before it sleeps, says whether it will drain the table at

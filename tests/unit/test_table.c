@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "plait/plait.h"
 #include "engine/table.h"
@@ -130,6 +131,29 @@ Test(table, a_submission_wakes_the_coordinator) {
   cr_assert(readable(T.wake_fd), "the eventfd is readable after a submission");
   plait_table_clear_wake(&T);
   cr_assert_not(readable(T.wake_fd), "and quiet once cleared");
+  stop();
+}
+
+/* A burst writes the eventfd once until the coordinator clears it: the
+ * counter holds 1 after three submissions; after the clear the next one
+ * writes again. */
+Test(table, a_burst_wakes_the_coordinator_once_until_it_clears) {
+  start();
+  const char *names[] = {"a", "b", "c"};
+  for (int i = 0; i < 3; i++) {
+    plait_entry_t *e = entry(names[i], PLAIT_COLL_ALLREDUCE);
+    cr_assert_eq(plait_table_submit(&T, &e, 1), PLAIT_SUCCESS);
+  }
+  uint64_t v = 0;
+  cr_assert_eq(read(T.wake_fd, &v, sizeof v), (ssize_t)sizeof v);
+  cr_assert_eq(v, 1, "three submissions before a clear wrote the eventfd %llu times",
+               (unsigned long long)v);
+  cr_assert_eq(T.woken, 1, "the table still counts itself woken until the coordinator clears");
+  plait_table_clear_wake(&T);
+  cr_assert_eq(T.woken, 0);
+  plait_entry_t *d = entry("d", PLAIT_COLL_ALLREDUCE);
+  cr_assert_eq(plait_table_submit(&T, &d, 1), PLAIT_SUCCESS);
+  cr_assert(readable(T.wake_fd), "the first submission after a clear wakes it again");
   stop();
 }
 
