@@ -472,7 +472,9 @@ def submit(fn, name, keep, *args):
         _reap_orphans()
     h = ctypes.c_void_p()
     check(fn(*args, ctypes.byref(h)))
-    return Handle(h, keep, name)
+    # The address as an int: the c_void_p is gone at once, and an operation
+    # in flight is one object fewer for Python's collector to scan.
+    return Handle(h.value, keep, name)
 
 
 def encode_name(name):

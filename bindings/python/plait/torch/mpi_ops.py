@@ -33,7 +33,7 @@ from plait.torch._groups import (
 )
 from plait.torch import _cuda
 from plait.torch._alltoall import alltoall, alltoall_async  # noqa: F401 (its own module)
-from plait.torch._handles import _Pending, _register, _then, synchronize
+from plait.torch._handles import _Pending, _kept, _register, _then, synchronize
 from plait.torch._tensors import (
     _COMPLEX, ScalarAllgatherError, _check_rows, _check_tensor, _describe, _op_options,
     _output, _movable, _options, _reducible, _resolve_op, _staged,
@@ -65,7 +65,18 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     name = _op_name("allreduce", name)
     opts, stream = _op_options(src, prescale_factor, postscale_factor, pset)
     tin = _describe(rsrc, code)
-    if in_place:  # the hot path (DistributedOptimizer): one description serves both
+    if in_place and src is tensor and stream is None and opts is None:
+        # The hot path (DistributedOptimizer: a contiguous CPU gradient, no
+        # factors, the global set). The library copies the description at
+        # submission, so only the tensor is kept, and the handle's result is
+        # that tensor: two objects live per operation in flight rather than
+        # eight, which kept Python's collector scanning them (~0.5 ms of a
+        # 200-tensor step, mostly full collections of torch's objects).
+        tin = ctypes.byref(tin)
+        h = _core.submit(_core.lib.plait_allreduce_async, name, tensor,
+                         _core.encode_name(name), tin, tin, c_op(op), None)
+        return _register(_Pending(h, _kept))
+    if in_place:  # one description serves both
         dst, tout = src, tin
     else:
         dst = torch.empty_like(src, memory_format=torch.contiguous_format)
