@@ -13,6 +13,7 @@
 #include "engine/process_set.h"
 #include "engine/transport_choice.h"
 #include "engine/transport_defaults.h"
+#include "util/affinity.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/reduce.h"
@@ -72,6 +73,23 @@ static plait_result_t start_transport(plait_engine_t *e) {
   return rc;
 }
 
+/* PLAIT_THREAD_AFFINITY: the CPU of this rank's coordinator thread, once
+ * the local rank is known (at rendezvous). A list this rank cannot use fails
+ * every rank, naming it (plait_boot_fail), before any transport starts. */
+static plait_result_t choose_cpu(plait_engine_t *e) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  int known = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
+  plait_result_t rc = plait_affinity_cpu(e->cfg.thread_affinity, e->topo.local_rank,
+                                         e->topo.local_size, known ? &allowed : NULL,
+                                         &e->coord_cpu);
+  if (rc) return plait_boot_fail(&e->boot, rc);
+  if (e->coord_cpu >= 0)
+    PLAIT_INFO("engine", "the coordinator thread runs on CPU %d (PLAIT_THREAD_AFFINITY, local "
+               "rank %d)", e->coord_cpu, e->topo.local_rank);
+  return PLAIT_SUCCESS;
+}
+
 /* PLAIT_TIMELINE: "%r" in the path becomes the rank (one file per rank). A
  * file that cannot be written is an error (PLAIT_ERR_CONFIG), before the
  * rank joins the others: the job does not run without the timeline it asked for. */
@@ -116,6 +134,7 @@ plait_result_t plait_engine_start(plait_config_t *cfg, const plait_topology_t *t
   pthread_once(&pid_once, register_pid_tracking);
   atomic_store(&self_pid, getpid());
   e->pid = getpid();
+  e->coord_cpu = -1;
   e->cfg = *cfg;
   memset(cfg, 0, sizeof *cfg); /* the engine owns its strings now */
   e->topo = *topo;
@@ -131,6 +150,7 @@ plait_result_t plait_engine_start(plait_config_t *cfg, const plait_topology_t *t
   PLAIT_CHECK_GOTO(rc, start_timeline(e), fail); /* free_engine stops it */
   PLAIT_CHECK_GOTO(rc, plait_control_start(&e->ctrl, &e->topo, &e->cfg), fail);
   plait_boot_init(&e->boot, &e->ctrl);
+  PLAIT_CHECK_GOTO(rc, choose_cpu(e), fail_ctrl);
   PLAIT_CHECK_GOTO(rc, start_transport(e), fail_ctrl);
   snprintf(e->transport_name, sizeof e->transport_name, "%s", e->plugin.table->name);
   plait_transport_defaults(&e->cfg, e->transport_name); /* where the user set nothing */

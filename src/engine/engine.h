@@ -40,6 +40,7 @@ typedef struct plait_psets plait_psets_t;
 
 typedef struct plait_engine {
   pid_t pid;               /* the process that started it: only it may use or stop it */
+  int coord_cpu;           /* PLAIT_THREAD_AFFINITY's CPU for the coordinator; -1: not pinned */
   plait_config_t cfg;      /* immutable after start */
   plait_tunables_t tunables;
   plait_topology_t topo;

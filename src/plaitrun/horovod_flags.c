@@ -114,8 +114,8 @@ static const hflag_t FLAGS[] = {
     {{"--tcp"}, H_NOOP, V_NONE, 0, 0, {0},
      "plait's gloo transport runs over TCP already (with PLAIT_TRANSPORT=ofi, FI_PROVIDER=tcp)"},
     {{"--num-nccl-streams"}, H_REFUSE, V_ANY, 0, 0, {0}, "plait's nccl plugin runs one stream per device; the count is not settable"},
-    {{"--thread-affinity"}, H_REFUSE, V_ANY, 0, 0, {0},
-     "plait does not pin its coordinator thread to a core"},
+    {{"--thread-affinity"}, H_ENV, V_TEXT, "HOROVOD_THREAD_AFFINITY", 0,
+     {"PLAIT_THREAD_AFFINITY"}, 0},
     {{"--gloo-timeout-seconds"}, H_ENV, V_INT_POS, "HOROVOD_GLOO_TIMEOUT_SECONDS", 0,
      {"PLAIT_TIMEOUT_S"}, 0},
     /* logging */

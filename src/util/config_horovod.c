@@ -51,6 +51,7 @@ static const mapped_t MAPPED[] = {
     {"HOROVOD_TIMELINE_MARK_CYCLES", "PLAIT_TIMELINE_MARK_CYCLES", K_FLAG},
     {"HOROVOD_DYNAMIC_PROCESS_SETS", "PLAIT_DYNAMIC_PROCESS_SETS", K_FLAG},
     {"HOROVOD_AUTOTUNE", "PLAIT_AUTOTUNE", K_FLAG},
+    {"HOROVOD_THREAD_AFFINITY", "PLAIT_THREAD_AFFINITY", K_TEXT},
     {"HOROVOD_AUTOTUNE_LOG", "PLAIT_AUTOTUNE_LOG", K_TEXT},
     {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "PLAIT_AUTOTUNE_WARMUP_SAMPLES", K_COUNT},
     {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "PLAIT_AUTOTUNE_STEPS_PER_SAMPLE", K_COUNT},
@@ -84,7 +85,6 @@ static const unsupported_t UNSUPPORTED[] = {
      "plait has no elastic mode: a lost rank fails every pending operation, naming the rank"},
     {"HOROVOD_DISABLE_GROUP_FUSION", W_GT0,
      "plait has no switch to keep grouped tensors out of other fused buffers"},
-    {"HOROVOD_THREAD_AFFINITY", W_ANY, "plait does not pin its coordinator thread to a core"},
     {"HOROVOD_NUM_NCCL_STREAMS", W_ANY, "plait's nccl plugin runs one stream per device"},
     {"HOROVOD_BATCH_D2D_MEMCOPIES", W_ANY, "plait has no GPU transport yet"},
     {"HOROVOD_ENABLE_ASYNC_COMPLETION", W_GT0, "plait has no GPU transport yet"},
@@ -182,6 +182,7 @@ static char **text_field(plait_config_t *cfg, const char *plait_var) {
   if (!strcmp(plait_var, "PLAIT_HOSTNAME")) return &cfg->hostname;
   if (!strcmp(plait_var, "PLAIT_RENDEZVOUS")) return &cfg->rendezvous;
   if (!strcmp(plait_var, "PLAIT_AUTOTUNE_LOG")) return &cfg->autotune_log;
+  if (!strcmp(plait_var, "PLAIT_THREAD_AFFINITY")) return &cfg->thread_affinity;
   return NULL;
 }
 

@@ -40,6 +40,10 @@
     "last did work, before it sleeps (an answer that comes meanwhile costs "   \
     "no wake-up); off for a second after another thread held the CPU "         \
     "meanwhile; 0: always sleep")                                              \
+  X(thread_affinity, "PLAIT_THREAD_AFFINITY", TEXT, "", "",                    \
+    "comma-separated CPU ids, one per local rank: each rank pins its "         \
+    "coordinator thread to the id at its local rank (Horovod's "               \
+    "HOROVOD_THREAD_AFFINITY); empty: not pinned")                             \
   X(cache_capacity, "PLAIT_CACHE_CAPACITY", COUNT, "1024", "0..1048576",       \
     "response cache entries; 0 disables the cache")                            \
   X(timeline, "PLAIT_TIMELINE", TEXT, "", "",                                  \

@@ -539,6 +539,18 @@ Test(plaitrun, horovodrun_autotune_flags_set_horovods_variables, .timeout = 90) 
   run_free(&run);
 }
 
+/* --thread-affinity sets HOROVOD_THREAD_AFFINITY, which plait takes as
+ * PLAIT_THREAD_AFFINITY (the flag wins over PLAIT_THREAD_AFFINITY). */
+Test(plaitrun, horovodrun_thread_affinity_flag_sets_horovods_variable, .timeout = 90) {
+  run_t run = {.args = {"-np", "2", "-H", "localhost:2", "--thread-affinity", "0,1", "/bin/sh",
+                        "-c", "echo \"TA=$HOROVOD_THREAD_AFFINITY P=${PLAIT_THREAD_AFFINITY-unset}\""},
+               .env = {"PLAIT_THREAD_AFFINITY=3,4"}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0, "stderr: %s", run.err.data);
+  cr_expect_not_null(strstr(run.out.data, "[1]: TA=0,1 P=unset\n"), "%s", run.out.data);
+  run_free(&run);
+}
+
 Test(plaitrun, horovodrun_flags_without_effect_are_accepted, .timeout = 90) {
   run_t run = {.args = {"--num-proc", "2", "--disable-cache", "-p", "22", "-i", "/no/key",
                         "--network-interface", "lo", "--no-hierarchical-allreduce",
