@@ -162,6 +162,33 @@ def test_in_place_allreduces_in_flight_hold_two_objects_each(hvd):
     assert all(torch.equal(t, torch.full((16,), float(size * size))) for t in ts)
 
 
+def test_in_place_allreduce_async_refuses_what_the_general_path_refuses(hvd):
+    """allreduce_async_ of a named contiguous CPU tensor takes a shorter path
+    (the DistributedOptimizer's call); what it refuses, and its default op,
+    are the general path's."""
+    size, r = hvd.size(), hvd.rank()
+    x = torch.ones(3)
+    with pytest.raises(ValueError, match="NUL"):
+        hvd.allreduce_async_(x, name="n\0rank%d" % r, op=hvd.Sum)
+    with pytest.raises(NotImplementedError, match="Adasum"):
+        hvd.allreduce_async_(x, name="fast.adasum", op=hvd.Adasum)
+    with pytest.raises(ValueError, match="unknown op"):
+        hvd.allreduce_async_(x, name="fast.badop", op=17)
+    if r == 0:  # "fast.dup" is certainly in flight: the others submit it after the barrier
+        h = hvd.allreduce_async_(x, name="fast.dup", op=hvd.Sum)
+        with pytest.raises(hvd.InvalidArgumentError, match="fast.dup"):
+            hvd.allreduce_async_(torch.ones(3), name="fast.dup", op=hvd.Sum)
+        hvd.barrier()
+    else:
+        hvd.barrier()
+        h = hvd.allreduce_async_(x, name="fast.dup", op=hvd.Sum)
+    assert hvd.synchronize(h) is x
+    assert x.tolist() == [size] * 3
+    y = torch.full((4,), float(r + 1), dtype=torch.float64)
+    assert hvd.synchronize(hvd.allreduce_async_(y, name="fast.default")) is y  # Average
+    assert torch.equal(y, torch.full((4,), (size + 1) / 2, dtype=torch.float64))
+
+
 def test_descriptions_of_views_at_one_address_are_their_own(hvd):
     """plait.torch keeps descriptions of CPU tensors by address, dtype and
     shape: views of one buffer with another shape or dtype are described

@@ -35,7 +35,8 @@ from plait.torch import _cuda
 from plait.torch._alltoall import alltoall, alltoall_async  # noqa: F401 (its own module)
 from plait.torch._handles import _Pending, _kept, _register, _then, synchronize
 from plait.torch._tensors import (
-    _COMPLEX, ScalarAllgatherError, _check_rows, _check_tensor, _describe, _op_options,
+    _COMPLEX, _REDUCIBLE, ScalarAllgatherError, _check_rows, _check_tensor, _describe,
+    _described, _op_options,
     _output, _movable, _options, _reducible, _resolve_op, _staged,
 )
 from plait.torch.basics import (
@@ -103,9 +104,43 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
                             "allreduce_async", ps)
 
 
+# The C op code of each op the fast path below takes (None: Average).
+_FAST_OPS = {None: c_op(Average), Average: c_op(Average), Sum: c_op(Sum), Min: c_op(Min),
+             Max: c_op(Max), Product: c_op(Product)}
+_Tensor = torch.Tensor
+_strided = torch.strided
+_allreduce_c = _core.lib.plait_allreduce_async
+_byref = ctypes.byref
+_c_void_p = ctypes.c_void_p
+
+
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """In-place allreduce_async: tensor holds the result after synchronize()."""
+    # The DistributedOptimizer's call, once per gradient per step: a named,
+    # contiguous, dense CPU tensor of a reducible dtype, no factors, the
+    # global set. It does what the general path does, with nothing
+    # re-checked that these conditions settle (~3 us of ~8 per call).
+    if (type(tensor) is _Tensor and average is None and prescale_factor == 1.0
+            and postscale_factor == 1.0 and process_set is global_process_set
+            and type(name) is str and (op is None or type(op) is int)):
+        cop = _FAST_OPS.get(op)
+        code = _REDUCIBLE.get(tensor.dtype)
+        if (cop is not None and code is not None and tensor.layout is _strided
+                and tensor.is_cpu and tensor.is_contiguous() and "\0" not in name):
+            key = (tensor.data_ptr(), code, tensor.shape)
+            d = _described.get(key)
+            if d is None:
+                d = _describe(tensor, code)
+            full = "allreduce." + name
+            if _core._orphans:  # as _core.submit does
+                _core._reap_orphans()
+            d = _byref(d)
+            h = _c_void_p()
+            rc = _allreduce_c(full.encode(), d, d, cop, None, _byref(h))
+            if rc:
+                raise _core.error(rc)
+            return _register(_Pending(_core.Handle(h.value, tensor, full), _kept))
     ps = _check_process_set(process_set, "allreduce_async_")
     op = _resolve_op(op, average, "allreduce_async_")
     return _allreduce_async(tensor, tensor, name, op, prescale_factor, postscale_factor,
