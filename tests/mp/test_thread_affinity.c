@@ -16,6 +16,24 @@
 #include "plait/plait.h"
 #include "ranks.h"
 
+/* The Cpus_allowed_list line of a /proc status file ("" when it has none). */
+static void cpus_allowed(const char *status, char *out, size_t cap) {
+  out[0] = '\0';
+  FILE *f = fopen(status, "r");
+  if (!f) return;
+  char line[512];
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, "Cpus_allowed_list:", 18)) {
+      const char *v = line + 18;
+      while (*v == ' ' || *v == '\t') v++;
+      size_t len = strcspn(v, "\n");
+      if (len >= cap) len = cap - 1;
+      memcpy(out, v, len);
+      out[len] = '\0';
+    }
+  fclose(f);
+}
+
 /* The Cpus_allowed_list of the coordinator thread ("" when none is found). */
 static void coordinator_cpus(char *out, size_t cap) {
   out[0] = '\0';
@@ -32,18 +50,7 @@ static void coordinator_cpus(char *out, size_t cap) {
     fclose(f);
     if (strcmp(comm, "plait-coord\n")) continue;
     snprintf(path, sizeof path, "/proc/self/task/%s/status", de->d_name);
-    if (!(f = fopen(path, "r"))) continue;
-    char line[512];
-    while (fgets(line, sizeof line, f))
-      if (!strncmp(line, "Cpus_allowed_list:", 18)) {
-        const char *v = line + 18;
-        while (*v == ' ' || *v == '\t') v++;
-        size_t len = strcspn(v, "\n");
-        if (len >= cap) len = cap - 1;
-        memcpy(out, v, len);
-        out[len] = '\0';
-      }
-    fclose(f);
+    cpus_allowed(path, out, cap);
     break;
   }
   closedir(d);
@@ -94,28 +101,11 @@ static int pinned(int rank, int n, void *arg) {
   return 0;
 }
 
-static void allowed_list(char *out, size_t cap) {
-  FILE *f = fopen("/proc/self/status", "r");
-  cr_assert(f);
-  char line[512];
-  out[0] = '\0';
-  while (fgets(line, sizeof line, f))
-    if (!strncmp(line, "Cpus_allowed_list:", 18)) {
-      const char *v = line + 18;
-      while (*v == ' ' || *v == '\t') v++;
-      size_t len = strcspn(v, "\n");
-      if (len >= cap) len = cap - 1;
-      memcpy(out, v, len);
-      out[len] = '\0';
-    }
-  fclose(f);
-}
-
 static void run_pinned(const char *var) {
   plait_test_clear_env();
   want_t w;
   two_cpus(&w.cpu[1], &w.cpu[0]); /* rank 0 on the last CPU, rank 1 on the first */
-  allowed_list(w.all, sizeof w.all);
+  cpus_allowed("/proc/self/status", w.all, sizeof w.all);
   char value[96];
   snprintf(value, sizeof value, "%s= %d , %d", var, w.cpu[0], w.cpu[1]);
   const char *env[] = {value, NULL};
@@ -134,7 +124,7 @@ Test(thread_affinity, horovod_thread_affinity_is_taken, .timeout = 120) {
 Test(thread_affinity, without_the_variable_the_coordinator_is_not_pinned, .timeout = 120) {
   plait_test_clear_env();
   want_t w = {.cpu = {-1, -1}};
-  allowed_list(w.all, sizeof w.all);
+  cpus_allowed("/proc/self/status", w.all, sizeof w.all);
   plait_test_job_t job = {.nranks = 2, .timeout_s = 100};
   cr_assert_eq(plait_test_run_ranks(&job, pinned, &w), 0);
 }
