@@ -19,6 +19,7 @@
 #include "engine/handle.h"
 #include "engine/list_settings.h"
 #include "engine/liveness.h"
+#include "util/affinity.h"
 #include "util/log.h"
 #include "util/thread_slice.h"
 #include "util/waitset.h"
@@ -732,31 +733,6 @@ static plait_result_t coord_alloc(plait_coord_t *c) {
   return PLAIT_SUCCESS;
 }
 
-/* The coordinator thread, named "plait-coord" (top -H, gdb) and on
- * PLAIT_THREAD_AFFINITY's CPU when it gives one (engine.c chose it). */
-static plait_result_t start_thread(plait_coord_t *c) {
-  pthread_attr_t attr;
-  if (pthread_attr_init(&attr))
-    return plait_error(PLAIT_ERR_SYSTEM, "cannot start the coordinator thread");
-  int err = 0;
-  if (c->e->coord_cpu >= 0) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(c->e->coord_cpu, &set);
-    err = pthread_attr_setaffinity_np(&attr, sizeof set, &set);
-  }
-  if (!err) err = pthread_create(&c->thread, &attr, coordinator_main, c);
-  pthread_attr_destroy(&attr);
-  if (err && c->e->coord_cpu >= 0)
-    return plait_error(PLAIT_ERR_SYSTEM, "cannot start the coordinator thread on CPU %d "
-                       "(PLAIT_THREAD_AFFINITY='%s'): %s", c->e->coord_cpu,
-                       c->cfg->thread_affinity, strerror(err));
-  if (err) return plait_error(PLAIT_ERR_SYSTEM, "cannot start the coordinator thread: %s",
-                              strerror(err));
-  pthread_setname_np(c->thread, "plait-coord");
-  return PLAIT_SUCCESS;
-}
-
 plait_result_t plait_coord_start(plait_engine_t *e, plait_coord_t **out) {
   plait_coord_t *c = calloc(1, sizeof *c);
   if (!c) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory starting the coordinator");
@@ -781,7 +757,8 @@ plait_result_t plait_coord_start(plait_engine_t *e, plait_coord_t **out) {
   plait_result_t rc = apply_tuning(c); /* a tuner that cannot start fails plait_init */
   if (rc == PLAIT_SUCCESS) rc = coord_alloc(c);
   if (rc == PLAIT_SUCCESS && c->size > 1) rc = plait_live_start(&c->live, c->ctrl, live_period_s(c));
-  if (rc == PLAIT_SUCCESS) rc = start_thread(c);
+  if (rc == PLAIT_SUCCESS) /* on PLAIT_THREAD_AFFINITY's CPU, when it gives one */
+    rc = plait_thread_start(&c->thread, coordinator_main, c, "plait-coord", e->coord_cpu);
   if (rc) {
     plait_live_stop(&c->live);
     plait_coord_free(c);

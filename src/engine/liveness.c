@@ -7,6 +7,7 @@
 
 #include "control/net.h"
 #include "control/wire.h"
+#include "util/affinity.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -70,10 +71,11 @@ plait_result_t plait_live_start(plait_live_t *l, plait_control_t *ctrl, double p
     return plait_error(PLAIT_ERR_SYSTEM, "cannot make the liveness thread's condition variable");
   pthread_condattr_destroy(&ca);
   pthread_mutex_init(&l->mu, NULL);
-  if (pthread_create(&l->thread, NULL, live_main, l)) {
+  plait_result_t rc = plait_thread_start(&l->thread, live_main, l, "plait-live", -1);
+  if (rc) {
     pthread_cond_destroy(&l->cv);
     pthread_mutex_destroy(&l->mu);
-    return plait_error(PLAIT_ERR_SYSTEM, "cannot start the liveness thread");
+    return rc;
   }
   l->started = 1;
   return PLAIT_SUCCESS;

@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/affinity.h"
 #include "util/eintr.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -539,14 +540,13 @@ static plait_result_t start_locked(plait_timeline_t *tl, int fd, const char *pat
   sigset_t all, old; /* the writer takes no signals meant for the application */
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  int err = pthread_create(&tl->w.thread, NULL, writer_main, tl);
+  rc = plait_thread_start(&tl->w.thread, writer_main, tl, "plait-timeline", -1);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (!err) {
+  if (rc == PLAIT_SUCCESS) {
     tl->running = 1;
     atomic_store(&tl->active, 1);
     return PLAIT_SUCCESS;
   }
-  rc = plait_error(PLAIT_ERR_SYSTEM, "cannot start the timeline thread: %s", strerror(err));
 fail:
   pthread_mutex_lock(&tl->q.mu);
   reset_queue_locked(tl);

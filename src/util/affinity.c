@@ -1,4 +1,4 @@
-/* PLAIT_THREAD_AFFINITY (affinity.h). */
+/* PLAIT_THREAD_AFFINITY, and starting a named thread on a CPU (affinity.h). */
 #include "util/affinity.h"
 
 #include <ctype.h>
@@ -75,5 +75,28 @@ plait_result_t plait_affinity_cpu(const char *list, int local_rank, int local_si
                        "process may run on (allowed: %s)", list, mine, local_rank, set);
   }
   *cpu = (int)mine;
+  return PLAIT_SUCCESS;
+}
+
+plait_result_t plait_thread_start(pthread_t *t, void *(*fn)(void *), void *arg, const char *name,
+                                  int cpu) {
+  pthread_attr_t attr;
+  int err = pthread_attr_init(&attr);
+  if (err) return plait_error(PLAIT_ERR_SYSTEM, "cannot start the %s thread: %s", name,
+                              strerror(err));
+  if (cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    err = pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+  }
+  if (!err) err = pthread_create(t, &attr, fn, arg);
+  pthread_attr_destroy(&attr);
+  if (err && cpu >= 0)
+    return plait_error(PLAIT_ERR_SYSTEM, "cannot start the %s thread on CPU %d (" VAR "): %s",
+                       name, cpu, strerror(err));
+  if (err) return plait_error(PLAIT_ERR_SYSTEM, "cannot start the %s thread: %s", name,
+                              strerror(err));
+  pthread_setname_np(*t, name);
   return PLAIT_SUCCESS;
 }

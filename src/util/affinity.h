@@ -8,6 +8,7 @@
 #ifndef PLAIT_UTIL_AFFINITY_H
 #define PLAIT_UTIL_AFFINITY_H
 
+#include <pthread.h>
 #include <sched.h> /* cpu_set_t: needs _GNU_SOURCE, defined for the library's sources */
 
 #include "plait/plait.h"
@@ -19,5 +20,11 @@
  * CPUs this process may run on; NULL: any below CPU_SETSIZE). */
 plait_result_t plait_affinity_cpu(const char *list, int local_rank, int local_size,
                                   const cpu_set_t *allowed, int *cpu);
+
+/* Starts fn(arg) on a new thread named name (at most 15 characters: what
+ * top -H and gdb show), on CPU cpu when cpu >= 0 (plait_affinity_cpu's).
+ * PLAIT_ERR_SYSTEM naming the thread, the CPU and why when it cannot. */
+plait_result_t plait_thread_start(pthread_t *t, void *(*fn)(void *), void *arg, const char *name,
+                                  int cpu);
 
 #endif
