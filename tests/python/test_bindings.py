@@ -96,6 +96,27 @@ def test_every_function_in_header_is_declared():
         assert fn.argtypes is not None and fn.restype is not None, name
 
 
+def test_calls_made_with_the_gil_held_match_their_declarations():
+    """The PyDLL twins (addresses as ints, the GIL held) take what the
+    header's declaration takes, argument for argument: a pointer where it
+    has a pointer, the same scalar types elsewhere."""
+    twins = {"plait_allreduce_async": _core.allreduce_async_gil,
+             "plait_release": _core.release_gil}
+    for name, fast in twins.items():
+        fn = getattr(_core.lib, name)
+        assert fast.restype is fn.restype, name
+        assert len(fast.argtypes) == len(fn.argtypes), name
+        for slow_t, fast_t in zip(fn.argtypes, fast.argtypes):
+            pointer = issubclass(slow_t, (ctypes._Pointer, ctypes.c_void_p))
+            if pointer:
+                assert fast_t is ctypes.c_void_p, (name, slow_t, fast_t)
+            else:
+                assert fast_t is slow_t, (name, slow_t, fast_t)
+        # not the same function object: the twin holds the GIL, the other does not
+        assert fast is not fn and fast._flags_ & ctypes._FUNCFLAG_PYTHONAPI, name
+        assert not fn._flags_ & ctypes._FUNCFLAG_PYTHONAPI, name
+
+
 def test_error_classes_named_from_library():
     assert plait.PeerLostError is _core.ERRORS[_core.RESULTS["PLAIT_ERR_PEER_LOST"]]
     assert issubclass(plait.MismatchError, plait.PlaitError)

@@ -109,7 +109,8 @@ _FAST_OPS = {None: c_op(Average), Average: c_op(Average), Sum: c_op(Sum), Min: c
              Max: c_op(Max), Product: c_op(Product)}
 _Tensor = torch.Tensor
 _strided = torch.strided
-_allreduce_c = _core.lib.plait_allreduce_async
+_allreduce_c = _core.allreduce_async_gil  # addresses as ints, the GIL held
+_addressof = ctypes.addressof
 _byref = ctypes.byref
 _c_void_p = ctypes.c_void_p
 
@@ -135,9 +136,9 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
             full = "allreduce." + name
             if _core._orphans:  # as _core.submit does
                 _core._reap_orphans()
-            d = _byref(d)
+            a = _addressof(d)  # d (local) keeps the struct alive through the call
             h = _c_void_p()
-            rc = _allreduce_c(full.encode(), d, d, cop, None, _byref(h))
+            rc = _allreduce_c(full.encode(), a, a, cop, None, _addressof(h))
             if rc:
                 raise _core.error(rc)
             return _register(_Pending(_core.Handle(h.value, tensor, full), _kept))
