@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/announce.h"
 #include "engine/cache.h"
 #include "engine/engine.h"
 #include "util/error.h"
@@ -64,6 +65,7 @@ struct plait_coord {
   int lazy;             /* rank 0: this wait's wake-up drains the table (root_may_sleep) */
   double last_busy;     /* when a cycle last sent, received or ran something */
   plait_spin_t spin;    /* polling before sleeping (PLAIT_SPIN_US) */
+  plait_announce_t ann; /* rank > 0: cached allreduces waiting for their burst */
 };
 
 /* The run-time settings (plait_config_set) as of the start of this cycle: one
@@ -291,7 +293,8 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int *
   /* read before draining: what was submitted before plait_shutdown on this
    * rank is then announced before the shutdown is */
   int stopping = atomic_load(&c->stop);
-  if (woke || (stopping && !c->sent_shutdown) || heartbeat_due(c)) {
+  double hold_s = c->tune.cycle_time_ms * 1e-3, until = plait_announce_until(&c->ann, hold_s);
+  if (woke || (until > 0 && t0 >= until) || (stopping && !c->sent_shutdown) || heartbeat_due(c)) {
     plait_request_list_t req;
     plait_result_t rc = take_new(c, &req);
     if (rc == PLAIT_SUCCESS && stopping && !c->sent_shutdown) {
@@ -299,6 +302,9 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int *
       c->sent_shutdown = 1;
       c->shutdown_sent_at = plait_now();
     }
+    if (rc == PLAIT_SUCCESS) /* cached allreduces may wait for their burst (announce.h) */
+      plait_announce_merge(&c->ann, &req, !heartbeat_due(c) && !c->exec.joined, &c->cache,
+                           c->tune.fusion_threshold, hold_s, t0);
     req.acked = c->lists_run;
     if (rc == PLAIT_SUCCESS && (req.n || req.flags || heartbeat_due(c))) {
       plait_writer_t w = {0};
@@ -332,6 +338,7 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int *
     *busy = 1;
     add_negotiation_time(c, plait_now() - t0);
     if (rc == PLAIT_SUCCESS) rc = run_list(c, &l);
+    plait_announce_ran(&c->ann, &l);
     c->lists_run++;
     c->last_heard[0] = t0 = plait_now(); /* rank 0 was in those collectives too */
     int done = (l.flags & PLAIT_RESP_SHUTDOWN) != 0;
@@ -452,8 +459,11 @@ static int poll_timeout_ms(plait_coord_t *c) {
   if (c->sent_shutdown) ms = 100;
   int beat = (int)(c->cfg->timeout_s * 1000 / 8); /* wake twice per heartbeat period */
   ms = beat < ms ? (beat > 1 ? beat : 1) : ms;
-  if (c->rank == 0 && c->neg.holding) { /* ready operations wait for companions: until then */
-    double left = plait_neg_hold_until(&c->neg) - plait_now();
+  /* operations wait for companions (rank 0: ready ones; others: announce.h): until then */
+  double until = c->rank == 0 ? plait_neg_hold_until(&c->neg)
+                              : plait_announce_until(&c->ann, c->tune.cycle_time_ms * 1e-3);
+  if (until > 0) {
+    double left = until - plait_now();
     int hold = left <= 0 ? 0 : (int)(left * 1000) + 1;
     if (hold < ms) ms = hold;
   }
@@ -730,6 +740,7 @@ static plait_result_t coord_alloc(plait_coord_t *c) {
     return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory starting the coordinator");
   for (int r = 0; r < c->size; r++) c->last_heard[r] = plait_now();
   c->last_sent = plait_now();
+  plait_announce_init(&c->ann);
   return PLAIT_SUCCESS;
 }
 
@@ -791,6 +802,7 @@ void plait_coord_free(plait_coord_t *c) {
   plait_ls_free(&c->lists);
   plait_namemap_free(&c->local);
   plait_cache_free(&c->cache);
+  plait_announce_free(&c->ann);
   plait_table_destroy(&c->table);
   pthread_mutex_destroy(&c->table.mu);
   free(c->pfd);
