@@ -85,9 +85,10 @@ void plait_announce_merge(plait_announce_t *a, plait_request_list_t *req, int ma
   int keep = may_hold && req->n > 0 && hold_s > 0 && threshold > 0 && !req->flags &&
              (held_before == 0 || now < a->since + hold_s) &&
              holdable(a, req, cache, &bytes) && bytes < threshold &&
-             plait_bursts_incomplete(&a->bursts, a->ids, (int)req->n);
+             (a->missing = plait_bursts_missing(&a->bursts, a->ids, (int)req->n)) > 0;
   if (!keep) {
     a->since = -1;
+    a->missing = 0;
     return;
   }
   if (held_before == 0) a->since = now;

@@ -18,6 +18,8 @@
  * lone operation, one never seen before, one whose burst is complete, and
  * anything that is not a cached allreduce (which also sends what is held)
  * go at once, as does everything once the fusion threshold's worth is held.
+ * While it holds, the coordinator is not woken by each submission, only once
+ * as many allreduces as companions are missing have come (plait_table_await).
  *
  * Not thread-safe: the coordinator thread of a rank > 0 owns it.
  */
@@ -35,6 +37,7 @@ typedef struct plait_announce {
   plait_request_list_t held; /* requests not sent yet (held.flags unused) */
   uint32_t cap;              /* room in held.r */
   double since;              /* when the first of them was held; -1: none */
+  int missing;               /* their companions not submitted yet (0 when none held) */
   int *ids;                  /* scratch: their cache ids */
 } plait_announce_t;
 

@@ -62,7 +62,8 @@ plait_result_t plait_bursts_record(plait_bursts_t *b, const int *ids, int n) {
   return PLAIT_SUCCESS;
 }
 
-int plait_bursts_incomplete(plait_bursts_t *b, const int *ready, int n) {
+/* Counts, per burst, its members among ready[0..n); returns the query's stamp. */
+static uint64_t count_ready(plait_bursts_t *b, const int *ready, int n) {
   uint64_t q = ++b->queries;
   for (int i = 0; i < n; i++) {
     int id = ready[i];
@@ -71,10 +72,28 @@ int plait_bursts_incomplete(plait_bursts_t *b, const int *ready, int n) {
     if (b->stamp[burst] != q) b->stamp[burst] = q, b->ready[burst] = 0;
     b->ready[burst]++;
   }
+  return q;
+}
+
+int plait_bursts_incomplete(plait_bursts_t *b, const int *ready, int n) {
+  count_ready(b, ready, n);
   for (int i = 0; i < n; i++) {
     int id = ready[i];
     int burst = id >= 0 && id < b->cap ? b->of[id] : -1;
     if (burst >= 0 && b->ready[burst] < b->count[burst]) return 1;
   }
   return 0;
+}
+
+int plait_bursts_missing(plait_bursts_t *b, const int *ready, int n) {
+  uint64_t q = count_ready(b, ready, n), done = ++b->queries; /* done: counted once */
+  int missing = 0;
+  for (int i = 0; i < n; i++) {
+    int id = ready[i];
+    int burst = id >= 0 && id < b->cap ? b->of[id] : -1;
+    if (burst < 0 || b->stamp[burst] != q) continue;
+    b->stamp[burst] = done;
+    if (b->ready[burst] < b->count[burst]) missing += b->count[burst] - b->ready[burst];
+  }
+  return missing;
 }

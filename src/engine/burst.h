@@ -44,4 +44,8 @@ plait_result_t plait_bursts_record(plait_bursts_t *b, const int *ids, int n);
  * are skipped) has a member of its last burst that is not among them. */
 int plait_bursts_incomplete(plait_bursts_t *b, const int *ready, int n);
 
+/* How many members of the last bursts of the ids in ready[0..n) are not
+ * among them (0: every burst they touch is whole). */
+int plait_bursts_missing(plait_bursts_t *b, const int *ready, int n);
+
 #endif

@@ -305,6 +305,7 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int *
     if (rc == PLAIT_SUCCESS) /* cached allreduces may wait for their burst (announce.h) */
       plait_announce_merge(&c->ann, &req, !heartbeat_due(c) && !c->exec.joined, &c->cache,
                            c->tune.fusion_threshold, hold_s, t0);
+    plait_table_await(&c->table, c->ann.missing); /* no wake-up per companion */
     req.acked = c->lists_run;
     if (rc == PLAIT_SUCCESS && (req.n || req.flags || heartbeat_due(c))) {
       plait_writer_t w = {0};

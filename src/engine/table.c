@@ -69,6 +69,13 @@ static int global_only(plait_entry_t **entries, int n) {
   return 1;
 }
 
+/* Allreduces of the global process set, and nothing else. */
+static int global_allreduces(plait_entry_t **entries, int n) {
+  for (int i = 0; i < n; i++)
+    if (entries[i]->meta.pset != 0 || entries[i]->meta.coll != PLAIT_COLL_ALLREDUCE) return 0;
+  return 1;
+}
+
 plait_result_t plait_table_submit(plait_table_t *t, plait_entry_t **entries, int n) {
   pthread_mutex_lock(&t->mu);
   plait_result_t rc = PLAIT_SUCCESS;
@@ -107,8 +114,11 @@ plait_result_t plait_table_submit(plait_table_t *t, plait_entry_t **entries, int
     if (entries[i]->meta.coll == PLAIT_COLL_JOIN) t->joins++;
     plait_tl_begin(t->tl, entries[i]->name, "NEGOTIATE"); /* before the coordinator can take it */
   }
+  int quiet = t->lazy && global_only(entries, n);
+  if (!quiet && t->awaiting > 0 && global_allreduces(entries, n)) /* plait_table_await */
+    quiet = (t->awaiting -= n) > 0;
   uint64_t one = 1;
-  if (!t->woken && !(t->lazy && global_only(entries, n))) {
+  if (!t->woken && !quiet) {
     if (write(t->wake_fd, &one, sizeof one) < 0) { /* full counter: already awake */
     }
     t->woken = 1;
@@ -151,6 +161,7 @@ void plait_table_clear_wake(plait_table_t *t) {
   if (read(t->wake_fd, &v, sizeof v) < 0) { /* nothing pending */
   }
   t->woken = 0;
+  t->awaiting = 0;
   pthread_mutex_unlock(&t->mu);
 }
 
@@ -166,4 +177,10 @@ int plait_table_set_lazy(plait_table_t *t, int lazy) {
   t->lazy = lazy && !waiting;
   pthread_mutex_unlock(&t->mu);
   return waiting;
+}
+
+void plait_table_await(plait_table_t *t, int64_t k) {
+  pthread_mutex_lock(&t->mu);
+  t->awaiting = t->head ? 0 : k;
+  pthread_mutex_unlock(&t->mu);
 }

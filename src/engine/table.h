@@ -22,6 +22,7 @@ typedef struct plait_table {
   int wake_fd;                /* eventfd: written on submission (unless lazy) */
   int woken;                  /* wake_fd written since the coordinator last cleared it */
   int lazy;                   /* see plait_table_set_lazy */
+  int64_t awaiting;           /* see plait_table_await */
   int open;
   plait_result_t closed_rc;
   char closed_msg[1024];
@@ -67,5 +68,13 @@ void plait_table_clear_wake(plait_table_t *t);
  * operation. Returns 1, and leaves lazy 0, when entries are waiting (then
  * the coordinator must drain before it sleeps); else 0. */
 int plait_table_set_lazy(plait_table_t *t, int lazy);
+
+/* A rank > 0 holding back cached allreduces for k companions not submitted
+ * yet (announce.h): the next submissions of allreduces of the global
+ * process set do not write the eventfd until k of them have come; any other
+ * submission does. The coordinator wakes for the hold's end by itself.
+ * Cleared by plait_table_clear_wake; k is not taken (0 stays) when entries
+ * are already waiting, since they wrote the eventfd. k 0: off. */
+void plait_table_await(plait_table_t *t, int64_t k);
 
 #endif

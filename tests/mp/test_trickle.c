@@ -2,7 +2,7 @@
  * Gradients submitted one at a time, with gaps (as a framework's backward
  * pass does): a rank > 0 announces the cached allreduces of a burst that
  * ran together before in one frame, not one per submission (announce.h),
- * and a burst that does not come whole still runs, once the hold is over.
+ * without waking for each submission meanwhile (plait_table_await), and a burst that does not come whole still runs, once the hold is over.
  * The results are checked every step.
  */
 #include <criterion/criterion.h>
@@ -67,10 +67,15 @@ static int trickle_body(int rank, int n, void *arg) {
   OK(ops_stats(&st));
   /* one frame per submission would be TN a step; a burst that ran in a few
    * response lists at first goes in that many frames; heartbeats add one now and then */
-  if (rank > 0)
+  if (rank > 0) {
     CHECK(st.control_messages <= TRICKLED * TN / 4, "rank %d sent %llu control messages for %d "
           "steps of %d tensors submitted %d us apart (over %d a step)", rank,
           (unsigned long long)st.control_messages, TRICKLED, TN, GAP_US, TN / 4);
+    /* nor is it woken by each submission while it holds (plait_table_await) */
+    CHECK(st.cycles <= TRICKLED * TN / 4, "rank %d woke %llu times for %d steps of %d tensors "
+          "submitted %d us apart (over %d a step)", rank, (unsigned long long)st.cycles,
+          TRICKLED, TN, GAP_US, TN / 4);
+  }
   /* half of the burst never comes: what came still runs, once the hold is over */
   if (step(rank, n, &s, TN / 2, 1, round++)) return 1;
   if (step(rank, n, &s, TN, 1, round++)) return 1; /* and the whole of it again */

@@ -94,11 +94,14 @@ Test(announce, a_burst_trickling_in_goes_in_one_frame_in_order) {
   int out[8];
   cr_expect_eq(merge((int[]){0}, 1, 1, 10.0, out), 0);
   cr_expect_eq(plait_announce_until(&A, HOLD), 10.0 + HOLD);
+  cr_expect_eq(A.missing, 2, "two companions to come");
   cr_expect_eq(merge((int[]){1}, 1, 1, 10.1, out), 0);
+  cr_expect_eq(A.missing, 1);
   cr_expect_eq(plait_announce_until(&A, HOLD), 10.0 + HOLD, "the hold counts from the first");
   cr_assert_eq(merge((int[]){2}, 1, 1, 10.2, out), 3);
   cr_expect(out[0] == 0 && out[1] == 1 && out[2] == 2, "%d %d %d", out[0], out[1], out[2]);
   cr_expect_eq(plait_announce_until(&A, HOLD), 0, "nothing held after it went");
+  cr_expect_eq(A.missing, 0);
 }
 
 Test(announce, lone_unknown_and_complete_ones_go_at_once) {

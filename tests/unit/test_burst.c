@@ -53,3 +53,19 @@ Test(burst, many_ids_and_many_bursts_reuse_their_numbers) {
   cr_expect_eq(plait_bursts_incomplete(&B, ids, N), 0);
   cr_expect_leq(B.cap, 1024, "burst numbers are reused, not grown: room for %d", B.cap);
 }
+
+Test(burst, missing_counts_each_burst_once) {
+  int abc[] = {0, 1, 2}, de[] = {3, 4};
+  cr_assert_eq(plait_bursts_record(&B, abc, 3), PLAIT_SUCCESS);
+  cr_assert_eq(plait_bursts_record(&B, de, 2), PLAIT_SUCCESS);
+  int a[] = {0};
+  cr_expect_eq(plait_bursts_missing(&B, a, 1), 2);
+  int ad[] = {0, 3, 9, -1};
+  cr_expect_eq(plait_bursts_missing(&B, ad, 4), 3, "2 of abc, 1 of de; unknown ids none");
+  int abd[] = {1, 0, 3};
+  cr_expect_eq(plait_bursts_missing(&B, abd, 3), 2);
+  int all[] = {4, 2, 0, 3, 1};
+  cr_expect_eq(plait_bursts_missing(&B, all, 5), 0);
+  cr_expect_eq(plait_bursts_incomplete(&B, a, 1), 1, "a query after a count is its own");
+  cr_expect_eq(plait_bursts_missing(&B, all, 5), 0);
+}

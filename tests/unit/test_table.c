@@ -199,6 +199,39 @@ Test(table, a_lazy_coordinator_is_woken_only_by_what_cannot_wait) {
   stop();
 }
 
+Test(table, an_awaiting_coordinator_is_woken_when_the_companions_have_come) {
+  start();
+  plait_table_await(&T, 3);
+  plait_entry_t *a[3] = {entry("a", PLAIT_COLL_ALLREDUCE), entry("b", PLAIT_COLL_ALLREDUCE),
+                         entry("c", PLAIT_COLL_ALLREDUCE)};
+  cr_assert_eq(plait_table_submit(&T, a, 1), PLAIT_SUCCESS);
+  cr_assert_eq(plait_table_submit(&T, a + 1, 1), PLAIT_SUCCESS);
+  cr_assert_not(readable(T.wake_fd), "two of the three awaited: no wake-up yet");
+  cr_assert_eq(plait_table_submit(&T, a + 2, 1), PLAIT_SUCCESS);
+  cr_assert(readable(T.wake_fd), "the third wakes it");
+  plait_table_clear_wake(&T);
+  cr_assert_eq(T.awaiting, 0, "clearing the wake-up ends the wait");
+  plait_table_await(&T, 5);
+  cr_assert_eq(T.awaiting, 0, "entries are waiting (they woke it): nothing is awaited");
+  free_list(plait_table_drain(&T));
+  /* anything but a global allreduce wakes at once */
+  plait_entry_t *other[3] = {entry("d", PLAIT_COLL_BROADCAST), entry(NULL, PLAIT_COLL_BARRIER),
+                             entry("e", PLAIT_COLL_ALLREDUCE)};
+  other[2]->meta.pset = 2;
+  for (int i = 0; i < 3; i++) {
+    plait_table_await(&T, 5);
+    cr_assert_eq(plait_table_submit(&T, &other[i], 1), PLAIT_SUCCESS);
+    cr_assert(readable(T.wake_fd), "entry %d is not a global allreduce: it wakes", i);
+    plait_table_clear_wake(&T);
+    free_list(plait_table_drain(&T));
+  }
+  plait_table_await(&T, 2); /* a group of two counts as two */
+  plait_entry_t *g[2] = {entry("f", PLAIT_COLL_ALLREDUCE), entry("g", PLAIT_COLL_ALLREDUCE)};
+  cr_assert_eq(plait_table_submit(&T, g, 2), PLAIT_SUCCESS);
+  cr_assert(readable(T.wake_fd), "both awaited came at once");
+  stop();
+}
+
 enum { THREADS = 4, EACH = 500 };
 
 static void *submitter(void *arg) {
