@@ -77,3 +77,19 @@ plait_result_t plait_cache_put(plait_cache_t *c, int id, const char *name, const
 const plait_cache_slot_t *plait_cache_get(const plait_cache_t *c, int id) {
   return id >= 0 && id < c->count ? &c->slots[id] : NULL;
 }
+
+plait_result_t plait_cache_resolve(const plait_cache_t *c, int rank, const plait_request_t *q,
+                                   const char **name, const plait_meta_t **meta) {
+  if (q->cache_id < 0) {
+    *name = q->name;
+    *meta = &q->meta;
+    return PLAIT_SUCCESS;
+  }
+  const plait_cache_slot_t *s = plait_cache_get(c, q->cache_id);
+  if (!s)
+    return plait_error(PLAIT_ERR_PROTOCOL, "rank %d announced response cache id %d, which was "
+                       "never assigned", rank, q->cache_id);
+  *name = s->name;
+  *meta = &s->meta;
+  return PLAIT_SUCCESS;
+}

@@ -12,6 +12,7 @@
 
 #include "engine/entry.h"
 #include "engine/namemap.h"
+#include "engine/negotiation_msgs.h"
 
 typedef struct plait_cache_slot {
   char *name;
@@ -36,6 +37,12 @@ int plait_cache_next_id(const plait_cache_t *c);
 plait_result_t plait_cache_put(plait_cache_t *c, int id, const char *name, const plait_meta_t *m);
 /* The slot of id, or NULL when id is not assigned. */
 const plait_cache_slot_t *plait_cache_get(const plait_cache_t *c, int id);
+
+/* A request rank `rank` sent: by name (its own name and metadata) or by
+ * cache id (the slot's); PLAIT_ERR_PROTOCOL naming the rank for an id never
+ * assigned. */
+plait_result_t plait_cache_resolve(const plait_cache_t *c, int rank, const plait_request_t *q,
+                                   const char **name, const plait_meta_t **meta);
 
 /* 1 when every field of a and b is equal. */
 int plait_meta_equal(const plait_meta_t *a, const plait_meta_t *b);

@@ -144,23 +144,6 @@ static void fail_everything(plait_coord_t *c, plait_result_t rc, const char *msg
   }
 }
 
-/* Resolves a request by cache id into name and metadata. */
-static plait_result_t resolve(plait_coord_t *c, int rank, const plait_request_t *q,
-                              const char **name, const plait_meta_t **meta) {
-  if (q->cache_id < 0) {
-    *name = q->name;
-    *meta = &q->meta;
-    return PLAIT_SUCCESS;
-  }
-  const plait_cache_slot_t *s = plait_cache_get(&c->cache, q->cache_id);
-  if (!s)
-    return plait_error(PLAIT_ERR_PROTOCOL, "rank %d announced response cache id %d, which was "
-                       "never assigned", rank, q->cache_id);
-  *name = s->name;
-  *meta = &s->meta;
-  return PLAIT_SUCCESS;
-}
-
 /* Drains new submissions into the local map and the request list. */
 static plait_result_t take_new(plait_coord_t *c, plait_request_list_t *req) {
   memset(req, 0, sizeof *req);
@@ -368,7 +351,7 @@ static plait_result_t root_take(plait_coord_t *c, int rank, const plait_request_
   for (uint32_t i = 0; i < req->n; i++) {
     const char *name = NULL;
     const plait_meta_t *meta = NULL;
-    PLAIT_CHECK(resolve(c, rank, &req->r[i], &name, &meta));
+    PLAIT_CHECK(plait_cache_resolve(&c->cache, rank, &req->r[i], &name, &meta));
     PLAIT_CHECK(plait_neg_add(&c->neg, rank, name, meta, req->r[i].cache_id,
                               rank == 0 ? UINT64_MAX : req->acked));
   }

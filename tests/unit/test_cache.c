@@ -224,3 +224,24 @@ Test(cache, id_sets_survive_requests_and_responses_as_list_or_bits) {
   cr_assert(bits_seen > 10 && lists_seen > 10, "both forms exercised: %d bits, %d lists",
             bits_seen, lists_seen);
 }
+
+Test(cache, requests_resolve_by_name_or_by_id) {
+  cr_assert_eq(plait_cache_init(&C, 4), PLAIT_SUCCESS);
+  plait_meta_t m = f32(8);
+  cr_assert_eq(plait_cache_put(&C, 0, "w", &m), PLAIT_SUCCESS);
+  const char *name;
+  const plait_meta_t *meta;
+  plait_request_t by_name = {"x", -1, f32(3)};
+  cr_assert_eq(plait_cache_resolve(&C, 1, &by_name, &name, &meta), PLAIT_SUCCESS);
+  cr_expect_str_eq(name, "x");
+  cr_expect_eq(meta, &by_name.meta);
+  plait_request_t by_id = {NULL, 0, {0}};
+  cr_assert_eq(plait_cache_resolve(&C, 1, &by_id, &name, &meta), PLAIT_SUCCESS);
+  cr_expect_str_eq(name, "w");
+  cr_expect_eq(meta->shape[0], 8);
+  plait_request_t unknown = {NULL, 3, {0}};
+  cr_expect_eq(plait_cache_resolve(&C, 2, &unknown, &name, &meta), PLAIT_ERR_PROTOCOL);
+  cr_expect(strstr(plait_last_error(), "rank 2") && strstr(plait_last_error(), "id 3"), "%s",
+            plait_last_error());
+  plait_cache_free(&C);
+}
