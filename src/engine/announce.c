@@ -21,20 +21,7 @@ void plait_announce_free(plait_announce_t *a) {
 }
 
 void plait_announce_ran(plait_announce_t *a, const plait_response_list_t *l) {
-  uint32_t total = 0;
-  for (uint32_t i = 0; i < l->n; i++) total += l->r[i].n;
-  int *ids = total ? malloc(sizeof *ids * total) : NULL, k = 0;
-  if (!ids) return; /* a hint lost (or nothing ran), nothing else */
-  for (uint32_t i = 0; i < l->n; i++) { /* as rank 0 records them (negotiate.c) */
-    const plait_response_t *x = &l->r[i];
-    if (x->coll != PLAIT_COLL_ALLREDUCE || x->status) continue;
-    for (uint32_t j = 0; j < x->n; j++) {
-      int id = x->e[j].cache_id >= 0 ? x->e[j].cache_id : x->e[j].assign_id;
-      if (id >= 0) ids[k++] = id;
-    }
-  }
-  plait_bursts_record(&a->bursts, ids, k);
-  free(ids);
+  plait_bursts_record_list(&a->bursts, l); /* as rank 0 records them (negotiate.c) */
 }
 
 /* The held requests, then req's, all in req (req->r replaced); on failure

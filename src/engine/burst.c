@@ -9,6 +9,7 @@
 void plait_bursts_init(plait_bursts_t *b) { memset(b, 0, sizeof *b); }
 
 void plait_bursts_free(plait_bursts_t *b) {
+  free(b->list_ids);
   free(b->of);
   free(b->count);
   free(b->free_list);
@@ -73,6 +74,27 @@ static uint64_t count_ready(plait_bursts_t *b, const int *ready, int n) {
     b->ready[burst]++;
   }
   return q;
+}
+
+void plait_bursts_record_list(plait_bursts_t *b, const plait_response_list_t *l) {
+  uint32_t total = 0;
+  for (uint32_t i = 0; i < l->n; i++) total += l->r[i].n;
+  if (total > (uint32_t)b->list_cap) {
+    int *p = realloc(b->list_ids, sizeof *p * total);
+    if (!p) return;
+    b->list_ids = p;
+    b->list_cap = (int)total;
+  }
+  int k = 0;
+  for (uint32_t i = 0; i < l->n; i++) {
+    const plait_response_t *x = &l->r[i];
+    if (x->coll != PLAIT_COLL_ALLREDUCE || x->status) continue;
+    for (uint32_t j = 0; j < x->n; j++) {
+      int id = x->e[j].cache_id >= 0 ? x->e[j].cache_id : x->e[j].assign_id;
+      if (id >= 0) b->list_ids[k++] = id;
+    }
+  }
+  plait_bursts_record(b, b->list_ids, k);
 }
 
 int plait_bursts_incomplete(plait_bursts_t *b, const int *ready, int n) {

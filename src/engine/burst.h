@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "plait/plait.h"
+#include "engine/negotiation_msgs.h"
 
 typedef struct plait_bursts {
   int cap;          /* cache ids (and burst numbers) with room in the arrays */
@@ -29,6 +30,8 @@ typedef struct plait_bursts {
   uint64_t *stamp;  /* per burst: the query that last counted it */
   int *ready;       /* per burst: members ready in the query of stamp */
   uint64_t queries;
+  int *list_ids;    /* plait_bursts_record_list's scratch */
+  int list_cap;
 } plait_bursts_t;
 
 void plait_bursts_init(plait_bursts_t *b);
@@ -39,6 +42,12 @@ void plait_bursts_free(plait_bursts_t *b);
  * distinct and >= 0. PLAIT_ERR_NO_MEMORY leaves the old bursts as they were
  * for the ids not yet moved (only a hint is lost). */
 plait_result_t plait_bursts_record(plait_bursts_t *b, const int *ids, int n);
+
+/* The response list l ran: its cached allreduces (by the id they were sent
+ * by, or the one assigned to them) that did not fail form one burst. What
+ * every rank records from the same lists is the same. Out of memory: a
+ * hint lost, nothing else. */
+void plait_bursts_record_list(plait_bursts_t *b, const plait_response_list_t *l);
 
 /* 1 when some id in ready[0..n) (cache ids of ready operations; -1 entries
  * are skipped) has a member of its last burst that is not among them. */

@@ -609,23 +609,6 @@ double plait_neg_hold_until(const plait_negotiator_t *n) {
   return n->holding ? n->held_since + n->hold_s : 0;
 }
 
-/* The cached allreduces of out ran together: their burst from now on. */
-static void record_burst(plait_negotiator_t *n, const plait_response_list_t *out) {
-  uint32_t total = 0;
-  for (uint32_t i = 0; i < out->n; i++) total += out->r[i].n;
-  int *ids = scratch_ids(n, (int)total), k = 0;
-  if (!ids) return; /* a hint lost, nothing else */
-  for (uint32_t i = 0; i < out->n; i++) {
-    const plait_response_t *x = &out->r[i];
-    if (x->coll != PLAIT_COLL_ALLREDUCE || x->status) continue;
-    for (uint32_t j = 0; j < x->n; j++) {
-      int id = x->e[j].cache_id >= 0 ? x->e[j].cache_id : x->e[j].assign_id;
-      if (id >= 0) ids[k++] = id;
-    }
-  }
-  plait_bursts_record(&n->bursts, ids, k);
-}
-
 plait_result_t plait_neg_plan(plait_negotiator_t *n, double now, plait_response_list_t *out,
                               int *any) {
   memset(out, 0, sizeof *out);
@@ -659,7 +642,7 @@ plait_result_t plait_neg_plan(plait_negotiator_t *n, double now, plait_response_
   /* 5. the response list, in the plan's order; what ran together */
   PLAIT_CHECK_GOTO(rc, plait_neg_respond(n, recs, count, bins, nb, bin_of, join_rank, out), out);
   *any = out->n > 0;
-  record_burst(n, out);
+  plait_bursts_record_list(&n->bursts, out); /* their burst from now on */
 out:
   for (int i = 0; i < count; i++) plait_record_free(recs[i], n->size);
   free(recs);

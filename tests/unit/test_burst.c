@@ -4,6 +4,7 @@
  * still misses one of those companions.
  */
 #include <criterion/criterion.h>
+#include <string.h>
 
 #include "engine/burst.h"
 
@@ -68,4 +69,30 @@ Test(burst, missing_counts_each_burst_once) {
   cr_expect_eq(plait_bursts_missing(&B, all, 5), 0);
   cr_expect_eq(plait_bursts_incomplete(&B, a, 1), 1, "a query after a count is its own");
   cr_expect_eq(plait_bursts_missing(&B, all, 5), 0);
+}
+
+Test(burst, a_list_records_its_cached_allreduces_that_did_not_fail) {
+  plait_resp_entry_t ok[2] = {{.cache_id = 0, .assign_id = -1}, {.cache_id = -1, .assign_id = 1}};
+  plait_resp_entry_t failed[1] = {{.cache_id = 2, .assign_id = -1}};
+  plait_resp_entry_t bcast[1] = {{.cache_id = 3, .assign_id = -1}};
+  plait_resp_entry_t uncached[1] = {{.cache_id = -1, .assign_id = -1}};
+  plait_response_t r[4];
+  memset(r, 0, sizeof r);
+  r[0] = (plait_response_t){.coll = PLAIT_COLL_ALLREDUCE, .n = 2, .e = ok};
+  r[1] = (plait_response_t){.coll = PLAIT_COLL_ALLREDUCE, .status = PLAIT_ERR_MISMATCH, .n = 1,
+                            .e = failed};
+  r[2] = (plait_response_t){.coll = PLAIT_COLL_BROADCAST, .n = 1, .e = bcast};
+  r[3] = (plait_response_t){.coll = PLAIT_COLL_ALLREDUCE, .n = 1, .e = uncached};
+  plait_response_list_t l;
+  memset(&l, 0, sizeof l);
+  l.n = 4;
+  l.r = r;
+  plait_bursts_record_list(&B, &l);
+  int a[] = {0};
+  cr_expect_eq(plait_bursts_missing(&B, a, 1), 1, "0 ran with 1 (its assigned id)");
+  int ab[] = {0, 1};
+  cr_expect_eq(plait_bursts_missing(&B, ab, 2), 0);
+  int c[] = {2}, d[] = {3};
+  cr_expect_eq(plait_bursts_missing(&B, c, 1), 0, "a failed response is no burst");
+  cr_expect_eq(plait_bursts_missing(&B, d, 1), 0, "nor is a broadcast");
 }
