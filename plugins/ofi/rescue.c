@@ -1,10 +1,14 @@
 #include "rescue.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "errors.h"
 #include "liveness.h"
@@ -55,6 +59,36 @@ static double thread_cpu_s(clockid_t clock) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The thread's CPU time in user space (utime, field 14 of
+ * /proc/self/task/<tid>/stat, in clock ticks), or -1 when it cannot be read.
+ * A spin lock spins there; page faults (direct compaction of huge pages
+ * under memory pressure) and the kernel's copies (CMA) inside a libfabric
+ * call do not, and are not a reason to abandon the endpoint. */
+static double thread_user_s(int tid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  const char *p = strrchr(buf, ')'); /* the name may hold spaces and ')' */
+  if (!p) return -1;
+  for (int field = 2; field < 14 && p; field++) p = strchr(p + 1, ' ');
+  if (!p) return -1;
+  char *end;
+  unsigned long long ticks = strtoull(p + 1, &end, 10);
+  long hz = sysconf(_SC_CLK_TCK);
+  return end == p + 1 || hz <= 0 ? -1 : (double)ticks / (double)hz;
+}
+
+/* What the watchdog counts: user CPU time where /proc tells it, else all. */
+static double thread_spin_s(const ofi_state_t *st) {
+  double user = thread_user_s(atomic_load(&st->caller_tid));
+  return user >= 0 ? user : thread_cpu_s(atomic_load(&st->caller_cpu));
+}
+
 static void rescue(ofi_state_t *st, double cpu_s) {
   if (!install()) return;
   st->stuck_cpu_s = cpu_s;
@@ -82,7 +116,7 @@ static void *watch(void *arg) {
     }
     uint64_t turns = atomic_load(&st->turns);
     unsigned now_seq = atomic_load(&st->guard_seq);
-    double cpu = thread_cpu_s(atomic_load(&st->caller_cpu));
+    double cpu = thread_spin_s(st);
     /* another session (perhaps on another thread) since the last look: its
      * clock starts a new mark */
     if (!watching || turns != last || now_seq != seq) {
@@ -125,6 +159,7 @@ void ofi_guard_on(ofi_state_t *st, sigjmp_buf *escape) {
   clockid_t cpu;
   if (pthread_getcpuclockid(self, &cpu) != 0) return;
   atomic_store(&st->caller, self);
+  atomic_store(&st->caller_tid, (int)syscall(SYS_gettid));
   atomic_store(&st->caller_cpu, cpu);
   atomic_fetch_add(&st->guard_seq, 1);
   t_state = st;

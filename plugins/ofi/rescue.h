@@ -11,8 +11,11 @@
  *
  * Every collective runs guarded (OFI_GUARDED). A watchdog thread per state
  * looks every 50 ms at the guarded thread: when it has used more than
- * OFI_RESCUE_CPU_S of CPU time since the plugin's progress loop last turned,
- * it is spinning inside libfabric. The watchdog then sends it OFI_RESCUE_SIGNAL,
+ * OFI_RESCUE_CPU_S of CPU time in user space since the plugin's progress
+ * loop last turned, it is spinning inside libfabric. Time in the kernel does
+ * not count (a lock is spun on in user space; page faults that compact
+ * memory for huge pages, and CMA copies, can take long on a loaded machine
+ * and are not stuck); where /proc cannot tell user time, all of it counts. The watchdog then sends it OFI_RESCUE_SIGNAL,
  * whose handler jumps back to the collective's entry (siglongjmp), which
  * fails with PLAIT_ERR_PEER_LOST naming the local peers that are gone or
  * stopped. libfabric is never called again on that state (its locks may be

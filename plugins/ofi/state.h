@@ -119,6 +119,7 @@ typedef struct ofi_state {
    * coordinator, then finalize from plait_shutdown's thread). */
   _Atomic(pthread_t) caller;
   _Atomic(clockid_t) caller_cpu;
+  atomic_int caller_tid; /* its kernel thread id, for its user CPU time */
   atomic_uint guard_seq; /* guarded sessions begun: the watchdog starts over on each */
   double stuck_cpu_s;
   int abandoned; /* broken or rescued: libfabric never called again on it */
