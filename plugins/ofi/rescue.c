@@ -18,6 +18,7 @@
 static _Thread_local sigjmp_buf *t_escape;
 static _Thread_local ofi_state_t *t_state;
 static _Thread_local int t_unblocked;
+static _Thread_local int t_tid; /* its kernel thread id, once known */
 
 static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
 static int installed;
@@ -159,7 +160,8 @@ void ofi_guard_on(ofi_state_t *st, sigjmp_buf *escape) {
   clockid_t cpu;
   if (pthread_getcpuclockid(self, &cpu) != 0) return;
   atomic_store(&st->caller, self);
-  atomic_store(&st->caller_tid, (int)syscall(SYS_gettid));
+  if (!t_tid) t_tid = (int)syscall(SYS_gettid); /* once per thread: this runs per collective */
+  atomic_store(&st->caller_tid, t_tid);
   atomic_store(&st->caller_cpu, cpu);
   atomic_fetch_add(&st->guard_seq, 1);
   t_state = st;
