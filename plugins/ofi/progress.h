@@ -21,6 +21,8 @@
 #ifndef PLAIT_OFI_PROGRESS_H
 #define PLAIT_OFI_PROGRESS_H
 
+#include <sys/uio.h>
+
 #include "state.h"
 
 #define OFI_TAG_ID_BITS 24
@@ -38,6 +40,17 @@ plait_result_t ofi_post_send(ofi_state_t *st, ofi_req_t *req, int peer, const vo
                              size_t len, void *desc, uint32_t id);
 plait_result_t ofi_post_recv(ofi_state_t *st, ofi_req_t *req, int peer, void *buf, size_t len,
                              void *desc, uint32_t id);
+
+/* The most pieces one message of ofi_post_sendv / ofi_post_recvv takes;
+ * the provider's own limit (state.h: iov_limit) may be lower. */
+#define OFI_IOV_MAX 16
+
+/* Like ofi_post_send / ofi_post_recv, for n pieces (n <= st->iov_limit) of
+ * memory that needs no registration, sent and received as one message. */
+plait_result_t ofi_post_sendv(ofi_state_t *st, ofi_req_t *req, int peer, const struct iovec *iov,
+                              size_t n, uint32_t id);
+plait_result_t ofi_post_recvv(ofi_state_t *st, ofi_req_t *req, int peer, const struct iovec *iov,
+                              size_t n, uint32_t id);
 
 /* Waits for the next completed request and returns it (FIFO). */
 plait_result_t ofi_wait_any(ofi_state_t *st, ofi_req_t **out);

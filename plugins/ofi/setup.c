@@ -171,6 +171,9 @@ static plait_result_t open_endpoint(start_ctx_t *c) {
   st->next_key = 1;
   st->inject_size = info->tx_attr->inject_size;
   st->max_msg = info->ep_attr->max_msg_size ? info->ep_attr->max_msg_size : SIZE_MAX;
+  size_t iov = info->tx_attr->iov_limit < info->rx_attr->iov_limit ? info->tx_attr->iov_limit
+                                                                   : info->rx_attr->iov_limit;
+  st->iov_limit = iov < 1 ? 1 : iov > OFI_IOV_MAX ? OFI_IOV_MAX : iov;
   return PLAIT_SUCCESS;
 }
 
@@ -243,11 +246,11 @@ static plait_result_t exchange(start_ctx_t *c) {
     const struct fi_info *i = st->info;
     OFI_DEBUG(st,
               "rank %d of %d: provider %s, fabric %s, domain %s, address %s, mr_mode 0x%x "
-              "(%s), inject %zu bytes, %s data progress",
+              "(%s), inject %zu bytes, %zu pieces per message, %s data progress",
               st->rank, st->nranks, st->provider, i->fabric_attr->name, i->domain_attr->name,
               name, (unsigned)i->domain_attr->mr_mode,
               st->need_mr ? "registering" : "no registration", st->inject_size,
-              i->domain_attr->data_progress == FI_PROGRESS_MANUAL ? "manual" : "automatic");
+              st->iov_limit, i->domain_attr->data_progress == FI_PROGRESS_MANUAL ? "manual" : "automatic");
   }
   free(all);
   return PLAIT_SUCCESS;

@@ -313,7 +313,7 @@ static int tm_allreduce_scaled(tm_ctx_t *c) {
       if (scaled_one(c, fl[i], ip ? PLAIT_OP_AVERAGE : PLAIT_OP_SUM,
                      BIG_BYTES / plait_dtype_size(fl[i]) + 7, 1.0 / 3, ip))
         return 1;
-  return 0;
+  return tm_allreduce_spans(c);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -125,6 +125,68 @@ Test(ofi, shm_without_cma_3ranks, .timeout = 90) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* allreduce_spans: which way the plugin takes                               */
+/* ------------------------------------------------------------------------ */
+
+#if __has_include(<rdma/fabric.h>)
+#include "state.h" /* the plugin's own: its counters of each way */
+
+/* Runs one allreduce_spans and checks which way the plugin went. */
+static int spans_way(tm_ctx_t *c, const size_t *counts, size_t n, int in_place,
+                     const char *layout) {
+  const ofi_state_t *st = c->st;
+  uint64_t in0 = st->spans_in_place, packed0 = st->spans_packed;
+  if (tm_spans_one(c, PLAIT_FLOAT32, PLAIT_OP_SUM, 0.5, counts, n, layout)) return 1;
+  if (st->spans_in_place - in0 != (uint64_t)in_place ||
+      st->spans_packed - packed0 != (uint64_t)!in_place) {
+    plait_test_say(c->rank, "%s: expected %s, got %llu in place and %llu packed", layout,
+                   in_place ? "the ring in place" : "packed", 
+                   (unsigned long long)(st->spans_in_place - in0),
+                   (unsigned long long)(st->spans_packed - packed0));
+    return 1;
+  }
+  return 0;
+}
+
+/* Defaults: 64 KiB gradients in place, tiny ones packed, and too little in
+ * all for a ring (2 ranks: under 1 MiB) packed. */
+static int body_spans_default(tm_ctx_t *c) {
+  size_t grads[40], tiny[300], few[4] = {16384, 16384, 16384, 16384};
+  for (size_t i = 0; i < 40; i++) grads[i] = 16384;
+  for (size_t i = 0; i < 300; i++) tiny[i] = 1 + i % 50;
+  return spans_way(c, grads, 40, 1, "40 x 64 KiB") || spans_way(c, tiny, 300, 0, "300 tiny") ||
+         spans_way(c, few, 4, c->nranks > 2, "4 x 64 KiB");
+}
+/* Forced: the ring over tiny spans, small chunks: most messages carry
+ * iov_limit pieces, blocks start and end inside spans. */
+static int body_spans_forced(tm_ctx_t *c) {
+  size_t tiny[300];
+  for (size_t i = 0; i < 300; i++) tiny[i] = 1 + (i * 37) % 250;
+  return spans_way(c, tiny, 300, 1, "300 tiny, forced") || tm_allreduce_spans(c);
+}
+/* Registration required: always packed, still exact. */
+static int body_spans_registered(tm_ctx_t *c) {
+  size_t grads[40];
+  for (size_t i = 0; i < 40; i++) grads[i] = 16384 + i;
+  return spans_way(c, grads, 40, 0, "40 x 64 KiB, registering");
+}
+#define SPANS_FORCED                                                           \
+  ENV("PLAIT_OFI_SPANS_MIN=0", "PLAIT_OFI_ALLREDUCE_RING_MIN=0", "PLAIT_OFI_CHUNK=4K",  \
+      "PLAIT_OFI_WINDOW=2")
+Test(ofi, shm_spans_default_ways_2ranks, .timeout = 60) { run_job("shm", 2, body_spans_default); }
+Test(ofi, tcp_spans_default_ways_3ranks, .timeout = 60) { run_job("tcp", 3, body_spans_default); }
+Test(ofi, shm_spans_forced_ring_3ranks, .timeout = 90) {
+  run_env("shm", 3, body_spans_forced, SPANS_FORCED);
+}
+Test(ofi, tcp_spans_forced_ring_2ranks, .timeout = 90) {
+  run_env("tcp", 2, body_spans_forced, SPANS_FORCED);
+}
+Test(ofi, shm_spans_registration_always_2ranks, .timeout = 60) {
+  run_env("shm", 2, body_spans_registered, ENV("PLAIT_OFI_MR=always"));
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
 /* Memory registration                                                       */
 /* ------------------------------------------------------------------------ */
 
