@@ -46,6 +46,9 @@ static plait_result_t ring_allreduce(ofi_state_t *st, const void *send, void *re
   return rc;
 }
 
+static plait_result_t direct_one(ofi_state_t *st, const void *send, void *recv, size_t count,
+                                 plait_dtype_t dtype, plait_op_t op, double post);
+
 plait_result_t ofi_allreduce_scaled(ofi_state_t *st, const void *send, void *recv, size_t count,
                                     plait_dtype_t dtype, plait_op_t op, double post) {
   if (count == 0) return PLAIT_SUCCESS;
@@ -64,6 +67,7 @@ plait_result_t ofi_allreduce_scaled(ofi_state_t *st, const void *send, void *rec
     if (send != recv) memcpy(recv, send, bytes);
     return ofi_allreduce_rd(st, recv, count, dtype, op, post);
   }
+  if (ofi_direct_on(st)) return direct_one(st, send, recv, count, dtype, op, post);
   return ring_allreduce(st, send, recv, count, dtype, op, post);
 }
 
@@ -109,31 +113,66 @@ static plait_result_t spans_by_pieces(ofi_state_t *st, const plait_span_t *s, si
   return PLAIT_SUCCESS;
 }
 
+/* g over n spans (blocks over their bytes in order), its offsets in *mem
+ * (free it); *bytes: their bytes in all. */
+static plait_result_t spans_view(ofi_state_t *st, const plait_span_t *spans, size_t n,
+                                 plait_dtype_t dtype, plait_op_t op, double post, ofi_ring_t *g,
+                                 size_t **mem, size_t *bytes) {
+  size_t es = plait_dtype_size_inline(dtype), *at = malloc((n + 1 + 2 * (size_t)st->nranks) *
+                                                            sizeof *at);
+  *mem = at;
+  if (!at) return ofi_fail(st, PLAIT_ERR_NO_MEMORY, "out of memory for %zu spans", n);
+  *bytes = 0;
+  for (size_t i = 0; i < n; i++) {
+    at[i] = *bytes;
+    *bytes += spans[i].count * es;
+  }
+  at[n] = *bytes;
+  size_t *off = at + n + 1, *len = off + st->nranks;
+  ofi_even_blocks(st->nranks, *bytes / es, es, off, len);
+  *g = (ofi_ring_t){off, len, es, dtype, op, 1, 1, NULL, NULL, NULL, op == PLAIT_OP_AVERAGE, post,
+                    spans, at, n};
+  return PLAIT_SUCCESS;
+}
+
+/* One buffer by direct reads (ofi_direct_on; a ring's size). */
+static plait_result_t direct_one(ofi_state_t *st, const void *send, void *recv, size_t count,
+                                 plait_dtype_t dtype, plait_op_t op, double post) {
+  plait_span_t s = {recv, send, count};
+  ofi_ring_t g;
+  size_t *mem = NULL, bytes = 0;
+  plait_result_t rc = spans_view(st, &s, 1, dtype, op, post, &g, &mem, &bytes);
+  if (rc == PLAIT_SUCCESS) rc = ofi_direct_allreduce(st, &g);
+  free(mem);
+  return rc;
+}
+
 plait_result_t ofi_allreduce_spans(ofi_state_t *st, const plait_span_t *spans, size_t n,
                                    plait_dtype_t dtype, plait_op_t op, double post) {
-  size_t es = plait_dtype_size_inline(dtype), bytes = 0;
-  if (n == 1) return ofi_allreduce_scaled(st, spans[0].src, spans[0].dst, spans[0].count, dtype,
-                                          op, post);
-  size_t *at = malloc((n + 1 + 2 * (size_t)st->nranks) * sizeof *at);
-  if (!at) return ofi_fail(st, PLAIT_ERR_NO_MEMORY, "out of memory for %zu spans", n);
-  for (size_t i = 0; i < n; i++) {
-    at[i] = bytes;
-    bytes += spans[i].count * es;
-  }
-  at[n] = bytes;
-  size_t *off = at + n + 1, *len = off + st->nranks;
-  ofi_even_blocks(st->nranks, bytes / es, es, off, len);
-  ofi_ring_t g = {off, len, es, dtype, op, 1, 1, NULL, NULL, NULL, op == PLAIT_OP_AVERAGE, post,
-                  spans, at, n};
-  plait_result_t rc;
-  int in_place = st->nranks > 1 && bytes && ofi_spans_in_place(st, &g, n, bytes);
+  if (n == 1) /* one buffer: the choice of allreduce_scaled */
+    return ofi_allreduce_scaled(st, spans[0].src, spans[0].dst, spans[0].count, dtype, op, post);
+  ofi_ring_t g;
+  size_t *mem = NULL, bytes = 0;
+  OFI_CHECK(spans_view(st, spans, n, dtype, op, post, &g, &mem, &bytes));
+  int big = st->nranks > 1 && bytes && !ofi_allreduce_small(st, bytes);
+  int direct = big && ofi_direct_on(st);
+  int in_place = !direct && big && ofi_spans_in_place(st, &g, n, bytes);
   OFI_DEBUG(st, "allreduce of %zu spans, %zu bytes: %s", n, bytes,
-            in_place ? "the ring, in place" : "packed, a piece at a time");
-  if (bytes == 0) rc = PLAIT_SUCCESS;
-  else if (in_place) rc = ofi_ring_run(st, &g);
-  else rc = spans_by_pieces(st, spans, n, dtype, op, post);
-  if (in_place) st->spans_in_place++;
-  else st->spans_packed++;
-  free(at);
+            direct     ? "direct reads of the peers' memory"
+            : in_place ? "the ring, in place"
+                       : "packed, a piece at a time");
+  plait_result_t rc = PLAIT_SUCCESS;
+  if (bytes == 0) {
+  } else if (direct) {
+    rc = ofi_direct_allreduce(st, &g);
+    st->spans_direct++;
+  } else if (in_place) {
+    rc = ofi_ring_run(st, &g);
+    st->spans_in_place++;
+  } else {
+    rc = spans_by_pieces(st, spans, n, dtype, op, post);
+    st->spans_packed++;
+  }
+  free(mem);
   return rc;
 }

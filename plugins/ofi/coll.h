@@ -63,6 +63,16 @@ size_t ofi_span_of(const ofi_ring_t *g, size_t at);
  * PLAIT_OFI_SPANS_MIN bytes, and the chunks fit the tag ids. */
 int ofi_spans_in_place(const ofi_state_t *st, const ofi_ring_t *g, size_t n, size_t bytes);
 
+/* Same host over shm: allreduce by direct reads of the peers' memory
+ * (direct.c). ofi_direct_decide, at init after the endpoint names went
+ * round (cookies: each rank's cookie address and value), decides for the
+ * state whether every rank can, through the bootstrap; ofi_direct_on says
+ * what it decided; ofi_direct_allreduce runs g (spans set) so. */
+plait_result_t ofi_direct_decide(ofi_state_t *st, const uint64_t *cookies,
+                                 const plait_bootstrap_t *b);
+int ofi_direct_on(const ofi_state_t *st);
+plait_result_t ofi_direct_allreduce(ofi_state_t *st, const ofi_ring_t *g);
+
 /* The size rules, in one place: the collectives follow them and
  * plait_transport_v1.algorithm reports them. total: bytes in all; largest:
  * the largest single message the small algorithm would send. */

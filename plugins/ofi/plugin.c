@@ -246,7 +246,9 @@ static const char *entry_algorithm(void *state, uint64_t collective, uint64_t by
   size_t part = st->nranks > 0 ? (size_t)(bytes / (uint64_t)st->nranks) : (size_t)bytes;
   switch (collective) {
   case PLAIT_CAP_ALLREDUCE:
-    return ofi_allreduce_small(st, (size_t)bytes) ? "recursive doubling" : "pipelined ring";
+    return ofi_allreduce_small(st, (size_t)bytes) ? "recursive doubling"
+           : ofi_direct_on(st)                     ? "direct reads"
+                                                   : "pipelined ring";
   case PLAIT_CAP_ALLGATHERV:
     return ofi_allgatherv_small(st, (size_t)bytes, part) ? "direct" : "pipelined ring";
   case PLAIT_CAP_BROADCAST:

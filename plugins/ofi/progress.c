@@ -336,6 +336,13 @@ plait_result_t ofi_wait_any(ofi_state_t *st, ofi_req_t **out) {
   }
 }
 
+plait_result_t ofi_progress(ofi_state_t *st) {
+  int got;
+  return poll_cq(st, &got);
+}
+
+int ofi_job_rank(const ofi_state_t *st, int peer) { return job_rank(st, peer); }
+
 plait_result_t ofi_wait_all(ofi_state_t *st, ofi_req_t *reqs, size_t n) {
   for (size_t i = 0; i < n; i++) {
     while (reqs[i].used && !reqs[i].done) {

@@ -52,6 +52,14 @@ plait_result_t ofi_post_sendv(ofi_state_t *st, ofi_req_t *req, int peer, const s
 plait_result_t ofi_post_recvv(ofi_state_t *st, ofi_req_t *req, int peer, const struct iovec *iov,
                               size_t n, uint32_t id);
 
+/* Reads the completion queue once (moves the provider's data, marks a turn
+ * of the progress loop for the watchdog), between long local work. */
+plait_result_t ofi_progress(ofi_state_t *st);
+
+/* The job's rank of peer (a subset's members are numbered from 0), for
+ * messages. */
+int ofi_job_rank(const ofi_state_t *st, int peer);
+
 /* Waits for the next completed request and returns it (FIFO). */
 plait_result_t ofi_wait_any(ofi_state_t *st, ofi_req_t **out);
 

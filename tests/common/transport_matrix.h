@@ -74,7 +74,12 @@ int tm_run(const char *transport, int nranks, tm_body_fn body, const char *const
            char *reason, size_t reason_len);
 
 /* How the last rank is lost in tm_run_lost_rank. */
-typedef enum { TM_KILLED_BETWEEN_OPS, TM_KILLED_MID_ALLREDUCE, TM_HUNG } tm_loss_t;
+typedef enum {
+  TM_KILLED_BETWEEN_OPS,
+  TM_KILLED_MID_ALLREDUCE,
+  TM_HUNG,
+  TM_KILLED_MID_SPANS /* as MID_ALLREDUCE, with allreduce_spans over 256 spans */
+} tm_loss_t;
 
 #define TM_PEER_TIMEOUT_S 5
 
