@@ -375,6 +375,26 @@ typedef struct plait_transport_v1 {
    * Called from the core's one plugin thread, like every other entry, and
    * at most once per state. */
   plait_result_t (*interrupt)(void *state, plait_result_t rc, const char *why);
+
+  /* Optional (may be NULL: the core then copies a fused response's tensors
+   * through its fusion buffer, a pass over memory on each side): an
+   * allreduce_scaled over n spans of host memory read and written where
+   * they are, the fused response's tensors themselves. The spans' src, in
+   * order, are the send buffer and their dst the recv buffer of one
+   * allreduce_scaled of sum(count) elements: afterwards each span's dst
+   * holds, on every rank, its elements of the reduction over all ranks,
+   * scaled by postscale as allreduce_scaled does it. span.src NULL is not
+   * allowed (the core copies a joined rank's identities through the buffer
+   * instead); dst == src is in place; no other two ranges of the call
+   * overlap (the core checks, and uses its buffer where they would). n >= 1,
+   * the same counts in the same order on every rank; op, dtype and errors
+   * as for allreduce_scaled. Only in a table that also has allreduce_scaled
+   * and no PLAIT_CAP_DEVICE_MEMORY. The plugin may pack the spans into a
+   * buffer of its own where that is faster (many tiny spans) or required
+   * (a provider that needs registered memory): results are bit-identical
+   * either way. */
+  plait_result_t (*allreduce_spans)(void *state, const struct plait_span *spans, size_t n,
+                                    plait_dtype_t dtype, plait_op_t op, double postscale);
 } plait_transport_v1_t;
 
 /* Bytes of a version-1 table before any appended field. */

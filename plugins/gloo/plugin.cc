@@ -211,6 +211,7 @@ const plait_transport_v1_t plait_transport_v1 = {
     /* device, batch_copy, ready, notify, interrupt: host memory only, and
      * every call blocks until done */
     nullptr, nullptr, nullptr, nullptr, nullptr,
+    /* allreduce_spans: needs allreduce_scaled */ nullptr,
 };
 
 }  // extern "C"

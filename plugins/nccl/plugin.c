@@ -143,7 +143,7 @@ static plait_result_t entry_allreduce(void *state, void *buf, size_t count, plai
 
 static plait_result_t entry_allgatherv(void *state, void *buf, const size_t *bytes) {
   ENTER(state, "allgatherv");
-  size_t total;
+  size_t total = 0;
   NC_CHECK(checked_sum(st, "bytes", bytes, st->nranks, &total));
   NC_CHECK(check_device_ptr(st, "buf", buf, total));
   if (total == 0) return PLAIT_SUCCESS;
@@ -164,7 +164,7 @@ static plait_result_t entry_broadcast(void *state, void *buf, size_t bytes, int 
 static plait_result_t entry_alltoallv(void *state, const void *send, const size_t *send_bytes,
                                       void *recv, const size_t *recv_bytes) {
   ENTER(state, "alltoallv");
-  size_t ts, tr;
+  size_t ts = 0, tr = 0;
   NC_CHECK(checked_sum(st, "send_bytes", send_bytes, st->nranks, &ts));
   NC_CHECK(checked_sum(st, "recv_bytes", recv_bytes, st->nranks, &tr));
   NC_REQUIRE(st, send_bytes[st->rank] == recv_bytes[st->rank],

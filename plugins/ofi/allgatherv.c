@@ -52,7 +52,8 @@ plait_result_t ofi_allgatherv(ofi_state_t *st, void *buf, const size_t *bytes) {
   } else if (ofi_allgatherv_small(st, total, largest)) {
     rc = direct(st, buf, off, bytes, total);
   } else {
-    ofi_ring_t g = {off, bytes, 1, PLAIT_UINT8, PLAIT_OP_SUM, 0, 1, buf, buf, NULL, 0, 1.0};
+    ofi_ring_t g = {off, bytes, 1, PLAIT_UINT8, PLAIT_OP_SUM, 0, 1, buf, buf, NULL, 0, 1.0,
+                    NULL, NULL, 0};
     rc = ofi_ring_run(st, &g);
   }
   free(off);

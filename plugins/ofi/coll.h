@@ -32,9 +32,46 @@ typedef struct ofi_ring {
   char *final;             /* this rank's reduced block; NULL: work + off[rank] */
   int average;             /* divide this rank's reduced block by n */
   double post;             /* then scale it by this (1.0: not at all) */
+  /* Scatter-gather (allreduce_spans): with spans set, src and work are
+   * unused and final is NULL; byte o of the blocks' buffer lies in span i
+   * where span_at[i] <= o < span_at[i+1], at spans[i].src + (o - span_at[i])
+   * for this rank's contributions and at spans[i].dst + (o - span_at[i])
+   * for the work. No registration: the caller checked !st->need_mr. */
+  const plait_span_t *spans;
+  const size_t *span_at;   /* nspans + 1 entries, span_at[0] = 0 */
+  size_t nspans;
 } ofi_ring_t;
 
 plait_result_t ofi_ring_run(ofi_state_t *st, const ofi_ring_t *ring);
+
+/* The chunks ofi_ring_run cuts g's blocks into: boundaries (relative to each
+ * block's start) into cofs, block b's chunks from cofs[first[b]], nch[b] of
+ * them; each chunk at most `chunk` bytes and, over spans, at most
+ * st->iov_limit pieces. cofs needs room for ofi_ring_max_cuts(...) entries.
+ * Every rank computes the same cuts from the same lengths. Returns the
+ * largest chunk count of a block. */
+size_t ofi_ring_cuts(const ofi_ring_t *g, int n, size_t chunk, size_t iov_limit, size_t *cofs,
+                     size_t *first, size_t *nch);
+/* An upper bound on the entries ofi_ring_cuts writes into cofs. */
+size_t ofi_ring_max_cuts(const ofi_ring_t *g, int n, size_t chunk);
+/* The span of g holding byte `at` of the blocks' buffer (at < the total):
+ * the first whose end is past it, so empty spans are skipped. */
+size_t ofi_span_of(const ofi_ring_t *g, size_t at);
+/* Whether allreduce_spans runs the ring over g's n spans (bytes in all)
+ * where they are (spans.c): the provider needs no registration, the size
+ * is a ring's (not ofi_allreduce_small), the spans average at least
+ * PLAIT_OFI_SPANS_MIN bytes, and the chunks fit the tag ids. */
+int ofi_spans_in_place(const ofi_state_t *st, const ofi_ring_t *g, size_t n, size_t bytes);
+
+/* Same host over shm: allreduce by direct reads of the peers' memory
+ * (direct.c). ofi_direct_decide, at init after the endpoint names went
+ * round (cookies: each rank's cookie address and value), decides for the
+ * state whether every rank can, through the bootstrap; ofi_direct_on says
+ * what it decided; ofi_direct_allreduce runs g (spans set) so. */
+plait_result_t ofi_direct_decide(ofi_state_t *st, const uint64_t *cookies,
+                                 const plait_bootstrap_t *b);
+int ofi_direct_on(const ofi_state_t *st);
+plait_result_t ofi_direct_allreduce(ofi_state_t *st, const ofi_ring_t *g);
 
 /* The size rules, in one place: the collectives follow them and
  * plait_transport_v1.algorithm reports them. total: bytes in all; largest:
@@ -66,6 +103,13 @@ plait_result_t ofi_allreduce_rd(ofi_state_t *st, void *buf, size_t count, plait_
  * doubling (small) copies send first and scales in its last reduction. */
 plait_result_t ofi_allreduce_scaled(ofi_state_t *st, const void *send, void *recv, size_t count,
                                     plait_dtype_t dtype, plait_op_t op, double post);
+/* allreduce_scaled over n spans (plait_transport_v1.allreduce_spans): the
+ * ring reads and writes the spans where they are when the provider needs no
+ * registration, the reduction is a ring's and the spans are not too small
+ * (PLAIT_OFI_SPANS_MIN); otherwise they go through a buffer of the plugin's,
+ * a piece at a time. */
+plait_result_t ofi_allreduce_spans(ofi_state_t *st, const plait_span_t *spans, size_t n,
+                                   plait_dtype_t dtype, plait_op_t op, double post);
 /* dst = (a op b) * post (post 1.0: a op b), with the core's kernels; breaks
  * the state on failure. */
 plait_result_t ofi_reduce_scale(ofi_state_t *st, plait_dtype_t dtype, plait_op_t op, void *dst,

@@ -121,6 +121,31 @@ static plait_result_t entry_allreduce_scaled(void *state, const void *send, void
   OFI_GUARDED(st, ofi_allreduce_scaled(st, send, recv, count, dtype, op, postscale));
 }
 
+static plait_result_t entry_allreduce_spans(void *state, const plait_span_t *spans, size_t n,
+                                            plait_dtype_t dtype, plait_op_t op,
+                                            double postscale) {
+  ENTER(state, "allreduce");
+  OFI_CHECK(check_reduction(st, dtype, op));
+  OFI_REQUIRE(st, !(dtype == PLAIT_BOOL && postscale != 1.0),
+              "postscale %g is not defined for dtype bool", postscale);
+  OFI_REQUIRE(st, spans != NULL && n > 0, "spans is NULL or n is 0 (n = %zu)", n);
+  size_t es = plait_dtype_size_inline(dtype), total = 0;
+  for (size_t i = 0; i < n; i++) {
+    const plait_span_t *s = &spans[i];
+    OFI_REQUIRE(st, s->count <= (SIZE_MAX - total) / es,
+                "span %zu: %zu elements of %zu bytes overflow size_t with the spans before it",
+                i, s->count, es);
+    OFI_REQUIRE(st, (s->src != NULL && s->dst != NULL) || s->count == 0,
+                "span %zu: src %p or dst %p is NULL but count is %zu", i, s->src, s->dst,
+                s->count);
+    OFI_REQUIRE(st, s->src == s->dst || !overlap(s->src, s->count * es, s->dst, s->count * es),
+                "span %zu: src and dst overlap without being the same memory", i);
+    total += s->count * es;
+  }
+  ofi_begin(st, "allreduce");
+  OFI_GUARDED(st, ofi_allreduce_spans(st, spans, n, dtype, op, postscale));
+}
+
 static plait_result_t entry_allgatherv(void *state, void *buf, const size_t *bytes) {
   ENTER(state, "allgatherv");
   OFI_REQUIRE(st, bytes != NULL, "bytes is NULL");
@@ -221,7 +246,9 @@ static const char *entry_algorithm(void *state, uint64_t collective, uint64_t by
   size_t part = st->nranks > 0 ? (size_t)(bytes / (uint64_t)st->nranks) : (size_t)bytes;
   switch (collective) {
   case PLAIT_CAP_ALLREDUCE:
-    return ofi_allreduce_small(st, (size_t)bytes) ? "recursive doubling" : "pipelined ring";
+    return ofi_allreduce_small(st, (size_t)bytes) ? "recursive doubling"
+           : ofi_direct_on(st)                     ? "direct reads"
+                                                   : "pipelined ring";
   case PLAIT_CAP_ALLGATHERV:
     return ofi_allgatherv_small(st, (size_t)bytes, part) ? "direct" : "pipelined ring";
   case PLAIT_CAP_BROADCAST:
@@ -273,4 +300,5 @@ const plait_transport_v1_t plait_transport_v1 = {
     .subset = entry_subset,
     .probe = ofi_probe,
     .allreduce_scaled = entry_allreduce_scaled,
+    .allreduce_spans = entry_allreduce_spans,
 };

@@ -256,6 +256,71 @@ plait_result_t ofi_post_recv(ofi_state_t *st, ofi_req_t *req, int peer, void *bu
   }
 }
 
+/* Several pieces as one message (fi_tsendmsg / fi_trecvmsg): only buffers
+ * that need no registration (every desc NULL). One piece takes the plain
+ * path above (and may be injected). */
+plait_result_t ofi_post_sendv(ofi_state_t *st, ofi_req_t *req, int peer, const struct iovec *iov,
+                              size_t n, uint32_t id) {
+  if (n <= 1)
+    return ofi_post_send(st, req, peer, n ? iov[0].iov_base : NULL, n ? iov[0].iov_len : 0,
+                         NULL, id);
+  if (st->broken) return st->broken;
+  size_t len = 0;
+  for (size_t i = 0; i < n; i++) len += iov[i].iov_len;
+  req->used = 1;
+  req->peer = peer;
+  req->is_send = 1;
+  req->done = 0;
+  req->posted = 0;
+  req->len = len;
+  req->tag = make_tag(st, st->rank, id);
+  void *desc[OFI_IOV_MAX] = {NULL};
+  struct fi_msg_tagged m = {.msg_iov = iov, .desc = desc, .iov_count = n,
+                            .addr = st->addrs[peer], .tag = req->tag, .context = &req->ctx};
+  for (;;) {
+    ssize_t rc = fi_tsendmsg(st->ep, &m, 0);
+    if (rc == 0) {
+      link_req(st, req);
+      return PLAIT_SUCCESS;
+    }
+    if (rc != -FI_EAGAIN) return post_failed(st, "fi_tsendmsg", rc, peer, len);
+    int got;
+    OFI_CHECK(poll_cq(st, &got));
+    if (!got) OFI_CHECK(idle(st));
+  }
+}
+
+plait_result_t ofi_post_recvv(ofi_state_t *st, ofi_req_t *req, int peer, const struct iovec *iov,
+                              size_t n, uint32_t id) {
+  if (n <= 1)
+    return ofi_post_recv(st, req, peer, n ? iov[0].iov_base : NULL, n ? iov[0].iov_len : 0,
+                         NULL, id);
+  if (st->broken) return st->broken;
+  size_t len = 0;
+  for (size_t i = 0; i < n; i++) len += iov[i].iov_len;
+  req->used = 1;
+  req->peer = peer;
+  req->is_send = 0;
+  req->done = 0;
+  req->posted = 0;
+  req->len = len;
+  req->tag = make_tag(st, peer, id);
+  void *desc[OFI_IOV_MAX] = {NULL};
+  struct fi_msg_tagged m = {.msg_iov = iov, .desc = desc, .iov_count = n,
+                            .addr = FI_ADDR_UNSPEC, .tag = req->tag, .context = &req->ctx};
+  for (;;) {
+    ssize_t rc = fi_trecvmsg(st->ep, &m, 0);
+    if (rc == 0) {
+      link_req(st, req);
+      return PLAIT_SUCCESS;
+    }
+    if (rc != -FI_EAGAIN) return post_failed(st, "fi_trecvmsg", rc, peer, len);
+    int got;
+    OFI_CHECK(poll_cq(st, &got));
+    if (!got) OFI_CHECK(idle(st));
+  }
+}
+
 plait_result_t ofi_wait_any(ofi_state_t *st, ofi_req_t **out) {
   for (;;) {
     if (st->done_head) {
@@ -270,6 +335,13 @@ plait_result_t ofi_wait_any(ofi_state_t *st, ofi_req_t **out) {
     if (!got) OFI_CHECK(idle(st));
   }
 }
+
+plait_result_t ofi_progress(ofi_state_t *st) {
+  int got;
+  return poll_cq(st, &got);
+}
+
+int ofi_job_rank(const ofi_state_t *st, int peer) { return job_rank(st, peer); }
 
 plait_result_t ofi_wait_all(ofi_state_t *st, ofi_req_t *reqs, size_t n) {
   for (size_t i = 0; i < n; i++) {

@@ -21,6 +21,8 @@
 #ifndef PLAIT_OFI_PROGRESS_H
 #define PLAIT_OFI_PROGRESS_H
 
+#include <sys/uio.h>
+
 #include "state.h"
 
 #define OFI_TAG_ID_BITS 24
@@ -38,6 +40,25 @@ plait_result_t ofi_post_send(ofi_state_t *st, ofi_req_t *req, int peer, const vo
                              size_t len, void *desc, uint32_t id);
 plait_result_t ofi_post_recv(ofi_state_t *st, ofi_req_t *req, int peer, void *buf, size_t len,
                              void *desc, uint32_t id);
+
+/* The most pieces one message of ofi_post_sendv / ofi_post_recvv takes;
+ * the provider's own limit (state.h: iov_limit) may be lower. */
+#define OFI_IOV_MAX 16
+
+/* Like ofi_post_send / ofi_post_recv, for n pieces (n <= st->iov_limit) of
+ * memory that needs no registration, sent and received as one message. */
+plait_result_t ofi_post_sendv(ofi_state_t *st, ofi_req_t *req, int peer, const struct iovec *iov,
+                              size_t n, uint32_t id);
+plait_result_t ofi_post_recvv(ofi_state_t *st, ofi_req_t *req, int peer, const struct iovec *iov,
+                              size_t n, uint32_t id);
+
+/* Reads the completion queue once (moves the provider's data, marks a turn
+ * of the progress loop for the watchdog), between long local work. */
+plait_result_t ofi_progress(ofi_state_t *st);
+
+/* The job's rank of peer (a subset's members are numbered from 0), for
+ * messages. */
+int ofi_job_rank(const ofi_state_t *st, int peer);
 
 /* Waits for the next completed request and returns it (FIFO). */
 plait_result_t ofi_wait_any(ofi_state_t *st, ofi_req_t **out);

@@ -84,7 +84,7 @@ plait_result_t ofi_reducescatter(ofi_state_t *st, const void *send, void *recv,
   } else {
     rc = ofi_scratch_reserve(st, &st->work, total);
     ofi_ring_t g = {off, len, es, dtype, op, 1, 0, send, st->work.buf, recv,
-                    op == PLAIT_OP_AVERAGE, 1.0};
+                    op == PLAIT_OP_AVERAGE, 1.0, NULL, NULL, 0};
     if (rc == PLAIT_SUCCESS) rc = ofi_ring_run(st, &g);
   }
   free(off);

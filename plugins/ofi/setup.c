@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coll.h"
 #include "errors.h"
 #include "liveness.h"
 #include "mr.h"
@@ -20,7 +21,8 @@
 /* 1.14: FI_CONTEXT2 and the mr_mode bits; newer libfabrics accept it. */
 #define OFI_API_VERSION FI_VERSION(1, 14)
 #define ADDR_MAX 256
-#define CARD_BYTES (4 + 8 + 8 + 8 + ADDR_MAX)
+#define CARD_HEAD (4 + 8 + 8 + 8 + 8 + 8) /* then the name */
+#define CARD_BYTES (CARD_HEAD + ADDR_MAX)
 
 typedef struct start_ctx {
   const plait_transport_init_args_t *args;
@@ -171,6 +173,9 @@ static plait_result_t open_endpoint(start_ctx_t *c) {
   st->next_key = 1;
   st->inject_size = info->tx_attr->inject_size;
   st->max_msg = info->ep_attr->max_msg_size ? info->ep_attr->max_msg_size : SIZE_MAX;
+  size_t iov = info->tx_attr->iov_limit < info->rx_attr->iov_limit ? info->tx_attr->iov_limit
+                                                                   : info->rx_attr->iov_limit;
+  st->iov_limit = iov < 1 ? 1 : iov > OFI_IOV_MAX ? OFI_IOV_MAX : iov;
   return PLAIT_SUCCESS;
 }
 
@@ -191,7 +196,7 @@ static plait_result_t exchange(start_ctx_t *c) {
   unsigned char mine[CARD_BYTES];
   memset(mine, 0, sizeof mine);
   size_t addrlen = ADDR_MAX;
-  FI_TRY(c, fi_getname(&st->ep->fid, mine + 28, &addrlen), "fi_getname");
+  FI_TRY(c, fi_getname(&st->ep->fid, mine + CARD_HEAD, &addrlen), "fi_getname");
   int64_t pid;
   uint64_t start, kernel;
   ofi_self_identity(&pid, &start, &kernel);
@@ -199,17 +204,21 @@ static plait_result_t exchange(start_ctx_t *c) {
   put_le(mine + 4, (uint64_t)pid, 8);
   put_le(mine + 12, start, 8);
   put_le(mine + 20, kernel, 8);
+  st->direct_cookie = ((uint64_t)pid << 32) ^ (uint64_t)(uintptr_t)st ^ start;
+  put_le(mine + 28, (uint64_t)(uintptr_t)&st->direct_cookie, 8); /* direct.c reads it */
+  put_le(mine + 36, st->direct_cookie, 8);
   size_t n = (size_t)st->nranks;
   unsigned char *all = malloc(n * CARD_BYTES);
+  uint64_t *cookies = calloc(2 * n, sizeof *cookies);
   st->addrs = calloc(n, sizeof *st->addrs);
   st->peers = calloc(n, sizeof *st->peers);
-  if (!all || !st->addrs || !st->peers) {
-    free(all);
+  if (!all || !cookies || !st->addrs || !st->peers) {
+    free(all), free(cookies);
     SETUP_FAIL(c, PLAIT_ERR_NO_MEMORY, "out of memory");
   }
   plait_result_t rc = b->allgather(b->ctx, mine, CARD_BYTES, all);
   if (rc) {
-    free(all);
+    free(all), free(cookies);
     SETUP_FAIL(c, rc, "exchanging endpoint names through the bootstrap failed (%s)",
                st->provider);
   }
@@ -220,16 +229,18 @@ static plait_result_t exchange(start_ctx_t *c) {
     st->peers[r].start_time = get_le(card + 12, 8);
     uint64_t k = get_le(card + 20, 8);
     st->peers[r].same_kernel = r != st->rank && k != 0 && k == kernel;
+    cookies[2 * r] = get_le(card + 28, 8);
+    cookies[2 * r + 1] = get_le(card + 36, 8);
     if (len == 0 || len > ADDR_MAX) {
-      free(all);
+      free(all), free(cookies);
       SETUP_FAIL(c, PLAIT_ERR_PROTOCOL, "rank %d sent an endpoint name of %zu bytes", r, len);
     }
-    int got = fi_av_insert(st->av, card + 28, 1, &st->addrs[r], 0, NULL);
+    int got = fi_av_insert(st->av, card + CARD_HEAD, 1, &st->addrs[r], 0, NULL);
     if (got != 1) {
       char name[ADDR_MAX * 2];
       size_t nl = sizeof name;
-      fi_av_straddr(st->av, card + 28, name, &nl);
-      free(all);
+      fi_av_straddr(st->av, card + CARD_HEAD, name, &nl);
+      free(all), free(cookies);
       SETUP_FAIL(c, PLAIT_ERR_TRANSPORT,
                  "fi_av_insert of rank %d's address %s failed: %s (provider %s; did every "
                  "rank pick the same provider?)",
@@ -239,17 +250,21 @@ static plait_result_t exchange(start_ctx_t *c) {
   if (st->log && st->log_level <= PLAIT_LOG_DEBUG) {
     char name[ADDR_MAX * 2];
     size_t nl = sizeof name;
-    fi_av_straddr(st->av, mine + 28, name, &nl);
+    fi_av_straddr(st->av, mine + CARD_HEAD, name, &nl);
     const struct fi_info *i = st->info;
     OFI_DEBUG(st,
               "rank %d of %d: provider %s, fabric %s, domain %s, address %s, mr_mode 0x%x "
-              "(%s), inject %zu bytes, %s data progress",
+              "(%s), inject %zu bytes, %zu pieces per message, %s data progress",
               st->rank, st->nranks, st->provider, i->fabric_attr->name, i->domain_attr->name,
               name, (unsigned)i->domain_attr->mr_mode,
               st->need_mr ? "registering" : "no registration", st->inject_size,
-              i->domain_attr->data_progress == FI_PROGRESS_MANUAL ? "manual" : "automatic");
+              st->iov_limit, i->domain_attr->data_progress == FI_PROGRESS_MANUAL ? "manual" : "automatic");
   }
   free(all);
+  rc = ofi_direct_decide(st, cookies, b);
+  free(cookies);
+  if (rc) SETUP_FAIL(c, rc, "agreeing through the bootstrap on direct reads of the peers' memory "
+                     "failed (%s)", st->provider);
   return PLAIT_SUCCESS;
 }
 
@@ -284,8 +299,9 @@ static plait_result_t start(start_ctx_t *c) {
   char unknown[512];
   if (ofi_tunables_unknown(unknown, sizeof unknown))
     OFI_WARN(st, "unknown variable(s) ignored: %s (the ofi plugin reads PLAIT_OFI_CHUNK, "
-             "PLAIT_OFI_WINDOW, PLAIT_OFI_MR and PLAIT_OFI_{ALLREDUCE,ALLGATHERV,"
-             "REDUCESCATTER}_RING_MIN, PLAIT_OFI_BROADCAST_CHAIN_MIN)", unknown);
+             "PLAIT_OFI_WINDOW, PLAIT_OFI_MR, PLAIT_OFI_{ALLREDUCE,ALLGATHERV,"
+             "REDUCESCATTER}_RING_MIN, PLAIT_OFI_BROADCAST_CHAIN_MIN, PLAIT_OFI_HUGE_PAGES_MIN, "
+             "PLAIT_OFI_SPANS_MIN and PLAIT_OFI_DIRECT)", unknown);
   if (st->nranks == 1) return PLAIT_SUCCESS; /* every collective is local */
   if (!a->bootstrap) SETUP_FAIL(c, PLAIT_ERR_INVALID_ARGUMENT, "init: args->bootstrap is NULL");
   if (a->bootstrap->size < PLAIT_BOOTSTRAP_SIZE_V1)

@@ -83,9 +83,14 @@ typedef struct ofi_state {
   uint64_t next_key;
   size_t inject_size;
   size_t max_msg;
+  size_t iov_limit;   /* pieces per message (tx and rx), at most OFI_IOV_MAX */
 
   ofi_mr_t *mrs; /* registrations of plugin-owned memory */
   ofi_huge_t huge; /* user buffers moved into huge pages (hugepages.h) */
+  uint64_t spans_in_place, spans_packed; /* allreduce_spans calls each way: tests, log */
+  uint64_t spans_direct;                 /* ... and by direct reads (direct.c) */
+  int direct;                            /* direct.c: 1 on, 0 or 2 off */
+  uint64_t direct_cookie;                /* read by the peers at init (direct.c) */
   ofi_scratch_t slots, work, tmp;
 
   /* Progress engine (progress.c). */

@@ -78,6 +78,8 @@ plait_result_t ofi_subset(ofi_state_t *parent, const int *ranks, int n, ofi_stat
   st->next_key = ((uint64_t)(call + 1) << 40) + 1; /* keys apart from the parent's */
   st->inject_size = parent->inject_size;
   st->max_msg = parent->max_msg;
+  st->iov_limit = parent->iov_limit;
+  st->direct = parent->direct; /* members of a set that could all read each other */
   st->comm = 1 + call % 15;
   st->parent = parent;
   if (n > 1 && ofi_rescue_start(st) != PLAIT_SUCCESS) { /* its own watchdog (rescue.h) */

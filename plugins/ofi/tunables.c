@@ -67,7 +67,9 @@ plait_result_t ofi_tunables_read(ofi_tunables_t *t, int nranks, char *err, size_
       (rc = size_var("PLAIT_OFI_REDUCESCATTER_RING_MIN", OFI_DEFAULT_REDUCESCATTER_RING_MIN, 0,
                      &t->reducescatter_ring_min, err, err_len)) ||
       (rc = size_var("PLAIT_OFI_HUGE_PAGES_MIN", OFI_DEFAULT_HUGE_PAGES_MIN, 0, &t->huge_min,
-                     err, err_len)))
+                     err, err_len)) ||
+      (rc = size_var("PLAIT_OFI_SPANS_MIN", OFI_DEFAULT_SPANS_MIN, 0, &t->spans_min, err,
+                     err_len)))
     return rc;
   const char *w = getenv("PLAIT_OFI_WINDOW");
   t->window = OFI_DEFAULT_WINDOW;
@@ -93,6 +95,15 @@ plait_result_t ofi_tunables_read(ofi_tunables_t *t, int nranks, char *err, size_
     return PLAIT_ERR_CONFIG;
   }
   t->mr_always = mr && strcmp(mr, "always") == 0;
+  const char *d = getenv("PLAIT_OFI_DIRECT");
+  if (d && strcmp(d, "auto") != 0 && strcmp(d, "off") != 0) {
+    snprintf(err, err_len,
+             "PLAIT_OFI_DIRECT='%s' is not valid: expected 'auto' (a fused allreduce over shm "
+             "reads the peers' memory directly where every rank can) or 'off'",
+             d);
+    return PLAIT_ERR_CONFIG;
+  }
+  t->direct = !d || strcmp(d, "auto") == 0;
   return PLAIT_SUCCESS;
 }
 
@@ -100,7 +111,8 @@ plait_result_t ofi_tunables_read(ofi_tunables_t *t, int nranks, char *err, size_
 static const char *const known[] = {
     "PLAIT_OFI_CHUNK", "PLAIT_OFI_WINDOW", "PLAIT_OFI_ALLREDUCE_RING_MIN",
     "PLAIT_OFI_ALLGATHERV_RING_MIN", "PLAIT_OFI_BROADCAST_CHAIN_MIN",
-    "PLAIT_OFI_REDUCESCATTER_RING_MIN", "PLAIT_OFI_MR", "PLAIT_OFI_HUGE_PAGES_MIN"};
+    "PLAIT_OFI_REDUCESCATTER_RING_MIN", "PLAIT_OFI_MR", "PLAIT_OFI_HUGE_PAGES_MIN",
+    "PLAIT_OFI_SPANS_MIN", "PLAIT_OFI_DIRECT"};
 
 int ofi_tunables_unknown(char *buf, size_t len) {
   int n = 0;
@@ -132,10 +144,10 @@ static uint64_t get64(const unsigned char *p) {
 }
 
 void ofi_tunables_encode(const ofi_tunables_t *t, unsigned char *out) {
-  const uint64_t v[8] = {t->chunk, t->window, t->allreduce_ring_min, t->allgatherv_ring_min,
-                         t->broadcast_chain_min, t->reducescatter_ring_min, t->mr_always,
-                         t->huge_min};
-  for (int i = 0; i < 8; i++) put64(out + 8 * i, v[i]);
+  const uint64_t v[10] = {t->chunk, t->window, t->allreduce_ring_min, t->allgatherv_ring_min,
+                          t->broadcast_chain_min, t->reducescatter_ring_min, t->mr_always,
+                          t->huge_min, t->spans_min, t->direct};
+  for (int i = 0; i < 10; i++) put64(out + 8 * i, v[i]);
 }
 
 void ofi_tunables_decode(ofi_tunables_t *t, const unsigned char *in) {
@@ -147,4 +159,6 @@ void ofi_tunables_decode(ofi_tunables_t *t, const unsigned char *in) {
   t->reducescatter_ring_min = get64(in + 40);
   t->mr_always = get64(in + 48);
   t->huge_min = get64(in + 56);
+  t->spans_min = get64(in + 64);
+  t->direct = get64(in + 72);
 }

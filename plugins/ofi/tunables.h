@@ -22,6 +22,7 @@
 #define OFI_DEFAULT_BROADCAST_CHAIN_MIN (1024 * 1024)
 #define OFI_DEFAULT_REDUCESCATTER_RING_MIN (64 * 1024)
 #define OFI_DEFAULT_HUGE_PAGES_MIN (4 * 1024 * 1024) /* hugepages.h */
+#define OFI_DEFAULT_SPANS_MIN (32 * 1024) /* allreduce.c: allreduce_spans */
 
 typedef struct ofi_tunables {
   uint64_t chunk;               /* PLAIT_OFI_CHUNK: pipeline chunk bytes */
@@ -32,6 +33,8 @@ typedef struct ofi_tunables {
   uint64_t reducescatter_ring_min; /* PLAIT_OFI_REDUCESCATTER_RING_MIN */
   uint64_t mr_always;           /* PLAIT_OFI_MR=always (1) or auto (0) */
   uint64_t huge_min;            /* PLAIT_OFI_HUGE_PAGES_MIN; 0: off */
+  uint64_t spans_min;           /* PLAIT_OFI_SPANS_MIN: mean span bytes for in place */
+  uint64_t direct;              /* PLAIT_OFI_DIRECT=auto (1) or off (0): direct.c */
 } ofi_tunables_t;
 
 /* Reads the variables (defaults for a job of nranks); on a bad value returns
@@ -45,7 +48,7 @@ plait_result_t ofi_tunables_read(ofi_tunables_t *t, int nranks, char *err, size_
 int ofi_tunables_unknown(char *buf, size_t len);
 
 /* Explicit little-endian encoding, for the bootstrap broadcast. */
-#define OFI_TUNABLES_WIRE 64
+#define OFI_TUNABLES_WIRE 80
 void ofi_tunables_encode(const ofi_tunables_t *t, unsigned char *out);
 void ofi_tunables_decode(ofi_tunables_t *t, const unsigned char *in);
 

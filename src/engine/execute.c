@@ -342,6 +342,63 @@ static plait_result_t run_piece(plait_exec_t *x, const plait_response_t *r, plai
   return PLAIT_SUCCESS;
 }
 
+static int cmp_range(const void *a, const void *b) {
+  const uintptr_t *x = a, *y = b;
+  return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* The members of a fused response as spans for the transport's
+ * allreduce_spans, reduced where they are: only when it has one, in host
+ * memory, without prescale, with every member this rank's own (a joined
+ * rank's identities come from the buffer), and no two of the memory ranges
+ * overlapping (a tensor given twice: the buffer's copies keep that
+ * defined). Returns the spans (free them) or NULL. */
+static plait_span_t *as_spans(const plait_exec_t *x, const plait_response_t *r,
+                              plait_entry_t **es, const plait_meta_t *m) {
+  if (!PLAIT_TRANSPORT_HAS(x->t, allreduce_spans) || !folds(x) || m->device >= 0 ||
+      (x->t->caps & PLAIT_CAP_DEVICE_MEMORY) || m->prescale != 1.0 || r->n < 2)
+    return NULL;
+  for (uint32_t i = 0; i < r->n; i++)
+    if (!es[i]) return NULL;
+  plait_span_t *spans = malloc(r->n * sizeof *spans);
+  uintptr_t *rg = malloc(4 * r->n * sizeof *rg);
+  size_t nr = 0, es_size = plait_dtype_size(m->dtype);
+  int ok = spans && rg;
+  for (uint32_t i = 0; ok && i < r->n; i++) {
+    size_t count = (size_t)plait_meta_elements(&es[i]->meta), bytes = count * es_size;
+    spans[i] = (plait_span_t){es[i]->output.data, es[i]->input.data, count};
+    if (!bytes) continue;
+    rg[2 * nr] = (uintptr_t)spans[i].src, rg[2 * nr + 1] = (uintptr_t)spans[i].src + bytes, nr++;
+    if (spans[i].dst != spans[i].src)
+      rg[2 * nr] = (uintptr_t)spans[i].dst, rg[2 * nr + 1] = (uintptr_t)spans[i].dst + bytes, nr++;
+  }
+  if (ok) qsort(rg, nr, 2 * sizeof *rg, cmp_range);
+  for (size_t i = 1; ok && i < nr; i++) ok = rg[2 * i] >= rg[2 * i - 1];
+  free(rg);
+  if (!ok) free(spans);
+  return ok ? spans : NULL;
+}
+
+/* A fused response reduced where its tensors are (as_spans): no copies in
+ * or out, the transport's passes only. */
+static plait_result_t allreduce_in_place(plait_exec_t *x, const plait_response_t *r,
+                                         plait_entry_t **es, const plait_meta_t *m,
+                                         const plait_span_t *spans) {
+  size_t data = 0, es_size = plait_dtype_size(m->dtype);
+  for (uint32_t i = 0; i < r->n; i++) data += spans[i].count * es_size;
+  double t0 = plait_now();
+  for (uint32_t i = 0; i < r->n; i++)
+    plait_tl_begin(x->tl, es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
+  plait_result_t rc = x->t->allreduce_spans(x->ts, spans, r->n, (plait_dtype_t)m->dtype,
+                                            wire_op(m), plait_exec_postscale(m, x->size));
+  for (uint32_t i = 0; i < r->n; i++)
+    plait_tl_end(x->tl, es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
+  if (rc) return transport_error(x, rc, "fused allreduce of", r->e[0].name);
+  add_times(x, 0, plait_now() - t0, 0, data, 1, (int)r->n,
+            x->threshold > data ? x->threshold : data);
+  return PLAIT_SUCCESS;
+}
+
 /* Several tensors (or a joined rank's identity): one response, reduced in
  * the fusion buffer. Over a transport with a piece size (x->piece) its
  * members go through the buffer a piece at a time, each piece copied in,
@@ -382,7 +439,11 @@ static plait_result_t run_allreduce(plait_exec_t *x, const plait_response_t *r, 
   for (uint32_t i = 0; i < r->n && !m; i++) m = es[i] ? &es[i]->meta : r->e[i].has_meta ? &r->e[i].meta : NULL;
   if (!m) return plait_error(PLAIT_ERR_PROTOCOL, "allreduce response without metadata");
   if (r->n == 1 && es[0]) return allreduce_single(x, es[0]);
-  return allreduce_fused(x, r, es, m);
+  plait_span_t *spans = as_spans(x, r, es, m);
+  if (!spans) return allreduce_fused(x, r, es, m);
+  plait_result_t rc = allreduce_in_place(x, r, es, m, spans);
+  free(spans);
+  return rc;
 }
 
 /* The local entries of r, in order; NULL where this rank has none (a joined

@@ -170,7 +170,8 @@ def test_fusion_autotune_settle_cap(tmp_path):
 
 def test_algorithm_column_follows_the_ofi_size_rules(tmp_path):
     """At 2 ranks the ofi plugin switches from recursive doubling to its ring
-    at PLAIT_OFI_ALLREDUCE_RING_MIN (1M by default at 2 ranks)."""
+    at PLAIT_OFI_ALLREDUCE_RING_MIN (1M by default at 2 ranks); direct reads
+    off (they replace the ring over shm where CMA works: tests/mp)."""
     plugin = os.path.join(BUILD, "lib", "libplait-transport-ofi.so")
     if not os.path.exists(plugin):
         pytest.skip("the ofi plugin is not built here (%s is missing: no libfabric at "
@@ -178,7 +179,7 @@ def test_algorithm_column_follows_the_ofi_size_rules(tmp_path):
     out = tmp_path / "a.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PLAIT_")}
     env.update(PLAIT_PLUGIN_PATH=os.path.join(BUILD, "lib"), PLAIT_TRANSPORT="ofi",
-               FI_PROVIDER="shm")
+               FI_PROVIDER="shm", PLAIT_OFI_DIRECT="off")
     p = subprocess.run([os.path.join(BUILD, "bin", "plaitrun"), "-np", "2",
                         os.path.join(BUILD, "bin", "plait-bench"), "allreduce", "--min", "4K",
                         "--max", "4M", "--factor", "1024", "--iters", "2", "--json", str(out)],

@@ -313,7 +313,7 @@ static int tm_allreduce_scaled(tm_ctx_t *c) {
       if (scaled_one(c, fl[i], ip ? PLAIT_OP_AVERAGE : PLAIT_OP_SUM,
                      BIG_BYTES / plait_dtype_size(fl[i]) + 7, 1.0 / 3, ip))
         return 1;
-  return 0;
+  return tm_allreduce_spans(c);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -569,6 +569,18 @@ static void *kill_soon(void *arg) {
   return NULL;
 }
 
+/* The allreduce of a lost-rank job: over the buffer, or (TM_KILLED_MID_SPANS,
+ * a plugin that has it) over the buffer cut into 256 spans. */
+static plait_result_t lost_allreduce(tm_ctx_t *c, tm_loss_t how, float *buf, size_t count) {
+  if (how != TM_KILLED_MID_SPANS || !PLAIT_TRANSPORT_HAS(c->t, allreduce_spans))
+    return c->t->allreduce(c->st, buf, count, PLAIT_FLOAT32, PLAIT_OP_SUM);
+  plait_span_t s[256];
+  size_t per = count / 256;
+  for (size_t i = 0; i < 256; i++)
+    s[i] = (plait_span_t){buf + i * per, buf + i * per, i == 255 ? count - 255 * per : per};
+  return c->t->allreduce_spans(c->st, s, 256, PLAIT_FLOAT32, PLAIT_OP_SUM, 1.0);
+}
+
 /* What the last rank does instead of its next allreduce. */
 static void lose_rank(tm_ctx_t *c, tm_loss_t how, float *buf, size_t count) {
   if (how == TM_KILLED_BETWEEN_OPS) raise(SIGKILL);
@@ -578,7 +590,7 @@ static void lose_rank(tm_ctx_t *c, tm_loss_t how, float *buf, size_t count) {
   }
   pthread_t killer;
   pthread_create(&killer, NULL, kill_soon, NULL);
-  for (;;) c->t->allreduce(c->st, buf, count, PLAIT_FLOAT32, PLAIT_OP_SUM);
+  for (;;) lost_allreduce(c, how, buf, count);
 }
 
 static int lost_rank(int rank, int nranks, void *arg) {
@@ -595,7 +607,7 @@ static int lost_rank(int rank, int nranks, void *arg) {
   plait_result_t rc = PLAIT_SUCCESS;
   for (int i = 0; i < 50 && rc == PLAIT_SUCCESS; i++) {
     double t0 = now_s();
-    rc = c.t->allreduce(c.st, buf, count, PLAIT_FLOAT32, PLAIT_OP_SUM);
+    rc = lost_allreduce(&c, how, buf, count);
     took = now_s() - t0;
   }
   const char *msg = c.t->last_error(c.st);
@@ -603,7 +615,7 @@ static int lost_rank(int rank, int nranks, void *arg) {
   REQUIRE(&c, rc == PLAIT_ERR_PEER_LOST, "expected PLAIT_ERR_PEER_LOST");
   REQUIRE(&c, took < 3 * TM_PEER_TIMEOUT_S, "took %.1f s for a timeout of %d s", took,
           TM_PEER_TIMEOUT_S);
-  rc = c.t->allreduce(c.st, buf, count, PLAIT_FLOAT32, PLAIT_OP_SUM);
+  rc = lost_allreduce(&c, how, buf, count);
   REQUIRE(&c, rc == PLAIT_ERR_PEER_LOST, "a broken context must keep failing, got %s",
           plait_result_name(rc));
   free(buf);

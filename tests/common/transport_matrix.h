@@ -35,6 +35,15 @@ int tm_alltoallv(tm_ctx_t *c);     /* unequal splits with zero blocks, 8 MiB */
 int tm_reducescatter(tm_ctx_t *c); /* every dtype x op, uneven counts, 8 MiB */
 int tm_barrier(tm_ctx_t *c);       /* 20 barriers */
 int tm_errors(tm_ctx_t *c);        /* argument errors, caps, memory functions */
+/* allreduce_spans (a plugin that has it) against allreduce_scaled of the
+ * packed data, bit for bit: span layouts x dtypes x ops x postscale, in and
+ * out of place (transport_spans.c); part of tm_allreduce */
+int tm_allreduce_spans(tm_ctx_t *c);
+/* One allreduce_spans over n spans of counts[] elements, checked so (layout
+ * names them in messages): every other span out of place (its src must
+ * stay as it was), the rest in place. 0 = passed. */
+int tm_spans_one(tm_ctx_t *c, plait_dtype_t d, plait_op_t op, double post, const size_t *counts,
+                 size_t n, const char *layout);
 int tm_everything(tm_ctx_t *c);    /* all of the above in one job */
 /* subset(): overlapping and disjoint subsets, a subset of a subset, traffic
  * on them interleaved with the job's, argument errors (transport_subsets.c) */
@@ -65,7 +74,12 @@ int tm_run(const char *transport, int nranks, tm_body_fn body, const char *const
            char *reason, size_t reason_len);
 
 /* How the last rank is lost in tm_run_lost_rank. */
-typedef enum { TM_KILLED_BETWEEN_OPS, TM_KILLED_MID_ALLREDUCE, TM_HUNG } tm_loss_t;
+typedef enum {
+  TM_KILLED_BETWEEN_OPS,
+  TM_KILLED_MID_ALLREDUCE,
+  TM_HUNG,
+  TM_KILLED_MID_SPANS /* as MID_ALLREDUCE, with allreduce_spans over 256 spans */
+} tm_loss_t;
 
 #define TM_PEER_TIMEOUT_S 5
 

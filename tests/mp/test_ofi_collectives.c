@@ -85,11 +85,14 @@ static int body_collectives(tm_ctx_t *c) {
 }
 
 /* The ring / chain for every size, in 4 KiB chunks with 2 in flight: empty
- * blocks (count < ranks), many chunks, the windows full. */
+ * blocks (count < ranks), many chunks, the windows full (direct reads off:
+ * over shm they would replace the allreduce ring). */
 #define LARGE_EVERYWHERE                                                       \
   ENV("PLAIT_OFI_ALLREDUCE_RING_MIN=0", "PLAIT_OFI_ALLGATHERV_RING_MIN=0",     \
       "PLAIT_OFI_BROADCAST_CHAIN_MIN=0", "PLAIT_OFI_REDUCESCATTER_RING_MIN=0", \
-      "PLAIT_OFI_CHUNK=4K", "PLAIT_OFI_WINDOW=2")
+      "PLAIT_OFI_CHUNK=4K", "PLAIT_OFI_WINDOW=2", "PLAIT_OFI_DIRECT=off")
+/* Direct reads for every allreduce size (shm): empty blocks, one element. */
+#define DIRECT_EVERYWHERE ENV("PLAIT_OFI_ALLREDUCE_RING_MIN=0")
 /* Recursive doubling, direct and binomial for every size, 8 MiB included. */
 #define SMALL_EVERYWHERE                                                       \
   ENV("PLAIT_OFI_ALLREDUCE_RING_MIN=1T", "PLAIT_OFI_ALLGATHERV_RING_MIN=1T",   \
@@ -100,6 +103,9 @@ Test(ofi, shm_large_algorithms_everywhere_3ranks, .timeout = 90) {
 }
 Test(ofi, tcp_large_algorithms_everywhere_4ranks, .timeout = 90) {
   run_env("tcp", 4, body_collectives, LARGE_EVERYWHERE);
+}
+Test(ofi, shm_direct_reads_everywhere_3ranks, .timeout = 90) {
+  run_env("shm", 3, body_collectives, DIRECT_EVERYWHERE);
 }
 Test(ofi, shm_small_algorithms_everywhere_3ranks, .timeout = 90) {
   run_env("shm", 3, body_collectives, SMALL_EVERYWHERE);
@@ -123,6 +129,101 @@ Test(ofi, shm_without_cma_large_ring_2ranks, .timeout = 90) {
 Test(ofi, shm_without_cma_3ranks, .timeout = 90) {
   run_env("shm", 3, body_collectives, ENV("FI_SHM_DISABLE_CMA=1"));
 }
+
+/* ------------------------------------------------------------------------ */
+/* allreduce_spans: which way the plugin takes                               */
+/* ------------------------------------------------------------------------ */
+
+#if __has_include(<rdma/fabric.h>)
+#include "state.h" /* the plugin's own: its counters of each way */
+
+/* Runs one allreduce_spans and checks which way the plugin went: 'd' direct
+ * reads, 'r' the ring in place, 'p' packed. */
+static int spans_way(tm_ctx_t *c, const size_t *counts, size_t n, char way, const char *layout) {
+  const ofi_state_t *st = c->st;
+  uint64_t d0 = st->spans_direct, r0 = st->spans_in_place, p0 = st->spans_packed;
+  if (tm_spans_one(c, PLAIT_FLOAT32, PLAIT_OP_SUM, 0.5, counts, n, layout)) return 1;
+  uint64_t d = st->spans_direct - d0, r = st->spans_in_place - r0, p = st->spans_packed - p0;
+  if (d != (way == 'd') || r != (way == 'r') || p != (way == 'p')) {
+    plait_test_say(c->rank, "%s: expected %s, got %llu direct, %llu in place and %llu packed",
+                   layout, way == 'd' ? "direct reads" : way == 'r' ? "the ring in place" : "packed",
+                   (unsigned long long)d, (unsigned long long)r, (unsigned long long)p);
+    return 1;
+  }
+  return 0;
+}
+
+static size_t g_grads[40], g_tiny[300], g_few[4] = {16384, 16384, 16384, 16384};
+static void layouts(void) {
+  for (size_t i = 0; i < 40; i++) g_grads[i] = 16384 + i;
+  for (size_t i = 0; i < 300; i++) g_tiny[i] = 1 + (i * 37) % 250;
+}
+
+/* Defaults over shm: 64 KiB gradients read directly, tiny ones too where
+ * the ring would run (3 ranks: from 64 KiB in all), and too little for a
+ * ring (2 ranks: under 1 MiB) packed. */
+static int body_spans_shm(tm_ctx_t *c) {
+  layouts();
+  return spans_way(c, g_grads, 40, 'd', "40 x 64 KiB") ||
+         spans_way(c, g_tiny, 300, c->nranks > 2 ? 'd' : 'p', "300 tiny") ||
+         spans_way(c, g_few, 4, c->nranks > 2 ? 'd' : 'p', "4 x 64 KiB");
+}
+/* Defaults over tcp (no direct reads): the ring in place, tiny ones packed. */
+static int body_spans_tcp(tm_ctx_t *c) {
+  layouts();
+  return spans_way(c, g_grads, 40, 'r', "40 x 64 KiB") ||
+         spans_way(c, g_tiny, 300, 'p', "300 tiny") ||
+         spans_way(c, g_few, 4, c->nranks > 2 ? 'r' : 'p', "4 x 64 KiB");
+}
+/* The ring forced over tiny spans, small chunks: most messages carry
+ * iov_limit pieces, blocks start and end inside spans. */
+static int body_spans_ring(tm_ctx_t *c) {
+  layouts();
+  return spans_way(c, g_tiny, 300, 'r', "300 tiny, the ring forced") || tm_allreduce_spans(c);
+}
+/* Direct reads forced for every size: the whole spans matrix (4 ranks: a
+ * block's owner folds two peers before its own turn comes). */
+static int body_spans_direct(tm_ctx_t *c) {
+  layouts();
+  return spans_way(c, g_tiny, 300, 'd', "300 tiny, direct forced") || tm_allreduce_spans(c);
+}
+/* Without direct reads (CMA disabled, registration on): never direct. */
+static int body_spans_ring_default(tm_ctx_t *c) {
+  layouts();
+  return spans_way(c, g_grads, 40, 'r', "40 x 64 KiB, no CMA");
+}
+static int body_spans_registered(tm_ctx_t *c) {
+  layouts();
+  return spans_way(c, g_grads, 40, 'p', "40 x 64 KiB, registering");
+}
+#define SPANS_RING                                                             \
+  ENV("PLAIT_OFI_DIRECT=off", "PLAIT_OFI_SPANS_MIN=0", "PLAIT_OFI_ALLREDUCE_RING_MIN=0",      \
+      "PLAIT_OFI_CHUNK=4K", "PLAIT_OFI_WINDOW=2")
+Test(ofi, shm_spans_default_ways_2ranks, .timeout = 60) { run_job("shm", 2, body_spans_shm); }
+Test(ofi, shm_spans_default_ways_3ranks, .timeout = 60) { run_job("shm", 3, body_spans_shm); }
+Test(ofi, tcp_spans_default_ways_3ranks, .timeout = 60) { run_job("tcp", 3, body_spans_tcp); }
+Test(ofi, shm_spans_ring_forced_3ranks, .timeout = 90) {
+  run_env("shm", 3, body_spans_ring, SPANS_RING);
+}
+Test(ofi, tcp_spans_ring_forced_2ranks, .timeout = 90) {
+  run_env("tcp", 2, body_spans_ring, SPANS_RING);
+}
+Test(ofi, shm_spans_direct_forced_2ranks, .timeout = 90) {
+  run_env("shm", 2, body_spans_direct, ENV("PLAIT_OFI_ALLREDUCE_RING_MIN=0"));
+}
+Test(ofi, shm_spans_direct_forced_4ranks, .timeout = 90) {
+  run_env("shm", 4, body_spans_direct, ENV("PLAIT_OFI_ALLREDUCE_RING_MIN=0"));
+}
+Test(ofi, shm_spans_without_cma_2ranks, .timeout = 60) {
+  run_env("shm", 2, body_spans_ring_default, ENV("FI_SHM_DISABLE_CMA=1"));
+}
+Test(ofi, shm_spans_direct_off_2ranks, .timeout = 60) {
+  run_env("shm", 2, body_spans_ring_default, ENV("PLAIT_OFI_DIRECT=off"));
+}
+Test(ofi, shm_spans_registration_always_2ranks, .timeout = 60) {
+  run_env("shm", 2, body_spans_registered, ENV("PLAIT_OFI_MR=always"));
+}
+#endif
 
 /* ------------------------------------------------------------------------ */
 /* Memory registration                                                       */
@@ -249,6 +350,9 @@ Test(ofi, shm_rank_killed_mid_allreduce_3ranks, .timeout = 60) {
 }
 Test(ofi, tcp_rank_killed_mid_allreduce_3ranks, .timeout = 60) {
   run_lost_rank("tcp", 3, TM_KILLED_MID_ALLREDUCE);
+}
+Test(ofi, shm_rank_killed_mid_spans_3ranks, .timeout = 60) {
+  run_lost_rank("shm", 3, TM_KILLED_MID_SPANS);
 }
 Test(ofi, shm_rank_hung_3ranks, .timeout = 60) { run_lost_rank("shm", 3, TM_HUNG); }
 Test(ofi, tcp_rank_hung_2ranks, .timeout = 60) { run_lost_rank("tcp", 2, TM_HUNG); }

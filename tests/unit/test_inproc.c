@@ -6,6 +6,7 @@
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -126,14 +127,23 @@ Test(inproc, mismatch_fails_on_every_rank_3ranks, .timeout = 60) {
 }
 
 /* An operation only rank 0 submitted fails with PLAIT_ERR_SHUTDOWN when the
- * ranks shut down; afterwards every call says plait is not initialized. */
+ * ranks shut down; afterwards every call says plait is not initialized. The
+ * others shut down only once rank 0 has submitted: a shutdown that reached
+ * rank 0 first failed the submission itself (seen under ctest -j2). */
+static atomic_int g_submitted;
 static int shutdown_body(int rank, int n, void *arg) {
   (void)n, (void)arg;
   float x[4] = {1, 2, 3, 4};
   plait_tensor_t t;
   plait_handle_t *h = NULL;
   RANK_OK(plait_tensor_1d(&t, x, 4, PLAIT_FLOAT32));
-  if (rank == 0) RANK_OK(plait_allreduce_async("lonely", &t, &t, PLAIT_OP_SUM, NULL, &h));
+  if (rank == 0) {
+    plait_result_t rc0 = plait_allreduce_async("lonely", &t, &t, PLAIT_OP_SUM, NULL, &h);
+    atomic_store(&g_submitted, 1); /* failed or not: the others must not wait forever */
+    RANK_CHECK(rc0 == PLAIT_SUCCESS, "plait_allreduce_async: %s: %s", plait_result_name(rc0),
+               plait_last_error());
+  }
+  while (!atomic_load(&g_submitted)) usleep(1000);
   RANK_OK(plait_shutdown());
   if (h) {
     plait_result_t rc = plait_wait(h, 30);
@@ -152,6 +162,7 @@ static int shutdown_body(int rank, int n, void *arg) {
 
 Test(inproc, shutdown_fails_pending_and_later_calls_3ranks, .timeout = 60) {
   REQUIRE_PLUGIN("gloo");
+  atomic_store(&g_submitted, 0);
   plait_test_engines_t job = {.nranks = 3};
   cr_assert_eq(plait_test_run_engines(&job, shutdown_body, NULL), 0, "a rank failed (above)");
 }
