@@ -197,128 +197,101 @@ static plait_result_t post_failed(ofi_state_t *st, const char *call, ssize_t rc,
                    job_rank(st, peer), len, fi_strerror((int)-rc), st->provider);
 }
 
-plait_result_t ofi_post_send(ofi_state_t *st, ofi_req_t *req, int peer, const void *buf,
-                             size_t len, void *desc, uint32_t id) {
-  if (st->broken) return st->broken;
+/* A request about to be posted: to or from peer, len bytes, tag id. */
+static void start_req(ofi_state_t *st, ofi_req_t *req, int peer, int is_send, size_t len,
+                      uint32_t id) {
   req->used = 1;
   req->peer = peer;
-  req->is_send = 1;
+  req->is_send = is_send;
   req->done = 0;
   req->posted = 0;
   req->len = len;
-  req->tag = make_tag(st, st->rank, id);
+  req->tag = make_tag(st, is_send ? st->rank : peer, id);
+}
+
+/* What a post returned (rc, from `call`): taken (the request outstanding,
+ * or done at once when injected), or -FI_EAGAIN (*again: the completion
+ * queue was read, post again), or a failure. */
+static plait_result_t taken(ofi_state_t *st, ofi_req_t *req, ssize_t rc, int inject,
+                            const char *call, int *again) {
+  *again = 0;
+  if (rc == 0) {
+    if (inject) push_done(st, req);
+    else link_req(st, req);
+    return PLAIT_SUCCESS;
+  }
+  if (rc != -FI_EAGAIN) return post_failed(st, call, rc, req->peer, req->len);
+  *again = 1;
+  int got;
+  OFI_CHECK(poll_cq(st, &got));
+  if (!got) OFI_CHECK(idle(st));
+  return PLAIT_SUCCESS;
+}
+
+plait_result_t ofi_post_send(ofi_state_t *st, ofi_req_t *req, int peer, const void *buf,
+                             size_t len, void *desc, uint32_t id) {
+  if (st->broken) return st->broken;
+  start_req(st, req, peer, 1, len, id);
   static const char zero = 0;
   if (buf == NULL) buf = &zero; /* empty messages still need an address */
-  for (;;) {
-    ssize_t rc;
-    int inject = st->inject_size > 0 && len <= st->inject_size;
-    if (inject)
-      rc = fi_tinject(st->ep, buf, len, st->addrs[peer], req->tag);
-    else
-      rc = fi_tsend(st->ep, buf, len, desc, st->addrs[peer], req->tag, &req->ctx);
-    if (rc == 0) {
-      if (inject) {
-        push_done(st, req);
-      } else {
-        link_req(st, req);
-      }
-      return PLAIT_SUCCESS;
-    }
-    if (rc != -FI_EAGAIN) return post_failed(st, inject ? "fi_tinject" : "fi_tsend", rc, peer, len);
-    int got;
-    OFI_CHECK(poll_cq(st, &got));
-    if (!got) OFI_CHECK(idle(st));
+  int inject = st->inject_size > 0 && len <= st->inject_size, again = 1;
+  while (again) {
+    ssize_t rc = inject ? fi_tinject(st->ep, buf, len, st->addrs[peer], req->tag)
+                        : fi_tsend(st->ep, buf, len, desc, st->addrs[peer], req->tag, &req->ctx);
+    OFI_CHECK(taken(st, req, rc, inject, inject ? "fi_tinject" : "fi_tsend", &again));
   }
+  return PLAIT_SUCCESS;
 }
 
 plait_result_t ofi_post_recv(ofi_state_t *st, ofi_req_t *req, int peer, void *buf, size_t len,
                              void *desc, uint32_t id) {
   if (st->broken) return st->broken;
-  req->used = 1;
-  req->peer = peer;
-  req->is_send = 0;
-  req->done = 0;
-  req->posted = 0;
-  req->len = len;
-  req->tag = make_tag(st, peer, id);
+  start_req(st, req, peer, 0, len, id);
   static char sink;
   if (buf == NULL) buf = &sink;
-  for (;;) {
+  int again = 1;
+  while (again) {
     ssize_t rc = fi_trecv(st->ep, buf, len, desc, FI_ADDR_UNSPEC, req->tag, 0, &req->ctx);
-    if (rc == 0) {
-      link_req(st, req);
-      return PLAIT_SUCCESS;
-    }
-    if (rc != -FI_EAGAIN) return post_failed(st, "fi_trecv", rc, peer, len);
-    int got;
-    OFI_CHECK(poll_cq(st, &got));
-    if (!got) OFI_CHECK(idle(st));
+    OFI_CHECK(taken(st, req, rc, 0, "fi_trecv", &again));
   }
+  return PLAIT_SUCCESS;
 }
 
 /* Several pieces as one message (fi_tsendmsg / fi_trecvmsg): only buffers
  * that need no registration (every desc NULL). One piece takes the plain
  * path above (and may be injected). */
-plait_result_t ofi_post_sendv(ofi_state_t *st, ofi_req_t *req, int peer, const struct iovec *iov,
-                              size_t n, uint32_t id) {
-  if (n <= 1)
+static plait_result_t post_pieces(ofi_state_t *st, ofi_req_t *req, int peer, int is_send,
+                                  const struct iovec *iov, size_t n, uint32_t id) {
+  if (n <= 1 && is_send)
     return ofi_post_send(st, req, peer, n ? iov[0].iov_base : NULL, n ? iov[0].iov_len : 0,
                          NULL, id);
-  if (st->broken) return st->broken;
-  size_t len = 0;
-  for (size_t i = 0; i < n; i++) len += iov[i].iov_len;
-  req->used = 1;
-  req->peer = peer;
-  req->is_send = 1;
-  req->done = 0;
-  req->posted = 0;
-  req->len = len;
-  req->tag = make_tag(st, st->rank, id);
-  void *desc[OFI_IOV_MAX] = {NULL};
-  struct fi_msg_tagged m = {.msg_iov = iov, .desc = desc, .iov_count = n,
-                            .addr = st->addrs[peer], .tag = req->tag, .context = &req->ctx};
-  for (;;) {
-    ssize_t rc = fi_tsendmsg(st->ep, &m, 0);
-    if (rc == 0) {
-      link_req(st, req);
-      return PLAIT_SUCCESS;
-    }
-    if (rc != -FI_EAGAIN) return post_failed(st, "fi_tsendmsg", rc, peer, len);
-    int got;
-    OFI_CHECK(poll_cq(st, &got));
-    if (!got) OFI_CHECK(idle(st));
-  }
-}
-
-plait_result_t ofi_post_recvv(ofi_state_t *st, ofi_req_t *req, int peer, const struct iovec *iov,
-                              size_t n, uint32_t id) {
   if (n <= 1)
     return ofi_post_recv(st, req, peer, n ? iov[0].iov_base : NULL, n ? iov[0].iov_len : 0,
                          NULL, id);
   if (st->broken) return st->broken;
   size_t len = 0;
   for (size_t i = 0; i < n; i++) len += iov[i].iov_len;
-  req->used = 1;
-  req->peer = peer;
-  req->is_send = 0;
-  req->done = 0;
-  req->posted = 0;
-  req->len = len;
-  req->tag = make_tag(st, peer, id);
+  start_req(st, req, peer, is_send, len, id);
   void *desc[OFI_IOV_MAX] = {NULL};
   struct fi_msg_tagged m = {.msg_iov = iov, .desc = desc, .iov_count = n,
-                            .addr = FI_ADDR_UNSPEC, .tag = req->tag, .context = &req->ctx};
-  for (;;) {
-    ssize_t rc = fi_trecvmsg(st->ep, &m, 0);
-    if (rc == 0) {
-      link_req(st, req);
-      return PLAIT_SUCCESS;
-    }
-    if (rc != -FI_EAGAIN) return post_failed(st, "fi_trecvmsg", rc, peer, len);
-    int got;
-    OFI_CHECK(poll_cq(st, &got));
-    if (!got) OFI_CHECK(idle(st));
+                            .addr = is_send ? st->addrs[peer] : FI_ADDR_UNSPEC,
+                            .tag = req->tag, .context = &req->ctx};
+  int again = 1;
+  while (again) {
+    ssize_t rc = is_send ? fi_tsendmsg(st->ep, &m, 0) : fi_trecvmsg(st->ep, &m, 0);
+    OFI_CHECK(taken(st, req, rc, 0, is_send ? "fi_tsendmsg" : "fi_trecvmsg", &again));
   }
+  return PLAIT_SUCCESS;
+}
+
+plait_result_t ofi_post_sendv(ofi_state_t *st, ofi_req_t *req, int peer, const struct iovec *iov,
+                              size_t n, uint32_t id) {
+  return post_pieces(st, req, peer, 1, iov, n, id);
+}
+
+plait_result_t ofi_post_recvv(ofi_state_t *st, ofi_req_t *req, int peer, const struct iovec *iov,
+                              size_t n, uint32_t id) {
+  return post_pieces(st, req, peer, 0, iov, n, id);
 }
 
 plait_result_t ofi_wait_any(ofi_state_t *st, ofi_req_t **out) {
