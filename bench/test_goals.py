@@ -58,10 +58,17 @@ def row(text, *cells):
 def test_latency_goal_pass_and_miss(tmp_path):
     c = write(tmp_path / "c.jsonl", [lat("ofi-shm", 2, 80e-6), lat("ofi-shm", 2, 90e-6),
                                      lat("ofi-shm", 2, 85e-6), lat("openmpi", 2, 20e-6),
-                                     lat("ofi-shm", 3, 1.1e-3), lat("gloo", 3, 1.2e-3)])
+                                     lat("ofi-shm", 3, 1.1e-3), lat("gloo", 3, 1.2e-3),
+                                     cmp("plait.torch-ofi-shm", "latency-4K", 2, 60e-6),
+                                     cmp("plait.torch-ofi-shm", "latency-4K", 3, 130e-6),
+                                     cmp("plait.torch-gloo", "latency-4K", 3, 900e-6)])
     out = run("--comparison", c)
     assert row(out, "| 2 | plait-ofi-shm |").endswith("| 85.0 us | 4.2x | < 100 us | **PASS** |")
     assert row(out, "| 3 | plait-ofi-shm |").endswith("| < 100 us | **MISS** |")
+    # the goal holds for plait.torch too, over ofi/shm only
+    assert row(out, "| 2 | plait.torch-ofi-shm |").endswith("| 60.0 us | 3.0x | < 100 us | **PASS** |")
+    assert row(out, "| 3 | plait.torch-ofi-shm |").endswith("| 130.0 us | - | < 100 us | **MISS** |")
+    assert row(out, "| 3 | plait.torch-gloo |").endswith("| - | - |")
     assert row(out, "| 3 | plait-gloo |").endswith("| - | - |")  # no goal over gloo
     assert "| 3 | openmpi | NOT MEASURED: openmpi: no result was recorded |" in out
 
@@ -75,6 +82,9 @@ def test_latency_not_measured_with_the_recorded_reason(tmp_path):
     assert row(out, "| 2 | plait-ofi-shm |").endswith(
         "| NOT MEASURED: plait-ofi-shm: transport ofi:shm cannot start here at 2 ranks: "
         "no provider | - | < 100 us | NOT MEASURED |")
+    assert row(out, "| 2 | plait.torch-ofi-shm |").endswith(
+        "| NOT MEASURED: plait.torch-ofi-shm: no result was recorded | - | < 100 us | "
+        "NOT MEASURED |")
 
 
 def test_step_goals(tmp_path):

@@ -9,13 +9,26 @@
 /* A yield that takes longer than this ran another thread for a slice of its
  * own: on this CPU polling loses to sleeping. */
 #define LATE_YIELD_S 200e-6
-/* How long polling stays off after a late yield. */
-#define OFF_S 1.0
+/* How long polling stays off after a late yield: OFF_MIN_S after a calm
+ * spell (no late yield for CALM times the last pause since it ended), twice
+ * the last pause otherwise, at most OFF_MAX_S. */
+#define OFF_MIN_S 0.01
+#define OFF_MAX_S 1.0
+#define CALM 4
 
 void plait_spin_init(plait_spin_t *s, int64_t spin_us) {
   s->spin_s = spin_us > 0 ? (double)spin_us * 1e-6 : 0;
   s->off_until = 0;
+  s->off_s = 0;
   s->held = 0;
+}
+
+void plait_spin_late(plait_spin_t *s, double now) {
+  int calm = s->off_s == 0 || now - s->off_until > CALM * s->off_s;
+  double off = calm ? OFF_MIN_S : 2 * s->off_s;
+  s->off_s = off > OFF_MAX_S ? OFF_MAX_S : off;
+  s->off_until = now + s->off_s;
+  s->held++;
 }
 
 int plait_spin_poll(plait_spin_t *s, plait_waitset_t *ws, struct pollfd *pfd, int n,
@@ -31,10 +44,10 @@ int plait_spin_poll(plait_spin_t *s, plait_waitset_t *ws, struct pollfd *pfd, in
     sched_yield();
     double after = plait_now();
     if (after - before > LATE_YIELD_S) {
-      s->off_until = after + OFF_S;
-      s->held++;
+      plait_spin_late(s, after);
       PLAIT_DEBUG("coordinator", "a yield came back after %.0f us (another thread held the "
-                  "CPU): sleeping instead of polling for %g s", (after - before) * 1e6, OFF_S);
+                  "CPU): sleeping instead of polling for %g ms", (after - before) * 1e6,
+                  s->off_s * 1e3);
       return plait_waitset_poll(ws, pfd, n, 0);
     }
   }

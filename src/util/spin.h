@@ -14,7 +14,13 @@
  * scheduler slice (another program, or more threads than CPUs); a thread
  * that polls is not woken early the way a sleeping one is, so it would have
  * waited out that slice (milliseconds) for an answer that had come. After
- * such a yield, polling stops for a second and the thread sleeps as usual.
+ * such a yield, polling stops for a while and the thread sleeps as usual:
+ * 10 ms after a lone late yield, twice as long after each late yield that
+ * follows the last pause within four times its length (up to a second),
+ * 10 ms again after a calm spell. A brief burst of other work (a large
+ * collective, another rank's turn on an oversubscribed host) thus costs a
+ * few milliseconds of sleeping, while a CPU-bound neighbour that turns every
+ * yield into a slice costs one slice a second, as a fixed second did.
  *
  * One thread per spin state. */
 #ifndef PLAIT_UTIL_SPIN_H
@@ -28,6 +34,7 @@
 typedef struct plait_spin {
   double spin_s;     /* PLAIT_SPIN_US in seconds; 0: never poll before sleeping */
   double off_until;  /* polling is off until this time (plait_now) */
+  double off_s;      /* the length of the last pause (0: none yet) */
   uint64_t held;     /* times a yield came back late and polling stopped */
 } plait_spin_t;
 
@@ -42,5 +49,9 @@ void plait_spin_init(plait_spin_t *s, int64_t spin_us);
  * as usual when it returns 0. */
 int plait_spin_poll(plait_spin_t *s, plait_waitset_t *ws, struct pollfd *pfd, int n,
                     double until);
+
+/* Records a yield that came back late at now (plait_now): polling pauses
+ * until s->off_until, for s->off_s, the length the rule above gives. */
+void plait_spin_late(plait_spin_t *s, double now);
 
 #endif

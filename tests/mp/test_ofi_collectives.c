@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "api/core.h"
 #include "transport_matrix.h"
@@ -222,6 +223,55 @@ Test(ofi, shm_spans_direct_off_2ranks, .timeout = 60) {
 }
 Test(ofi, shm_spans_registration_always_2ranks, .timeout = 60) {
   run_env("shm", 2, body_spans_registered, ENV("PLAIT_OFI_MR=always"));
+}
+
+/* A large tensor fused with others goes into huge pages as it would alone
+ * (hugepages.h: the second time its range comes), in place and out of
+ * place; a small one never. Read from the plugin's counters, so it holds
+ * whether or not this kernel collapses (collapsed + refused). */
+static int body_spans_huge_pages(tm_ctx_t *c) {
+  const size_t MiB = (size_t)1 << 20, big = 8 * MiB / 4, small = 16384;
+  float *mem[3], *tiny = malloc(small * sizeof *tiny);
+  for (int i = 0; i < 3; i++) {
+    mem[i] = mmap(NULL, 10 * MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem[i] == MAP_FAILED || !tiny) {
+      plait_test_say(c->rank, "out of memory for the test's buffers");
+      return 1;
+    }
+  }
+  const ofi_state_t *st = c->st;
+  /* one in place, one out of place (mem[1] into mem[2]), a small one */
+  plait_span_t spans[3] = {{mem[0], mem[0], big}, {mem[2], mem[1], big}, {tiny, tiny, small}};
+  const uint64_t expect[3] = {0, 3, 3}; /* ranges moved after each call: mem[0..2] */
+  uint64_t base = st->huge.collapsed + st->huge.refused;
+  int bad = 0;
+  for (int call = 0; call < 3 && !bad; call++) {
+    for (int i = 0; i < 3; i++)
+      tm_fill(PLAIT_FLOAT32, PLAIT_OP_SUM, c->rank, c->nranks, (void *)spans[i].src,
+              spans[i].count, 0);
+    plait_result_t rc =
+        c->t->allreduce_spans(c->st, spans, 3, PLAIT_FLOAT32, PLAIT_OP_SUM, 1.0);
+    for (int i = 0; i < 3 && !rc && !bad; i++) {
+      long wrong = tm_check(PLAIT_FLOAT32, PLAIT_OP_SUM, c->nranks, spans[i].dst, spans[i].count, 0);
+      if (wrong >= 0) {
+        plait_test_say(c->rank, "call %d: span %d wrong at element %ld", call + 1, i, wrong);
+        bad = 1;
+      }
+    }
+    uint64_t moved = st->huge.collapsed + st->huge.refused - base;
+    if (rc || moved != expect[call]) {
+      plait_test_say(c->rank, "call %d: %s; %llu ranges moved into huge pages, expected %llu",
+                     call + 1, rc ? c->t->last_error(c->st) : "ok", (unsigned long long)moved,
+                     (unsigned long long)expect[call]);
+      bad = 1;
+    }
+  }
+  for (int i = 0; i < 3; i++) munmap(mem[i], 10 * MiB);
+  free(tiny);
+  return bad;
+}
+Test(ofi, shm_spans_large_tensors_into_huge_pages_2ranks, .timeout = 60) {
+  run_job("shm", 2, body_spans_huge_pages);
 }
 #endif
 

@@ -2,7 +2,8 @@
  * util/spin: polling before sleeping (PLAIT_SPIN_US). What comes during the
  * window is seen without sleeping, nothing past the window is waited for,
  * 0 never polls, and a yield that another thread turns into a whole slice
- * stops polling for a while.
+ * stops polling for a while: 10 ms at first, doubling up to a second while
+ * late yields keep coming, 10 ms again after a calm spell.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -117,10 +118,41 @@ Test(spin, a_yield_another_thread_turns_into_a_slice_stops_polling) {
   atomic_store(&stop_hog, 1);
   pthread_join(t, NULL);
   cr_assert_eq(f.s.held, 1, "the hog held the CPU through a yield");
-  cr_assert_gt(f.s.off_until, plait_now() + 0.5, "polling is off for about a second");
+  cr_assert_float_eq(f.s.off_s, 0.01, 1e-12, "a first late yield pauses polling for 10 ms");
+  double late_at = f.s.off_until - f.s.off_s;
+  cr_assert(late_at >= t0 && late_at <= plait_now(), "the pause starts at the late yield");
   cr_assert_eq(write(f.p[1], "x", 1), 1);
+  /* however long joining the hog took on a loaded machine, look at a pause
+   * still running: while off, nothing is polled */
+  plait_spin_late(&f.s, plait_now());
   cr_assert_eq(spin(&f, plait_now() + 1), 0, "while off, nothing is polled: the caller sleeps");
   f.s.off_until = 0;
   cr_assert_eq(spin(&f, plait_now() + 1), 1, "on again afterwards");
   fx_close(&f);
+}
+
+Test(spin, late_yields_that_keep_coming_double_the_pause_up_to_a_second) {
+  plait_spin_t s;
+  plait_spin_init(&s, 100);
+  double now = 1000.0, expect = 0.01;
+  plait_spin_late(&s, now);
+  cr_assert_float_eq(s.off_s, 0.01, 1e-12);
+  cr_assert_float_eq(s.off_until, now + 0.01, 1e-12);
+  /* each late yield soon after the pause ended (within 4 times its length) */
+  for (int i = 0; i < 12; i++) {
+    now = s.off_until + 3.9 * s.off_s;
+    plait_spin_late(&s, now);
+    expect = expect * 2 > 1.0 ? 1.0 : expect * 2;
+    cr_assert_float_eq(s.off_s, expect, 1e-12, "late yield %d", i + 2);
+    cr_assert_float_eq(s.off_until, now + expect, 1e-12);
+  }
+  cr_assert_float_eq(s.off_s, 1.0, 1e-12, "a CPU-bound neighbour: one try a second");
+  cr_assert_eq(s.held, 13);
+  /* a calm spell (more than 4 times the pause without a late yield) */
+  now = s.off_until + 4.1;
+  plait_spin_late(&s, now);
+  cr_assert_float_eq(s.off_s, 0.01, 1e-12, "after a calm spell, 10 ms again");
+  now = s.off_until + 0.041;
+  plait_spin_late(&s, now);
+  cr_assert_float_eq(s.off_s, 0.01, 1e-12, "calm is measured against the last pause");
 }
