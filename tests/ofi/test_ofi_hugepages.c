@@ -146,18 +146,20 @@ Test(ofi_hugepages, memory_the_kernel_refuses_is_left_as_it_was) {
   free(st);
 }
 
-/* The table remembers the last 32 ranges: a 33rd evicts the oldest, which
- * then counts as new again. */
-Test(ofi_hugepages, the_table_keeps_the_last_32_ranges) {
+/* The table remembers the last OFI_HUGE_RANGES (64) ranges: one more
+ * evicts the oldest, which then counts as new again. */
+Test(ofi_hugepages, the_table_keeps_the_last_ranges) {
   ofi_state_t *st = shm_state();
   st->tun.huge_min = 1;
-  unsigned char *p = mmap(NULL, 70 * MiB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  const size_t span = (size_t)(OFI_HUGE_RANGES + 3) * 2 * MiB;
+  unsigned char *p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   cr_assert_neq(p, MAP_FAILED); /* never touched: only addresses are recorded */
   uintptr_t base = ((uintptr_t)p + 2 * MiB - 1) & ~(uintptr_t)(2 * MiB - 1);
   for (int i = 0; i < OFI_HUGE_RANGES; i++)
     cr_expect_eq(ofi_huge_use(st, (void *)(base + (size_t)i * 2 * MiB), 2 * MiB), OFI_HUGE_SEEN);
-  cr_expect_eq(ofi_huge_use(st, (void *)(base + 32 * 2 * MiB), 2 * MiB), OFI_HUGE_SEEN);
+  cr_expect_eq(ofi_huge_use(st, (void *)(base + (size_t)OFI_HUGE_RANGES * 2 * MiB), 2 * MiB),
+               OFI_HUGE_SEEN);
   cr_expect_eq(ofi_huge_use(st, (void *)base, 2 * MiB), OFI_HUGE_SEEN, "the oldest was kept");
-  munmap(p, 70 * MiB);
+  munmap(p, span);
   free(st);
 }
