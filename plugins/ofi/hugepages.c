@@ -21,10 +21,15 @@ static int uses_cma(const ofi_state_t *st) {
 /* The range [lo, hi) of 2 MiB-aligned memory, the second time it comes. */
 static ofi_huge_result_t use_range(ofi_state_t *st, uintptr_t lo, uintptr_t hi) {
   ofi_huge_t *h = &st->huge;
-  for (int i = 0; i < OFI_HUGE_RANGES; i++) {
-    if (h->r[i].lo != lo || h->r[i].hi != hi) continue;
-    if (h->r[i].collapsed) return OFI_HUGE_DONE;
-    h->r[i].collapsed = 1;
+  size_t set = (size_t)(lo / HUGE) % OFI_HUGE_SETS;
+  int oldest = 0;
+  h->clock++;
+  for (int w = 0; w < OFI_HUGE_WAYS; w++) {
+    if (h->r[set][w].used < h->r[set][oldest].used) oldest = w;
+    if (h->r[set][w].lo != lo || h->r[set][w].hi != hi) continue;
+    h->r[set][w].used = h->clock;
+    if (h->r[set][w].collapsed) return OFI_HUGE_DONE;
+    h->r[set][w].collapsed = 1;
     (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
     if (madvise((void *)lo, hi - lo, MADV_COLLAPSE) == 0) {
       h->collapsed++;
@@ -40,10 +45,10 @@ static ofi_huge_result_t use_range(ofi_state_t *st, uintptr_t lo, uintptr_t hi) 
     }
     return OFI_HUGE_REFUSED;
   }
-  h->r[h->next].lo = lo;
-  h->r[h->next].hi = hi;
-  h->r[h->next].collapsed = 0;
-  h->next = (h->next + 1) % OFI_HUGE_RANGES;
+  h->r[set][oldest].lo = lo;
+  h->r[set][oldest].hi = hi;
+  h->r[set][oldest].collapsed = 0;
+  h->r[set][oldest].used = h->clock;
   return OFI_HUGE_SEEN;
 }
 
