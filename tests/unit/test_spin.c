@@ -103,14 +103,20 @@ static void *hog(void *arg) {
   return NULL;
 }
 
-Test(spin, a_yield_another_thread_turns_into_a_slice_stops_polling) {
-  cpu_set_t cpu;
+/* Pins this thread to its CPU and starts a CPU-bound thread there. */
+static pthread_t start_hog(void) {
+  static cpu_set_t cpu; /* read by the hog as it starts */
   CPU_ZERO(&cpu);
   CPU_SET(sched_getcpu(), &cpu);
   cr_assert_eq(pthread_setaffinity_np(pthread_self(), sizeof cpu, &cpu), 0);
   atomic_store(&stop_hog, 0);
   pthread_t t;
-  pthread_create(&t, NULL, hog, &cpu); /* a CPU-bound thread on this CPU */
+  pthread_create(&t, NULL, hog, &cpu);
+  return t;
+}
+
+Test(spin, a_yield_another_thread_turns_into_a_slice_stops_polling) {
+  pthread_t t = start_hog();
   fx_t f;
   fx_open(&f, 1000000);
   double t0 = plait_now();
@@ -174,13 +180,7 @@ Test(spin, late_yields_right_after_a_long_collective_start_no_pause) {
 
   /* with a CPU-bound thread on this CPU: excused while the window lasts,
    * a pause once it is over */
-  cpu_set_t cpu;
-  CPU_ZERO(&cpu);
-  CPU_SET(sched_getcpu(), &cpu);
-  cr_assert_eq(pthread_setaffinity_np(pthread_self(), sizeof cpu, &cpu), 0);
-  atomic_store(&stop_hog, 0);
-  pthread_t t;
-  pthread_create(&t, NULL, hog, &cpu);
+  pthread_t t = start_hog();
   fx_t f;
   fx_open(&f, 1000000);
   double t0 = plait_now();
