@@ -8,6 +8,8 @@
  * collective directly, at every size; then it times a single-thread memcpy
  * of each size, the ceiling of any exchange on one machine. After all rounds
  * it prints, per size, the median over rounds of each configuration's time
+ * (in each round the median over samples of the slowest rank's time per
+ * call, as plait-bench reports the whole stack's)
  * and bus bandwidth, the algorithm the plugin says it runs, and the ratios
  * the issue asks for.
  *
@@ -70,10 +72,16 @@ typedef struct config {
 typedef enum { OP_ALLREDUCE, OP_BROADCAST, OP_ALLGATHERV, OP_REDUCESCATTER } op_t;
 static const char *op_names[] = {"allreduce", "broadcast", "allgatherv", "reducescatter"};
 
-/* Shared with the ranks (mapped before fork): rank 0's median seconds and
- * the algorithm its plugin names; the first failure of each configuration. */
+#define MAX_RANKS 64
+#define MAX_SAMPLES 8
+
+/* Shared with the ranks (mapped before fork): the median over samples of
+ * the slowest rank's seconds per call, the algorithm rank 0's plugin names,
+ * the first failure of each configuration; each rank's samples of the size
+ * being timed. */
 typedef struct results {
   double t[MAX_ROUNDS][MAX_CONFIGS][MAX_SIZES];
+  double sample[MAX_RANKS][MAX_SAMPLES];
   double memcpy_t[MAX_ROUNDS][MAX_SIZES];
   char algorithm[MAX_CONFIGS][MAX_SIZES][32];
   atomic_int failed[MAX_CONFIGS];
@@ -240,7 +248,7 @@ static int time_sizes(const plait_transport_t *t, void *st, int rank, int round,
     int per = (int)(((size_t)8 << 20) / bytes), samples = bytes >= ((size_t)64 << 20) ? 3 : 5;
     if (per < 1) per = 1;
     if (per > 400) per = 400;
-    double v[8];
+    double *v = res->sample[rank];
     if (run_op(t, st, buf, out, bytes, parts)) fails = 1; /* warm-up */
     for (int k = 0; k < samples && !fails; k++) {
       if (t->barrier(st)) fails = 1;
@@ -249,11 +257,22 @@ static int time_sizes(const plait_transport_t *t, void *st, int rank, int round,
         if (run_op(t, st, buf, out, bytes, parts)) fails = 1;
       v[k] = (now() - t0) / per;
     }
+    /* every rank's samples written: the slowest rank's counts, as in
+     * plait-bench (the whole stack, which ci/bench compares with this) */
+    if (!fails && t->barrier(st)) fails = 1;
     if (fails) fail_config(ci, rank, "%zu bytes: %s", bytes, t->last_error(st));
     else if (rank == 0) {
-      res->t[round][ci][s] = median(v, samples);
+      double worst[MAX_SAMPLES];
+      for (int k = 0; k < samples; k++) {
+        worst[k] = 0;
+        for (int r = 0; r < nranks; r++)
+          if (res->sample[r][k] > worst[k]) worst[k] = res->sample[r][k];
+      }
+      res->t[round][ci][s] = median(worst, samples);
       record_algorithm(t, st, ci, s);
     }
+    /* rank 0 has read them before anyone writes the next size's */
+    if (!fails && t->barrier(st)) fails = 1;
   }
   t->mem_free(st, buf);
   free(out);

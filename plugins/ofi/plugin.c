@@ -143,11 +143,9 @@ static plait_result_t entry_allreduce_spans(void *state, const plait_span_t *spa
     total += s->count * es;
   }
   ofi_begin(st, "allreduce");
-  /* a large tensor fused with others is read over CMA as when it runs alone */
-  for (size_t i = 0; i < n; i++) {
-    ofi_huge_use(st, spans[i].src, spans[i].count * es);
-    if (spans[i].dst != spans[i].src) ofi_huge_use(st, spans[i].dst, spans[i].count * es);
-  }
+  /* a large tensor fused with others is read over CMA as when it runs alone;
+   * small ones side by side, by the 2 MiB windows they fill (hugepages.h) */
+  ofi_huge_use_spans(st, spans, n, es);
   OFI_GUARDED(st, ofi_allreduce_spans(st, spans, n, dtype, op, postscale));
 }
 

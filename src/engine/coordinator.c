@@ -203,11 +203,13 @@ static plait_result_t run_list(plait_coord_t *c, const plait_response_list_t *l)
   plait_result_t rc = PLAIT_SUCCESS;
   if (l->n) plait_ls_before_run(&c->lists, &c->tune, &c->e->stats);
   plait_live_away(&c->live); /* transport calls and callbacks: heartbeats go on */
+  double t0 = plait_now();
   for (uint32_t i = 0; i < l->n && rc == PLAIT_SUCCESS; i++) {
     rc = plait_exec_run(&c->exec, &l->r[i]);
     if (rc) c->transport_failed = rc != PLAIT_ERR_PROTOCOL && rc != PLAIT_ERR_NO_MEMORY;
   }
   plait_live_back(&c->live);
+  if (l->n) plait_spin_ran(&c->spin, plait_now() - t0, plait_now());
   if (l->n && rc == PLAIT_SUCCESS) plait_ls_after_run(&c->lists, l, &c->e->stats, plait_now());
   return rc;
 }

@@ -181,6 +181,23 @@ int plait_table_set_lazy(plait_table_t *t, int lazy) {
 
 void plait_table_await(plait_table_t *t, int64_t k) {
   pthread_mutex_lock(&t->mu);
-  t->awaiting = t->head ? 0 : k;
+  /* Submitted since the drain (the first of them wrote the eventfd): they
+   * count against k when they are all global allreduces. */
+  int64_t queued = 0;
+  int other = 0;
+  for (plait_entry_t *e = t->head; e && !other; e = e->next)
+    if (e->meta.pset != 0 || e->meta.coll != PLAIT_COLL_ALLREDUCE) other = 1;
+    else queued++;
+  if (k <= 0 || other || queued >= k) {
+    t->awaiting = 0; /* their wake-up stands, or none is awaited */
+  } else {
+    t->awaiting = k - queued;
+    if (queued && t->woken && t->wake_fd >= 0) { /* not yet: taken back */
+      uint64_t v;
+      if (read(t->wake_fd, &v, sizeof v) < 0) { /* nothing pending */
+      }
+      t->woken = 0;
+    }
+  }
   pthread_mutex_unlock(&t->mu);
 }

@@ -73,8 +73,11 @@ int plait_table_set_lazy(plait_table_t *t, int lazy);
  * yet (announce.h): the next submissions of allreduces of the global
  * process set do not write the eventfd until k of them have come; any other
  * submission does. The coordinator wakes for the hold's end by itself.
- * Cleared by plait_table_clear_wake; k is not taken (0 stays) when entries
- * are already waiting, since they wrote the eventfd. k 0: off. */
+ * Cleared by plait_table_clear_wake. Global allreduces submitted since the
+ * last drain count as come: fewer than k, and the wake-up they wrote is
+ * taken back (while a framework submits a step's gradients, the coordinator
+ * would otherwise wake for every few of them, each time merging all it
+ * holds); k or more, or anything else waiting, and it stands. k 0: off. */
 void plait_table_await(plait_table_t *t, int64_t k);
 
 #endif

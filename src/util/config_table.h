@@ -39,7 +39,8 @@
     "microseconds the coordinator keeps polling, yielding the CPU, after it "  \
     "last did work, before it sleeps (an answer that comes meanwhile costs "   \
     "no wake-up); paused (10 ms, doubling up to 1 s while it recurs) after "   \
-    "another thread held the CPU meanwhile; 0: always sleep")                  \
+    "another thread held the CPU meanwhile (not right after a long "          \
+    "collective); 0: always sleep")                                            \
   X(thread_affinity, "PLAIT_THREAD_AFFINITY", TEXT, "", "",                    \
     "comma-separated CPU ids, one per local rank: each rank pins its "         \
     "coordinator thread to the id at its local rank (Horovod's "               \

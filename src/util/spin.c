@@ -15,12 +15,24 @@
 #define OFF_MIN_S 0.01
 #define OFF_MAX_S 1.0
 #define CALM 4
+/* A collective this long or longer excuses the late yields that follow it
+ * for as long again, at most EXCUSE_MAX_S. */
+#define LONG_RUN_S 2e-3
+#define EXCUSE_MAX_S 0.1
 
 void plait_spin_init(plait_spin_t *s, int64_t spin_us) {
   s->spin_s = spin_us > 0 ? (double)spin_us * 1e-6 : 0;
   s->off_until = 0;
   s->off_s = 0;
   s->held = 0;
+  s->excused_until = 0;
+  s->excused = 0;
+}
+
+void plait_spin_ran(plait_spin_t *s, double took_s, double now) {
+  if (took_s < LONG_RUN_S) return;
+  double until = now + (took_s < EXCUSE_MAX_S ? took_s : EXCUSE_MAX_S);
+  if (until > s->excused_until) s->excused_until = until;
 }
 
 void plait_spin_late(plait_spin_t *s, double now) {
@@ -43,6 +55,10 @@ int plait_spin_poll(plait_spin_t *s, plait_waitset_t *ws, struct pollfd *pfd, in
     if (before >= until) return 0;
     sched_yield();
     double after = plait_now();
+    if (after - before > LATE_YIELD_S && after < s->excused_until) {
+      s->excused++; /* another rank finishing a long collective: this poll ends */
+      return plait_waitset_poll(ws, pfd, n, 0);
+    }
     if (after - before > LATE_YIELD_S) {
       plait_spin_late(s, after);
       PLAIT_DEBUG("coordinator", "a yield came back after %.0f us (another thread held the "

@@ -273,6 +273,70 @@ static int body_spans_huge_pages(tm_ctx_t *c) {
 Test(ofi, shm_spans_large_tensors_into_huge_pages_2ranks, .timeout = 60) {
   run_job("shm", 2, body_spans_huge_pages);
 }
+
+/* Small tensors fused side by side (a step's 64 KiB gradients) go into huge
+ * pages by the 2 MiB windows they fill (hugepages.h): dense ones the second
+ * time they come; never sparse ones (a tensor every 512 KiB covers an eighth
+ * of its windows), nor a fused allreduce smaller than huge_min in all. */
+static int body_spans_small_huge_windows(tm_ctx_t *c) {
+  const size_t MiB = (size_t)1 << 20, HUGEW = 2 * MiB, piece = 64 * 1024;
+  const size_t len = 10 * MiB; /* 8 MiB of 2 MiB-aligned windows, with room to align */
+  char *raw = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) {
+    plait_test_say(c->rank, "out of memory for the test's buffers");
+    return 1;
+  }
+  char *base = (char *)(((uintptr_t)raw + HUGEW - 1) & ~(uintptr_t)(HUGEW - 1));
+  enum { DENSE = 128, SPARSE = 16, FEW = 16 };
+  plait_span_t dense[DENSE], sparse[SPARSE], few[FEW];
+  for (int i = 0; i < DENSE; i++) /* 4 windows, full */
+    dense[i] = (plait_span_t){base + i * piece, base + i * piece, piece / 4};
+  for (int i = 0; i < SPARSE; i++) /* 4 windows, an eighth each: 1 MiB in all */
+    sparse[i] = (plait_span_t){base + i * 8 * piece, base + i * 8 * piece, piece / 4};
+  for (int i = 0; i < FEW; i++) /* half a window, 1 MiB in all: below huge_min */
+    few[i] = (plait_span_t){base + i * piece, base + i * piece, piece / 4};
+  struct {
+    const char *what;
+    plait_span_t *spans;
+    size_t n;
+    uint64_t expect[3]; /* windows moved after each call */
+  } cases[] = {{"sparse", sparse, SPARSE, {0, 0, 0}},
+               {"too few", few, FEW, {0, 0, 0}},
+               {"dense", dense, DENSE, {0, 4, 4}}};
+  const ofi_state_t *st = c->st;
+  int bad = 0;
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0] && !bad; k++) {
+    uint64_t before = st->huge.collapsed + st->huge.refused;
+    for (int call = 0; call < 3 && !bad; call++) {
+      for (size_t i = 0; i < cases[k].n; i++)
+        tm_fill(PLAIT_FLOAT32, PLAIT_OP_SUM, c->rank, c->nranks, (void *)cases[k].spans[i].src,
+                cases[k].spans[i].count, 0);
+      plait_result_t rc = c->t->allreduce_spans(c->st, cases[k].spans, cases[k].n, PLAIT_FLOAT32,
+                                                PLAIT_OP_SUM, 1.0);
+      for (size_t i = 0; i < cases[k].n && !rc && !bad; i++) {
+        long wrong = tm_check(PLAIT_FLOAT32, PLAIT_OP_SUM, c->nranks, cases[k].spans[i].dst,
+                              cases[k].spans[i].count, 0);
+        if (wrong >= 0) {
+          plait_test_say(c->rank, "%s, call %d: span %zu wrong at element %ld", cases[k].what,
+                         call + 1, i, wrong);
+          bad = 1;
+        }
+      }
+      uint64_t moved = st->huge.collapsed + st->huge.refused - before;
+      if (rc || moved != cases[k].expect[call]) {
+        plait_test_say(c->rank, "%s, call %d: %s; %llu windows moved into huge pages, expected "
+                       "%llu", cases[k].what, call + 1, rc ? c->t->last_error(c->st) : "ok",
+                       (unsigned long long)moved, (unsigned long long)cases[k].expect[call]);
+        bad = 1;
+      }
+    }
+  }
+  munmap(raw, len);
+  return bad;
+}
+Test(ofi, shm_spans_small_tensors_into_huge_pages_by_window_2ranks, .timeout = 60) {
+  run_job("shm", 2, body_spans_small_huge_windows);
+}
 #endif
 
 /* ------------------------------------------------------------------------ */

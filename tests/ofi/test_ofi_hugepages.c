@@ -146,18 +146,32 @@ Test(ofi_hugepages, memory_the_kernel_refuses_is_left_as_it_was) {
   free(st);
 }
 
-/* The table remembers the last 32 ranges: a 33rd evicts the oldest, which
- * then counts as new again. */
-Test(ofi_hugepages, the_table_keeps_the_last_32_ranges) {
+/* The table holds a large model's step whole: 600 ranges seen once are all
+ * there the second time. Within a set (ranges OFI_HUGE_SETS windows apart)
+ * the least recently used goes first. */
+Test(ofi_hugepages, the_table_holds_a_step_of_ranges_and_drops_the_least_recent_of_a_set) {
   ofi_state_t *st = shm_state();
   st->tun.huge_min = 1;
-  unsigned char *p = mmap(NULL, 70 * MiB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  const size_t n = 600, stride = (size_t)OFI_HUGE_SETS * 2 * MiB;
+  const size_t span = (n + 2) * 2 * MiB > (OFI_HUGE_WAYS + 2) * stride
+                          ? (n + 2) * 2 * MiB : (OFI_HUGE_WAYS + 2) * stride;
+  unsigned char *p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   cr_assert_neq(p, MAP_FAILED); /* never touched: only addresses are recorded */
   uintptr_t base = ((uintptr_t)p + 2 * MiB - 1) & ~(uintptr_t)(2 * MiB - 1);
-  for (int i = 0; i < OFI_HUGE_RANGES; i++)
-    cr_expect_eq(ofi_huge_use(st, (void *)(base + (size_t)i * 2 * MiB), 2 * MiB), OFI_HUGE_SEEN);
-  cr_expect_eq(ofi_huge_use(st, (void *)(base + 32 * 2 * MiB), 2 * MiB), OFI_HUGE_SEEN);
-  cr_expect_eq(ofi_huge_use(st, (void *)base, 2 * MiB), OFI_HUGE_SEEN, "the oldest was kept");
-  munmap(p, 70 * MiB);
+  for (size_t i = 0; i < n; i++)
+    cr_expect_eq(ofi_huge_use(st, (void *)(base + i * 2 * MiB), 2 * MiB), OFI_HUGE_SEEN);
+  int again = 0;
+  for (size_t i = 0; i < n; i++) /* PROT_NONE: the collapse is refused, but it was tried */
+    again += ofi_huge_use(st, (void *)(base + i * 2 * MiB), 2 * MiB) == OFI_HUGE_REFUSED;
+  cr_expect_eq(again, (int)n, "%d of %zu ranges were still known the second time", again, n);
+  free(st);
+  st = shm_state();
+  st->tun.huge_min = 1;
+  for (int w = 0; w <= OFI_HUGE_WAYS; w++) /* one set: the first is dropped by the fifth */
+    cr_expect_eq(ofi_huge_use(st, (void *)(base + (size_t)w * stride), 2 * MiB), OFI_HUGE_SEEN);
+  cr_expect_eq(ofi_huge_use(st, (void *)(base + (size_t)OFI_HUGE_WAYS * stride), 2 * MiB),
+               OFI_HUGE_REFUSED, "the newest is known");
+  cr_expect_eq(ofi_huge_use(st, (void *)base, 2 * MiB), OFI_HUGE_SEEN, "the least recent was dropped");
+  munmap(p, span);
   free(st);
 }

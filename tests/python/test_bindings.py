@@ -101,7 +101,7 @@ def test_calls_made_with_the_gil_held_match_their_declarations():
     header's declaration takes, argument for argument: a pointer where it
     has a pointer, the same scalar types elsewhere."""
     twins = {"plait_allreduce_async": _core.allreduce_async_gil,
-             "plait_release": _core.release_gil}
+             "plait_release": _core.release_gil, "plait_wait": _core.wait_gil}
     for name, fast in twins.items():
         fn = getattr(_core.lib, name)
         assert fast.restype is fn.restype, name

@@ -103,14 +103,20 @@ static void *hog(void *arg) {
   return NULL;
 }
 
-Test(spin, a_yield_another_thread_turns_into_a_slice_stops_polling) {
-  cpu_set_t cpu;
+/* Pins this thread to its CPU and starts a CPU-bound thread there. */
+static pthread_t start_hog(void) {
+  static cpu_set_t cpu; /* read by the hog as it starts */
   CPU_ZERO(&cpu);
   CPU_SET(sched_getcpu(), &cpu);
   cr_assert_eq(pthread_setaffinity_np(pthread_self(), sizeof cpu, &cpu), 0);
   atomic_store(&stop_hog, 0);
   pthread_t t;
-  pthread_create(&t, NULL, hog, &cpu); /* a CPU-bound thread on this CPU */
+  pthread_create(&t, NULL, hog, &cpu);
+  return t;
+}
+
+Test(spin, a_yield_another_thread_turns_into_a_slice_stops_polling) {
+  pthread_t t = start_hog();
   fx_t f;
   fx_open(&f, 1000000);
   double t0 = plait_now();
@@ -155,4 +161,40 @@ Test(spin, late_yields_that_keep_coming_double_the_pause_up_to_a_second) {
   now = s.off_until + 0.041;
   plait_spin_late(&s, now);
   cr_assert_float_eq(s.off_s, 0.01, 1e-12, "calm is measured against the last pause");
+}
+
+/* Right after a long collective (2 ms or more), for as long again (at most
+ * 0.1 s), a late yield ends the poll but starts no pause: another rank was
+ * finishing its part on this CPU. Short collectives excuse nothing. */
+Test(spin, late_yields_right_after_a_long_collective_start_no_pause) {
+  plait_spin_t s;
+  plait_spin_init(&s, 100);
+  plait_spin_ran(&s, 0.001, 1000.0);
+  cr_assert_eq(s.excused_until, 0, "a 1 ms collective excuses nothing");
+  plait_spin_ran(&s, 0.025, 1000.0);
+  cr_assert_float_eq(s.excused_until, 1000.025, 1e-9, "25 ms: excused for 25 ms");
+  plait_spin_ran(&s, 5.0, 1000.0);
+  cr_assert_float_eq(s.excused_until, 1000.1, 1e-9, "at most 0.1 s");
+  plait_spin_ran(&s, 0.003, 1000.0);
+  cr_assert_float_eq(s.excused_until, 1000.1, 1e-9, "a shorter one never shortens it");
+
+  /* with a CPU-bound thread on this CPU: excused while the window lasts,
+   * a pause once it is over */
+  pthread_t t = start_hog();
+  fx_t f;
+  fx_open(&f, 1000000);
+  double t0 = plait_now();
+  plait_spin_ran(&f.s, 0.1, t0 + 3600); /* excused for the test's whole length */
+  f.s.excused_until = t0 + 3600;
+  while (f.s.excused == 0 && plait_now() - t0 < 30) cr_assert_eq(spin(&f, plait_now() + 0.5), 0);
+  cr_assert_eq(f.s.excused, 1, "the hog held the CPU through a yield");
+  cr_assert_eq(f.s.held, 0, "excused: no pause");
+  cr_assert_eq(f.s.off_until, 0);
+  f.s.excused_until = 0; /* the window is over */
+  t0 = plait_now();
+  while (f.s.held == 0 && plait_now() - t0 < 30) cr_assert_eq(spin(&f, plait_now() + 0.5), 0);
+  atomic_store(&stop_hog, 1);
+  pthread_join(t, NULL);
+  cr_assert_eq(f.s.held, 1, "afterwards a late yield pauses polling");
+  fx_close(&f);
 }

@@ -211,8 +211,38 @@ Test(table, an_awaiting_coordinator_is_woken_when_the_companions_have_come) {
   cr_assert(readable(T.wake_fd), "the third wakes it");
   plait_table_clear_wake(&T);
   cr_assert_eq(T.awaiting, 0, "clearing the wake-up ends the wait");
+  free_list(plait_table_drain(&T));
+  /* submitted between a drain and the await: they count as come, and the
+   * wake-up the first of them wrote is taken back until the rest come */
+  plait_table_clear_wake(&T);
+  plait_entry_t *early[3] = {entry("h", PLAIT_COLL_ALLREDUCE), entry("i", PLAIT_COLL_ALLREDUCE),
+                             entry("j", PLAIT_COLL_ALLREDUCE)};
+  cr_assert_eq(plait_table_submit(&T, early, 1), PLAIT_SUCCESS);
+  cr_assert_eq(plait_table_submit(&T, early + 1, 1), PLAIT_SUCCESS);
+  cr_assert(readable(T.wake_fd), "nothing awaited yet: the first wrote");
+  plait_table_await(&T, 3);
+  cr_assert_eq(T.awaiting, 1, "two of the three came before the await");
+  cr_assert_not(readable(T.wake_fd), "their wake-up is taken back");
+  cr_assert_eq(plait_table_submit(&T, early + 2, 1), PLAIT_SUCCESS);
+  cr_assert(readable(T.wake_fd), "the third wakes it");
+  plait_table_clear_wake(&T);
+  plait_entry_t *l = plait_table_drain(&T);
+  cr_assert(l == early[0] && l->next == early[1] && l->next->next == early[2], "all three wait");
+  free_list(l);
+  plait_entry_t *m = entry("m", PLAIT_COLL_ALLREDUCE);
+  cr_assert_eq(plait_table_submit(&T, &m, 1), PLAIT_SUCCESS);
+  cr_assert(readable(T.wake_fd));
+  plait_table_await(&T, 1);
+  cr_assert_eq(T.awaiting, 0, "as many waiting as awaited: nothing is awaited");
+  cr_assert(readable(T.wake_fd), "and their wake-up stands");
+  free_list(plait_table_drain(&T));
+  plait_table_clear_wake(&T);
+  plait_entry_t *b = entry("k", PLAIT_COLL_BROADCAST);
+  cr_assert_eq(plait_table_submit(&T, &b, 1), PLAIT_SUCCESS);
   plait_table_await(&T, 5);
-  cr_assert_eq(T.awaiting, 0, "entries are waiting (they woke it): nothing is awaited");
+  cr_assert_eq(T.awaiting, 0, "a broadcast waiting: nothing is awaited");
+  cr_assert(readable(T.wake_fd), "and its wake-up stands");
+  plait_table_clear_wake(&T);
   free_list(plait_table_drain(&T));
   /* anything but a global allreduce wakes at once */
   plait_entry_t *other[3] = {entry("d", PLAIT_COLL_BROADCAST), entry(NULL, PLAIT_COLL_BARRIER),

@@ -8,8 +8,8 @@ by compiling a program that prints them.
 
 ctypes.CDLL releases the GIL around every foreign call, so a rank blocked in
 plait_wait or plait_init does not stop the program's other Python threads;
-two calls that never block also have twins that keep it (allreduce_async_gil,
-release_gil: see there).
+three calls that never block also have twins that keep it (allreduce_async_gil,
+release_gil, and wait_gil for a wait of timeout 0: see there).
 """
 
 import builtins
@@ -202,13 +202,14 @@ for _name, (_res, _args) in _FUNCTIONS.items():
     _fn.restype = _res
     _fn.argtypes = _args
 
-# Two calls that never block, made with the GIL held (ctypes.PyDLL): they
+# Calls that never block, made with the GIL held (ctypes.PyDLL): they
 # take only short internal locks, and no thread of the library ever waits for
 # Python. CDLL's release and re-take of the GIL, and the conversion of
 # pointer-typed arguments (addresses are passed as ints here), cost about
 # 0.6-0.7 us of the ~3 us a ctypes submission took (measured at 1 rank, 200
 # in-place allreduces a step): plait.torch's path for the
-# DistributedOptimizer's allreduce_async_ and Handle.release use them.
+# DistributedOptimizer's allreduce_async_, synchronize and Handle.release
+# use them.
 # test_bindings.py checks they take the same arguments as their CDLL twins.
 _gil_lib = ctypes.PyDLL(library_path, mode=ctypes.RTLD_GLOBAL)
 allreduce_async_gil = _gil_lib.plait_allreduce_async
@@ -217,6 +218,12 @@ allreduce_async_gil.argtypes = [_S, _P, _P, ctypes.c_int, _P, _P]
 release_gil = _gil_lib.plait_release
 release_gil.restype = _R
 release_gil.argtypes = [_P]
+# plait_wait with timeout 0 only: it then never blocks (it answers
+# PLAIT_ERR_TIMEOUT while the operation runs); synchronize() tries it first,
+# since after a burst's first wait the others have finished.
+wait_gil = _gil_lib.plait_wait
+wait_gil.restype = _R
+wait_gil.argtypes = [_P, ctypes.c_double]
 
 if lib.plait_abi_version() != ABI_VERSION:
     raise ImportError(

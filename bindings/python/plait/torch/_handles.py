@@ -1,8 +1,11 @@
 """Operations in flight: Horovod-style integer handles for plait handles,
 poll() and synchronize(), and the automatic names of unnamed operations."""
 
+import ctypes
 import itertools
 import threading
+
+from plait import _core
 
 
 class _Pending:
@@ -28,36 +31,75 @@ _name_counters = {}
 
 
 def _register(pending):
-    with _handles_lock:
-        hid = next(_handle_ids)
-        _handles[hid] = pending
+    hid = next(_handle_ids)  # one step each under the GIL: no lock needed
+    _handles[hid] = pending
     return hid
 
 
+# The fast path's record of an operation in flight (mpi_ops.allreduce_async_
+# for the DistributedOptimizer): a tuple (core handle address, the tensor,
+# the operation's name) rather than a _Pending and a _core.Handle: one
+# object per operation, and synchronize() makes two foreign calls for it
+# rather than six Python calls and three foreign ones. The general paths see
+# it as a _Pending (_pending).
+
+
+def _pending(p):
+    """p as a _Pending (a fast path tuple becomes one)."""
+    if type(p) is tuple:
+        return _Pending(_core.Handle(*p), _kept)
+    return p
+
+
 def _take(handle):
-    with _handles_lock:
-        pending = _handles.pop(handle, None)
+    pending = _handles.pop(handle, None)
     if pending is None:
         raise ValueError("plait.torch: %r is not a handle in flight (already "
                          "synchronized, or never returned by an *_async call)" % (handle,))
-    return pending
+    return _pending(pending)
 
 
 def poll(handle):
     """True when the operation behind handle has finished; synchronize() then
     returns without waiting."""
-    with _handles_lock:
-        pending = _handles.get(handle)
+    pending = _handles.get(handle)
     if pending is None:
         raise ValueError("plait.torch: %r is not a handle in flight" % (handle,))
+    if type(pending) is tuple:
+        return _poll_ptr(pending[0])
     return pending.handle.poll()
+
+
+def _poll_ptr(ptr):
+    done = ctypes.c_int(0)
+    _core.check(_core.lib.plait_poll(ptr, ctypes.byref(done)))
+    return bool(done.value)
+
+
+_wait_gil = _core.wait_gil
+_wait = _core.lib.plait_wait
+_release_gil = _core.release_gil
+_TIMEOUT = _core.RESULTS["PLAIT_ERR_TIMEOUT"]
 
 
 def synchronize(handle):
     """Waits for the operation (the GIL is released meanwhile) and returns its
     output; raises PlaitError (e.g. PeerLostError, MismatchError) with the
     library's message when it failed."""
-    pending = _take(handle)
+    pending = _handles.pop(handle, None)
+    if type(pending) is tuple:
+        ptr = pending[0]
+        # Finished already (all but the first of a burst): no GIL round trip.
+        rc = _wait_gil(ptr, 0.0)
+        if rc == _TIMEOUT:
+            rc = _wait(ptr, -1.0)
+        if rc == 0:
+            _release_gil(ptr)
+            return pending[1]
+        pending = _pending(pending)  # failed: the general path raises its error
+    elif pending is None:
+        raise ValueError("plait.torch: %r is not a handle in flight (already "
+                         "synchronized, or never returned by an *_async call)" % (handle,))
     try:
         pending.handle.wait()
         return pending.finish(pending.handle)
@@ -69,7 +111,7 @@ def _then(hid, fn):
     """Makes synchronize(hid) return fn(result) instead of the result (the
     CUDA tensors staged through host memory go back to their device)."""
     with _handles_lock:
-        pending = _handles[hid]
+        pending = _handles[hid] = _pending(_handles[hid])
     inner = pending.finish
 
     def finish(h):
@@ -93,4 +135,8 @@ def _auto_name(kind, name):
 def clear():
     """Forgets every handle (at shutdown: plait finishes the operations)."""
     with _handles_lock:
+        pending = list(_handles.values())
         _handles.clear()
+    for p in pending:  # a fast path tuple's core handle is released (or orphaned)
+        if type(p) is tuple:
+            _core.Handle(*p).release()

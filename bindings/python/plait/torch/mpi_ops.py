@@ -33,7 +33,9 @@ from plait.torch._groups import (
 )
 from plait.torch import _cuda
 from plait.torch._alltoall import alltoall, alltoall_async  # noqa: F401 (its own module)
-from plait.torch._handles import _Pending, _kept, _register, _then, synchronize
+from plait.torch._handles import (
+    _Pending, _handle_ids, _handles, _kept, _register, _then, synchronize,
+)
 from plait.torch._tensors import (
     _COMPLEX, _REDUCIBLE, ScalarAllgatherError, _check_rows, _check_tensor, _describe,
     _described, _op_options,
@@ -141,7 +143,9 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
             rc = _allreduce_c(full.encode(), a, a, cop, None, _addressof(h))
             if rc:
                 raise _core.error(rc)
-            return _register(_Pending(_core.Handle(h.value, tensor, full), _kept))
+            hid = next(_handle_ids)  # _handles._register, inlined
+            _handles[hid] = (h.value, tensor, full)  # the fast record (_handles.py)
+            return hid
     ps = _check_process_set(process_set, "allreduce_async_")
     op = _resolve_op(op, average, "allreduce_async_")
     return _allreduce_async(tensor, tensor, name, op, prescale_factor, postscale_factor,
