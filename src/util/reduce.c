@@ -54,9 +54,13 @@
  * clone (512-bit vectors, unrolled) was slower than AVX2 there (2.00 ms).
  * Every clone computes the same IEEE operation element by element, so the
  * results are the same bit for bit on every CPU; reduce.c is built with
- * -ffp-contract=off, so no multiply and add are ever fused into one. */
+ * -ffp-contract=off, so no multiply and add are ever fused into one.
+ * Sanitizer builds have no clones: the clones' resolver runs while the
+ * program is relocated, before the sanitizer's runtime is set up, and
+ * ThreadSanitizer's instrumentation of it crashed there. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__) && \
-    !defined(PLAIT_NO_KERNEL_CLONES)
+    !defined(PLAIT_NO_KERNEL_CLONES) && !defined(__SANITIZE_THREAD__) &&                 \
+    !defined(__SANITIZE_ADDRESS__)
 #define PLAIT_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define PLAIT_CLONES
