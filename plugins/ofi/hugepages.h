@@ -18,8 +18,8 @@
  * large model must fit in it whole, or each range is forgotten before it
  * comes again and none is ever collapsed. BERT-base fused up to 64 MiB is
  * 24 ranges and about 55 windows a step; the 64-range ring this replaced
- * (2026-12-03) kept it in 4 KiB pages, 119-120 ms a step at 2 ranks against
- * 90-91 ms in huge pages.
+ * (2026-12-03) kept it in 4 KiB pages, 119-120 ms a step at 2 ranks in a
+ * fresh launch against 92-93 ms in huge pages.
  *
  * A fused allreduce (allreduce_spans) of at least huge_min bytes in all
  * whose tensors are smaller (a step's 64 KiB gradients, side by side in

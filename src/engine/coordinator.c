@@ -209,8 +209,9 @@ static plait_result_t run_list(plait_coord_t *c, const plait_response_list_t *l)
     if (rc) c->transport_failed = rc != PLAIT_ERR_PROTOCOL && rc != PLAIT_ERR_NO_MEMORY;
   }
   plait_live_back(&c->live);
-  if (l->n) plait_spin_ran(&c->spin, plait_now() - t0, plait_now());
-  if (l->n && rc == PLAIT_SUCCESS) plait_ls_after_run(&c->lists, l, &c->e->stats, plait_now());
+  double t1 = plait_now();
+  if (l->n) plait_spin_ran(&c->spin, t1 - t0, t1);
+  if (l->n && rc == PLAIT_SUCCESS) plait_ls_after_run(&c->lists, l, &c->e->stats, t1);
   return rc;
 }
 

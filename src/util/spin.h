@@ -27,7 +27,7 @@
  * Such a yield was most likely another rank of this job still finishing
  * its part on this CPU (3 ranks on 2 CPUs: 64 MiB allreduces built the
  * pause up to a second, and the lone operations that followed then ran
- * without polling: 85-171 us each from PyTorch, 36-70 us polling); it says
+ * without polling: 68-156 us each from PyTorch, 41-52 us since); it says
  * nothing about the CPU once they are done. A CPU-bound neighbour still
  * pauses polling through every stretch of short operations.
  *

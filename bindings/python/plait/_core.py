@@ -410,6 +410,13 @@ def _reap_orphans(block=False):
         _orphans[:] = keep
 
 
+def poll_ptr(ptr):
+    """plait_poll of the core handle at address ptr: True once finished."""
+    done = ctypes.c_int(0)
+    check(lib.plait_poll(ptr, ctypes.byref(done)))
+    return bool(done.value)
+
+
 class Handle:
     """An operation in flight. Keeps the Python objects whose memory the
     operation reads or writes (keep) alive until it has finished."""
@@ -423,9 +430,7 @@ class Handle:
         self._result = None
 
     def _poll_raw(self):
-        done = ctypes.c_int(0)
-        check(lib.plait_poll(self._ptr, ctypes.byref(done)))
-        return bool(done.value)
+        return poll_ptr(self._ptr)
 
     def poll(self):
         """True once the operation has finished (successfully or not)."""

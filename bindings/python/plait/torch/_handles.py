@@ -1,7 +1,6 @@
 """Operations in flight: Horovod-style integer handles for plait handles,
 poll() and synchronize(), and the automatic names of unnamed operations."""
 
-import ctypes
 import itertools
 import threading
 
@@ -66,14 +65,8 @@ def poll(handle):
     if pending is None:
         raise ValueError("plait.torch: %r is not a handle in flight" % (handle,))
     if type(pending) is tuple:
-        return _poll_ptr(pending[0])
+        return _core.poll_ptr(pending[0])
     return pending.handle.poll()
-
-
-def _poll_ptr(ptr):
-    done = ctypes.c_int(0)
-    _core.check(_core.lib.plait_poll(ptr, ctypes.byref(done)))
-    return bool(done.value)
 
 
 _wait_gil = _core.wait_gil
