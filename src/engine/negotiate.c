@@ -30,8 +30,9 @@ plait_result_t plait_neg_init(plait_negotiator_t *n, int size, const plait_confi
   plait_bursts_init(&n->bursts);
   n->joined = calloc((size_t)size, 1);
   if (!n->joined || plait_namemap_init(&n->records) || plait_namemap_init(&n->groups) ||
-      plait_namemap_init(&n->tombstones)) {
+      plait_namemap_init(&n->tombstones) || plait_deadlock_init(&n->deadlock, size)) {
     free(n->joined);
+    plait_deadlock_free(&n->deadlock);
     return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory for negotiation");
   }
   return PLAIT_SUCCESS;
@@ -73,6 +74,10 @@ static void free_tomb_cb(const char *key, void *value, void *arg) {
   free(t);
 }
 
+int plait_neg_missing(const plait_negotiator_t *n, const plait_record_t *rec, int r) {
+  return rec->member && rec->member[r] && !rec->have[r] && !(rec->pset == 0 && n->joined[r]);
+}
+
 /* rec is failing before every rank announced it: remember who had not. */
 static void bury(plait_negotiator_t *n, const plait_record_t *rec) {
   tombstone_t *t = malloc(sizeof *t);
@@ -82,9 +87,7 @@ static void bury(plait_negotiator_t *n, const plait_record_t *rec) {
   }
   t->list_no = n->lists_sent + 1;
   int any = 0;
-  for (int r = 0; r < n->size; r++)
-    any |= t->missing[r] = rec->member && rec->member[r] && !rec->have[r] &&
-                           !(rec->pset == 0 && n->joined[r]);
+  for (int r = 0; r < n->size; r++) any |= t->missing[r] = (uint8_t)plait_neg_missing(n, rec, r);
   tombstone_t *old = plait_namemap_get(&n->tombstones, rec->key);
   if (!any || plait_namemap_put(&n->tombstones, rec->key, t)) {
     free(t->missing);
@@ -120,6 +123,7 @@ void plait_neg_free(plait_negotiator_t *n) {
   free(n->ready);
   free(n->joined);
   plait_bursts_free(&n->bursts);
+  plait_deadlock_free(&n->deadlock);
   free(n->scratch);
   memset(n, 0, sizeof *n);
 }
@@ -210,6 +214,7 @@ static plait_result_t push_ready(plait_negotiator_t *n, plait_record_t *rec) {
     n->cap = cap;
   }
   n->ready[n->nready++] = rec;
+  plait_deadlock_moved_set(&n->deadlock, rec->member); /* ready, or failed */
   return PLAIT_SUCCESS;
 }
 
@@ -281,6 +286,7 @@ plait_result_t plait_neg_add(plait_negotiator_t *n, int rank, const char *name,
     return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory recording '%s'", name);
   rec->have[rank] = 1;
   rec->count++;
+  plait_deadlock_moved(&n->deadlock, rank);
   if (cache_id >= 0) rec->cache_id = cache_id;
   if (!rec->member || !rec->member[rank]) return fail_outside_set(n, rec, rank);
   if (meta->coll == PLAIT_COLL_JOIN) {
@@ -425,9 +431,7 @@ static plait_result_t inspect_stalls(plait_negotiator_t *n, double now) {
     if (!warn && !abort_now) continue;
     uint8_t *missing = calloc((size_t)n->size, 1);
     if (!missing) break;
-    for (int r = 0; r < n->size; r++)
-      missing[r] = rec->member && rec->member[r] && !rec->have[r] &&
-                   !(rec->pset == 0 && n->joined[r]);
+    for (int r = 0; r < n->size; r++) missing[r] = (uint8_t)plait_neg_missing(n, rec, r);
     char who[512], where[48] = "";
     plait_format_ranks(who, sizeof who, n->size, missing);
     free(missing);
@@ -439,18 +443,25 @@ static plait_result_t inspect_stalls(plait_negotiator_t *n, double now) {
       rec->warned = 1;
     }
     if (abort_now) {
-      rec->status = PLAIT_ERR_STALLED;
-      rec->message = malloc(768);
-      if (rec->message)
-        snprintf(rec->message, 768, "'%s' stalled for %.1f s (PLAIT_STALL_ABORT_S=%g): %s never "
+      char *msg = malloc(768);
+      if (msg)
+        snprintf(msg, 768, "'%s' stalled for %.1f s (PLAIT_STALL_ABORT_S=%g): %s never "
                  "submitted it", rec->name, age, n->stall_abort_s, who);
-      bury(n, rec);
-      plait_namemap_remove(&n->records, rec->key);
-      rc = push_ready(n, rec);
+      rc = plait_neg_fail_record(n, rec, PLAIT_ERR_STALLED, msg);
     }
   }
   free(list);
   return rc;
+}
+
+plait_result_t plait_neg_fail_record(plait_negotiator_t *n, plait_record_t *rec,
+                                     uint32_t status, char *message) {
+  rec->status = status;
+  free(rec->message);
+  rec->message = message;
+  bury(n, rec);
+  plait_namemap_remove(&n->records, rec->key);
+  return push_ready(n, rec);
 }
 
 /* Gives every member of a released group that has a failed member that
@@ -614,7 +625,8 @@ plait_result_t plait_neg_plan(plait_negotiator_t *n, double now, plait_response_
   memset(out, 0, sizeof *out);
   out->shutdown_rank = -1;
   *any = 0;
-  PLAIT_CHECK(inspect_stalls(n, now)); /* 1. stalls: may fail records into n->ready */
+  PLAIT_CHECK(plait_deadlock_inspect(n, now)); /* 1. deadlock, then stalls: may fail */
+  PLAIT_CHECK(inspect_stalls(n, now));          /*    records into n->ready */
   n->holding = n->nready > 0 && hold(n, now); /* 2. dispatch now, or wait for companions */
   if (n->nready == 0 || n->holding) return PLAIT_SUCCESS;
   n->held_since = -1;

@@ -4,8 +4,10 @@
  * ready when every rank of its set has announced it (a rank that joined counts as present for allreduce and
  * allgather). Ready operations are checked for agreement (a mismatch becomes
  * an error response naming the tensor, each value and the ranks that sent
- * it). Each tick (plait_neg_plan) then, in this order: inspects stalls (warns
- * about, and optionally fails, operations that some ranks have not
+ * it). Each tick (plait_neg_plan) then, in this order: looks for a deadlock
+ * (engine/deadlock.h: ranks that each wait on operations only the others
+ * could complete, with nothing moving for PLAIT_STALL_WARN_S), inspects stalls
+ * (warns about, and optionally fails, operations that some ranks have not
  * announced), releases the ready operations (a group only whole), plans them
  * with plait_fusion_plan (engine/fusion.h: allreduces with the same dtype,
  * op, scale factors and device fused up to the fusion threshold, looking past
@@ -17,6 +19,7 @@
 
 #include "engine/burst.h"
 #include "engine/cache.h"
+#include "engine/deadlock.h"
 #include "util/config.h"
 #include "engine/fusion.h"
 #include "engine/namemap.h"
@@ -79,7 +82,19 @@ typedef struct plait_negotiator {
   int holding;              /* the last tick held ready operations back */
   int *scratch;             /* cache ids of a tick, kept between ticks */
   int scratch_cap;
+  plait_deadlock_t deadlock; /* who moved when (engine/deadlock.h) */
 } plait_negotiator_t;
+
+/* Whether rank r must still announce rec: a member of its set that has not,
+ * and not a joined rank of the global set (the readiness rule counts it as
+ * present, or fails rec naming it). */
+int plait_neg_missing(const plait_negotiator_t *n, const plait_record_t *rec, int r);
+
+/* Fails a pending record before every rank announced it: an error response
+ * with status and message (taken; NULL: the code's text), and a tombstone
+ * so that announcements of it still on their way are dropped. */
+plait_result_t plait_neg_fail_record(plait_negotiator_t *n, plait_record_t *rec,
+                                     uint32_t status, char *message);
 
 /* While holding: when the tick must run again at the latest. */
 double plait_neg_hold_until(const plait_negotiator_t *n);

@@ -54,7 +54,8 @@
     "instants); can change while running")                                     \
   X(stall_warn_s, "PLAIT_STALL_WARN_S", SECONDS, "60", "0..86400",             \
     "warn about tensors some ranks have not submitted after this many "        \
-    "seconds; 0 disables")                                                     \
+    "seconds, and fail ranks that wait on each other with nothing moving "     \
+    "for as long (a deadlock); 0 disables both")                               \
   X(stall_abort_s, "PLAIT_STALL_ABORT_S", SECONDS, "0", "0..86400",            \
     "fail stalled operations after this many seconds; 0 never")                \
   X(timeout_s, "PLAIT_TIMEOUT_S", POSITIVE, "60", "1..86400",                  \
