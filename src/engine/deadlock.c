@@ -84,13 +84,20 @@ static int misses_stuck(const plait_negotiator_t *n, const plait_record_t *rec,
   return 0;
 }
 
-/* The largest set of ranks that can only be released by each other (see
- * deadlock.h); returns how many, marked in stuck. */
+/* Whether rank r has been quiet (nothing moved for it) for the stall time. */
+static int quiet(const plait_negotiator_t *n, int r, double now) {
+  return now - n->deadlock.moved[r] >= n->stall_warn_s;
+}
+
+/* The largest set of ranks, each quiet for the stall time, that can only be
+ * released by each other (see deadlock.h); returns how many, marked in
+ * stuck. A rank that moved lately is counted as free: it may move again. */
 static int stuck_ranks(const plait_negotiator_t *n, plait_record_t **recs, int count,
-                       uint8_t *stuck) {
+                       double now, uint8_t *stuck) {
   memset(stuck, 0, (size_t)n->size);
   for (int i = 0; i < count; i++)
     for (int r = 0; r < n->size; r++) stuck[r] |= recs[i]->have[r];
+  for (int r = 0; r < n->size; r++) stuck[r] &= (uint8_t)quiet(n, r, now);
   for (int changed = 1; changed;) {
     changed = 0;
     for (int i = 0; i < count; i++) {
@@ -162,17 +169,12 @@ static plait_result_t fail_stuck(plait_negotiator_t *n, plait_record_t **recs, i
   return rc;
 }
 
-/* Whether the stuck ranks have all been quiet for the stall time; *quiet
- * gets the shortest quiet time among them. */
-static int quiet_long_enough(const plait_negotiator_t *n, const uint8_t *stuck, double now,
-                             double *quiet) {
-  *quiet = -1;
-  for (int r = 0; r < n->size; r++) {
-    if (!stuck[r]) continue;
-    double q = now - n->deadlock.moved[r];
-    if (*quiet < 0 || q < *quiet) *quiet = q;
-  }
-  return *quiet >= n->stall_warn_s;
+/* The shortest time any stuck rank has been quiet. */
+static double quiet_for(const plait_negotiator_t *n, const uint8_t *stuck, double now) {
+  double q = -1;
+  for (int r = 0; r < n->size; r++)
+    if (stuck[r] && (q < 0 || now - n->deadlock.moved[r] < q)) q = now - n->deadlock.moved[r];
+  return q;
 }
 
 static plait_result_t judge(plait_negotiator_t *n, double now) {
@@ -184,9 +186,8 @@ static plait_result_t judge(plait_negotiator_t *n, double now) {
   if (!s.list || !stuck || !msg) goto out; /* checked again at the next tick */
   plait_namemap_each(&n->records, snap_cb, &s);
   qsort(s.list, (size_t)s.n, sizeof *s.list, by_arrival);
-  int k = stuck_ranks(n, s.list, s.n, stuck);
-  double quiet;
-  if (k == 0 || !quiet_long_enough(n, stuck, now, &quiet)) goto out;
+  int k = stuck_ranks(n, s.list, s.n, now, stuck);
+  if (k == 0) goto out;
   size_t used = 0;
   char who[256];
   plait_format_ranks(who, sizeof who, n->size, stuck);
@@ -196,8 +197,8 @@ static plait_result_t judge(plait_negotiator_t *n, double now) {
     add(msg, MESSAGE_CAP, &used, "deadlock among %s (each of their operations waits for one of "
         "them): ", who);
   describe(n, s.list, s.n, stuck, msg, MESSAGE_CAP, &used);
-  add(msg, MESSAGE_CAP, &used, " (nothing moved for %.1f s, PLAIT_STALL_WARN_S=%g)", quiet,
-      n->stall_warn_s);
+  add(msg, MESSAGE_CAP, &used, " (nothing moved for %.1f s, PLAIT_STALL_WARN_S=%g)",
+      quiet_for(n, stuck, now), n->stall_warn_s);
   PLAIT_WARN("stall", "%s; failing their pending operations on every rank", msg);
   n->deadlock.verdicts++;
   rc = fail_stuck(n, s.list, s.n, stuck, msg);
@@ -221,5 +222,7 @@ plait_result_t plait_deadlock_inspect(struct plait_negotiator *n, double now) {
   if (n->records.count == 0 || n->nready > 0) return PLAIT_SUCCESS;
   if (now - d->last_check < 0.1) return PLAIT_SUCCESS;
   d->last_check = now;
-  return judge(n, now);
+  int any_quiet = 0; /* a busy job: every rank moved lately, nothing to judge */
+  for (int r = 0; r < n->size && !any_quiet; r++) any_quiet = quiet(n, r, now);
+  return any_quiet ? judge(n, now) : PLAIT_SUCCESS;
 }

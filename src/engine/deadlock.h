@@ -16,10 +16,11 @@
  *   rank 1 waits on 'alltoall.noname.111' (nothing moved for 60.0 s,
  *   PLAIT_STALL_WARN_S=60)
  *
- * T is the largest such set (a fixed point: start from the ranks with
- * something pending, drop every rank that has a pending operation missing
- * only ranks outside T, repeat). A rank with nothing pending is busy, never
- * stuck, and the ranks that only it could complete are not stuck either.
+ T is the largest such set (a fixed point: start from the ranks with
+ * something pending and quiet for the stall time, drop every rank that has a
+ * pending operation missing only ranks outside T, repeat). A rank with
+ * nothing pending, or that moved lately, is free, never stuck, and the ranks
+ * that only it could complete are not stuck either.
  * Joined ranks count as present where the readiness rule says so
  * (allreduce, allgather, barrier of the global set); an operation of a
  * process set needs that set's members only. A join is never failed (its
