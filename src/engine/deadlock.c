@@ -151,16 +151,21 @@ static void describe(const plait_negotiator_t *n, plait_record_t **recs, int cou
   }
 }
 
-/* The verdict: every pending record announced by a stuck rank (joins
- * excepted) fails with msg. */
+/* Whether the verdict fails rec: announced by a stuck rank, and no join. */
+static int condemned(const plait_negotiator_t *n, const plait_record_t *rec,
+                     const uint8_t *stuck) {
+  int mine = 0;
+  for (int r = 0; r < n->size && !mine; r++) mine = stuck[r] && rec->have[r];
+  return mine && !is_join(n, rec);
+}
+
+/* The verdict: every condemned record fails with msg. */
 static plait_result_t fail_stuck(plait_negotiator_t *n, plait_record_t **recs, int count,
                                  const uint8_t *stuck, const char *msg) {
   plait_result_t rc = PLAIT_SUCCESS;
   for (int i = 0; i < count && rc == PLAIT_SUCCESS; i++) {
     plait_record_t *rec = recs[i];
-    int mine = 0;
-    for (int r = 0; r < n->size; r++) mine |= stuck[r] && rec->have[r];
-    if (!mine || is_join(n, rec)) continue;
+    if (!condemned(n, rec, stuck)) continue;
     size_t len = strlen(rec->name) + strlen(msg) + 8;
     char *text = malloc(len);
     if (text) snprintf(text, len, "'%s': %s", rec->name, msg);
@@ -186,8 +191,10 @@ static plait_result_t judge(plait_negotiator_t *n, double now) {
   if (!s.list || !stuck || !msg) goto out; /* checked again at the next tick */
   plait_namemap_each(&n->records, snap_cb, &s);
   qsort(s.list, (size_t)s.n, sizeof *s.list, by_arrival);
-  int k = stuck_ranks(n, s.list, s.n, now, stuck);
-  if (k == 0) goto out;
+  int k = stuck_ranks(n, s.list, s.n, now, stuck), any = 0;
+  for (int i = 0; i < s.n && !any; i++) any = condemned(n, s.list[i], stuck);
+  if (k == 0 || !any) goto out; /* (a stuck rank of T waits on a rank of T
+                                    that is not joined: never only joins) */
   size_t used = 0;
   char who[256];
   plait_format_ranks(who, sizeof who, n->size, stuck);
