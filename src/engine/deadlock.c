@@ -225,8 +225,10 @@ plait_result_t plait_deadlock_inspect(struct plait_negotiator *n, double now) {
   if (away > n->stall_warn_s) away = n->stall_warn_s;
   note_moves(d, d->last_tick <= 0 || now - d->last_tick > away, now);
   d->last_tick = now;
-  /* the common cases: nothing pending, or something about to be sent */
-  if (n->records.count == 0 || n->nready > 0) return PLAIT_SUCCESS;
+  /* the common case: nothing pending. (Ready records do not stop the check:
+   * a group's ready members wait in n->ready for the others, which may be
+   * the very operations that are deadlocked; what becomes ready moves.) */
+  if (n->records.count == 0) return PLAIT_SUCCESS;
   if (now - d->last_check < 0.1) return PLAIT_SUCCESS;
   d->last_check = now;
   int any_quiet = 0; /* a busy job: every rank moved lately, nothing to judge */

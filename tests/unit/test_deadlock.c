@@ -11,7 +11,9 @@
  * pending is busy, not deadlocked; an announcement within the stall time
  * puts the verdict off; a tick long after the last one (rank 0 was in a
  * collective) counts as movement; a joined rank counts as present and its
- * join is not failed; the names are bounded per rank; PLAIT_STALL_WARN_S=0
+ * join is not failed; a group half ready (its ready member waits in the
+ * ready list) does not hide a deadlock of its missing member and fails with
+ * it; the names are bounded per rank; PLAIT_STALL_WARN_S=0
  * turns detection off; process sets: a set whose members wait on each other
  * while a rank outside is busy is a deadlock of its members only, and
  * operations that only a busy rank can complete are not.
@@ -238,6 +240,28 @@ Test(deadlock, a_joined_rank_is_present_and_its_join_is_not_failed) {
   announce_on(1, "plait:join.0", PLAIT_COLL_JOIN, 0);
   l = run_until(T + 1);
   cr_assert(find(&l, "plait:join.0") && find(&l, "plait:join.0")->status == 0, "join failed");
+  plait_responses_free(&l);
+  stop();
+}
+
+/* A group's ready member waits (in the ready list) for the others; the
+ * missing member is part of the deadlock, and failing it fails the group. */
+Test(deadlock, a_group_half_ready_does_not_hide_the_deadlock) {
+  start(2);
+  plait_meta_t g = meta(PLAIT_COLL_ALLREDUCE, 0);
+  g.group = "g", g.group_size = 2;
+  cr_assert_eq(plait_neg_add(&N, 0, "g1", &g, -1, 0), PLAIT_SUCCESS);
+  cr_assert_eq(plait_neg_add(&N, 0, "g2", &g, -1, 0), PLAIT_SUCCESS);
+  cr_assert_eq(plait_neg_add(&N, 1, "g1", &g, -1, 0), PLAIT_SUCCESS);
+  announce(1, "z"); /* rank 1 went on to something rank 0 never submits */
+  plait_response_list_t l = run_until(T + STALL + 1);
+  cr_assert_eq(l.n, 3, "no verdict (%u responses)", l.n);
+  const char *words[] = {"rank 0 waits on 'g2'; rank 1 waits on 'z'", NULL};
+  expect_failed(&l, "g2", words);
+  expect_failed(&l, "z", words);
+  const plait_response_t *g1 = find(&l, "g1");
+  cr_assert(g1 && g1->status == PLAIT_ERR_STALLED && strstr(g1->message, "'g2'"),
+            "the group's ready member did not fail with it: %s", g1 ? g1->message : "absent");
   plait_responses_free(&l);
   stop();
 }
