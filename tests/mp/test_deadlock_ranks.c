@@ -80,9 +80,16 @@ Test(deadlock_ranks, drifted_names_fail_on_every_rank_and_the_job_goes_on_2ranks
   cr_assert_eq(ops_run(2, stall2, 120, drift_body, NULL), 0, "a rank failed (see above)");
 }
 
-/* 3 ranks, each waiting on its own name. */
+/* 3 ranks, each waiting on its own name. They meet in a barrier first, so
+ * that all three names are pending before the stall time (4 s) can pass:
+ * ranks 0 and 1 alone, each waiting on a name the other never submits, are
+ * a deadlock already (of those two: "deadlock among ranks 0, 1"). */
 static int three_body(int rank, int n, void *arg) {
   (void)arg;
+  plait_handle_t *hb;
+  OK(plait_barrier_async(NULL, &hb));
+  OK(plait_wait(hb, WAIT_S));
+  plait_release(hb);
   char name[32];
   snprintf(name, sizeof name, "mine.%d", rank);
   float v = 1;
@@ -96,9 +103,11 @@ static int three_body(int rank, int n, void *arg) {
   return allreduce_named(rank, "after", NULL, n);
 }
 
+static const char *const stall4[] = {"PLAIT_STALL_WARN_S=4", NULL};
+
 Test(deadlock_ranks, every_rank_on_its_own_name_3ranks, .timeout = 150) {
   OPS_REQUIRE_GLOO();
-  cr_assert_eq(ops_run(3, stall2, 120, three_body, NULL), 0, "a rank failed (see above)");
+  cr_assert_eq(ops_run(3, stall4, 120, three_body, NULL), 0, "a rank failed (see above)");
 }
 
 /* ------------------------------------------------------ no false verdicts */
