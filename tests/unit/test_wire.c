@@ -236,6 +236,55 @@ Test(wire, negotiation_round_trip) {
   free(p);
 }
 
+/* A failure report carries the sender's error and message (blame.h); any
+ * other list has none, and a plain encode of a report sends code 0. */
+Test(wire, failure_report_carries_code_and_message) {
+  plait_writer_t w = {0};
+  plait_request_list_t rl = {PLAIT_REQ_FAILED, 0, NULL, 7}, back;
+  cr_assert_eq(plait_requests_encode_failure(&w, &rl, PLAIT_ERR_TRANSPORT, "receive failed: Truncation error"),
+               PLAIT_SUCCESS);
+  cr_assert_eq(plait_neg_decode_frame(w.data, w.len), PLAIT_SUCCESS);
+  uint32_t code = 0;
+  char *text = NULL;
+  cr_assert_eq(plait_requests_decode_failure(w.data + 12, w.len - 12, &back, &code, &text),
+               PLAIT_SUCCESS);
+  cr_assert_eq(back.flags, PLAIT_REQ_FAILED);
+  cr_assert_eq(back.acked, 7);
+  cr_assert_eq(code, PLAIT_ERR_TRANSPORT);
+  cr_assert_str_eq(text, "receive failed: Truncation error");
+  free(text);
+  plait_requests_free(&back);
+  /* the plain decoder reads it too; cut short, it is malformed */
+  cr_assert_eq(plait_requests_decode(w.data + 12, w.len - 12, &back), PLAIT_SUCCESS);
+  plait_requests_free(&back);
+  cr_assert_eq(plait_requests_decode_failure(w.data + 12, w.len - 14, &back, &code, &text),
+               PLAIT_ERR_PROTOCOL);
+  cr_assert_null(text);
+  plait_wr_free(&w);
+  /* a list without the flag: no code, no message */
+  plait_request_list_t plain = {0, 0, NULL, 1};
+  cr_assert_eq(plait_requests_encode_failure(&w, &plain, PLAIT_ERR_TRANSPORT, "ignored"),
+               PLAIT_SUCCESS);
+  cr_assert_eq(plait_requests_decode_failure(w.data + 12, w.len - 12, &back, &code, &text),
+               PLAIT_SUCCESS);
+  cr_assert_eq(code, 0);
+  cr_assert_null(text);
+  plait_requests_free(&back);
+  plait_wr_free(&w);
+  /* a message over PLAIT_FAIL_TEXT_MAX bytes is cut to it */
+  char *big = malloc(PLAIT_FAIL_TEXT_MAX + 100);
+  memset(big, 'x', PLAIT_FAIL_TEXT_MAX + 99);
+  big[PLAIT_FAIL_TEXT_MAX + 99] = '\0';
+  cr_assert_eq(plait_requests_encode_failure(&w, &rl, PLAIT_ERR_TRANSPORT, big), PLAIT_SUCCESS);
+  cr_assert_eq(plait_requests_decode_failure(w.data + 12, w.len - 12, &back, &code, &text),
+               PLAIT_SUCCESS);
+  cr_assert_eq(strlen(text), PLAIT_FAIL_TEXT_MAX);
+  free(text);
+  free(big);
+  plait_requests_free(&back);
+  plait_wr_free(&w);
+}
+
 /* Cached ids travel as a bit-vector when that is smaller, else as a list. */
 Test(wire, cached_ids_as_bit_vector_or_list) {
   for (int dense = 0; dense < 2; dense++) {
