@@ -35,7 +35,8 @@ static const plait_op_t jf_ops[] = {PLAIT_OP_SUM, PLAIT_OP_AVERAGE, PLAIT_OP_MIN
 /* Element i of tensor k's result with `joiner` joined: the active ranks'
  * values reduced (the joined rank's identity changes nothing), AVERAGE's
  * 1/n over all n ranks. */
-static double jf_expect(plait_dtype_t d, plait_op_t op, int n, int joiner, size_t i, unsigned salt) {
+static double jf_expect(plait_dtype_t d, plait_op_t op, int n, int joiner, size_t i,
+                        unsigned salt) {
   double vals[PLAIT_TEST_MAX_RANKS] = {0};
   int k = 0;
   for (int r = 0; r < n; r++)

@@ -241,7 +241,8 @@ Test(wire, negotiation_round_trip) {
 Test(wire, failure_report_carries_code_and_message) {
   plait_writer_t w = {0};
   plait_request_list_t rl = {PLAIT_REQ_FAILED, 0, NULL, 7}, back;
-  cr_assert_eq(plait_requests_encode_failure(&w, &rl, PLAIT_ERR_TRANSPORT, "receive failed: Truncation error"),
+  cr_assert_eq(plait_requests_encode_failure(&w, &rl, PLAIT_ERR_TRANSPORT,
+                                             "receive failed: Truncation error"),
                PLAIT_SUCCESS);
   cr_assert_eq(plait_neg_decode_frame(w.data, w.len), PLAIT_SUCCESS);
   uint32_t code = 0;
