@@ -19,8 +19,8 @@ Test(wire, header_round_trip) {
   for (int i = 0; i < PLAIT_WIRE_NONCE_SIZE; i++) h.nonce[i] = (uint8_t)i;
   cr_assert_eq(plait_msg_encode_hello(&W, &h), PLAIT_SUCCESS);
   cr_assert_eq(W.len, PLAIT_WIRE_HEADER_SIZE + PLAIT_WIRE_NONCE_SIZE);
-  /* explicit little-endian: magic "PLT1", version 3, type 1, length 32 */
-  cr_assert_eq(memcmp(W.data, "PLT1\x03\x00\x01\x00\x20\x00\x00\x00", 12), 0);
+  /* explicit little-endian: magic "PLT1", version 4, type 1, length 32 */
+  cr_assert_eq(memcmp(W.data, "PLT1\x04\x00\x01\x00\x20\x00\x00\x00", 12), 0);
   plait_frame_header_t fh;
   cr_assert_eq(plait_wire_decode_header(W.data, PLAIT_WIRE_MAX_PAYLOAD, &fh), PLAIT_SUCCESS);
   cr_assert_eq(fh.type, PLAIT_MSG_HELLO);
@@ -30,7 +30,7 @@ Test(wire, header_round_trip) {
 }
 
 Test(wire, header_rejects_bad_magic_version_type_length) {
-  uint8_t h[12] = {'P', 'L', 'T', '1', 3, 0, 1, 0, 0, 0, 0, 0};
+  uint8_t h[12] = {'P', 'L', 'T', '1', 4, 0, 1, 0, 0, 0, 0, 0};
   plait_frame_header_t fh;
   cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_SUCCESS);
   h[0] = 'G';
@@ -39,11 +39,14 @@ Test(wire, header_rejects_bad_magic_version_type_length) {
   h[0] = 'P';
   h[4] = 1; /* version 1 had no process sets in its negotiation messages */
   cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_ERR_PROTOCOL);
-  cr_assert(strstr(plait_last_error(), "version 1, this library speaks 3"));
+  cr_assert(strstr(plait_last_error(), "version 1, this library speaks 4"));
   h[4] = 2; /* version 2's response lists could not carry autotuned settings */
   cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_ERR_PROTOCOL);
-  cr_assert(strstr(plait_last_error(), "version 2, this library speaks 3"));
-  h[4] = 3;
+  cr_assert(strstr(plait_last_error(), "version 2, this library speaks 4"));
+  h[4] = 3; /* version 3's failure reports carried no error or message */
+  cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_ERR_PROTOCOL);
+  cr_assert(strstr(plait_last_error(), "version 3, this library speaks 4"));
+  h[4] = 4;
   h[6] = 99;
   cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_ERR_PROTOCOL);
   cr_assert(strstr(plait_last_error(), "unknown message type 99"));
