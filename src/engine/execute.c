@@ -429,7 +429,7 @@ static plait_result_t allreduce_spans_buffered(plait_exec_t *x, const plait_resp
   double t0 = plait_now(), t1 = t0, t2 = t0;
   if (rc == PLAIT_SUCCESS) rc = copy_in(x, r, es, m, offs, all);
   for (uint32_t i = 0; rc == PLAIT_SUCCESS && i < r->n; i++) {
-    char *p = (char *)x->fusion + offs[i];
+    char *p = x->fusion ? (char *)x->fusion + offs[i] : NULL; /* NULL: nothing to reduce */
     spans[i] = (plait_span_t){p, p, (offs[i + 1] - offs[i]) / es_size};
   }
   if (rc == PLAIT_SUCCESS) {
