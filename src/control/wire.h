@@ -16,7 +16,7 @@
 #include "plait/plait.h"
 
 #define PLAIT_WIRE_MAGIC 0x31544c50u /* "PLT1" as little-endian bytes */
-#define PLAIT_WIRE_VERSION 3 /* 3: response lists carry autotuned settings */
+#define PLAIT_WIRE_VERSION 4 /* 3: response lists carry autotuned settings; 4: failure reports their error and message */
 #define PLAIT_WIRE_HEADER_SIZE 12
 #define PLAIT_WIRE_MAX_PAYLOAD (64u << 20)
 #define PLAIT_WIRE_NONCE_SIZE 32

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "engine/announce.h"
+#include "engine/blame.h"
 #include "engine/cache.h"
 #include "engine/engine.h"
 #include "util/error.h"
@@ -56,7 +57,7 @@ struct plait_coord {
   double *last_heard; /* rank 0: per rank; others: [0] is rank 0 */
   uint64_t lists_run;    /* response lists run so far (peers send it as acked) */
   int transport_failed; /* the failure came from running a collective */
-  int failed_reporter;  /* rank 0: a peer that reported its transport failed */
+  plait_blame_t blame;  /* after a collective failed: who is to blame (blame.h) */
   int ended_by;         /* the rank whose plait_shutdown ended coordination, -1 */
   plait_tuning_t tune;  /* the run-time settings, as of this cycle's start */
   plait_live_t live;    /* heartbeats while this thread is away from its loop */
@@ -350,7 +351,8 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int *
 }
 
 /* Rank 0 records one rank's requests. */
-static plait_result_t root_take(plait_coord_t *c, int rank, const plait_request_list_t *req) {
+static plait_result_t root_take(plait_coord_t *c, int rank, const plait_request_list_t *req,
+                                uint32_t fail_code, const char *fail_text) {
   for (uint32_t i = 0; i < req->n; i++) {
     const char *name = NULL;
     const plait_meta_t *meta = NULL;
@@ -361,9 +363,7 @@ static plait_result_t root_take(plait_coord_t *c, int rank, const plait_request_
   if ((req->flags & PLAIT_REQ_SHUTDOWN) && c->neg.shutdown_rank < 0) c->neg.shutdown_rank = rank;
   if (req->flags & PLAIT_REQ_FAILED) { /* a collective failed there but not here */
     c->transport_failed = 1;
-    c->failed_reporter = rank;
-    return plait_error(PLAIT_ERR_PEER_LOST, "rank %d reported that a collective failed in its "
-                       "transport", rank);
+    return plait_blame_reported(&c->blame, rank, fail_code, fail_text);
   }
   return PLAIT_SUCCESS;
 }
@@ -378,11 +378,15 @@ static plait_result_t root_receive(plait_coord_t *c, int rank, int *busy) {
       continue;
     }
     plait_request_list_t req;
-    plait_result_t rc = plait_requests_decode(f.payload, f.length, &req);
+    uint32_t fail_code = 0;
+    char *fail_text = NULL;
+    plait_result_t rc = plait_requests_decode_failure(f.payload, f.length, &req, &fail_code,
+                                                      &fail_text);
     plait_frame_free(&f);
     if (rc) return plait_error_context(rc, "from rank %d", rank);
-    rc = root_take(c, rank, &req);
+    rc = root_take(c, rank, &req, fail_code, fail_text);
     plait_requests_free(&req);
+    free(fail_text);
     PLAIT_CHECK(rc);
     *busy = 1;
     if (!plait_control_readable(c->ctrl, rank)) return PLAIT_SUCCESS;
@@ -396,7 +400,7 @@ static plait_result_t root_cycle(plait_coord_t *c, int woke, int *busy) {
   if (woke || stopping || c->lazy) {
     plait_request_list_t req;
     plait_result_t rc = take_new(c, &req);
-    if (rc == PLAIT_SUCCESS) rc = root_take(c, 0, &req);
+    if (rc == PLAIT_SUCCESS) rc = root_take(c, 0, &req, 0, NULL);
     free(req.r);
     PLAIT_CHECK(rc);
     if (stopping && c->neg.shutdown_rank < 0) c->neg.shutdown_rank = 0;
@@ -522,152 +526,22 @@ static plait_result_t cycle(plait_coord_t *c) {
   return rc;
 }
 
-/* After a collective failed, the transport's message often cannot say which
- * rank is gone (a timeout, or a survivor that was not that rank's neighbour).
- * Every rank > 0 reports the failure to rank 0 and rank 0 holds a blame
- * round: a rank whose connection closed, or that shows no sign of life for
- * the round, is lost. Live ranks always show one: whatever they are doing,
- * they or their liveness thread send within a heartbeat period (a rank idle
- * in its loop answers rank 0's heartbeats at once). What was queued before
- * the round proves nothing (a rank stopped since may have sent it), except a
- * failure report. Rank 0's verdict (ABORT) then reaches every survivor, so
- * all of them name the same rank. A rank > 0 that hears nothing at all from
- * rank 0 for a round names rank 0. */
+/* The liveness thread's heartbeat period (blame.h). */
 static double live_period_s(const plait_coord_t *c) {
-  double p = c->cfg->timeout_s / 4;
-  return p < 0.5 ? p : 0.5;
-}
-static double round_s(const plait_coord_t *c) { return 2 * live_period_s(c) + 1; }
-
-static int is_failure_report(const plait_frame_t *f) {
-  plait_request_list_t req;
-  if (f->type != PLAIT_MSG_REQUESTS || plait_requests_decode(f->payload, f->length, &req))
-    return 0;
-  int failed = (req.flags & PLAIT_REQ_FAILED) != 0;
-  plait_requests_free(&req);
-  return failed;
+  return plait_blame_live_period_s(c->cfg->timeout_s);
 }
 
-/* Reads what is queued from peer without waiting: -1 closed, 1 when a failure
- * report (or, with abort_out, rank 0's ABORT) was among it, else 0. */
-static int drain(plait_coord_t *c, int peer, plait_frame_t *abort_out) {
-  int seen = 0;
-  while (plait_control_readable(c->ctrl, peer)) {
-    plait_frame_t f;
-    if (plait_control_recv_any(c->ctrl, peer, plait_now() + 1, "peer", &f)) return -1;
-    if (abort_out && f.type == PLAIT_MSG_ABORT) {
-      *abort_out = f;
-      return 1;
-    }
-    if (is_failure_report(&f)) seen = 1;
-    plait_frame_free(&f);
-  }
-  return seen;
-}
-
-static plait_result_t root_blame(plait_coord_t *c, plait_result_t rc) {
-  char orig[1600];
-  snprintf(orig, sizeof orig, "%s", plait_last_error());
-  int n = c->size;
-  uint8_t *state = calloc((size_t)n, 1); /* 0 unknown, 1 here, 2 closed */
-  if (!state) return rc;
-  plait_live_away(&c->live); /* our heartbeats also ask idle ranks to answer */
-  if (c->failed_reporter > 0) state[c->failed_reporter] = 1;
-  int left = n - 1;
-  for (int r = 1; r < n; r++) {
-    int d = drain(c, r, NULL);
-    if (d && !state[r]) state[r] = d < 0 ? 2 : 1;
-    left -= state[r] != 0;
-  }
-  double deadline = plait_now() + round_s(c);
-  while (left > 0 && plait_now() < deadline) {
-    int k = 0;
-    for (int r = 1; r < n; r++)
-      if (!state[r]) c->pfd[k++] = plait_control_pollfd(c->ctrl, r);
-    if (poll(c->pfd, (nfds_t)k, (int)((deadline - plait_now()) * 1000) + 1) <= 0) continue;
-    for (int i = 0, r = 1; i < k; r++) {
-      if (state[r]) continue;
-      if (!c->pfd[i++].revents) continue;
-      plait_frame_t f;
-      state[r] = plait_control_recv_any(c->ctrl, r, deadline, "peer", &f) ? 2 : 1;
-      if (state[r] == 1) plait_frame_free(&f);
-      left--;
-    }
-  }
-  plait_live_back(&c->live);
-  uint8_t *closed = calloc((size_t)n, 1), *silent = calloc((size_t)n, 1);
-  int nclosed = 0, nsilent = 0;
-  for (int r = 1; closed && silent && r < n; r++) {
-    closed[r] = state[r] == 2, nclosed += closed[r];
-    silent[r] = state[r] == 0, nsilent += silent[r];
-  }
-  char who[512] = "";
-  if (nclosed || nsilent) {
-    plait_format_ranks(who, sizeof who, n, nclosed ? closed : silent);
-    rc = plait_error(PLAIT_ERR_PEER_LOST, "%s %s lost: %s after a collective failed (the "
-                     "transport said: %s)", who, (nclosed ? nclosed : nsilent) == 1 ? "was" : "were",
-                     nclosed ? "connection closed" : "silent", orig);
-  } else {
-    plait_error(rc, "%s", orig);
-  }
-  free(state);
-  free(closed);
-  free(silent);
-  return rc;
-}
-
-/* Rank 0's ABORT as the error it carries, or the transport's own. */
-static plait_result_t take_verdict(plait_frame_t *f, plait_result_t rc, const char *orig) {
-  plait_msg_text_t m;
-  int ok = plait_msg_decode_text(f->payload, f->length, 1, &m) == PLAIT_SUCCESS && m.code &&
-           m.code < PLAIT_RESULT_COUNT_;
-  plait_result_t verdict = ok ? plait_error((plait_result_t)m.code, "%s", m.text)
-                              : plait_error(rc, "%s", orig);
-  plait_frame_free(f);
-  return verdict;
-}
-
-/* Rank > 0: report the failure and learn rank 0's verdict; rank 0 is lost
- * when it shows no sign of life for a whole round. */
-static plait_result_t peer_learn_verdict(plait_coord_t *c, plait_result_t rc) {
-  char orig[1600];
-  snprintf(orig, sizeof orig, "%s", plait_last_error());
-  plait_request_list_t req = {PLAIT_REQ_FAILED, 0, NULL, c->lists_run};
-  plait_writer_t w = {0};
-  if (plait_requests_encode(&w, &req) == PLAIT_SUCCESS)
-    plait_control_send_by(c->ctrl, 0, &w, plait_now() + 1.0); /* best effort */
-  plait_wr_free(&w);
-  plait_live_away(&c->live); /* rank 0's round sees our heartbeats */
-  plait_frame_t f = {0};
-  plait_result_t r = PLAIT_SUCCESS;
-  int d = drain(c, 0, &f);
-  /* rank 0 may itself wait up to PLAIT_TIMEOUT_S in the transport first,
-   * sending heartbeats meanwhile */
-  double start = plait_now(), end = start + c->cfg->timeout_s + round_s(c) + 1;
-  double alive_until = start + round_s(c);
-  while (d == 0) {
-    double t = plait_now(), until = alive_until < end ? alive_until : end;
-    if (t >= until) break;
-    struct pollfd p = plait_control_pollfd(c->ctrl, 0);
-    if (poll(&p, 1, (int)((until - t) * 1000) + 1) <= 0) continue;
-    r = plait_control_recv_any(c->ctrl, 0, end, "rank 0", &f);
-    if (r) break; /* rank 0 itself is gone: that is the verdict */
-    if (f.type == PLAIT_MSG_ABORT) {
-      d = 1;
-      break;
-    }
-    plait_frame_free(&f); /* heartbeats, or lists sent before rank 0 knew */
-    alive_until = plait_now() + round_s(c);
-  }
-  plait_live_back(&c->live);
-  if (r) return r;
-  if (d < 0) return plait_error(PLAIT_ERR_PEER_LOST, "rank 0 was lost: connection closed after "
-                                "a collective failed (the transport said: %s)", orig);
-  if (d > 0 && f.type == PLAIT_MSG_ABORT) return take_verdict(&f, rc, orig);
-  if (plait_now() >= end) return plait_error(rc, "%s", orig);
-  return plait_error(PLAIT_ERR_PEER_LOST, "rank 0 was lost: silent for %.1f s after a collective "
-                     "failed (PLAIT_TIMEOUT_S=%g; the transport said: %s)", plait_now() - start,
-                     c->cfg->timeout_s, orig);
+/* After a collective failed: the verdict of a blame round (blame.h). */
+static plait_result_t blame(plait_coord_t *c, plait_result_t rc) {
+  plait_blame_t *b = &c->blame;
+  b->ctrl = c->ctrl;
+  b->live = &c->live;
+  b->rank = c->rank;
+  b->size = c->size;
+  b->timeout_s = c->cfg->timeout_s;
+  b->pfd = c->pfd;
+  b->lists_run = c->lists_run;
+  return c->rank == 0 ? plait_blame_root(b, rc) : plait_blame_peer(b, rc);
 }
 
 /* The coordinator thread asks for short turns on the CPU (util/thread_slice.h):
@@ -690,8 +564,7 @@ static void *coordinator_main(void *arg) {
     plait_result_t rc = cycle(c);
     if (rc == CYCLE_DONE) break;
     if (rc != PLAIT_SUCCESS) {
-      if (c->transport_failed && c->size > 1)
-        rc = c->rank == 0 ? root_blame(c, rc) : peer_learn_verdict(c, rc);
+      if (c->transport_failed && c->size > 1) rc = blame(c, rc);
       char msg[2048];
       snprintf(msg, sizeof msg, "%s", plait_last_error());
       plait_table_close(&c->table, rc, msg); /* refuse new work before completing any */

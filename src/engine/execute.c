@@ -347,17 +347,25 @@ static int cmp_range(const void *a, const void *b) {
   return x[0] < y[0] ? -1 : x[0] > y[0];
 }
 
-/* The members of a fused response as spans for the transport's
- * allreduce_spans, reduced where they are: only when it has one, in host
- * memory, without prescale, with every member this rank's own (a joined
- * rank's identities come from the buffer), and no two of the memory ranges
- * overlapping (a tensor given twice: the buffer's copies keep that
- * defined). Returns the spans (free them) or NULL. */
-static plait_span_t *as_spans(const plait_exec_t *x, const plait_response_t *r,
-                              plait_entry_t **es, const plait_meta_t *m) {
-  if (!PLAIT_TRANSPORT_HAS(x->t, allreduce_spans) || !folds(x) || m->device >= 0 ||
-      (x->t->caps & PLAIT_CAP_DEVICE_MEMORY) || m->prescale != 1.0 || r->n < 2)
-    return NULL;
+/* Whether a fused response goes to the transport as spans
+ * (allreduce_spans): when it has one, in host memory, without prescale.
+ * A function of the response and the transport only, never of this rank's
+ * tensors, so that every rank makes the same transport call: a joined rank
+ * (no tensors: identities) and one whose tensors overlap reduce the same
+ * spans through the fusion buffer (allreduce_spans_buffered), where an
+ * allreduce of the padded fusion layout would not match what the others
+ * send (ofi: "Truncation error"). */
+static int spans_wire(const plait_exec_t *x, const plait_response_t *r, const plait_meta_t *m) {
+  return PLAIT_TRANSPORT_HAS(x->t, allreduce_spans) && folds(x) && m->device < 0 &&
+         !(x->t->caps & PLAIT_CAP_DEVICE_MEMORY) && m->prescale == 1.0 && r->n >= 2;
+}
+
+/* The members of a fused response as spans reduced where they are
+ * (spans_wire): only with every member this rank's own and no two of the
+ * memory ranges overlapping (a tensor given twice: the buffer's copies keep
+ * that defined). Returns the spans (free them) or NULL. */
+static plait_span_t *as_spans(const plait_response_t *r, plait_entry_t **es,
+                              const plait_meta_t *m) {
   for (uint32_t i = 0; i < r->n; i++)
     if (!es[i]) return NULL;
   plait_span_t *spans = malloc(r->n * sizeof *spans);
@@ -387,16 +395,58 @@ static plait_result_t allreduce_in_place(plait_exec_t *x, const plait_response_t
   size_t data = 0, es_size = plait_dtype_size(m->dtype);
   for (uint32_t i = 0; i < r->n; i++) data += spans[i].count * es_size;
   double t0 = plait_now();
-  for (uint32_t i = 0; i < r->n; i++)
-    plait_tl_begin(x->tl, es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
+  for (uint32_t i = 0; i < r->n; i++) /* es[i] NULL: a joined rank's identity */
+    if (es[i]) plait_tl_begin(x->tl, es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
   plait_result_t rc = x->t->allreduce_spans(x->ts, spans, r->n, (plait_dtype_t)m->dtype,
                                             wire_op(m), plait_exec_postscale(m, x->size));
   for (uint32_t i = 0; i < r->n; i++)
-    plait_tl_end(x->tl, es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
+    if (es[i]) plait_tl_end(x->tl, es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
   if (rc) return transport_error(x, rc, "fused allreduce of", r->e[0].name);
   add_times(x, 0, plait_now() - t0, 0, data, 1, (int)r->n,
             x->threshold > data ? x->threshold : data);
   return PLAIT_SUCCESS;
+}
+
+/* A fused response as spans (spans_wire) that this rank cannot reduce where
+ * they are (as_spans): its members, or a joined rank's identities, side by
+ * side in the fusion buffer without padding, one span each: the same
+ * spans, counts and order as every other rank's, so the transport cuts and
+ * sends them alike. */
+static plait_result_t allreduce_spans_buffered(plait_exec_t *x, const plait_response_t *r,
+                                               plait_entry_t **es, const plait_meta_t *m) {
+  size_t es_size = plait_dtype_size(m->dtype);
+  size_t *offs = malloc(sizeof *offs * (r->n + 1));
+  plait_span_t *spans = malloc(sizeof *spans * r->n);
+  plait_result_t rc = offs && spans ? PLAIT_SUCCESS
+                                    : plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+  size_t at = 0;
+  for (uint32_t i = 0; rc == PLAIT_SUCCESS && i <= r->n; i++) {
+    offs[i] = at;
+    if (i < r->n) at += (size_t)plait_meta_elements(es[i] ? &es[i]->meta : &r->e[i].meta) * es_size;
+  }
+  if (rc == PLAIT_SUCCESS) rc = ensure_fusion(x, offs[r->n]);
+  piece_t all = {0, r->n, 0};
+  double t0 = plait_now(), t1 = t0, t2 = t0;
+  if (rc == PLAIT_SUCCESS) rc = copy_in(x, r, es, m, offs, all);
+  for (uint32_t i = 0; rc == PLAIT_SUCCESS && i < r->n; i++) {
+    char *p = x->fusion ? (char *)x->fusion + offs[i] : NULL; /* NULL: nothing to reduce */
+    spans[i] = (plait_span_t){p, p, (offs[i + 1] - offs[i]) / es_size};
+  }
+  if (rc == PLAIT_SUCCESS) {
+    t1 = plait_now();
+    rc = allreduce_in_place(x, r, es, m, spans);
+    t2 = plait_now();
+  }
+  if (rc == PLAIT_SUCCESS) rc = copy_out(x, r, es, m, offs, 1, all);
+  if (rc == PLAIT_SUCCESS) {
+    plait_stats_t *s = plait_stats_lock(x->stats);
+    s->copy_in_s += t1 - t0;
+    s->copy_out_s += plait_now() - t2;
+    plait_stats_unlock(x->stats);
+  }
+  free(offs);
+  free(spans);
+  return rc;
 }
 
 /* Several tensors (or a joined rank's identity): one response, reduced in
@@ -439,8 +489,9 @@ static plait_result_t run_allreduce(plait_exec_t *x, const plait_response_t *r, 
   for (uint32_t i = 0; i < r->n && !m; i++) m = es[i] ? &es[i]->meta : r->e[i].has_meta ? &r->e[i].meta : NULL;
   if (!m) return plait_error(PLAIT_ERR_PROTOCOL, "allreduce response without metadata");
   if (r->n == 1 && es[0]) return allreduce_single(x, es[0]);
-  plait_span_t *spans = as_spans(x, r, es, m);
-  if (!spans) return allreduce_fused(x, r, es, m);
+  if (!spans_wire(x, r, m)) return allreduce_fused(x, r, es, m);
+  plait_span_t *spans = as_spans(r, es, m);
+  if (!spans) return allreduce_spans_buffered(x, r, es, m);
   plait_result_t rc = allreduce_in_place(x, r, es, m, spans);
   free(spans);
   return rc;

@@ -140,7 +140,20 @@ void plait_meta_decode(plait_reader_t *r, plait_meta_t *m) {
     if ((m->splits[i] = plait_rd_i64(r)) < 0) r->bad = 1;
 }
 
+static plait_result_t encode_requests(plait_writer_t *w, const plait_request_list_t *l,
+                                      uint32_t code, const char *text);
+
 plait_result_t plait_requests_encode(plait_writer_t *w, const plait_request_list_t *l) {
+  return encode_requests(w, l, 0, "");
+}
+
+plait_result_t plait_requests_encode_failure(plait_writer_t *w, const plait_request_list_t *l,
+                                             uint32_t code, const char *text) {
+  return encode_requests(w, l, code, text);
+}
+
+static plait_result_t encode_requests(plait_writer_t *w, const plait_request_list_t *l,
+                                      uint32_t code, const char *text) {
   plait_wr_begin(w, PLAIT_MSG_REQUESTS);
   plait_wr_u32(w, l->flags);
   plait_wr_u64(w, l->acked);
@@ -170,6 +183,11 @@ plait_result_t plait_requests_encode(plait_writer_t *w, const plait_request_list
     wr_ids(w, ids, k);
   }
   free(ids);
+  if (l->flags & PLAIT_REQ_FAILED) { /* the failure's error and message */
+    size_t len = text ? strlen(text) : 0;
+    plait_wr_u32(w, code);
+    plait_wr_blob(w, text, len < PLAIT_FAIL_TEXT_MAX ? len : PLAIT_FAIL_TEXT_MAX);
+  }
   return plait_wr_end(w);
 }
 
@@ -183,6 +201,17 @@ void plait_requests_free(plait_request_list_t *l) {
 }
 
 plait_result_t plait_requests_decode(const uint8_t *p, size_t n, plait_request_list_t *l) {
+  uint32_t code;
+  char *text = NULL;
+  plait_result_t rc = plait_requests_decode_failure(p, n, l, &code, &text);
+  free(text);
+  return rc;
+}
+
+plait_result_t plait_requests_decode_failure(const uint8_t *p, size_t n, plait_request_list_t *l,
+                                             uint32_t *code, char **text) {
+  *code = 0;
+  *text = NULL;
   plait_reader_t r;
   plait_rd_init(&r, p, n);
   memset(l, 0, sizeof *l);
@@ -215,8 +244,17 @@ plait_result_t plait_requests_decode(const uint8_t *p, size_t n, plait_request_l
     }
   }
   free(ids);
+  if (!r.bad && (l->flags & PLAIT_REQ_FAILED)) {
+    *code = plait_rd_u32(&r);
+    *text = plait_rd_strdup(&r, PLAIT_FAIL_TEXT_MAX);
+  }
   plait_result_t rc = plait_rd_finish(&r, "requests message");
-  if (rc) plait_requests_free(l);
+  if (rc) {
+    plait_requests_free(l);
+    free(*text);
+    *text = NULL;
+    *code = 0;
+  }
   return rc;
 }
 

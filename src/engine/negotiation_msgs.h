@@ -19,6 +19,7 @@
 
 #define PLAIT_REQ_SHUTDOWN 0x1u  /* the sender is shutting down */
 #define PLAIT_REQ_FAILED 0x2u    /* the sender's transport failed: who is still here? */
+#define PLAIT_FAIL_TEXT_MAX 2048 /* bytes of a failure report's message */
 #define PLAIT_RESP_SHUTDOWN 0x1u /* coordination ends for everyone after this list */
 #define PLAIT_RESP_TUNING 0x2u   /* carries the settings this list and the next run with */
 
@@ -81,6 +82,16 @@ void plait_meta_decode(plait_reader_t *r, plait_meta_t *m);
 plait_result_t plait_requests_encode(plait_writer_t *w, const plait_request_list_t *l);
 plait_result_t plait_requests_decode(const uint8_t *p, size_t n, plait_request_list_t *l);
 void plait_requests_free(plait_request_list_t *l);
+/* A failure report: l with PLAIT_REQ_FAILED in its flags, then the error the
+ * sender's collective failed with and its message (at most
+ * PLAIT_FAIL_TEXT_MAX bytes), after everything else. plait_requests_encode
+ * sends a report with code 0 and no message. */
+plait_result_t plait_requests_encode_failure(plait_writer_t *w, const plait_request_list_t *l,
+                                             uint32_t code, const char *text);
+/* plait_requests_decode, and for a failure report its error and message
+ * (*text: free it); *code 0 and *text NULL for any other list. */
+plait_result_t plait_requests_decode_failure(const uint8_t *p, size_t n, plait_request_list_t *l,
+                                             uint32_t *code, char **text);
 
 plait_result_t plait_responses_encode(plait_writer_t *w, const plait_response_list_t *l);
 /* Names of entries sent by cache id stay NULL: the caller resolves them. */

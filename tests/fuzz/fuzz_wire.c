@@ -48,10 +48,13 @@ static plait_result_t reencode_negotiation(uint16_t type, const uint8_t *p, size
   plait_result_t rc;
   if (type == PLAIT_MSG_REQUESTS) {
     plait_request_list_t l;
-    rc = plait_requests_decode(p, n, &l);
+    uint32_t code = 0;
+    char *text = NULL; /* a failure report's error and message */
+    rc = plait_requests_decode_failure(p, n, &l, &code, &text);
     if (rc == PLAIT_SUCCESS) {
-      rc = plait_requests_encode(w, &l);
+      rc = plait_requests_encode_failure(w, &l, code, text);
       plait_requests_free(&l);
+      free(text);
     }
   } else {
     plait_response_list_t l;

@@ -80,6 +80,10 @@ static void negotiation_messages(void) {
   frame("requests", &w, plait_requests_encode(&w, &rl));
   plait_request_list_t shut = {PLAIT_REQ_SHUTDOWN, 0, NULL, 13};
   frame("requests_shutdown", &w, plait_requests_encode(&w, &shut));
+  plait_request_list_t failed = {PLAIT_REQ_FAILED, 0, NULL, 14};
+  frame("requests_failed", &w,
+        plait_requests_encode_failure(&w, &failed, PLAIT_ERR_TRANSPORT,
+                                      "allreduce: receive from rank 1 failed: Truncation error"));
 
   plait_resp_entry_t entries[2] = {
       {"grad/layer1", -1, 0, 1, {.coll = PLAIT_COLL_ALLREDUCE, .dtype = PLAIT_FLOAT32,

@@ -19,8 +19,8 @@ Test(wire, header_round_trip) {
   for (int i = 0; i < PLAIT_WIRE_NONCE_SIZE; i++) h.nonce[i] = (uint8_t)i;
   cr_assert_eq(plait_msg_encode_hello(&W, &h), PLAIT_SUCCESS);
   cr_assert_eq(W.len, PLAIT_WIRE_HEADER_SIZE + PLAIT_WIRE_NONCE_SIZE);
-  /* explicit little-endian: magic "PLT1", version 3, type 1, length 32 */
-  cr_assert_eq(memcmp(W.data, "PLT1\x03\x00\x01\x00\x20\x00\x00\x00", 12), 0);
+  /* explicit little-endian: magic "PLT1", version 4, type 1, length 32 */
+  cr_assert_eq(memcmp(W.data, "PLT1\x04\x00\x01\x00\x20\x00\x00\x00", 12), 0);
   plait_frame_header_t fh;
   cr_assert_eq(plait_wire_decode_header(W.data, PLAIT_WIRE_MAX_PAYLOAD, &fh), PLAIT_SUCCESS);
   cr_assert_eq(fh.type, PLAIT_MSG_HELLO);
@@ -30,7 +30,7 @@ Test(wire, header_round_trip) {
 }
 
 Test(wire, header_rejects_bad_magic_version_type_length) {
-  uint8_t h[12] = {'P', 'L', 'T', '1', 3, 0, 1, 0, 0, 0, 0, 0};
+  uint8_t h[12] = {'P', 'L', 'T', '1', 4, 0, 1, 0, 0, 0, 0, 0};
   plait_frame_header_t fh;
   cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_SUCCESS);
   h[0] = 'G';
@@ -39,11 +39,14 @@ Test(wire, header_rejects_bad_magic_version_type_length) {
   h[0] = 'P';
   h[4] = 1; /* version 1 had no process sets in its negotiation messages */
   cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_ERR_PROTOCOL);
-  cr_assert(strstr(plait_last_error(), "version 1, this library speaks 3"));
+  cr_assert(strstr(plait_last_error(), "version 1, this library speaks 4"));
   h[4] = 2; /* version 2's response lists could not carry autotuned settings */
   cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_ERR_PROTOCOL);
-  cr_assert(strstr(plait_last_error(), "version 2, this library speaks 3"));
-  h[4] = 3;
+  cr_assert(strstr(plait_last_error(), "version 2, this library speaks 4"));
+  h[4] = 3; /* version 3's failure reports carried no error or message */
+  cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_ERR_PROTOCOL);
+  cr_assert(strstr(plait_last_error(), "version 3, this library speaks 4"));
+  h[4] = 4;
   h[6] = 99;
   cr_assert_eq(plait_wire_decode_header(h, 100, &fh), PLAIT_ERR_PROTOCOL);
   cr_assert(strstr(plait_last_error(), "unknown message type 99"));
@@ -234,6 +237,56 @@ Test(wire, negotiation_round_trip) {
   p[29] = 99; /* flags, acked, full count, name (4 + 8), coll: then the dtype byte */
   cr_assert_eq(plait_requests_decode(p, n, &back), PLAIT_ERR_PROTOCOL);
   free(p);
+}
+
+/* A failure report carries the sender's error and message (blame.h); any
+ * other list has none, and a plain encode of a report sends code 0. */
+Test(wire, failure_report_carries_code_and_message) {
+  plait_writer_t w = {0};
+  plait_request_list_t rl = {PLAIT_REQ_FAILED, 0, NULL, 7}, back;
+  cr_assert_eq(plait_requests_encode_failure(&w, &rl, PLAIT_ERR_TRANSPORT,
+                                             "receive failed: Truncation error"),
+               PLAIT_SUCCESS);
+  cr_assert_eq(plait_neg_decode_frame(w.data, w.len), PLAIT_SUCCESS);
+  uint32_t code = 0;
+  char *text = NULL;
+  cr_assert_eq(plait_requests_decode_failure(w.data + 12, w.len - 12, &back, &code, &text),
+               PLAIT_SUCCESS);
+  cr_assert_eq(back.flags, PLAIT_REQ_FAILED);
+  cr_assert_eq(back.acked, 7);
+  cr_assert_eq(code, PLAIT_ERR_TRANSPORT);
+  cr_assert_str_eq(text, "receive failed: Truncation error");
+  free(text);
+  plait_requests_free(&back);
+  /* the plain decoder reads it too; cut short, it is malformed */
+  cr_assert_eq(plait_requests_decode(w.data + 12, w.len - 12, &back), PLAIT_SUCCESS);
+  plait_requests_free(&back);
+  cr_assert_eq(plait_requests_decode_failure(w.data + 12, w.len - 14, &back, &code, &text),
+               PLAIT_ERR_PROTOCOL);
+  cr_assert_null(text);
+  plait_wr_free(&w);
+  /* a list without the flag: no code, no message */
+  plait_request_list_t plain = {0, 0, NULL, 1};
+  cr_assert_eq(plait_requests_encode_failure(&w, &plain, PLAIT_ERR_TRANSPORT, "ignored"),
+               PLAIT_SUCCESS);
+  cr_assert_eq(plait_requests_decode_failure(w.data + 12, w.len - 12, &back, &code, &text),
+               PLAIT_SUCCESS);
+  cr_assert_eq(code, 0);
+  cr_assert_null(text);
+  plait_requests_free(&back);
+  plait_wr_free(&w);
+  /* a message over PLAIT_FAIL_TEXT_MAX bytes is cut to it */
+  char *big = malloc(PLAIT_FAIL_TEXT_MAX + 100);
+  memset(big, 'x', PLAIT_FAIL_TEXT_MAX + 99);
+  big[PLAIT_FAIL_TEXT_MAX + 99] = '\0';
+  cr_assert_eq(plait_requests_encode_failure(&w, &rl, PLAIT_ERR_TRANSPORT, big), PLAIT_SUCCESS);
+  cr_assert_eq(plait_requests_decode_failure(w.data + 12, w.len - 12, &back, &code, &text),
+               PLAIT_SUCCESS);
+  cr_assert_eq(strlen(text), PLAIT_FAIL_TEXT_MAX);
+  free(text);
+  free(big);
+  plait_requests_free(&back);
+  plait_wr_free(&w);
 }
 
 /* Cached ids travel as a bit-vector when that is smaller, else as a list. */

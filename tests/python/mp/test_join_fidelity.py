@@ -90,3 +90,53 @@ def test_barrier_completes(hvd):
     # a barrier of every rank afterwards: the joined ranks counted the one they
     # took part in, so all name this one alike
     hvd.barrier()
+
+
+_FUSED_DTYPES = [torch.int32, torch.int64, torch.float32, torch.float64]
+
+
+@pytest.mark.parametrize("cache", ["cold", "warm"])
+@pytest.mark.parametrize("how", ["async", "grouped"])
+def test_fused_allreduce_average_while_the_others_joined(hvd, cache, how):
+    """Two allreduces of 5^d and 17^d elements (d = 1, 2, 3) fused into one
+    response while the others have joined (issue 32): the joined ranks'
+    identities must have exactly the layout of the active rank's fused
+    allreduce on every transport (over ofi shm they once did not: the job
+    died with "Truncation error"). cache=warm: the same operations first
+    ran on every rank, so the joined round comes from the response cache.
+    Data are multiples of the rank count, so average is exact in ints."""
+    n = hvd.size()
+
+    def average(total):
+        """total scaled by 1/n as Horovod scales: ints in double, truncated;
+        float32 by the factor rounded to float."""
+        if total.is_floating_point():
+            return total * torch.tensor(1.0 / n, dtype=total.dtype)
+        return torch.trunc(total.double() * (1.0 / n)).to(total.dtype)
+
+    def pair(d, dt):
+        return [(n * torch.arange(side ** d)).reshape((side,) * d).to(dt) - n * 3
+                for side in (5, 17)]
+
+    def run(names, d, dt, expect):
+        xs = pair(d, dt)
+        if how == "grouped":
+            outs = hvd.grouped_allreduce(xs, name=names[0], op=hvd.Average)
+        else:
+            hs = [hvd.allreduce_async(x, name=nm, op=hvd.Average) for x, nm in zip(xs, names)]
+            outs = [hvd.synchronize(h) for h in hs]
+        for x, out in zip(xs, outs):
+            assert out.dtype == dt and out.shape == x.shape
+            assert torch.equal(out, expect(x)), (names, out.flatten()[:8], x.flatten()[:8])
+        return True
+
+    for d in (1, 2, 3):
+        for dt in _FUSED_DTYPES:
+            names = ["jf.fused.%s.%s.%d.%s.%s" % (how, cache, d, str(dt)[6:], k) for k in "ab"]
+            if cache == "warm":  # every rank, equal tensors
+                run(names, d, dt, lambda x: average(x * n))
+            out = _others_join_then(hvd, lambda: run(names, d, dt, average))
+            assert out in (True, None)
+    # every rank takes part again
+    y = hvd.allreduce(torch.ones(4), name="jf.fused.after.%s.%s" % (how, cache), op=hvd.Sum)
+    assert y.tolist() == [float(n)] * 4
