@@ -103,3 +103,24 @@ def test_signal_raises_in_barrier(hvd):
 def test_errors_keep_plait_classes(hvd):
     with pytest.raises(plait.InvalidArgumentError):
         hvd.alltoall(mx.nd.ones((hvd.size(),)), splits=mx.nd.ones((hvd.size(),)))
+
+
+def test_ctrl_c_raises_keyboard_interrupt_in_a_gathered_wait(hvd):
+    """SIGINT (Ctrl-C) while rank 0 waits alone in alltoall: Python's
+    handler raises KeyboardInterrupt in the waiting thread."""
+    import os
+    import threading
+    n = hvd.size()
+    x = mx.nd.ones((n,))
+    if hvd.rank() == 0:
+        timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                hvd.alltoall(x, name="interrupt.a2a")
+        finally:
+            timer.cancel()
+    hvd.allreduce(mx.nd.ones((1,)), name="interrupt.meet2").wait_to_read()
+    if hvd.rank() != 0:
+        assert hvd.alltoall(x, name="interrupt.a2a").shape == (n,)
+    hvd.barrier()
