@@ -124,3 +124,26 @@ def test_ctrl_c_raises_keyboard_interrupt_in_a_gathered_wait(hvd):
     if hvd.rank() != 0:
         assert hvd.alltoall(x, name="interrupt.a2a").shape == (n,)
     hvd.barrier()
+
+
+def test_mixed_dtype_alltoall_after_hundreds_of_operations(hvd):
+    """A long job: hundreds of unnamed operations, some refused on purpose
+    (on rank 0 in Python, elsewhere in plait's C), then an unnamed alltoall
+    of mismatched dtypes fails on every rank (Horovod: an error too) and
+    the next one works."""
+    n, r = hvd.size(), hvd.rank()
+    outs = []
+    for i in range(100):
+        outs.append(hvd.allreduce(mx.nd.ones((2,)), op=hvd.Sum))
+        if i % 10 == 0:
+            bad = [float("nan")] + [0] * (n - 1) if r == 0 else [0] * n
+            with pytest.raises(ValueError):
+                hvd.alltoall(mx.nd.ones((n,)), splits=bad)
+        assert hvd.alltoall(mx.nd.ones((n,)) * r).asnumpy().tolist() == \
+            [float(q) for q in range(n)]
+    assert all(o.asnumpy().tolist() == [n, n] for o in outs)
+    x = mx.nd.ones((n,), dtype="float32" if r % 2 == 0 else "int32")
+    with pytest.raises(hvd.MismatchError, match="dtype") as err:
+        hvd.alltoall(x)
+    assert isinstance(err.value, mx.base.MXNetError)
+    assert hvd.alltoall(mx.nd.ones((n,)) * r).asnumpy().tolist() == [float(q) for q in range(n)]
