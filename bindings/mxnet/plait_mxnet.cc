@@ -14,6 +14,7 @@
 #include <mxnet/engine.h>
 
 #include <condition_variable>
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -22,6 +23,7 @@
 struct plait_mx_ticket {
   std::mutex mu;
   std::condition_variable cv;
+  bool submitted = false;  // plait accepted or refused it (MXNet ran Run)
   bool done = false;
   int refs = 2;  // the caller's and the operation's
   int result = PLAIT_SUCCESS;
@@ -42,6 +44,7 @@ struct Op {
   int op = 0;
   double prescale = 1.0, postscale = 1.0;
   int root = 0;
+  int32_t process_set = 0;
   std::vector<int64_t> splits;
   bool has_splits = false;
   plait_mx_ticket_t *ticket = nullptr;
@@ -77,6 +80,7 @@ void Finish(Op *op, plait_handle_t *handle, int result, const std::string &messa
     plait_mx_ticket_t *t = op->ticket;
     {
       std::lock_guard<std::mutex> lock(t->mu);
+      t->submitted = true;
       t->done = true;
       t->result = result;
       t->message = message;
@@ -136,9 +140,17 @@ void Run(void * /*rctx*/, void *on_complete, void *param) {
   opts.postscale_factor = op->postscale;
   opts.callback = Done;
   opts.user_data = op;
+  opts.process_set = op->process_set;
   plait_handle_t *handle = nullptr;
   plait_result_t rc = PLAIT_ERR_INVALID_ARGUMENT;
   const char *name = op->names[0].c_str();
+  // Once submitted, Done() may end op (and drop its ticket reference) at any
+  // time: this reference keeps the ticket for marking it submitted below.
+  plait_mx_ticket_t *t = op->ticket;
+  if (t) {
+    std::lock_guard<std::mutex> lock(t->mu);
+    ++t->refs;
+  }
   switch (op->kind) {
     case PLAIT_MX_ALLREDUCE:
       if (n == 1) {
@@ -168,6 +180,14 @@ void Run(void * /*rctx*/, void *on_complete, void *param) {
   }
   // On success Done() runs (maybe already has); after an error it never will.
   if (rc != PLAIT_SUCCESS) Finish(op, nullptr, rc, plait_last_error());
+  if (t) {  // op may be gone already; t is not
+    {
+      std::lock_guard<std::mutex> lock(t->mu);
+      t->submitted = true;
+    }
+    t->cv.notify_all();
+    Unref(t);
+  }
 }
 
 int Fail(const std::string &message) {
@@ -178,7 +198,7 @@ int Fail(const std::string &message) {
 }  // namespace
 
 extern "C" int plait_mx_push(const plait_mx_request_t *req, plait_mx_ticket_t **ticket) {
-  if (!req || req->struct_size < sizeof(plait_mx_request_t))
+  if (!req || req->struct_size < PLAIT_MX_REQUEST_SIZE_V1)
     return Fail("plait_mx_push: request is NULL or from another version");
   bool wants_ticket = req->kind == PLAIT_MX_ALLGATHER || req->kind == PLAIT_MX_ALLTOALL ||
                       req->kind == PLAIT_MX_REDUCESCATTER;
@@ -198,6 +218,8 @@ extern "C" int plait_mx_push(const plait_mx_request_t *req, plait_mx_ticket_t **
   op->prescale = req->prescale_factor;
   op->postscale = req->postscale_factor;
   op->root = req->root;
+  if (req->struct_size >= offsetof(plait_mx_request_t, process_set) + sizeof(int32_t))
+    op->process_set = req->process_set;
   if (req->splits) {
     op->splits.assign(req->splits, req->splits + req->nsplits);
     op->has_splits = true;
@@ -252,18 +274,36 @@ extern "C" int plait_mx_push(const plait_mx_request_t *req, plait_mx_ticket_t **
   return 0;
 }
 
+namespace {
+
+// Waits (at most timeout_s; < 0: no limit) until flag is set; true if it is.
+bool WaitFor(plait_mx_ticket_t *t, std::unique_lock<std::mutex> &lock, double timeout_s,
+             bool plait_mx_ticket::*flag) {
+  if (timeout_s < 0) {
+    t->cv.wait(lock, [t, flag] { return t->*flag; });
+    return true;
+  }
+  return t->cv.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                        [t, flag] { return t->*flag; });
+}
+
+}  // namespace
+
 extern "C" int plait_mx_ticket_wait(plait_mx_ticket_t *t, double timeout_s,
                                     const char **message) {
+  if (message) *message = nullptr;
   if (!t) return PLAIT_ERR_INVALID_ARGUMENT;
   std::unique_lock<std::mutex> lock(t->mu);
-  if (timeout_s < 0) {
-    t->cv.wait(lock, [t] { return t->done; });
-  } else if (!t->cv.wait_for(lock, std::chrono::duration<double>(timeout_s),
-                             [t] { return t->done; })) {
-    return PLAIT_ERR_TIMEOUT;
-  }
+  if (!WaitFor(t, lock, timeout_s, &plait_mx_ticket::done)) return PLAIT_ERR_TIMEOUT;
   if (message) *message = t->message.c_str();
   return t->result;
+}
+
+extern "C" int plait_mx_ticket_submitted(plait_mx_ticket_t *t, double timeout_s) {
+  if (!t) return -1;
+  std::unique_lock<std::mutex> lock(t->mu);
+  if (!WaitFor(t, lock, timeout_s, &plait_mx_ticket::submitted)) return 0;
+  return t->done && !t->handle ? 2 : 1;
 }
 
 extern "C" plait_handle_t *plait_mx_ticket_handle(plait_mx_ticket_t *t) {

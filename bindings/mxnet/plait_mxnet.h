@@ -58,7 +58,13 @@ typedef struct plait_mx_request {
   const int64_t *splits;      /* alltoall: nsplits entries, or NULL */
   int nsplits;
   int priority;               /* MXNet engine priority */
+  /* Appended: a request whose struct_size does not reach it runs on the
+   * global set (0). */
+  int32_t process_set;        /* plait_op_options_t.process_set: the set's id */
 } plait_mx_request_t;
+
+/* Bytes of the first request layout (through priority). */
+#define PLAIT_MX_REQUEST_SIZE_V1 (offsetof(plait_mx_request_t, priority) + sizeof(int))
 
 typedef struct plait_mx_ticket plait_mx_ticket_t;
 
@@ -69,9 +75,18 @@ typedef struct plait_mx_ticket plait_mx_ticket_t;
 int plait_mx_push(const plait_mx_request_t *req, plait_mx_ticket_t **ticket);
 
 /* Waits until plait has finished the ticket's operation (timeout_s < 0: no
- * limit). Returns its plait_result_t (PLAIT_ERR_TIMEOUT when still running);
- * message (may be NULL) receives the failure text, valid until release. */
+ * limit). Returns its plait_result_t; PLAIT_ERR_TIMEOUT with *message NULL
+ * when it is still running after timeout_s. message (may be NULL) receives
+ * the failure text, valid until release. Blocks the calling thread only:
+ * plait.mxnet waits in short slices, so Python's signal handlers run. */
 int plait_mx_ticket_wait(plait_mx_ticket_t *ticket, double timeout_s, const char **message);
+
+/* Waits (at most timeout_s; < 0: no limit) until MXNet has run the operation
+ * and plait has accepted or refused it. Returns 0 while not yet, 1 once
+ * accepted (it may have finished since), 2 when it was refused before plait
+ * took it (plait_mx_ticket_wait gives the error), -1 for a NULL ticket. An
+ * operation runs once every earlier write to its input is done. */
+int plait_mx_ticket_submitted(plait_mx_ticket_t *ticket, double timeout_s);
 
 /* The finished operation's plait handle (plait_handle_output, _splits), or
  * NULL when it failed before plait accepted it. Valid until release. */

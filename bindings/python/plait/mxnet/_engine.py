@@ -74,6 +74,7 @@ class Request(ctypes.Structure):
         ("splits", ctypes.POINTER(ctypes.c_int64)),
         ("nsplits", ctypes.c_int),
         ("priority", ctypes.c_int),
+        ("process_set", ctypes.c_int32),
     ]
 
 
@@ -82,6 +83,8 @@ lib.plait_mx_push.argtypes = [ctypes.POINTER(Request), ctypes.POINTER(ctypes.c_v
 lib.plait_mx_ticket_wait.restype = ctypes.c_int
 lib.plait_mx_ticket_wait.argtypes = [ctypes.c_void_p, ctypes.c_double,
                                      ctypes.POINTER(ctypes.c_char_p)]
+lib.plait_mx_ticket_submitted.restype = ctypes.c_int
+lib.plait_mx_ticket_submitted.argtypes = [ctypes.c_void_p, ctypes.c_double]
 lib.plait_mx_ticket_handle.restype = ctypes.c_void_p
 lib.plait_mx_ticket_handle.argtypes = [ctypes.c_void_p]
 lib.plait_mx_ticket_release.restype = None
@@ -176,9 +179,9 @@ def describe(arr, code):
 # --------------------------------------------------------------------------
 
 def push(kind, names, inputs, outputs, tensors, op=0, prescale=1.0, postscale=1.0, root=0,
-         splits=None, priority=0):
-    """Pushes one operation; returns its ticket (a Ticket) for the kinds
-    whose output plait allocates, else None."""
+         splits=None, priority=0, process_set=0):
+    """Pushes one operation on process set id process_set; returns its
+    ticket (a Ticket) for the kinds whose output plait allocates, else None."""
     n = len(names)
     req = Request()
     req.struct_size = ctypes.sizeof(Request)
@@ -207,6 +210,7 @@ def push(kind, names, inputs, outputs, tensors, op=0, prescale=1.0, postscale=1.
         req.splits = c_splits
         req.nsplits = len(checked)
     req.priority = _core.c_integer(priority, "plait.mxnet: priority", make_error=invalid)
+    req.process_set = process_set
     wants_ticket = kind in (ALLGATHER, ALLTOALL, REDUCESCATTER)
     ticket = ctypes.c_void_p()
     rc = lib.plait_mx_push(ctypes.byref(req), ctypes.byref(ticket) if wants_ticket else None)
@@ -214,6 +218,12 @@ def push(kind, names, inputs, outputs, tensors, op=0, prescale=1.0, postscale=1.
         raise _core.ERRORS[_core.RESULTS["PLAIT_ERR_INTERNAL"]](
             _core.RESULTS["PLAIT_ERR_INTERNAL"], lib.plait_mx_last_error().decode())
     return Ticket(ticket, names[0]) if wants_ticket else None
+
+
+# Waits from Python are cut in slices this long, the GIL released in each:
+# between two slices Python runs its signal handlers (Ctrl-C raises
+# KeyboardInterrupt in the waiting thread, a SIGALRM handler runs).
+WAIT_SLICE_S = 0.05
 
 
 class Ticket:
@@ -226,9 +236,20 @@ class Ticket:
         self._ptr = ptr
         self.name = name
 
+    def submitted(self):
+        """Waits until MXNet has run the operation and plait has accepted
+        or refused it; True if accepted. A refusal is raised by wait()."""
+        while True:
+            state = lib.plait_mx_ticket_submitted(self._ptr, WAIT_SLICE_S)
+            if state:
+                return state == 1
+
     def wait(self):
         msg = ctypes.c_char_p()
-        rc = lib.plait_mx_ticket_wait(self._ptr, -1.0, ctypes.byref(msg))
+        while True:
+            rc = lib.plait_mx_ticket_wait(self._ptr, WAIT_SLICE_S, ctypes.byref(msg))
+            if rc != _core.RESULTS["PLAIT_ERR_TIMEOUT"] or msg.value is not None:
+                break
         if rc != _core.SUCCESS:
             text = msg.value.decode("utf-8", "replace") if msg.value else ""
             raise failure(rc, text)
@@ -257,6 +278,16 @@ class Ticket:
             self.release()
         except Exception:  # interpreter shutting down
             pass
+
+
+def wait_handle(h):
+    """plait_wait on a plait._core.Handle (barrier, join) in slices, so
+    that signals raise in this thread while it waits."""
+    while True:
+        try:
+            return h.wait(WAIT_SLICE_S)
+        except TimeoutError:
+            continue
 
 
 def to_ndarray(t, dtype, ctx):

@@ -14,9 +14,10 @@ barrier() and join() are plait's additions (horovod.mxnet has neither):
 plait.torch's, for NDArray scripts.
 """
 
-import threading
+import ctypes
 
 import mxnet as mx
+import numpy as np
 
 from plait import _core
 from plait.common import basics as _basics
@@ -26,29 +27,43 @@ from plait.common.basics import (  # noqa: F401
     mpi_enabled, mpi_built, gloo_enabled, gloo_built, nccl_built, ddl_built, ccl_built,
     cuda_built, rocm_built, Average, Sum, Adasum, Min, Max, Product, c_op,
 )
+from plait.common.names import AUTO_NAMES
 from plait.common.process_sets import (  # noqa: F401
     ProcessSet, global_process_set, add_process_set, remove_process_set,
 )
-from plait.common.process_sets import _check as _check_process_set
+from plait.common.process_sets import _id as _process_set_id
 from plait.mxnet import _engine
 
 _OPS = (Average, Sum, Min, Max, Product)
-_counters = {}
-_counters_lock = threading.Lock()
 
 
-def _op_name(kind, name):
-    """Horovod's operation name: '<kind>.<name>', or '<kind>.noname.<n>'."""
+def _name_arg(name):
+    """The user's name as a str (None: an automatic one), checked before
+    anything is taken."""
     if name is None:
-        with _counters_lock:
-            n = _counters.get(kind, 0)
-            _counters[kind] = n + 1
-        return "%s.noname.%d" % (kind, n)
+        return None
     if isinstance(name, bytes):
         name = name.decode("utf-8")
     if not isinstance(name, str):
         raise TypeError("plait.mxnet: name must be a str, not %s" % type(name).__name__)
-    return "%s.%s" % (kind, name)
+    _core.check_name_has_no_nul(name, "plait.mxnet")
+    return name
+
+
+def _set(process_set, what):
+    """The id of process_set (0: the global set), refused at the call, as
+    in plait.torch, when it is not registered or this rank is not in it
+    (Horovod's MXNet raises the latter from wait_to_read(): MXNetError;
+    plait's InvalidArgumentError is a ValueError and an MXNetError)."""
+    ps = _process_set_id(process_set, "plait.mxnet." + what)
+    if ps != 0 and _core.process_set_rank(ps) < 0:
+        raise _engine.invalid("plait.mxnet.%s: rank %d is not a member of process set %d "
+                              "(ranks %s)" % (what, rank(), ps, _core.process_set_ranks(ps)))
+    return ps
+
+
+def _set_size(ps):
+    return size() if ps == 0 else _core.process_set_size(ps)
 
 
 def _resolve_op(op, average, what):
@@ -94,13 +109,18 @@ def _check_factors(prescale_factor, postscale_factor, what):
 # --------------------------------------------------------------------------
 # allreduce
 # --------------------------------------------------------------------------
+#
+# Every operation checks all of its arguments first and takes its automatic
+# name last (AUTO_NAMES.take: consumed only if the submission is accepted), so
+# a call refused on one rank leaves its counters as they were, whatever check
+# refused it there and elsewhere (plait.common.names).
 
-def _allreduce(tensors, outputs, names, op, priority, prescale_factor, postscale_factor,
-               what):
+def _check_allreduce(tensors, op, prescale_factor, postscale_factor, priority, what):
     codes = [_check(t, what) for t in tensors]
     for c in codes:
         _check_reducible(c, op, what)
     _check_factors(prescale_factor, postscale_factor, what)
+    _core.c_integer(priority, "plait.mxnet.%s: priority" % what, make_error=_engine.invalid)
     seen = set()
     for t in tensors:
         key = t.handle.value
@@ -108,37 +128,50 @@ def _allreduce(tensors, outputs, names, op, priority, prescale_factor, postscale
             raise _engine.invalid("plait.mxnet.%s: the same NDArray appears twice in the "
                                   "group" % what)
         seen.add(key)
+    return codes
+
+
+def _push_allreduce(tensors, outputs, codes, names, op, priority, prescale_factor,
+                    postscale_factor, ps):
     _engine.push(_engine.ALLREDUCE, names, tensors, outputs,
                  [_engine.describe(t, c) for t, c in zip(tensors, codes)], op=c_op(op),
-                 prescale=prescale_factor, postscale=postscale_factor, priority=priority)
+                 prescale=prescale_factor, postscale=postscale_factor, priority=priority,
+                 process_set=ps)
 
 
 def allreduce(tensor, average=None, name=None, priority=0, prescale_factor=1.0,
               postscale_factor=1.0, process_set=global_process_set, op=None):
-    """Returns a new NDArray with tensor reduced over all ranks (Average by
-    default); tensor is not modified. Returns at once: the result is there
-    when MXNet reads it (wait_to_read, asnumpy, later operations)."""
-    _check_process_set(process_set)
+    """Returns a new NDArray with tensor reduced over the ranks of
+    process_set (Average by default); tensor is not modified. Returns at
+    once: the result is there when MXNet reads it (wait_to_read, asnumpy,
+    later operations)."""
+    ps = _set(process_set, "allreduce")
     op = _resolve_op(op, average, "allreduce")
-    _check(tensor, "allreduce")
+    name = _name_arg(name)
+    codes = _check_allreduce([tensor], op, prescale_factor, postscale_factor, priority,
+                             "allreduce")
     output = mx.nd.zeros(shape=tensor.shape, ctx=tensor.context, dtype=tensor.dtype)
-    _allreduce([tensor], [output], [_op_name("allreduce", name)], op, priority,
-               prescale_factor, postscale_factor, "allreduce")
+    with AUTO_NAMES.take("allreduce", name, ps) as op_name:
+        _push_allreduce([tensor], [output], codes, [op_name], op, priority, prescale_factor,
+                        postscale_factor, ps)
     return output
 
 
 def allreduce_(tensor, average=None, name=None, priority=0, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set, op=None):
     """allreduce in place: tensor receives the result; returns tensor."""
-    _check_process_set(process_set)
+    ps = _set(process_set, "allreduce_")
     op = _resolve_op(op, average, "allreduce_")
-    _allreduce([tensor], [tensor], [_op_name("allreduce", name)], op, priority,
-               prescale_factor, postscale_factor, "allreduce_")
+    name = _name_arg(name)
+    codes = _check_allreduce([tensor], op, prescale_factor, postscale_factor, priority,
+                             "allreduce_")
+    with AUTO_NAMES.take("allreduce", name, ps) as op_name:
+        _push_allreduce([tensor], [tensor], codes, [op_name], op, priority, prescale_factor,
+                        postscale_factor, ps)
     return tensor
 
 
-def _group_names(kind, name, n):
-    base = _op_name(kind, name)
+def _group_names(base, n):
     return ["%s_%dof%d" % (base, i + 1, n) for i in range(n)]
 
 
@@ -152,30 +185,36 @@ def grouped_allreduce(tensors, average=None, name=None, priority=0, prescale_fac
                       postscale_factor=1.0, process_set=global_process_set, op=None):
     """allreduce of a list of NDArrays as one group (negotiated and reduced
     together); returns a list of new NDArrays."""
-    _check_process_set(process_set)
+    ps = _set(process_set, "grouped_allreduce")
     op = _resolve_op(op, average, "grouped_allreduce")
+    name = _name_arg(name)
     tensors = _group(tensors, "grouped_allreduce")
     if not tensors:
         return tensors
-    for t in tensors:
-        _check(t, "grouped_allreduce")
+    codes = _check_allreduce(tensors, op, prescale_factor, postscale_factor, priority,
+                             "grouped_allreduce")
     outputs = [mx.nd.zeros(shape=t.shape, ctx=t.context, dtype=t.dtype) for t in tensors]
-    _allreduce(tensors, outputs, _group_names("allreduce", name, len(tensors)), op, priority,
-               prescale_factor, postscale_factor, "grouped_allreduce")
+    with AUTO_NAMES.take("allreduce", name, ps) as base:
+        _push_allreduce(tensors, outputs, codes, _group_names(base, len(tensors)), op, priority,
+                        prescale_factor, postscale_factor, ps)
     return outputs
 
 
 def grouped_allreduce_(tensors, average=None, name=None, priority=0, prescale_factor=1.0,
                        postscale_factor=1.0, process_set=global_process_set, op=None):
     """grouped_allreduce in place; returns tensors."""
-    _check_process_set(process_set)
+    ps = _set(process_set, "grouped_allreduce_")
     op = _resolve_op(op, average, "grouped_allreduce_")
+    name = _name_arg(name)
     tensors_list = _group(tensors, "grouped_allreduce_")
     if not tensors_list:
         return tensors
-    _allreduce(tensors_list, tensors_list,
-               _group_names("allreduce", name, len(tensors_list)), op, priority,
-               prescale_factor, postscale_factor, "grouped_allreduce_")
+    codes = _check_allreduce(tensors_list, op, prescale_factor, postscale_factor, priority,
+                             "grouped_allreduce_")
+    with AUTO_NAMES.take("allreduce", name, ps) as base:
+        _push_allreduce(tensors_list, tensors_list, codes,
+                        _group_names(base, len(tensors_list)), op, priority, prescale_factor,
+                        postscale_factor, ps)
     return tensors
 
 
@@ -183,32 +222,54 @@ def grouped_allreduce_(tensors, average=None, name=None, priority=0, prescale_fa
 # broadcast
 # --------------------------------------------------------------------------
 
-def _check_root(root_rank, what):
+def _check_root(root_rank, ps, what):
+    """root_rank is a rank of the job (as in Horovod, also on a process
+    set), and a member of the set."""
     if not isinstance(root_rank, int) or isinstance(root_rank, bool):
         raise TypeError("plait.mxnet.%s: root_rank must be an int, not %r" % (what, root_rank))
     n = size()
     if not 0 <= root_rank < n:
         raise _engine.invalid("plait.mxnet.%s: root_rank %d is not a rank of this job "
                               "(0..%d)" % (what, root_rank, n - 1))
+    if ps != 0:
+        members = _core.process_set_ranks(ps)
+        if root_rank not in members:
+            raise _engine.invalid("plait.mxnet.%s: root_rank %d is not a member of process set "
+                                  "%d (ranks %s)" % (what, root_rank, ps, members))
+
+
+def _check_broadcast(tensor, root_rank, priority, ps, what):
+    code = _check(tensor, what)
+    _check_root(root_rank, ps, what)
+    _core.c_integer(priority, "plait.mxnet.%s: priority" % what, make_error=_engine.invalid)
+    return code
+
+
+def _push_broadcast(tensor, code, root_rank, name, priority, ps):
+    with AUTO_NAMES.take("broadcast", name, ps) as op_name:
+        _engine.push(_engine.BROADCAST, [op_name], [tensor], [tensor],
+                     [_engine.describe(tensor, code)], root=root_rank, priority=priority,
+                     process_set=ps)
 
 
 def broadcast_(tensor, root_rank, name=None, priority=0, process_set=global_process_set):
-    """Replaces tensor, in place, with root_rank's; returns tensor at once."""
-    _check_process_set(process_set)
-    code = _check(tensor, "broadcast_")
-    _check_root(root_rank, "broadcast_")
-    _engine.push(_engine.BROADCAST, [_op_name("broadcast", name)], [tensor], [tensor],
-                 [_engine.describe(tensor, code)], root=root_rank, priority=priority)
+    """Replaces tensor, in place, with root_rank's (a rank of the job, in
+    process_set); returns tensor at once."""
+    ps = _set(process_set, "broadcast_")
+    name = _name_arg(name)
+    code = _check_broadcast(tensor, root_rank, priority, ps, "broadcast_")
+    _push_broadcast(tensor, code, root_rank, name, priority, ps)
     return tensor
 
 
 def broadcast(tensor, root_rank, name=None, priority=0, process_set=global_process_set):
     """A new NDArray holding root_rank's tensor; tensor is not modified."""
-    _check_process_set(process_set)
-    _check(tensor, "broadcast")
-    _check_root(root_rank, "broadcast")
+    ps = _set(process_set, "broadcast")
+    name = _name_arg(name)
+    code = _check_broadcast(tensor, root_rank, priority, ps, "broadcast")
     output = tensor.copy()  # ordered by MXNet after earlier writes to tensor
-    return broadcast_(output, root_rank, name=name, priority=priority)
+    _push_broadcast(output, code, root_rank, name, priority, ps)
+    return output
 
 
 # --------------------------------------------------------------------------
@@ -220,110 +281,191 @@ def _check_rows(tensor, what):
         raise ValueError("plait.mxnet.%s: a scalar has no first dimension" % what)
 
 
-def _gathered(kind, tensor, name, priority, what, **kw):
-    code = _check(tensor, what)
-    ticket = _engine.push(kind, [name], [tensor], None, [_engine.describe(tensor, code)],
-                          priority=priority, **kw)
+def _submit_tickets(kind, label, tensors, codes, name, ps, priority, group, **kw):
+    """Pushes one operation per tensor ('<label>.<name>', or the group's
+    names '<...>_<i>of<n>'); the automatic name is consumed only when plait
+    accepted them (a refusal there, e.g. alltoall splits that do not add up,
+    raises and leaves the counter as it was). Returns the tickets."""
+    tickets = []
+    interrupted = None
     try:
-        ticket.wait()
-        out = _engine.to_ndarray(ticket.output(), tensor.dtype, tensor.context)
-        splits = ticket.splits(size()) if kind == _engine.ALLTOALL else None
+        with AUTO_NAMES.take(label, name, ps) as base:
+            names = _group_names(base, len(tensors)) if group else [base]
+            for t, c, n in zip(tensors, codes, names):
+                tickets.append(_engine.push(kind, [n], [t], None, [_engine.describe(t, c)],
+                                            priority=priority, process_set=ps, **kw))
+            try:
+                accepted = [tk.submitted() for tk in tickets]
+            except BaseException as e:  # noqa: B902 - a signal: it was pushed, will be submitted
+                interrupted, accepted = e, [True]
+            if not any(accepted):
+                tickets[0].wait()  # raises the refusal
+    except BaseException:
+        for tk in tickets:
+            tk.release()
+        raise
+    if interrupted is not None:
+        for tk in tickets:
+            tk.release()
+        raise interrupted
+    return tickets
+
+
+def _collect(kind, tickets, tensors, n):
+    """Waits for each ticket (in slices: signals raise here) and copies its
+    output into a new NDArray; returns [(NDArray, received splits or None)]."""
+    try:
+        out = []
+        for tk, t in zip(tickets, tensors):
+            tk.wait()
+            arr = _engine.to_ndarray(tk.output(), t.dtype, t.context)
+            out.append((arr, tk.splits(n) if kind == _engine.ALLTOALL else None))
+        return out
     finally:
-        ticket.release()
-    return out, splits
+        for tk in tickets:
+            tk.release()
+
+
+def _gathered(kind, label, tensors, codes, name, ps, priority, group, **kw):
+    tickets = _submit_tickets(kind, label, tensors, codes, name, ps, priority, group, **kw)
+    return _collect(kind, tickets, tensors, _set_size(ps))
+
+
+def _check_priority(priority, what):
+    _core.c_integer(priority, "plait.mxnet.%s: priority" % what, make_error=_engine.invalid)
 
 
 def allgather(tensor, name=None, priority=0, process_set=global_process_set):
-    """Concatenates every rank's tensor along the first dimension (which may
-    differ between ranks); waits for the result."""
-    _check_process_set(process_set)
-    _check(tensor, "allgather")
+    """Concatenates the tensors of process_set's ranks along the first
+    dimension (which may differ between ranks); waits for the result."""
+    ps = _set(process_set, "allgather")
+    name = _name_arg(name)
+    code = _check(tensor, "allgather")
     _check_rows(tensor, "allgather")
-    return _gathered(_engine.ALLGATHER, tensor, _op_name("allgather", name), priority,
-                     "allgather")[0]
+    _check_priority(priority, "allgather")
+    return _gathered(_engine.ALLGATHER, "allgather", [tensor], [code], name, ps, priority,
+                     False)[0][0]
 
 
 def grouped_allgather(tensors, name=None, priority=0, process_set=global_process_set):
     """allgather of each NDArray of a list; returns the list of results."""
-    _check_process_set(process_set)
+    ps = _set(process_set, "grouped_allgather")
+    name = _name_arg(name)
     tensors = _group(tensors, "grouped_allgather")
-    names = _group_names("allgather", name, len(tensors))
+    codes = []
     for t in tensors:
-        _check(t, "grouped_allgather")
+        codes.append(_check(t, "grouped_allgather"))
         _check_rows(t, "grouped_allgather")
-    return [_gathered(_engine.ALLGATHER, t, n, priority, "grouped_allgather")[0]
-            for t, n in zip(tensors, names)]
+    _check_priority(priority, "grouped_allgather")
+    if not tensors:
+        return []
+    return [out for out, _ in _gathered(_engine.ALLGATHER, "allgather", tensors, codes, name,
+                                        ps, priority, True)]
+
+
+_SPLITS_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
 
 def _splits_list(splits, n):
-    if isinstance(splits, mx.nd.NDArray):
-        values = [int(v) for v in splits.asnumpy().reshape(-1).tolist()]
+    """splits as a list of n ints. An array (NDArray, numpy) must be 1-D of
+    int32 or int64, whatever its values (Horovod refuses any dtype but
+    int32); a list must hold integers (or floats with integral values)."""
+    if isinstance(splits, (mx.nd.NDArray, np.ndarray)):
+        if np.dtype(splits.dtype) not in _SPLITS_DTYPES:
+            raise _engine.invalid("plait.mxnet.alltoall: splits must hold 32- or 64-bit "
+                                  "integers, not %s" % np.dtype(splits.dtype).name)
+        if len(splits.shape) != 1:
+            raise _engine.invalid("plait.mxnet.alltoall: splits must be 1-D, not of shape %s"
+                                  % (tuple(splits.shape),))
+        arr = splits.asnumpy() if isinstance(splits, mx.nd.NDArray) else splits
+        values = [int(v) for v in arr.tolist()]
     else:
-        values = [int(v) for v in splits]
+        values = []
+        for i, v in enumerate(splits):
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer,
+                                                                      np.floating)):
+                raise _engine.invalid("plait.mxnet.alltoall: splits[%d] is %r, not an integer"
+                                      % (i, v))
+            if isinstance(v, (float, np.floating)) and not float(v).is_integer():
+                raise _engine.invalid("plait.mxnet.alltoall: splits[%d] is %r, not an integer"
+                                      % (i, v))
+            values.append(int(v))
     if len(values) != n:
-        raise _engine.invalid("plait.mxnet.alltoall: splits has %d entries but there are %d "
-                              "ranks" % (len(values), n))
+        raise _engine.invalid("plait.mxnet.alltoall: splits has %d entries but the process set "
+                              "has %d ranks" % (len(values), n))
+    for i, v in enumerate(values):
+        _core.c_integer(v, "plait.mxnet.alltoall: splits[%d]" % i, _core.INT64_RANGE,
+                        make_error=_engine.invalid)
     return values
 
 
 def alltoall(tensor, splits=None, name=None, priority=0, process_set=global_process_set):
-    """Sends splits[r] first-dimension rows of tensor to rank r (equal parts
-    when splits is None) and returns the rows received, in rank order; with
-    splits given, also an int32 NDArray of how many came from each rank."""
-    _check_process_set(process_set)
-    _check(tensor, "alltoall")
+    """Sends splits[i] first-dimension rows of tensor to the i-th rank of
+    process_set (equal parts when splits is None) and returns the rows
+    received, in rank order; with splits given, also an int32 NDArray of how
+    many came from each rank."""
+    ps = _set(process_set, "alltoall")
+    name = _name_arg(name)
+    code = _check(tensor, "alltoall")
     _check_rows(tensor, "alltoall")
-    n = size()
+    _check_priority(priority, "alltoall")
+    n = _set_size(ps)
     values = None
     if splits is not None:
         values = _splits_list(splits, n)
     elif tensor.shape[0] % n != 0:
         raise _engine.invalid("plait.mxnet.alltoall: without splits the first dimension (%d) "
                               "must divide by the number of ranks (%d)" % (tensor.shape[0], n))
-    out, received = _gathered(_engine.ALLTOALL, tensor, _op_name("alltoall", name), priority,
-                              "alltoall", splits=values)
+    (out, received), = _gathered(_engine.ALLTOALL, "alltoall", [tensor], [code], name, ps,
+                                 priority, False, splits=values)
     if splits is None:
         return out
     return out, mx.nd.array(received, ctx=mx.cpu(), dtype="int32")
 
 
-def reducescatter(tensor, op=Average, name=None, priority=0,
-                  process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
-    """Reduces tensor over all ranks (Average or Sum) and returns this rank's
-    block of first-dimension rows (the first rows % size ranks get one more)."""
-    _check_process_set(process_set)
+def _check_reducescatter(tensor, op, prescale_factor, postscale_factor, what):
     if op not in (Average, Sum):
-        raise ValueError("plait.mxnet.reducescatter: op must be Average or Sum, as in "
-                         "Horovod, not %r" % (op,))
-    code = _check(tensor, "reducescatter")
+        raise ValueError("plait.mxnet.%s: op must be Average or Sum, as in Horovod, not %r"
+                         % (what, op))
+    code = _check(tensor, what)
     if tensor.shape == ():
         raise ValueError("reducescatter does not support scalar inputs")
-    _check_reducible(code, op, "reducescatter")
-    _check_factors(prescale_factor, postscale_factor, "reducescatter")
-    return _gathered(_engine.REDUCESCATTER, tensor, _op_name("reducescatter", name), priority,
-                     "reducescatter", op=c_op(op), prescale=prescale_factor,
-                     postscale=postscale_factor)[0]
+    _check_reducible(code, op, what)
+    _check_factors(prescale_factor, postscale_factor, what)
+    return code
+
+
+def reducescatter(tensor, op=Average, name=None, priority=0,
+                  process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """Reduces tensor over the ranks of process_set (Average or Sum) and
+    returns this rank's block of first-dimension rows (the first rows % size
+    ranks get one more)."""
+    ps = _set(process_set, "reducescatter")
+    name = _name_arg(name)
+    code = _check_reducescatter(tensor, op, prescale_factor, postscale_factor, "reducescatter")
+    _check_priority(priority, "reducescatter")
+    return _gathered(_engine.REDUCESCATTER, "reducescatter", [tensor], [code], name, ps,
+                     priority, False, op=c_op(op), prescale=prescale_factor,
+                     postscale=postscale_factor)[0][0]
 
 
 def grouped_reducescatter(tensors, op=Average, name=None, priority=0,
                           process_set=global_process_set, prescale_factor=1.0,
                           postscale_factor=1.0):
     """reducescatter of each NDArray of a list; returns the list of results."""
-    _check_process_set(process_set)
+    ps = _set(process_set, "grouped_reducescatter")
+    name = _name_arg(name)
     tensors = _group(tensors, "grouped_reducescatter")
-    if any(t.shape == () for t in tensors):
+    if any(isinstance(t, mx.nd.NDArray) and t.shape == () for t in tensors):
         raise ValueError("groued_reducescatter does not support scalar inputs")
-    names = _group_names("reducescatter", name, len(tensors))
-    outs = []
-    for t, n in zip(tensors, names):
-        if op not in (Average, Sum):
-            raise ValueError("plait.mxnet.grouped_reducescatter: op must be Average or Sum")
-        code = _check(t, "grouped_reducescatter")
-        _check_reducible(code, op, "grouped_reducescatter")
-        outs.append(_gathered(_engine.REDUCESCATTER, t, n, priority, "grouped_reducescatter",
-                              op=c_op(op), prescale=prescale_factor,
-                              postscale=postscale_factor)[0])
-    return outs
+    codes = [_check_reducescatter(t, op, prescale_factor, postscale_factor,
+                                  "grouped_reducescatter") for t in tensors]
+    _check_priority(priority, "grouped_reducescatter")
+    if not tensors:
+        return []
+    return [out for out, _ in _gathered(_engine.REDUCESCATTER, "reducescatter", tensors, codes,
+                                        name, ps, priority, True, op=c_op(op),
+                                        prescale=prescale_factor, postscale=postscale_factor)]
 
 
 # --------------------------------------------------------------------------
@@ -331,11 +473,12 @@ def grouped_reducescatter(tensors, op=Average, name=None, priority=0,
 # --------------------------------------------------------------------------
 
 def barrier(process_set=global_process_set):
-    """Returns when every rank has called barrier()."""
-    _check_process_set(process_set)
-    h = _core.submit(_core.lib.plait_barrier_async, "barrier", None, None)
+    """Returns when every rank of process_set has called barrier()."""
+    ps = _set(process_set, "barrier")
+    opts = _core.options(process_set=ps)
+    h = _core.submit(_core.lib.plait_barrier_async, "barrier", None, ctypes.byref(opts))
     try:
-        h.wait()
+        _engine.wait_handle(h)
     finally:
         h.release()
 
@@ -347,15 +490,10 @@ def join():
     mx.nd.waitall()  # this rank's own pushed operations have all been submitted
     h = _core.submit(_core.lib.plait_join_async, "join", None, None)
     try:
-        h.wait()
+        _engine.wait_handle(h)
         return h.join_rank()
     finally:
         h.release()
 
 
-def _forget_counters():
-    with _counters_lock:
-        _counters.clear()
-
-
-_basics.add_shutdown_hook(_forget_counters)
+_basics.add_shutdown_hook(AUTO_NAMES.reset)  # a new job counts from 0
