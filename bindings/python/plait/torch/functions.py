@@ -122,9 +122,12 @@ def _has_state(optimizer):
 
 def _initialize_state(optimizer, sparse_params=()):
     """Horovod's trick: an optimizer that has not stepped yet has no state to
-    broadcast into, so take one step with zero gradients to create it. Here
-    the step leaves parameters and gradients as they were (weight decay is
-    switched off for it and the parameters are restored afterwards)."""
+    broadcast into, so take one step with zero gradients to create it. As
+    Horovod's, a trainable parameter without a gradient keeps that zero
+    gradient (scripts then use p.grad; sparse for SparseAdam and for a
+    sparse embedding under SGD). Unlike Horovod's, the step moves no
+    parameter (weight decay is switched off for it and the parameters are
+    restored afterwards) and a gradient that was there is kept."""
     from plait.torch.optimizer import _DistributedOptimizer
     saved = []
     for group in optimizer.param_groups:
@@ -154,7 +157,8 @@ def _initialize_state(optimizer, sparse_params=()):
         with torch.no_grad():
             for p, data, grad in saved:
                 p.copy_(data)
-                p.grad = grad
+                if grad is not None:
+                    p.grad = grad
 
 
 def _state_manifest(optimizer):
