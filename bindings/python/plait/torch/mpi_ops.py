@@ -45,6 +45,7 @@ from plait.torch.basics import (
     Average, Max, Min, Product, Sum, _check_process_set, global_process_set, rank, size,
 )
 from plait.common.basics import c_op
+from plait.common.names import AUTO_NAMES
 from plait.torch.compression import Compression
 
 
@@ -780,9 +781,16 @@ def join(device=-1) -> int:
     h = _core.submit(_core.lib.plait_join_async, "join", None, None)
     try:
         h.wait()
-        return h.join_rank()
+        last = h.join_rank()
     finally:
         h.release()
+    # Every rank returns from the same join, and the ranks issued different
+    # numbers of operations before it (the joined ones none): every count of
+    # unnamed operations starts again from 0 on every rank, so the next
+    # unnamed operation matches (Horovod's handle-numbered names stay out of
+    # step after uneven batches: docs/horovod-comparison.md).
+    AUTO_NAMES.reset()
+    return last
 
 
 def barrier(process_set=global_process_set):
