@@ -119,8 +119,9 @@ def test_broadcast_optimizer_state_int_step(hvd):
 
 
 def test_broadcast_optimizer_state_fresh_sgd(hvd):
-    # A fresh optimizer gets its state from Horovod's zero-gradient step;
-    # here that step moves no parameter even with weight decay.
+    # A fresh optimizer gets its state from Horovod's zero-gradient step,
+    # which leaves its zero gradients (as Horovod's); here that step moves
+    # no parameter even with weight decay.
     r = hvd.rank()
     model = make_model(40 + r)
     opt = torch.optim.SGD(model.parameters(), lr=0.1 * (r + 1), momentum=0.5 + 0.1 * r,
@@ -131,7 +132,7 @@ def test_broadcast_optimizer_state_fresh_sgd(hvd):
     assert opt.param_groups[0]['momentum'] == pytest.approx(0.5)
     assert opt.param_groups[0]['weight_decay'] == pytest.approx(0.1)
     for p, b in zip(model.parameters(), before):
-        assert torch.equal(p, b) and p.grad is None
+        assert torch.equal(p, b) and torch.equal(p.grad, torch.zeros_like(p))
         assert torch.equal(opt.state[p]['momentum_buffer'], torch.zeros_like(p))
 
 
