@@ -192,3 +192,30 @@ def test_allgather_object(hvd):
     assert got == [{"rank": i, "items": list(range(i * 50))} for i in range(n)]
     got = hvd.allgather_object(None if r % 2 else "rank%d" % r, name="mixed")
     assert got == [None if i % 2 else "rank%d" % i for i in range(n)]
+
+
+class _Unpicklable:
+    def __reduce__(self):
+        raise TypeError("this object cannot be pickled")
+
+
+def test_an_object_that_cannot_be_pickled_raises_on_every_rank(hvd):
+    """One rank's object cannot be pickled: that rank raises the reason, the
+    others a ValueError naming it, rather than waiting for ever for its
+    bytes; and the ranks stay in step."""
+    n, r = hvd.size(), hvd.rank()
+    root = n - 1
+    if r == root:
+        with pytest.raises(TypeError, match="cannot be pickled"):
+            hvd.broadcast_object(_Unpicklable(), root_rank=root, name="unpicklable")
+    else:
+        with pytest.raises(ValueError, match="root rank %d could not pickle" % root):
+            hvd.broadcast_object(None, root_rank=root, name="unpicklable")
+    if r == 0:
+        with pytest.raises(TypeError, match="cannot be pickled"):
+            hvd.allgather_object(_Unpicklable(), name="unpicklable")
+    else:
+        with pytest.raises(ValueError, match="rank 0 could not pickle"):
+            hvd.allgather_object(r, name="unpicklable")
+    assert hvd.broadcast_object(r, root_rank=root) == root
+    assert hvd.allgather_object(r) == list(range(n))

@@ -259,6 +259,11 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None):
 # Python objects
 # ----------------------------------------------------------------------------
 
+# The size a rank sends when its object could not be pickled: the others
+# then raise too, instead of one rank raising while the others wait for it.
+_NOT_PICKLED = -1
+
+
 def _to_bytes_tensor(obj):
     data = bytearray(_pickler.dumps(obj))
     return torch.frombuffer(data, dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8)
@@ -287,13 +292,23 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     _check_root(root_rank, "broadcast_object")
     base = "broadcast_object" if name is None else str(name)
     if rank() == root_rank:
-        payload = _cuda.placed(_to_bytes_tensor(obj))
+        try:
+            payload = _cuda.placed(_to_bytes_tensor(obj))
+        except Exception:
+            # The others wait for the size: tell them (-1), so that every
+            # rank raises rather than the others waiting for ever.
+            n = _cuda.placed(torch.tensor([_NOT_PICKLED], dtype=torch.int64))
+            broadcast_(n, root_rank, name=base + ".sz", process_set=process_set)
+            raise
         n = _cuda.placed(torch.tensor([payload.numel()], dtype=torch.int64))
         broadcast_(n, root_rank, name=base + ".sz", process_set=process_set)
         broadcast_(payload, root_rank, name=base + ".t", process_set=process_set)
         return obj
     n = _cuda.placed(torch.zeros(1, dtype=torch.int64))
     broadcast_(n, root_rank, name=base + ".sz", process_set=process_set)
+    if int(n.item()) == _NOT_PICKLED:
+        raise ValueError("plait.torch.broadcast_object: root rank %d could not pickle its "
+                         "object (it raised the reason)" % root_rank)
     payload = _cuda.placed(torch.empty(int(n.item()), dtype=torch.uint8))
     broadcast_(payload, root_rank, name=base + ".t", process_set=process_set)
     return _from_bytes(payload)
@@ -306,12 +321,21 @@ def allgather_object(obj, name=None):
     name: names the allgathers as Horovod ('<name>.sz' and '<name>.t');
     the default, 'allgather_object', does not depend on obj."""
     base = "allgather_object" if name is None else str(name)
-    payload = _cuda.placed(_to_bytes_tensor(obj))
-    h_sizes = allgather_async(_cuda.placed(torch.tensor([payload.numel()], dtype=torch.int64)),
+    try:
+        payload, failure = _cuda.placed(_to_bytes_tensor(obj)), None
+    except Exception as e:  # noqa: BLE001 - raised below, after the others are told
+        payload, failure = _cuda.placed(torch.empty(0, dtype=torch.uint8)), e
+    size = _NOT_PICKLED if failure is not None else payload.numel()
+    h_sizes = allgather_async(_cuda.placed(torch.tensor([size], dtype=torch.int64)),
                               name=base + ".sz")
     h_data = allgather_async(payload, name=base + ".t")
     sizes = synchronize(h_sizes).tolist()
     data = synchronize(h_data)
+    if failure is not None:
+        raise failure
+    if _NOT_PICKLED in sizes:
+        raise ValueError("plait.torch.allgather_object: rank %d could not pickle its object "
+                         "(it raised the reason)" % sizes.index(_NOT_PICKLED))
     out, start = [], 0
     for n in sizes:
         out.append(_from_bytes(data[start:start + n]))
