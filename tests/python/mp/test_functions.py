@@ -219,3 +219,18 @@ def test_an_object_that_cannot_be_pickled_raises_on_every_rank(hvd):
             hvd.allgather_object(r, name="unpicklable")
     assert hvd.broadcast_object(r, root_rank=root) == root
     assert hvd.allgather_object(r) == list(range(n))
+
+
+def test_broadcast_optimizer_state_groups_that_differ_raise_on_every_rank(hvd):
+    """The last rank's optimizer has one parameter fewer than the root's:
+    it raises naming both shapes, and the root (and every other rank)
+    raises too rather than waiting for ever in the state's broadcasts."""
+    n, r = hvd.size(), hvd.rank()
+    model = make_model(0)
+    params = list(model.parameters())
+    if r == n - 1:
+        params = params[:-1]
+    opt = torch.optim.SGD(params, lr=0.1, momentum=0.9)
+    with pytest.raises(ValueError, match="param groups"):
+        hvd.broadcast_optimizer_state(opt, root_rank=0)
+    assert hvd.broadcast_object(r, root_rank=0, name="after.groups") == 0

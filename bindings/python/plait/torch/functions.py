@@ -13,8 +13,8 @@ import torch
 from plait.torch import _cuda
 from plait.torch._handles import synchronize
 from plait.common.process_sets import _id as _process_set_id
-from plait.torch.basics import global_process_set, rank, size
-from plait.torch.mpi_ops import allgather_async, broadcast_, broadcast_async_
+from plait.torch.basics import Min, global_process_set, rank, size
+from plait.torch.mpi_ops import allgather_async, allreduce, broadcast_, broadcast_async_
 
 try:  # Horovod pickles with cloudpickle (lambdas, local classes); plain pickle otherwise.
     import cloudpickle as _pickler
@@ -221,10 +221,19 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None):
                                 root_rank, name="broadcast_optimizer_state.manifest")
     groups = optimizer.param_groups
     mine = [len(g['params']) for g in groups]
+    # Every rank learns whether any rank's groups differ from the root's, so
+    # that they all raise; otherwise the root would wait for ever in the
+    # state's broadcasts that a rank which raised never submits.
+    ok = _cuda.placed(torch.tensor([1 if manifest["sizes"] == mine else 0], dtype=torch.int32))
+    ok = allreduce(ok, op=Min, name="broadcast_optimizer_state.check")
     if manifest["sizes"] != mine:
         raise ValueError("plait.torch.broadcast_optimizer_state: rank %d's param groups hold "
                          "%s parameters but root rank %d's hold %s"
                          % (rank(), mine, root_rank, manifest["sizes"]))
+    if int(ok.item()) == 0:
+        raise ValueError("plait.torch.broadcast_optimizer_state: another rank's param groups "
+                         "differ in shape from root rank %d's (%s parameters); that rank "
+                         "names its own" % (root_rank, manifest["sizes"]))
     if rank() != root_rank:
         for group, opts in zip(groups, manifest["options"]):
             group.update(opts)
