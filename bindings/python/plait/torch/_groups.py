@@ -8,7 +8,7 @@ import torch
 
 from plait import _core
 from plait.common.names import AUTO_NAMES
-from plait.torch._handles import _Pending, _register, _take
+from plait.torch._handles import _Pending, _register, _take, synchronize
 from plait.torch._tensors import _check_tensor
 
 
@@ -89,3 +89,32 @@ def _group_names(base, n):
     """Horovod's names for a group of n: '<base>_<i>of<n>', i from 1 (base
     from _op_name)."""
     return ["%s_%dof%d" % (base, i + 1, n) for i in range(n)]
+
+
+def _submit_parts(tensors, kind, name, pset, submit):
+    """Submits each part of a group ('<kind>.<name>_<i>of<n>') with
+    submit(tensor, part_name); one handle for all of them. The automatic
+    number is consumed once any part was accepted (that part runs under
+    it on the other ranks too); a part refused is raised after the parts
+    already submitted have finished."""
+    handles, failure = [], None
+    with _op_name(kind, name, pset) as base:
+        try:
+            for t, nm in zip(tensors, _group_names(base, len(tensors))):
+                handles.append(submit(t, nm))
+        except Exception as e:  # noqa: BLE001 - raised below
+            if not handles:
+                raise  # nothing submitted: the number is not consumed
+            failure = e
+    if failure is not None:
+        _drain(handles)
+        raise failure
+    return _register_group(handles)
+
+
+def _drain(handles):
+    for h in handles:
+        try:
+            synchronize(h)
+        except Exception:  # noqa: BLE001 - the first error is being raised
+            pass

@@ -29,7 +29,7 @@ import torch
 
 from plait import _core
 from plait.torch._groups import (
-    _check_group, _grad_name, _group_names, _op_name, _register_group,
+    _check_group, _grad_name, _group_names, _op_name, _submit_parts,
 )
 from plait.torch import _cuda
 from plait.torch._alltoall import alltoall, alltoall_async  # noqa: F401 (its own module)
@@ -449,35 +449,6 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
         _check_rows(t, "grouped_allgather_async", ScalarAllgatherError)
     return _submit_parts(tensors, "grouped_allgather", name, ps, lambda t, nm: _allgather_async(
         t, nm, "grouped_allgather_async", kind=None, pset=ps))
-
-
-def _submit_parts(tensors, kind, name, pset, submit):
-    """Submits each part of a group ('<kind>.<name>_<i>of<n>') with
-    submit(tensor, part_name); one handle for all of them. The automatic
-    number is consumed once any part was accepted (that part runs under
-    it on the other ranks too); a part refused is raised after the parts
-    already submitted have finished."""
-    handles, failure = [], None
-    with _op_name(kind, name, pset) as base:
-        try:
-            for t, nm in zip(tensors, _group_names(base, len(tensors))):
-                handles.append(submit(t, nm))
-        except Exception as e:  # noqa: BLE001 - raised below
-            if not handles:
-                raise  # nothing submitted: the number is not consumed
-            failure = e
-    if failure is not None:
-        _drain(handles)
-        raise failure
-    return _register_group(handles)
-
-
-def _drain(handles):
-    for h in handles:
-        try:
-            synchronize(h)
-        except Exception:  # noqa: BLE001 - the first error is being raised
-            pass
 
 
 class _GroupedAllgather(torch.autograd.Function):
