@@ -7,7 +7,8 @@ the header, and tests/python/test_bindings.py checks those against the header
 by compiling a program that prints them.
 
 ctypes.CDLL releases the GIL around every foreign call, so a rank blocked in
-plait_wait or plait_init does not stop the program's other Python threads;
+plait_wait or plait_init does not stop the program's other Python threads
+(waits are sliced so that signal handlers run: wait_sliced);
 three calls that never block also have twins that keep it (allreduce_async_gil,
 release_gil, and wait_gil for a wait of timeout 0: see there).
 """
@@ -18,6 +19,7 @@ import ctypes.util
 import operator
 import os
 import threading
+import time
 
 from plait.common.exceptions import HorovodInternalError
 
@@ -417,6 +419,37 @@ def poll_ptr(ptr):
     return bool(done.value)
 
 
+# How long one plait_wait sleeps in C before Python looks at its signals.
+# plait_wait blocks in pthread_cond_timedwait, where Python's signal handlers
+# cannot run (a signal only sets a flag that the interpreter reads between
+# bytecodes), so a wait is cut into slices: Ctrl-C's KeyboardInterrupt, a
+# SIGALRM or SIGTERM handler (pytest-timeout) raises in the waiting thread
+# within a slice. A slice ends at once when the operation finishes; an idle
+# wait costs one wake-up per slice.
+WAIT_SLICE_S = 0.05
+_TIMEOUT = RESULTS["PLAIT_ERR_TIMEOUT"]
+_wait = lib.plait_wait
+_monotonic = time.monotonic
+
+
+def wait_sliced(ptr, timeout=-1.0):
+    """plait_wait(ptr, timeout) (timeout < 0: no limit) in slices of
+    WAIT_SLICE_S, the GIL released in each: returns the operation's result,
+    or PLAIT_ERR_TIMEOUT when timeout >= 0 passed first. An exception a
+    signal handler raises between slices propagates with the operation
+    still in flight: the caller keeps (or orphans) its handle and buffers."""
+    if timeout >= 0 and timeout <= WAIT_SLICE_S:
+        return _wait(ptr, timeout)
+    deadline = None if timeout < 0 else _monotonic() + timeout
+    while True:
+        step = WAIT_SLICE_S
+        if deadline is not None:
+            step = min(step, max(deadline - _monotonic(), 0.0))
+        rc = _wait(ptr, step)
+        if rc != _TIMEOUT or (deadline is not None and step < WAIT_SLICE_S):
+            return rc
+
+
 class Handle:
     """An operation in flight. Keeps the Python objects whose memory the
     operation reads or writes (keep) alive until it has finished."""
@@ -445,8 +478,8 @@ class Handle:
         if self._ptr is None:
             raise ValueError("plait: handle for %r was already released" % self.name)
         if self._result is None:
-            rc = lib.plait_wait(self._ptr, float(timeout))
-            if rc == RESULTS["PLAIT_ERR_TIMEOUT"] and timeout >= 0 and not self._poll_raw():
+            rc = wait_sliced(self._ptr, float(timeout))
+            if rc == _TIMEOUT and timeout >= 0 and not self._poll_raw():
                 raise TimeoutError("plait: %r has not finished after %g s" % (self.name, timeout))
             msg = _text(lib.plait_last_error()) if rc != SUCCESS else None
             self._result = (rc, msg)

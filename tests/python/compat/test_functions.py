@@ -170,3 +170,21 @@ def test_allgather_object(hvd):
     got = hvd.allgather_object({"rank": me, "payload": "y" * (100 * me)})
     assert got == [{"rank": r, "payload": "y" * (100 * r)} for r in range(n)]
     assert hvd.allgather_object(me * 2, name="ints") == [2 * r for r in range(n)]
+
+
+@pytest.mark.parametrize("kind", ["sgd", "adam"])
+def test_broadcast_optimizer_state_leaves_zero_gradients(hvd, kind):
+    # Horovod's initialisation step gives every trainable parameter without
+    # a gradient a zero gradient, and leaves it there: scripts use p.grad.
+    model = make_model(4)
+    model[0].bias.requires_grad_(False)
+    opt = optimizer_for(model, kind, hvd.rank())
+    assert all(p.grad is None for p in model.parameters())
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            assert p.grad is None, name
+            continue
+        assert p.grad is not None, name
+        assert p.grad.shape == p.shape and not p.grad.is_sparse, name
+        assert torch.count_nonzero(p.grad) == 0, name

@@ -294,3 +294,34 @@ def test_adasum(hvd, impl):
     else:
         with pytest.raises(hvd.HorovodInternalError, match="No Adasum operation enabled"):
             hvd.allreduce(torch.ones(2), op=hvd.Adasum, name="adasum")
+
+
+def _horovod_parameter_names(opt, named_parameters=None):
+    """Horovod 0.28.1's rule (horovod/torch/optimizer.py), written out."""
+    if named_parameters is None:
+        named_parameters = [(f'allreduce.noname.{i}.{j}', v)
+                            for i, param_group in enumerate(opt.param_groups)
+                            for j, v in enumerate(param_group['params'])]
+    return [(id(v), k) for k, v in sorted(named_parameters, key=lambda kv: kv[0])]
+
+
+def test_parameter_names_without_named_parameters(hvd):
+    # Two groups, twelve parameters in the first (names then sort as
+    # strings: 'allreduce.noname.0.10' before '...0.2'), a frozen one too.
+    layers = [torch.nn.Linear(2, 2) for _ in range(7)]
+    layers[1].bias.requires_grad_(False)
+    first = [p for layer in layers[:6] for p in layer.parameters()]
+    opt = torch.optim.SGD([{"params": first}, {"params": list(layers[6].parameters())}],
+                          lr=LR)
+    opt = hvd.DistributedOptimizer(opt)
+    got = [(id(p), name) for p, name in opt._parameter_names.items()]
+    assert got == _horovod_parameter_names(opt)
+
+
+def test_parameter_names_with_named_parameters(hvd):
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 2))
+    frozen_out = model[1].weight  # named, but not in the optimizer
+    opt = torch.optim.SGD([p for p in model.parameters() if p is not frozen_out], lr=LR)
+    opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+    got = [(id(p), name) for p, name in opt._parameter_names.items()]
+    assert got == _horovod_parameter_names(opt, list(model.named_parameters()))

@@ -119,8 +119,9 @@ def test_broadcast_optimizer_state_int_step(hvd):
 
 
 def test_broadcast_optimizer_state_fresh_sgd(hvd):
-    # A fresh optimizer gets its state from Horovod's zero-gradient step;
-    # here that step moves no parameter even with weight decay.
+    # A fresh optimizer gets its state from Horovod's zero-gradient step,
+    # which leaves its zero gradients (as Horovod's); here that step moves
+    # no parameter even with weight decay.
     r = hvd.rank()
     model = make_model(40 + r)
     opt = torch.optim.SGD(model.parameters(), lr=0.1 * (r + 1), momentum=0.5 + 0.1 * r,
@@ -131,7 +132,7 @@ def test_broadcast_optimizer_state_fresh_sgd(hvd):
     assert opt.param_groups[0]['momentum'] == pytest.approx(0.5)
     assert opt.param_groups[0]['weight_decay'] == pytest.approx(0.1)
     for p, b in zip(model.parameters(), before):
-        assert torch.equal(p, b) and p.grad is None
+        assert torch.equal(p, b) and torch.equal(p.grad, torch.zeros_like(p))
         assert torch.equal(opt.state[p]['momentum_buffer'], torch.zeros_like(p))
 
 
@@ -191,3 +192,45 @@ def test_allgather_object(hvd):
     assert got == [{"rank": i, "items": list(range(i * 50))} for i in range(n)]
     got = hvd.allgather_object(None if r % 2 else "rank%d" % r, name="mixed")
     assert got == [None if i % 2 else "rank%d" % i for i in range(n)]
+
+
+class _Unpicklable:
+    def __reduce__(self):
+        raise TypeError("this object cannot be pickled")
+
+
+def test_an_object_that_cannot_be_pickled_raises_on_every_rank(hvd):
+    """One rank's object cannot be pickled: that rank raises the reason, the
+    others a ValueError naming it, rather than waiting for ever for its
+    bytes; and the ranks stay in step."""
+    n, r = hvd.size(), hvd.rank()
+    root = n - 1
+    if r == root:
+        with pytest.raises(TypeError, match="cannot be pickled"):
+            hvd.broadcast_object(_Unpicklable(), root_rank=root, name="unpicklable")
+    else:
+        with pytest.raises(ValueError, match="root rank %d could not pickle" % root):
+            hvd.broadcast_object(None, root_rank=root, name="unpicklable")
+    if r == 0:
+        with pytest.raises(TypeError, match="cannot be pickled"):
+            hvd.allgather_object(_Unpicklable(), name="unpicklable")
+    else:
+        with pytest.raises(ValueError, match="rank 0 could not pickle"):
+            hvd.allgather_object(r, name="unpicklable")
+    assert hvd.broadcast_object(r, root_rank=root) == root
+    assert hvd.allgather_object(r) == list(range(n))
+
+
+def test_broadcast_optimizer_state_groups_that_differ_raise_on_every_rank(hvd):
+    """The last rank's optimizer has one parameter fewer than the root's:
+    it raises naming both shapes, and the root (and every other rank)
+    raises too rather than waiting for ever in the state's broadcasts."""
+    n, r = hvd.size(), hvd.rank()
+    model = make_model(0)
+    params = list(model.parameters())
+    if r == n - 1:
+        params = params[:-1]
+    opt = torch.optim.SGD(params, lr=0.1, momentum=0.9)
+    with pytest.raises(ValueError, match="param groups"):
+        hvd.broadcast_optimizer_state(opt, root_rank=0)
+    assert hvd.broadcast_object(r, root_rank=0, name="after.groups") == 0

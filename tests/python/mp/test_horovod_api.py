@@ -171,8 +171,13 @@ def test_broadcast_optimizer_state_with_missing_gradients(hvd):
                            lr=0.1)
     model["a"](torch.ones(1, 3)).sum().backward()  # b gets no gradient
     assert model["b"].weight.grad is None
+    a_grad = model["a"].weight.grad.clone()
     hvd.broadcast_optimizer_state(opt, root_rank=0, model=model)
-    assert model["b"].weight.grad is None  # gradients are left as they were
+    # As Horovod's: a parameter without a gradient keeps the zero one of the
+    # initialisation step; plait keeps a gradient that was there.
+    assert torch.equal(model["b"].weight.grad, torch.zeros(2, 2))
+    assert model["b"].bias.grad is None  # frozen
+    assert torch.equal(model["a"].weight.grad, a_grad)
     got = {k: v for k, v in opt.state_dict()["state"].items()}
     assert sorted(got) == [0, 1, 2]  # every parameter that requires grad
     for st in got.values():

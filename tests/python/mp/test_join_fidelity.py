@@ -140,3 +140,23 @@ def test_fused_allreduce_average_while_the_others_joined(hvd, cache, how):
     # every rank takes part again
     y = hvd.allreduce(torch.ones(4), name="jf.fused.after.%s.%s" % (how, cache), op=hvd.Sum)
     assert y.tolist() == [float(n)] * 4
+
+
+def test_unnamed_operations_match_after_join(hvd):
+    """The active rank issues unnamed operations while the others have
+    joined (an allreduce, an allgather, a broadcast refused with join), so
+    the ranks have issued different numbers of each kind; after join every
+    rank's count starts again, and unnamed operations of every kind match.
+    (Horovod names them by handle: they would wait for each other.)"""
+    n = hvd.size()
+
+    def uneven():
+        hvd.allreduce(torch.ones(2))
+        hvd.allgather(torch.ones(1))
+        with pytest.raises(hvd.HorovodInternalError):
+            hvd.broadcast(torch.ones(1), 0)
+    _others_join_then(hvd, uneven)
+    assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum), torch.full((2,), float(n)))
+    assert torch.equal(hvd.allgather(torch.ones(1)), torch.ones(n))
+    assert torch.equal(hvd.broadcast(torch.full((1,), float(hvd.rank())), n - 1),
+                       torch.full((1,), float(n - 1)))

@@ -142,3 +142,21 @@ def test_mismatched_add_names_the_ranks(hvd):
     from plait import MismatchError
     with pytest.raises(MismatchError, match="process set ranks"):
         hvd.add_process_set([0, n - 1] if r == 0 else [n - 1])
+
+
+def test_unnamed_operations_are_counted_per_set(hvd, sets):
+    """Unnamed operations on a set are numbered within the set: the members
+    of A run unnamed operations of every kind that the other ranks do not,
+    then every rank's unnamed operations on the global set still match,
+    and so do the set's next ones. (One count per kind for every set put
+    the members ahead of the others for good.)"""
+    n, r = hvd.size(), hvd.rank()
+    a = sets["A"]
+    for _ in range(2):
+        if a.included():
+            assert hvd.allreduce(torch.ones(2), op=hvd.Sum, process_set=a).tolist() == [2.0] * 2
+            assert hvd.allgather(torch.ones(1), process_set=a).tolist() == [1.0] * 2
+            assert hvd.alltoall(torch.ones(2), process_set=a).tolist() == [1.0] * 2
+        assert hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist() == [float(n)] * 2
+        assert hvd.allgather(torch.ones(1)).tolist() == [1.0] * n
+        assert hvd.alltoall(torch.ones(n)).tolist() == [1.0] * n

@@ -25,6 +25,7 @@ import warnings
 from plait import _core
 from plait._core import PlaitError
 from plait.common import process_sets as _ps
+from plait.common.names import AUTO_NAMES
 
 __all__ = [
     "init", "shutdown", "is_initialized", "start_timeline", "stop_timeline", "size",
@@ -121,6 +122,9 @@ def init(comm=None, process_sets=None):
                     _core.init()
             except PlaitError as e:
                 raise _as_init_failure(e) from None
+            # A new job counts its unnamed operations from 0 on every rank,
+            # including ranks that join it fresh (elastic): docs/python.md.
+            AUTO_NAMES.reset()
         if not _atexit_registered:
             # As Horovod: leave the job cleanly when the script ends without
             # shutdown(), so the other ranks are not told this one was lost.

@@ -3,6 +3,8 @@ its gradient; re-exported by plait.torch.mpi_ops, where the other operations
 live."""
 
 import ctypes
+import math
+import numbers
 
 import torch
 
@@ -16,19 +18,38 @@ from plait.torch._tensors import (
 from plait.torch.basics import _check_process_set, global_process_set, size
 
 def _splits_array(splits, n, what):
+    """splits as a C int64 array of n entries (None: equal parts).
+
+    A tensor of splits must hold integers, whatever its values: Horovod
+    refuses any other dtype ("alltoall expects splits to contain 32-bit
+    integer elements", a ValueError), and truncating floats would make the
+    outcome depend on the values (NaN refused on one rank, 0.0 taken on
+    another). A list is converted as Horovod's torch.tensor(splits,
+    dtype=torch.int32) does: finite numbers truncated."""
     if splits is None:
         return None, None
     if isinstance(splits, torch.Tensor):
-        values = [int(v) for v in splits.reshape(-1).tolist()]
+        if splits.is_floating_point() or splits.is_complex() or splits.dtype == torch.bool:
+            raise _core.invalid(
+                "plait.torch.%s: splits must be a tensor of integers, not %s (Horovod: "
+                "alltoall expects splits to contain 32-bit integer elements)"
+                % (what, splits.dtype))
+        values = splits.reshape(-1).tolist()
     else:
-        values = [int(v) for v in splits]
+        values = list(splits)
     if len(values) != n:
         raise ValueError("plait.torch.%s: splits has %d entries but there are %d ranks"
                          % (what, len(values), n))
-    values = [_core.c_integer(v, "plait.torch.%s: splits[%d]" % (what, i), _core.INT64_RANGE)
-              for i, v in enumerate(values)]
-    arr = (ctypes.c_int64 * n)(*values)
-    return arr, values
+    out = []
+    for i, v in enumerate(values):
+        label = "plait.torch.%s: splits[%d]" % (what, i)
+        if not hasattr(v, "__index__") and isinstance(v, numbers.Real):
+            if not math.isfinite(v):
+                raise _core.invalid("%s is %r, not a number of rows" % (label, v))
+            v = int(v)
+        out.append(_core.c_integer(v, label, _core.INT64_RANGE))
+    arr = (ctypes.c_int64 * n)(*out)
+    return arr, out
 
 
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
@@ -51,11 +72,12 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
                      lambda r: (move(r[0]), r[1]))
     src = tensor.contiguous()
     view, code, back = _movable(src)
-    name = _op_name("alltoall", name)
     tin = _describe(view, code)
     opts, stream = _op_options(src, pset=ps)
-    h = _core.submit(_core.lib.plait_alltoall_async, name, (src, view, tin, arr, opts, stream),
-                     _core.encode_name(name), ctypes.byref(tin), arr, opts)
+    with _op_name("alltoall", name, ps) as name:
+        h = _core.submit(_core.lib.plait_alltoall_async, name,
+                         (src, view, tin, arr, opts, stream), _core.encode_name(name),
+                         ctypes.byref(tin), arr, opts)
 
     def finish(hh):
         out = _output(hh)

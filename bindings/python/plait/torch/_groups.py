@@ -2,19 +2,32 @@
 '<kind>.<name>_<i>of<n>' for a group) and groups of plait operations behind
 one integer handle, for the operations of plait.torch.mpi_ops."""
 
+import contextlib
+
 import torch
 
-from plait.torch._handles import _Pending, _auto_name, _register, _take
+from plait import _core
+from plait.common.names import AUTO_NAMES
+from plait.torch._handles import _Pending, _register, _take, synchronize
 from plait.torch._tensors import _check_tensor
 
 
-def _op_name(kind, name):
-    """Horovod's operation name: '<kind>.<name>', or '<kind>.noname.<n>'."""
-    if name is None:
-        return _auto_name(kind, None)
-    if not isinstance(name, str):
+def _check_name(name):
+    if name is not None and not isinstance(name, str):
         raise TypeError("plait.torch: name must be a str, not %s" % type(name).__name__)
-    return "%s.%s" % (kind, name)
+
+
+def _op_name(kind, name, pset=0):
+    """A context manager that yields Horovod's operation name,
+    '<kind>.<name>' or '<kind>.noname.<n>' (kind None: name itself, a
+    group's part). An automatic number is consumed only when the body
+    returns (plait.common.names): enter it after every check, around the
+    submission alone, so that a call refused in Python or in C on one rank
+    leaves every rank's count where it was."""
+    _check_name(name)
+    if kind is None:
+        return contextlib.nullcontext(name)
+    return AUTO_NAMES.take(kind, name, pset)
 
 
 def _grad_name(name):
@@ -39,9 +52,10 @@ class _Group:
         for p in self.parts:  # all of them, so none is left in flight
             try:
                 p.handle.wait()
-            except Exception as e:  # noqa: BLE001 - re-raised below
+            except _core.PlaitError as e:  # the part failed: re-raised below
                 if error is None:
                     error = e
+            # anything else (a signal handler's exception) propagates now
         if error is not None:
             raise error
 
@@ -71,7 +85,36 @@ def _check_group(tensors, what):
     return tensors
 
 
-def _group_names(kind, name, n):
-    """Horovod's names for a group of n: '<kind>.<name>_<i>of<n>', i from 1."""
-    base = _op_name(kind, name)
+def _group_names(base, n):
+    """Horovod's names for a group of n: '<base>_<i>of<n>', i from 1 (base
+    from _op_name)."""
     return ["%s_%dof%d" % (base, i + 1, n) for i in range(n)]
+
+
+def _submit_parts(tensors, kind, name, pset, submit):
+    """Submits each part of a group ('<kind>.<name>_<i>of<n>') with
+    submit(tensor, part_name); one handle for all of them. The automatic
+    number is consumed once any part was accepted (that part runs under
+    it on the other ranks too); a part refused is raised after the parts
+    already submitted have finished."""
+    handles, failure = [], None
+    with _op_name(kind, name, pset) as base:
+        try:
+            for t, nm in zip(tensors, _group_names(base, len(tensors))):
+                handles.append(submit(t, nm))
+        except Exception as e:  # noqa: BLE001 - raised below
+            if not handles:
+                raise  # nothing submitted: the number is not consumed
+            failure = e
+    if failure is not None:
+        _drain(handles)
+        raise failure
+    return _register_group(handles)
+
+
+def _drain(handles):
+    for h in handles:
+        try:
+            synchronize(h)
+        except Exception:  # noqa: BLE001 - the first error is being raised
+            pass

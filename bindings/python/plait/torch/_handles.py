@@ -1,5 +1,6 @@
 """Operations in flight: Horovod-style integer handles for plait handles,
-poll() and synchronize(), and the automatic names of unnamed operations."""
+poll() and synchronize(). (Automatic names of unnamed operations:
+plait.common.names, through plait.torch._groups._op_name.)"""
 
 import itertools
 import threading
@@ -26,7 +27,6 @@ def _kept(h):
 _handles = {}
 _handle_ids = itertools.count(1)
 _handles_lock = threading.Lock()
-_name_counters = {}
 
 
 def _register(pending):
@@ -70,7 +70,7 @@ def poll(handle):
 
 
 _wait_gil = _core.wait_gil
-_wait = _core.lib.plait_wait
+_wait_sliced = _core.wait_sliced
 _release_gil = _core.release_gil
 _TIMEOUT = _core.RESULTS["PLAIT_ERR_TIMEOUT"]
 
@@ -78,14 +78,23 @@ _TIMEOUT = _core.RESULTS["PLAIT_ERR_TIMEOUT"]
 def synchronize(handle):
     """Waits for the operation (the GIL is released meanwhile) and returns its
     output; raises PlaitError (e.g. PeerLostError, MismatchError) with the
-    library's message when it failed."""
+    library's message when it failed.
+
+    The wait wakes every _core.WAIT_SLICE_S, so a signal handler (Ctrl-C's
+    KeyboardInterrupt, SIGALRM, SIGTERM) raises here while the operation
+    still runs. The handle then stays in flight, as Horovod's does: its
+    memory is kept, and synchronize(handle) may be called again."""
     pending = _handles.pop(handle, None)
     if type(pending) is tuple:
         ptr = pending[0]
         # Finished already (all but the first of a burst): no GIL round trip.
         rc = _wait_gil(ptr, 0.0)
         if rc == _TIMEOUT:
-            rc = _wait(ptr, -1.0)
+            try:
+                rc = _wait_sliced(ptr)
+            except BaseException:  # a signal handler raised: still in flight
+                _handles[handle] = pending
+                raise
         if rc == 0:
             _release_gil(ptr)
             return pending[1]
@@ -95,6 +104,13 @@ def synchronize(handle):
                          "synchronized, or never returned by an *_async call)" % (handle,))
     try:
         pending.handle.wait()
+    except BaseException:
+        if not pending.handle.poll():  # a signal handler raised: still in flight
+            _handles[handle] = pending
+        else:
+            pending.handle.release()
+        raise
+    try:
         return pending.finish(pending.handle)
     finally:
         pending.handle.release()
@@ -111,18 +127,6 @@ def _then(hid, fn):
         return fn(inner(h))
     pending.finish = finish
     return hid
-
-
-def _auto_name(kind, name):
-    if name is not None:
-        if not isinstance(name, str):
-            raise TypeError("plait.torch: name must be a str, not %s" % type(name).__name__)
-        return name
-    with _handles_lock:
-        n = _name_counters.get(kind, 0)
-        _name_counters[kind] = n + 1
-    return "%s.noname.%d" % (kind, n)
-
 
 
 def clear():

@@ -13,8 +13,8 @@ import torch
 from plait.torch import _cuda
 from plait.torch._handles import synchronize
 from plait.common.process_sets import _id as _process_set_id
-from plait.torch.basics import global_process_set, rank, size
-from plait.torch.mpi_ops import allgather_async, broadcast_, broadcast_async_
+from plait.torch.basics import Min, global_process_set, rank, size
+from plait.torch.mpi_ops import allgather_async, allreduce, broadcast_, broadcast_async_
 
 try:  # Horovod pickles with cloudpickle (lambdas, local classes); plain pickle otherwise.
     import cloudpickle as _pickler
@@ -122,9 +122,12 @@ def _has_state(optimizer):
 
 def _initialize_state(optimizer, sparse_params=()):
     """Horovod's trick: an optimizer that has not stepped yet has no state to
-    broadcast into, so take one step with zero gradients to create it. Here
-    the step leaves parameters and gradients as they were (weight decay is
-    switched off for it and the parameters are restored afterwards)."""
+    broadcast into, so take one step with zero gradients to create it. As
+    Horovod's, a trainable parameter without a gradient keeps that zero
+    gradient (scripts then use p.grad; sparse for SparseAdam and for a
+    sparse embedding under SGD). Unlike Horovod's, the step moves no
+    parameter (weight decay is switched off for it and the parameters are
+    restored afterwards) and a gradient that was there is kept."""
     from plait.torch.optimizer import _DistributedOptimizer
     saved = []
     for group in optimizer.param_groups:
@@ -154,7 +157,8 @@ def _initialize_state(optimizer, sparse_params=()):
         with torch.no_grad():
             for p, data, grad in saved:
                 p.copy_(data)
-                p.grad = grad
+                if grad is not None:
+                    p.grad = grad
 
 
 def _state_manifest(optimizer):
@@ -217,10 +221,19 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None):
                                 root_rank, name="broadcast_optimizer_state.manifest")
     groups = optimizer.param_groups
     mine = [len(g['params']) for g in groups]
+    # Every rank learns whether any rank's groups differ from the root's, so
+    # that they all raise; otherwise the root would wait for ever in the
+    # state's broadcasts that a rank which raised never submits.
+    ok = _cuda.placed(torch.tensor([1 if manifest["sizes"] == mine else 0], dtype=torch.int32))
+    ok = allreduce(ok, op=Min, name="broadcast_optimizer_state.check")
     if manifest["sizes"] != mine:
         raise ValueError("plait.torch.broadcast_optimizer_state: rank %d's param groups hold "
                          "%s parameters but root rank %d's hold %s"
                          % (rank(), mine, root_rank, manifest["sizes"]))
+    if int(ok.item()) == 0:
+        raise ValueError("plait.torch.broadcast_optimizer_state: another rank's param groups "
+                         "differ in shape from root rank %d's (%s parameters); that rank "
+                         "names its own" % (root_rank, manifest["sizes"]))
     if rank() != root_rank:
         for group, opts in zip(groups, manifest["options"]):
             group.update(opts)
@@ -255,6 +268,11 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None):
 # Python objects
 # ----------------------------------------------------------------------------
 
+# The size a rank sends when its object could not be pickled: the others
+# then raise too, instead of one rank raising while the others wait for it.
+_NOT_PICKLED = -1
+
+
 def _to_bytes_tensor(obj):
     data = bytearray(_pickler.dumps(obj))
     return torch.frombuffer(data, dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8)
@@ -283,13 +301,23 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     _check_root(root_rank, "broadcast_object")
     base = "broadcast_object" if name is None else str(name)
     if rank() == root_rank:
-        payload = _cuda.placed(_to_bytes_tensor(obj))
+        try:
+            payload = _cuda.placed(_to_bytes_tensor(obj))
+        except Exception:
+            # The others wait for the size: tell them (-1), so that every
+            # rank raises rather than the others waiting for ever.
+            n = _cuda.placed(torch.tensor([_NOT_PICKLED], dtype=torch.int64))
+            broadcast_(n, root_rank, name=base + ".sz", process_set=process_set)
+            raise
         n = _cuda.placed(torch.tensor([payload.numel()], dtype=torch.int64))
         broadcast_(n, root_rank, name=base + ".sz", process_set=process_set)
         broadcast_(payload, root_rank, name=base + ".t", process_set=process_set)
         return obj
     n = _cuda.placed(torch.zeros(1, dtype=torch.int64))
     broadcast_(n, root_rank, name=base + ".sz", process_set=process_set)
+    if int(n.item()) == _NOT_PICKLED:
+        raise ValueError("plait.torch.broadcast_object: root rank %d could not pickle its "
+                         "object (it raised the reason)" % root_rank)
     payload = _cuda.placed(torch.empty(int(n.item()), dtype=torch.uint8))
     broadcast_(payload, root_rank, name=base + ".t", process_set=process_set)
     return _from_bytes(payload)
@@ -302,12 +330,21 @@ def allgather_object(obj, name=None):
     name: names the allgathers as Horovod ('<name>.sz' and '<name>.t');
     the default, 'allgather_object', does not depend on obj."""
     base = "allgather_object" if name is None else str(name)
-    payload = _cuda.placed(_to_bytes_tensor(obj))
-    h_sizes = allgather_async(_cuda.placed(torch.tensor([payload.numel()], dtype=torch.int64)),
+    try:
+        payload, failure = _cuda.placed(_to_bytes_tensor(obj)), None
+    except Exception as e:  # noqa: BLE001 - raised below, after the others are told
+        payload, failure = _cuda.placed(torch.empty(0, dtype=torch.uint8)), e
+    size = _NOT_PICKLED if failure is not None else payload.numel()
+    h_sizes = allgather_async(_cuda.placed(torch.tensor([size], dtype=torch.int64)),
                               name=base + ".sz")
     h_data = allgather_async(payload, name=base + ".t")
     sizes = synchronize(h_sizes).tolist()
     data = synchronize(h_data)
+    if failure is not None:
+        raise failure
+    if _NOT_PICKLED in sizes:
+        raise ValueError("plait.torch.allgather_object: rank %d could not pickle its object "
+                         "(it raised the reason)" % sizes.index(_NOT_PICKLED))
     out, start = [], 0
     for n in sizes:
         out.append(_from_bytes(data[start:start + n]))

@@ -29,7 +29,7 @@ import torch
 
 from plait import _core
 from plait.torch._groups import (
-    _check_group, _grad_name, _group_names, _op_name, _register_group,
+    _check_group, _grad_name, _group_names, _op_name, _submit_parts,
 )
 from plait.torch import _cuda
 from plait.torch._alltoall import alltoall, alltoall_async  # noqa: F401 (its own module)
@@ -45,6 +45,7 @@ from plait.torch.basics import (
     Average, Max, Min, Product, Sum, _check_process_set, global_process_set, rank, size,
 )
 from plait.common.basics import c_op
+from plait.common.names import AUTO_NAMES
 from plait.torch.compression import Compression
 
 
@@ -65,7 +66,6 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
                      _cuda.into(tensor) if in_place else _cuda.back_to(tensor.device))
     src = tensor.contiguous()
     rsrc, code = _reducible(src, op, what)
-    name = _op_name("allreduce", name)
     opts, stream = _op_options(src, prescale_factor, postscale_factor, pset)
     tin = _describe(rsrc, code)
     if in_place and src is tensor and stream is None and opts is None:
@@ -76,16 +76,19 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
         # eleven, which kept Python's collector scanning them (~0.5 ms of a
         # 200-tensor step, mostly full collections of torch's objects).
         tin = ctypes.byref(tin)
-        h = _core.submit(_core.lib.plait_allreduce_async, name, tensor,
-                         _core.encode_name(name), tin, tin, c_op(op), None)
+        with _op_name("allreduce", name, pset) as name:
+            h = _core.submit(_core.lib.plait_allreduce_async, name, tensor,
+                             _core.encode_name(name), tin, tin, c_op(op), None)
         return _register(_Pending(h, _kept))
     if in_place:  # one description serves both
         dst, tout = src, tin
     else:
         dst = torch.empty_like(src, memory_format=torch.contiguous_format)
         tout = _describe(_reducible(dst, op, what)[0], code)
-    h = _core.submit(_core.lib.plait_allreduce_async, name, (src, dst, tin, tout, opts, stream),
-                     _core.encode_name(name), ctypes.byref(tin), ctypes.byref(tout), c_op(op), opts)
+    with _op_name("allreduce", name, pset) as name:
+        h = _core.submit(_core.lib.plait_allreduce_async, name,
+                         (src, dst, tin, tout, opts, stream), _core.encode_name(name),
+                         ctypes.byref(tin), ctypes.byref(tout), c_op(op), opts)
 
     def finish(_h):
         if in_place:
@@ -263,7 +266,6 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, posts
                                               postscale_factor, what, pset),
                      lambda rs: tuple(b(r) for b, r in zip(back, rs)))
     n = len(tensors)
-    names = [_core.encode_name(nm) for nm in _group_names("grouped_allreduce", name, n)]
     ins = (_core.Tensor * n)()
     outs = (_core.Tensor * n)()
     srcs, dsts = [], []
@@ -276,11 +278,13 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, posts
         outs[i] = _describe(rdst, code)
         srcs.append(src)
         dsts.append(dst)
-    cnames = (ctypes.c_char_p * n)(*names)
     opts, stream = _op_options(srcs[0], prescale_factor, postscale_factor, pset)
-    h = _core.submit(_core.lib.plait_grouped_allreduce_async, names[0].decode("utf-8"),
-                     (srcs, dsts, ins, outs, cnames, opts, stream), n, cnames, ins, outs,
-                     c_op(op), opts)
+    with _op_name("grouped_allreduce", name, pset) as base:
+        names = [_core.encode_name(nm) for nm in _group_names(base, n)]
+        cnames = (ctypes.c_char_p * n)(*names)
+        h = _core.submit(_core.lib.plait_grouped_allreduce_async, names[0].decode("utf-8"),
+                         (srcs, dsts, ins, outs, cnames, opts, stream), n, cnames, ins, outs,
+                         c_op(op), opts)
 
     def finish(_h):  # a tuple, as Horovod's synchronize() of a group
         if not in_place:
@@ -376,11 +380,11 @@ def _allgather_async(tensor, name, what, kind="allgather", pset=0):
                      _cuda.back_to(tensor.device))
     src = tensor.contiguous()
     view, code, back = _movable(src)
-    name = name if kind is None else _op_name(kind, name)
     tin = _describe(view, code)
     opts, stream = _op_options(src, pset=pset)
-    h = _core.submit(_core.lib.plait_allgather_async, name, (src, view, tin, opts, stream),
-                     _core.encode_name(name), ctypes.byref(tin), opts)
+    with _op_name(kind, name, pset) as name:
+        h = _core.submit(_core.lib.plait_allgather_async, name, (src, view, tin, opts, stream),
+                         _core.encode_name(name), ctypes.byref(tin), opts)
 
     def finish(hh):
         out = _output(hh)
@@ -443,24 +447,8 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     tensors = _check_group(tensors, "grouped_allgather_async")
     for t in tensors:
         _check_rows(t, "grouped_allgather_async", ScalarAllgatherError)
-    names = _group_names("grouped_allgather", name, len(tensors))
-    handles = []
-    try:
-        for t, nm in zip(tensors, names):
-            handles.append(_allgather_async(t, nm, "grouped_allgather_async", kind=None,
-                                            pset=ps))
-    except Exception:
-        _drain(handles)
-        raise
-    return _register_group(handles)
-
-
-def _drain(handles):
-    for h in handles:
-        try:
-            synchronize(h)
-        except Exception:  # noqa: BLE001 - the first error is being raised
-            pass
+    return _submit_parts(tensors, "grouped_allgather", name, ps, lambda t, nm: _allgather_async(
+        t, nm, "grouped_allgather_async", kind=None, pset=ps))
 
 
 class _GroupedAllgather(torch.autograd.Function):
@@ -513,11 +501,11 @@ def _broadcast_async(tensor, in_place, root_rank, name, what, pset=0):
     buf = tensor.clone(memory_format=torch.contiguous_format) if not in_place \
         else tensor.contiguous()
     view, code, back = _movable(buf)
-    name = _op_name("broadcast", name)
     t = _describe(view, code)
     opts, stream = _op_options(buf, pset=pset)
-    h = _core.submit(_core.lib.plait_broadcast_async, name, (buf, view, t, opts, stream),
-                     _core.encode_name(name), ctypes.byref(t), root_rank, opts)
+    with _op_name("broadcast", name, pset) as name:
+        h = _core.submit(_core.lib.plait_broadcast_async, name, (buf, view, t, opts, stream),
+                         _core.encode_name(name), ctypes.byref(t), root_rank, opts)
 
     def finish(_h):
         if in_place:
@@ -588,11 +576,12 @@ def _reducescatter_async(tensor, name, op, prescale_factor, postscale_factor, wh
                      _cuda.back_to(tensor.device))
     src = tensor.contiguous()
     rsrc, code = _reducible(src, op, what)
-    name = name if kind is None else _op_name(kind, name)
     opts, stream = _op_options(src, prescale_factor, postscale_factor, pset)
     tin = _describe(rsrc, code)
-    h = _core.submit(_core.lib.plait_reducescatter_async, name, (src, rsrc, tin, opts, stream),
-                     _core.encode_name(name), ctypes.byref(tin), c_op(op), opts)
+    with _op_name(kind, name, pset) as name:
+        h = _core.submit(_core.lib.plait_reducescatter_async, name,
+                         (src, rsrc, tin, opts, stream), _core.encode_name(name),
+                         ctypes.byref(tin), c_op(op), opts)
     is_complex = tensor.dtype in _COMPLEX
 
     def finish(hh):
@@ -676,17 +665,10 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     ps = _check_process_set(process_set, "grouped_reducescatter_async")
     op = _resolve_op(op, None, "grouped_reducescatter_async")
     tensors = _check_group(tensors, "grouped_reducescatter_async")
-    names = _group_names("grouped_reducescatter", name, len(tensors))
-    handles = []
-    try:
-        for t, nm in zip(tensors, names):
-            handles.append(_reducescatter_async(t, nm, op, prescale_factor, postscale_factor,
-                                                "grouped_reducescatter_async", kind=None,
-                                                pset=ps))
-    except Exception:
-        _drain(handles)
-        raise
-    return _register_group(handles)
+    return _submit_parts(tensors, "grouped_reducescatter", name, ps,
+                         lambda t, nm: _reducescatter_async(
+                             t, nm, op, prescale_factor, postscale_factor,
+                             "grouped_reducescatter_async", kind=None, pset=ps))
 
 
 class _GroupedReducescatter(torch.autograd.Function):
@@ -770,9 +752,16 @@ def join(device=-1) -> int:
     h = _core.submit(_core.lib.plait_join_async, "join", None, None)
     try:
         h.wait()
-        return h.join_rank()
+        last = h.join_rank()
     finally:
         h.release()
+    # Every rank returns from the same join, and the ranks issued different
+    # numbers of operations before it (the joined ones none): every count of
+    # unnamed operations starts again from 0 on every rank, so the next
+    # unnamed operation matches (Horovod's handle-numbered names stay out of
+    # step after uneven batches: docs/horovod-comparison.md).
+    AUTO_NAMES.reset()
+    return last
 
 
 def barrier(process_set=global_process_set):

@@ -81,7 +81,10 @@ class _DistributedOptimizer:
             for pi, p in enumerate(group['params']):
                 where[p] = (gi, pi)
                 params.append(p)
+        if named_parameters is not None:
+            named_parameters = list(named_parameters)  # read twice (a generator, usually)
         self._plait_names = self._plait_name_parameters(named_parameters, params, where)
+        self._parameter_names = self._plait_horovod_names(named_parameters)
 
         # Parameters whose gradients are reduced, in the optimizer's order.
         self._plait_params = [p for p in params if p.requires_grad]
@@ -102,6 +105,21 @@ class _DistributedOptimizer:
         self._plait_hooked = size() > 1 and bool(process_set.included())
         if self._plait_hooked:
             self._plait_register_hooks(where)
+
+    def _plait_horovod_names(self, named_parameters):
+        """Horovod's _parameter_names, which scripts and tools read:
+        {parameter: name} for every (name, parameter) of named_parameters,
+        in the order of the sorted names; without named_parameters, every
+        parameter of the optimizer (trainable or not) as
+        'allreduce.noname.<group>.<position>'. The same dict as Horovod
+        0.28.1's ({v: k for k, v in sorted(named_parameters)})."""
+        if named_parameters is None:
+            named_parameters = [("allreduce.noname.%d.%d" % (gi, pi), p)
+                                for gi, group in enumerate(self.param_groups)
+                                for pi, p in enumerate(group['params'])]
+        # Sorted by name alone: names are unique (checked before), and
+        # comparing two tensors would not give a bool.
+        return {p: name for name, p in sorted(named_parameters, key=lambda kv: kv[0])}
 
     @staticmethod
     def _plait_name_parameters(named_parameters, params, where):
