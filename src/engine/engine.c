@@ -16,6 +16,7 @@
 #include "util/affinity.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/program_signals.h"
 #include "util/reduce.h"
 
 /* This process's pid, kept so that the fork check on every call
@@ -59,11 +60,16 @@ static plait_result_t start_transport(plait_engine_t *e) {
   args.reduce_scale = plait_reduce_scale;
   args.host_address = e->ctrl.local_ip;
   plait_result_t rc;
+  plait_program_signals_t program; /* a transport's libraries may take SIGINT, SIGTERM */
+  plait_program_signals_note(&program);
   if (!strcmp(e->cfg.transport, "auto"))
     rc = plait_transport_auto(&e->boot, &args, e->cfg.plugin_path, &e->plugin);
   else
     rc = plait_plugin_load(&e->plugin, e->cfg.transport, e->cfg.plugin_path);
   if (rc == PLAIT_SUCCESS) rc = plait_plugin_start(&e->plugin, &args);
+  if (plait_program_signals_keep(&program))
+    PLAIT_DEBUG("transport", "put back the program's own SIGINT/SIGTERM handlers, which "
+                "the transport's libraries had replaced");
   if (rc) {
     plait_plugin_unload(&e->plugin);
     return plait_boot_fail(&e->boot, rc);
