@@ -53,6 +53,14 @@ class AutoNames:
         with self._lock:
             return self._next.get((kind, int(process_set_id or 0)), 0)
 
+    def forget(self, process_set_id):
+        """Forgets the counters of one process set: called when the set is
+        removed, so a set added later under the same id (ids are reused)
+        counts from 0 on all its members, those of the old set included."""
+        with self._lock:
+            for key in [k for k in self._next if k[1] == int(process_set_id)]:
+                del self._next[key]
+
     def reset(self):
         """Forgets every counter (at shutdown: a new job counts from 0)."""
         with self._lock:

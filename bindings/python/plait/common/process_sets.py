@@ -15,6 +15,7 @@ default.
 import os
 
 from plait import _core
+from plait.common.names import AUTO_NAMES
 
 __all__ = ["ProcessSet", "global_process_set", "add_process_set", "remove_process_set"]
 
@@ -250,4 +251,6 @@ def remove_process_set(process_set):
     if not _dynamic:
         raise ValueError(_DYNAMIC_ONLY % "removing")
     _core.process_set_remove(process_set_id)
+    # ids are reused: a set added later under this id counts from 0
+    AUTO_NAMES.forget(process_set_id)
     return True

@@ -491,9 +491,14 @@ def join():
     h = _core.submit(_core.lib.plait_join_async, "join", None, None)
     try:
         _engine.wait_handle(h)
-        return h.join_rank()
+        last = h.join_rank()
     finally:
         h.release()
+    # Every rank returns from the same join after issuing different numbers
+    # of operations: every count of unnamed operations starts again from 0,
+    # as in plait.torch, so the next unnamed operation matches.
+    AUTO_NAMES.reset()
+    return last
 
 
 _basics.add_shutdown_hook(AUTO_NAMES.reset)  # a new job counts from 0
