@@ -276,8 +276,8 @@ def run_job(args, env, job, log_dir):
 
 
 def report_job(rec):
-    print("soak: %-34s %-7s np%d round %d: %3d passed %3d failed %3d skipped %6.1f s %7d ops -> %s"
-          % (rec["file"].replace("tests/python/", ""), rec["transport"], rec["np"], rec["round"],
+    print("soak: %-40s %-7s np%d round %d: %3d passed %3d failed %3d skipped %6.1f s %7d ops -> %s"
+          % (rec["suite"] + "/" + os.path.basename(rec["file"]), rec["transport"], rec["np"], rec["round"],
              rec["passed"], rec["failed"], rec["skipped"], rec["seconds"], rec["ops"],
              rec["verdict"].upper()), flush=True)
     if rec["verdict"] == "ok":

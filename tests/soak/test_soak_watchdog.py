@@ -26,7 +26,7 @@ def test_hung_job_is_dumped_and_killed(tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=540, check=False)
     out = p.stdout.decode(errors="replace")
     assert p.returncode == 1, out
-    assert re.search(r"hang_one_rank\.py .* -> HANG", out), out
+    assert re.search(r"extra/hang_one_rank\.py .* -> HANG", out), out
     rank0 = out.split("---- rank 0 ", 1)[1].split("---- rank 1 ", 1)[0]
     rank1 = out.split("---- rank 1 ", 1)[1]
     assert "plait/_core.py" in rank0 and "in wait" in rank0, rank0       # Python
