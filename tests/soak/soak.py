@@ -93,6 +93,9 @@ def parse_args(argv):
     a.add_argument("--extra-file", action="append", default=[], metavar="PATH",
                    help="also run this pytest file as a job (suite 'extra', plait.torch with "
                    "the first --compat-python; repeatable)")
+    a.add_argument("--whole", action="store_true",
+                   help="also run each suite's folder as one job (every file in one process, "
+                   "as ctest runs it, but without PLAIT_STALL_ABORT_S)")
     a.add_argument("--bound-s", type=float, default=0,
                    help="every job's bound in seconds, instead of the table's")
     a.add_argument("--bound-scale", type=float,
@@ -173,6 +176,8 @@ def suites(args):
             out.append(("mx", args.mx_python, sorted(glob.glob(os.path.join(ROOT, "tests/python/mx/mp/test_*.py"))),
                         {"PLAIT_MXNET_LIBRARY": mx_lib},
                         ["-W", "ignore::DeprecationWarning", "--tb=short"]))
+    if args.whole:
+        out = [(s, py, fs + [os.path.dirname(fs[0])] if fs else fs, e, o) for s, py, fs, e, o in out]
     if args.extra_file:
         out.append(("extra", args.compat_python[0], [os.path.abspath(f) for f in args.extra_file],
                     {}, ["--tb=short"]))
@@ -222,13 +227,19 @@ def base_env(args):
     return env
 
 
+def normal_s(suite, path):
+    """The file's time in NORMAL_S; a folder (--whole) the sum of its files'."""
+    if os.path.isdir(path):
+        return sum(normal_s(suite, f) for f in glob.glob(os.path.join(path, "test_*.py")))
+    kind = suite.split("-")[0]
+    return NORMAL_S.get("%s/%s" % (kind, os.path.basename(path)),
+                        NORMAL_S.get(kind, DEFAULT_NORMAL_S))
+
+
 def bound_s(args, suite, path, np):
     if args.bound_s > 0:
         return args.bound_s
-    kind = suite.split("-")[0]
-    normal = NORMAL_S.get("%s/%s" % (kind, os.path.basename(path)),
-                          NORMAL_S.get(kind, DEFAULT_NORMAL_S))
-    return max(BOUND_MIN_S, BOUND_FACTOR * normal * np / 2.0) * args.bound_scale
+    return max(BOUND_MIN_S, BOUND_FACTOR * normal_s(suite, path) * np / 2.0) * args.bound_scale
 
 
 def run_job(args, env, job, log_dir):
