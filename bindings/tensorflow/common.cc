@@ -175,10 +175,22 @@ void OnComplete(plait_handle_t* handle, plait_result_t, void* user_data) {
 
 }  // namespace
 
-void Run(OpKernelContext* ctx, AsyncOpKernel::DoneCallback done, double prescale,
-         double postscale, const Submit& submit, Finish finish, std::shared_ptr<void> keep) {
+absl::Status ReadProcessSet(tensorflow::OpKernelConstruction* c, int32_t* out) {
+  int64_t set = 0;
+  TF_RETURN_IF_ERROR(c->GetAttr("process_set_id", &set));
+  if (set < 0 || set > INT32_MAX)
+    return absl::InvalidArgumentError("plait: PLAIT_ERR_INVALID_ARGUMENT: process_set_id " +
+                                      std::to_string(set) + " is not a process set id");
+  *out = (int32_t)set;
+  return absl::OkStatus();
+}
+
+void Run(OpKernelContext* ctx, AsyncOpKernel::DoneCallback done, int32_t process_set,
+         double prescale, double postscale, const Submit& submit, Finish finish,
+         std::shared_ptr<void> keep) {
   State* s = new State{ctx, std::move(done), std::move(finish), std::move(keep)};
   plait_op_options_t opts = PLAIT_OP_OPTIONS_INIT;
+  opts.process_set = process_set;
   opts.prescale_factor = prescale;
   opts.postscale_factor = postscale;
   opts.callback = OnComplete;

@@ -71,9 +71,15 @@ std::string OperationName(const std::string& tensor_name, const std::string& nod
 // after the handle is released: it owns whatever plait must read until then.
 using Submit = std::function<plait_result_t(const plait_op_options_t*, plait_handle_t**)>;
 using Finish = std::function<absl::Status(plait_handle_t*)>;
-void Run(OpKernelContext* ctx, AsyncOpKernel::DoneCallback done, double prescale,
-         double postscale, const Submit& submit, Finish finish,
+// process_set: the plait process set the operation runs on (0: every rank).
+void Run(OpKernelContext* ctx, AsyncOpKernel::DoneCallback done, int32_t process_set,
+         double prescale, double postscale, const Submit& submit, Finish finish,
          std::shared_ptr<void> keep = nullptr);
+
+// Reads the process_set_id attribute; an id that does not fit plait's
+// int32_t is refused (plait itself checks that the set exists and that this
+// rank is in it when the operation is submitted).
+absl::Status ReadProcessSet(tensorflow::OpKernelConstruction* c, int32_t* out);
 
 // Allocates output index of ctx with the shape and data of plait's output
 // tensor (allgather, alltoall, reducescatter). extra_dim: as Describe set it

@@ -25,17 +25,13 @@ namespace {
 // Attributes every collective has.
 struct Naming {
   std::string name;
+  int32_t set = 0;  // the process set (plait matches names within it)
   absl::Status Read(OpKernelConstruction* c) {
     std::string tensor_name;
     bool ignore = false;
-    int64_t set = 0;
     TF_RETURN_IF_ERROR(c->GetAttr("tensor_name", &tensor_name));
     TF_RETURN_IF_ERROR(c->GetAttr("ignore_name_scope", &ignore));
-    TF_RETURN_IF_ERROR(c->GetAttr("process_set_id", &set));
-    if (set != 0)
-      return absl::InvalidArgumentError(
-          "plait: PLAIT_ERR_UNSUPPORTED: process_set_id " + std::to_string(set) +
-          ": plait has no process sets other than the global one (0) yet");
+    TF_RETURN_IF_ERROR(ReadProcessSet(c, &set));
     name = OperationName(tensor_name, c->def().name(), ignore);
     // plait takes names as C strings: one with a NUL would be cut there and
     // could collide with another ("a\0rank0" and "a\0rank1" both "a").
@@ -89,7 +85,7 @@ class AllreduceOp : public AsyncOpKernel {
     OP_REQUIRES_OK_ASYNC(ctx, Describe(*out, Use::kReduce, "allreduce", &tout, nullptr), done);
     const std::string& name = naming_.name;
     plait_op_t op = scaling_.op;
-    Run(ctx, std::move(done), scaling_.pre, scaling_.post,
+    Run(ctx, std::move(done), naming_.set, scaling_.pre, scaling_.post,
         [&](const plait_op_options_t* o, plait_handle_t** h) {
           return plait_allreduce_async(name.c_str(), &tin, &tout, op, o, h);
         },
@@ -128,7 +124,7 @@ class GroupedAllreduceOp : public AsyncOpKernel {
     }
     for (int i = 0; i < n; i++) cnames[i] = (*names)[i].c_str();
     plait_op_t op = scaling_.op;
-    Run(ctx, std::move(done), scaling_.pre, scaling_.post,
+    Run(ctx, std::move(done), naming_.set, scaling_.pre, scaling_.post,
         [&](const plait_op_options_t* o, plait_handle_t** h) {
           return plait_grouped_allreduce_async((size_t)n, cnames.data(), ins.data(), outs.data(),
                                                op, o, h);
@@ -160,7 +156,7 @@ class AllgatherOp : public AsyncOpKernel {
     OP_REQUIRES_OK_ASYNC(ctx, Describe(in, Use::kMove, "allgather", &tin, &extra), done);
     const std::string& name = naming_.name;
     DataType dt = in.dtype();
-    Run(ctx, std::move(done), 1.0, 1.0,
+    Run(ctx, std::move(done), naming_.set, 1.0, 1.0,
         [&](const plait_op_options_t* o, plait_handle_t** h) {
           return plait_allgather_async(name.c_str(), &tin, o, h);
         },
@@ -196,7 +192,7 @@ class BroadcastOp : public AsyncOpKernel {
     OP_REQUIRES_OK_ASYNC(ctx, Describe(*out, Use::kMove, "broadcast", &t, nullptr), done);
     const std::string& name = naming_.name;
     int root = root_;
-    Run(ctx, std::move(done), 1.0, 1.0,
+    Run(ctx, std::move(done), naming_.set, 1.0, 1.0,
         [&](const plait_op_options_t* o, plait_handle_t** h) {
           return plait_broadcast_async(name.c_str(), &t, root, o, h);
         },
@@ -217,8 +213,8 @@ class AlltoallOp : public AsyncOpKernel {
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
     const Tensor& in = ctx->input(0);
     const Tensor& splits = ctx->input(1);
-    int size = 0;
-    plait_result_t rc = plait_size(&size);
+    int size = 0;  // of the process set: one split per member
+    plait_result_t rc = plait_process_set_size(naming_.set, &size);
     OP_REQUIRES_OK_ASYNC(ctx, FromPlait(rc, plait_last_error()), done);
     OP_REQUIRES_ASYNC(ctx, in.dims() >= 1,
                       absl::InvalidArgumentError(
@@ -229,7 +225,7 @@ class AlltoallOp : public AsyncOpKernel {
         ctx, splits.dims() == 1 && (splits.NumElements() == 0 || splits.NumElements() == size),
         absl::InvalidArgumentError("plait: PLAIT_ERR_INVALID_ARGUMENT: alltoall '" +
                                    naming_.name + "': splits must be a vector of " +
-                                   std::to_string(size) + " entries (one per rank), not shape " +
+                                   std::to_string(size) + " entries (one per rank of the set), not shape " +
                                    splits.shape().DebugString()),
         done);
     auto split64 = std::make_shared<std::vector<int64_t>>();
@@ -241,7 +237,7 @@ class AlltoallOp : public AsyncOpKernel {
     const std::string& name = naming_.name;
     DataType dt = in.dtype();
     const int64_t* sp = split64->empty() ? nullptr : split64->data();
-    Run(ctx, std::move(done), 1.0, 1.0,
+    Run(ctx, std::move(done), naming_.set, 1.0, 1.0,
         [&](const plait_op_options_t* o, plait_handle_t** h) {
           return plait_alltoall_async(name.c_str(), &tin, sp, o, h);
         },
@@ -289,7 +285,7 @@ class ReducescatterOp : public AsyncOpKernel {
     const std::string& name = naming_.name;
     plait_op_t op = scaling_.op;
     DataType dt = in.dtype();
-    Run(ctx, std::move(done), scaling_.pre, scaling_.post,
+    Run(ctx, std::move(done), naming_.set, scaling_.pre, scaling_.post,
         [&](const plait_op_options_t* o, plait_handle_t** h) {
           return plait_reducescatter_async(name.c_str(), &tin, op, o, h);
         },
@@ -311,7 +307,7 @@ class JoinOp : public AsyncOpKernel {
   explicit JoinOp(OpKernelConstruction* c) : AsyncOpKernel(c) {}
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    Run(ctx, std::move(done), 1.0, 1.0,
+    Run(ctx, std::move(done), 0, 1.0, 1.0,
         [](const plait_op_options_t* o, plait_handle_t** h) { return plait_join_async(o, h); },
         [ctx](plait_handle_t* h) {
           int last = -1;
@@ -329,20 +325,17 @@ class JoinOp : public AsyncOpKernel {
 class BarrierOp : public AsyncOpKernel {
  public:
   explicit BarrierOp(OpKernelConstruction* c) : AsyncOpKernel(c) {
-    int64_t set = 0;
-    OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &set));
-    OP_REQUIRES(c, set == 0,
-                absl::InvalidArgumentError("plait: PLAIT_ERR_UNSUPPORTED: process_set_id " +
-                                           std::to_string(set) +
-                                           ": plait has no process sets other than the global "
-                                           "one (0) yet"));
+    OP_REQUIRES_OK(c, ReadProcessSet(c, &set_));
   }
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    Run(ctx, std::move(done), 1.0, 1.0,
+    Run(ctx, std::move(done), set_, 1.0, 1.0,
         [](const plait_op_options_t* o, plait_handle_t** h) { return plait_barrier_async(o, h); },
         nullptr);
   }
+
+ private:
+  int32_t set_ = 0;
 };
 
 }  // namespace

@@ -26,22 +26,28 @@ class QueryOp : public tensorflow::OpKernel {
                       "plait: PLAIT_ERR_INVALID_ARGUMENT: PlaitQuery: unknown query '" + q +
                       "' (rank, size, local_rank, local_size, cross_rank, cross_size, "
                       "process_set_included)"));
-    OP_REQUIRES(c, included_ || set_ == 0,
-                absl::InvalidArgumentError("plait: PLAIT_ERR_UNSUPPORTED: process_set_id " +
-                                           std::to_string(set_) +
-                                           ": plait has no process sets other than the global "
-                                           "one (0) yet"));
+    // Horovod's size_op and process_set_included_op take a set; the others
+    // are the job's.
+    OP_REQUIRES(c, included_ || set_ == 0 || q == "size",
+                absl::InvalidArgumentError("plait: PLAIT_ERR_INVALID_ARGUMENT: PlaitQuery '" + q +
+                                           "' has no process set (process_set_id " +
+                                           std::to_string(set_) + ")"));
+    OP_REQUIRES(c, set_ >= 0 && set_ <= INT32_MAX,
+                absl::InvalidArgumentError("plait: PLAIT_ERR_INVALID_ARGUMENT: process_set_id " +
+                                           std::to_string(set_) + " is not a process set id"));
   }
 
   void Compute(OpKernelContext* ctx) override {
     int value = 0;
     if (included_) {
-      // Horovod: 1 when this rank is in the set; plait has the global set only.
-      int init = 0;
-      plait_is_initialized(&init);
-      OP_REQUIRES(ctx, init,
-                  FromPlait(PLAIT_ERR_NOT_INITIALIZED, "plait is not initialized; call init()"));
-      value = set_ == 0 ? 1 : 0;
+      // Horovod: 1 when this rank is in the set, else 0 (an unknown set: an error).
+      int r = -1;
+      plait_result_t rc = plait_process_set_rank((int32_t)set_, &r);
+      OP_REQUIRES_OK(ctx, FromPlait(rc, plait_last_error()));
+      value = r >= 0 ? 1 : 0;
+    } else if (set_ != 0) {
+      plait_result_t rc = plait_process_set_size((int32_t)set_, &value);
+      OP_REQUIRES_OK(ctx, FromPlait(rc, plait_last_error()));
     } else {
       plait_result_t rc = fn_(&value);
       OP_REQUIRES_OK(ctx, FromPlait(rc, plait_last_error()));

@@ -4,7 +4,7 @@
 // Every collective carries Horovod's attributes: tensor_name (the name plait
 // matches the operation by across ranks; empty: the node's name, which
 // TensorFlow keeps unique in a graph), ignore_name_scope, process_set_id
-// (plait has the global set, 0, only); reductions carry reduce_op with
+// (plait_op_options_t.process_set; 0 is every rank); reductions carry reduce_op with
 // Horovod's constants and the scale factors as float, as Horovod's ops do.
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"

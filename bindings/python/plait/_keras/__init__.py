@@ -68,7 +68,7 @@ def make_api(keras, compression_none, horovod_keras_order=False):
             if groups is None:
                 groups = num_groups
         _check_optimizer_args(op, groups, backward_passes_per_step, gradient_predivide_factor)
-        _ptf_process_set_check(process_set)
+        _ptf._set_id(process_set, "DistributedOptimizer")
         settings = dict(name=name, device_dense=device_dense, device_sparse=device_sparse,
                         compression=compression, sparse_as_dense=sparse_as_dense,
                         gradient_predivide_factor=gradient_predivide_factor, op=op,
@@ -198,9 +198,3 @@ def make_api(keras, compression_none, horovod_keras_order=False):
                 allreduce=allreduce, allgather=allgather, broadcast=broadcast,
                 reducescatter=reducescatter, load_model=load_model)
 
-
-def _ptf_process_set_check(process_set):
-    """plait runs collectives on the global process set only: anything else
-    is refused now, not at the first step."""
-    from plait.common.process_sets import _check
-    _check(process_set, "DistributedOptimizer")

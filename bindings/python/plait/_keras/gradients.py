@@ -44,6 +44,14 @@ def _process_set_size(process_set):
     return process_set.size() if process_set is not None else _ptf.size()
 
 
+def _reduces_here(process_set):
+    """Horovod's condition: this rank is in the set, which has more than one
+    rank; otherwise the gradients pass through unchanged."""
+    if process_set is None:
+        return _ptf.size() > 1
+    return bool(process_set.included()) and process_set.size() > 1
+
+
 class GradientReducer:
     """Allreduces a list of gradients (None entries pass through), keeping
     the gradients of registered local variables on this rank (scaled by
@@ -83,7 +91,7 @@ class GradientReducer:
     def _allreduce_list(self, grads, vars_, indices):
         """The non-local gradients grads (all not None) of vars_ reduced; indices
         are their positions in the optimizer's list (used in names)."""
-        if _process_set_size(self.process_set) == 1:
+        if not _reduces_here(self.process_set):
             return list(grads)
         kw = self._collective_kwargs()
         prefix = self.name + "_Allreduce."

@@ -61,71 +61,32 @@ def _init_plait(opt, name, settings):
 
 
 # --------------------------------------------------------------------------
-# Keras 3: the hook is apply(grads, trainable_variables)
+# Horovod's hooks, on both generations (horovod._keras's _DistributedOptimizer)
 # --------------------------------------------------------------------------
 
-def _keras3_methods(base, settings):
-    def __init__(self, *args, **kwargs):
-        base.__init__(self, *args, **kwargs)
-        _init_plait(self, settings["name"] or "Distributed%s" % base.__name__, settings)
+class CallableList(list):
+    """Horovod's shim: opt.variables and opt.variables() both give the list."""
+
+    def __call__(self):
+        return self
+
+
+def _common_methods(base):
+    """What Horovod's wrapper defines whatever Keras runs: register_local_var,
+    _allreduce (the reduction every hook goes through), the attributes scripts
+    read (_agg_helper, _allreduce_grads, _local_vars) and variables."""
 
     def register_local_var(self, var):
         """Keeps var's gradient on this rank (not allreduced); it is scaled by
         1/size when scale_local_gradients (Horovod's semantics)."""
         self._plait.reducer.register_local_var(var)
 
-    def apply(self, grads, trainable_variables=None):
-        grads = list(grads)
-        if trainable_variables is None:
-            if not self.built:
-                # Keras's own message for this case.
-                return base.apply(self, grads, trainable_variables)
-            variables = list(self._trainable_variables)
-        else:
-            variables = list(trainable_variables)
-            if not self.built:
-                # Built here, outside the tf.cond below, which may not create variables.
-                self.build(variables)
-                self.built = True
-        if not grads:
-            return base.apply(self, grads, trainable_variables)
-        agg = self._plait.aggregator
-        if agg is None:
-            return base.apply(self, self._plait.reduce(grads, variables), variables)
-
-        values = agg.accumulate(grads, variables)
-
-        def step():
-            base.apply(self, agg.reduce_and_clear(values, variables), variables)
-            return tf.constant(True)
-
-        def skip():
-            # Horovod counts every backward pass as an iteration.
-            self.iterations.assign_add(1)
-            return tf.constant(False)
-        tf.cond(agg.is_boundary(), step, skip)
-
-    return {"__init__": __init__, "register_local_var": register_local_var, "apply": apply,
-            "_plait_flavour": "keras3"}
-
-
-# --------------------------------------------------------------------------
-# tf_keras (Keras 2): the hooks are where gradients are computed
-# --------------------------------------------------------------------------
-
-def _keras2_methods(base, settings):
-    def __init__(self, *args, **kwargs):
-        base.__init__(self, *args, **kwargs)
-        _init_plait(self, settings["name"] or "Distributed%s" % base.__name__, settings)
-        self._aggregated_gradients = False
-
-    def register_local_var(self, var):
-        """Keeps var's gradient on this rank (not allreduced); it is scaled by
-        1/size when scale_local_gradients (Horovod's semantics)."""
-        self._plait.reducer.register_local_var(var)
-
-    def _plait_allreduce(self, grads, vars_):
-        self._aggregated_gradients = True
+    def _allreduce(self, grads, vars_):
+        """grads reduced over the process set (None stays None); with
+        backward_passes_per_step > 1, accumulated here and reduced (then the
+        accumulators cleared) every backward_passes_per_step calls, the
+        running sums returned in between (Horovod's _allreduce)."""
+        object.__setattr__(self, "_aggregated_gradients", True)
         agg = self._plait.aggregator
         if agg is None:
             return self._plait.reduce(grads, vars_)
@@ -141,19 +102,182 @@ def _keras2_methods(base, settings):
         it = iter(out)
         return [next(it) if f else None for f in flags]
 
-    def compute_gradients(self, loss, var_list, tape=None):
-        grads_and_vars = base.compute_gradients(self, loss, var_list, tape=tape)
-        grads, vars_ = zip(*grads_and_vars)
-        return list(zip(self._plait_allreduce(grads, vars_), vars_))
+    def variables(self):
+        attr = super(type(self), self).variables
+        return CallableList(attr() if callable(attr) and not isinstance(attr, list) else attr)
+
+    return {"register_local_var": register_local_var, "_allreduce": _allreduce,
+            "_plait_allreduce": _allreduce, "variables": property(variables),
+            "_agg_helper": property(lambda self: self._plait.aggregator),
+            "_allreduce_grads": property(lambda self: self._plait.reducer),
+            "_local_vars": property(lambda self: self._plait.reducer.local_keys),
+            "_HAS_AGGREGATE_GRAD": True}
+
+
+def _tape_gradients(loss, var_list, grad_loss, tape):
+    """(grads, variables) of loss: a callable run under tape (a new one when
+    None), or a tensor that tape recorded; var_list may be a callable."""
+    tape = tf.GradientTape() if tape is None else tape
+    if callable(loss):
+        with tape:
+            loss = loss()
+    if callable(var_list):
+        var_list = var_list()
+    var_list = tf.nest.flatten(var_list)
+    return list(tape.gradient(loss, var_list, output_gradients=grad_loss)), var_list
+
+
+def _graph_gradients(loss, params, what):
+    """tf.gradients of loss (Keras 2's get_gradients), in a graph only."""
+    if tf.executing_eagerly():
+        raise RuntimeError("plait: %s.get_gradients needs a graph (tf.function or "
+                           "tf.compat.v1); eagerly, use _compute_gradients(loss, var_list, "
+                           "tape=tape) or a DistributedGradientTape" % what)
+    params = tf.nest.flatten(params)
+    grads = tf.gradients(loss, params)
+    for g, p in zip(grads, params):
+        if g is None:
+            raise ValueError("Variable {} has `None` for gradient.".format(p))
+    return grads
+
+
+# --------------------------------------------------------------------------
+# Keras 3: the hook is apply(grads, trainable_variables)
+# --------------------------------------------------------------------------
+
+def _keras3_step(self, base, grads, variables, reduce):
+    """base.apply of grads (reduced first when reduce), through the
+    aggregator when backward_passes_per_step > 1."""
+    agg = self._plait.aggregator
+    if agg is None:
+        grads = self._plait.reduce(grads, variables) if reduce else grads
+        return base.apply(self, grads, variables)
+    if reduce:
+        values = agg.accumulate(grads, variables)
+        boundary = agg.is_boundary()
+
+        def step():
+            base.apply(self, agg.reduce_and_clear(values, variables), variables)
+            return tf.constant(True)
+    else:  # from _compute_gradients: reduced (and the counter cleared) at a boundary
+        boundary = tf.equal(agg.counter, 0)
+
+        def step():
+            base.apply(self, grads, variables)
+            return tf.constant(True)
+
+    def skip():
+        # Horovod counts every backward pass as an iteration.
+        self.iterations.assign_add(1)
+        return tf.constant(False)
+    tf.cond(boundary, step, skip)
+
+
+def _keras3_methods(base, settings):
+    def __init__(self, *args, **kwargs):
+        base.__init__(self, *args, **kwargs)
+        _init_plait(self, settings["name"] or "Distributed%s" % base.__name__, settings)
+        object.__setattr__(self, "_aggregated_gradients", False)
+        object.__setattr__(self, "_plait_reduced", ())
 
     def _compute_gradients(self, loss, var_list, grad_loss=None, tape=None):
-        tape = tf.GradientTape() if tape is None else tape
-        grads_and_vars = base._compute_gradients(self, loss, var_list, grad_loss, tape=tape)
-        grads, vars_ = zip(*grads_and_vars)
-        return list(zip(self._plait_allreduce(grads, vars_), vars_))
+        """Horovod's hook: the gradients of loss, allreduced. apply_gradients
+        does not reduce them again when they come to it unchanged."""
+        grads, variables = _tape_gradients(loss, var_list, grad_loss, tape)
+        reduced = self._allreduce(grads, variables)
+        object.__setattr__(self, "_plait_reduced", tuple(g for g in reduced if g is not None))
+        return list(zip(reduced, variables))
+
+    def compute_gradients(self, loss, var_list, tape=None):
+        return self._compute_gradients(loss, var_list, None, tape)
 
     def get_gradients(self, loss, params):
-        return self._plait_allreduce(base.get_gradients(self, loss, params), params)
+        """tf.gradients of loss (in a graph), allreduced (Keras 2's hook)."""
+        grads = self._allreduce(_graph_gradients(loss, params, type(self).__name__), params)
+        object.__setattr__(self, "_plait_reduced", tuple(g for g in grads if g is not None))
+        return grads
+
+    def _aggregate_gradients(self, grads_and_vars):
+        # Keras 3 has no cross-replica aggregation hook: nothing to do here.
+        return list(grads_and_vars)
+
+    def minimize(self, loss, var_list, tape=None):
+        """tf.keras 2's minimize (Keras 3 has none): gradients of loss applied,
+        allreduced once."""
+        return self.apply_gradients(self._compute_gradients(loss, var_list, None, tape))
+
+    def apply_gradients(self, grads_and_vars, name=None, skip_gradients_aggregation=False,
+                        experimental_aggregate_gradients=True):
+        # Keras 2's keywords are accepted (Horovod-era scripts pass them); they
+        # concern tf.distribute's aggregation, which Keras 3's apply does itself.
+        grads, variables = zip(*grads_and_vars)
+        self.apply(grads, variables)
+        return self._iterations
+
+    def apply(self, grads, trainable_variables=None):
+        grads = list(grads)
+        pending, reduced = self._plait_reduced, ()
+        object.__setattr__(self, "_plait_reduced", ())
+        if pending:
+            # Gradients passed on unchanged from _compute_gradients / get_gradients.
+            ids = {id(t) for t in pending}
+            present = [g for g in grads if g is not None]
+            reduced = bool(present) and all(id(g) in ids for g in present)
+        if trainable_variables is None:
+            if not self.built:
+                # Keras's own message for this case.
+                return base.apply(self, grads, trainable_variables)
+            variables = list(self._trainable_variables)
+        else:
+            variables = list(trainable_variables)
+            if not self.built:
+                # Built here, outside the tf.cond below, which may not create variables.
+                self.build(variables)
+                self.built = True
+        if not grads:
+            return base.apply(self, grads, trainable_variables)
+        return _keras3_step(self, base, grads, variables, reduce=not reduced)
+
+    methods = _common_methods(base)
+    methods.update({"__init__": __init__, "_compute_gradients": _compute_gradients,
+                    "compute_gradients": compute_gradients, "get_gradients": get_gradients,
+                    "_aggregate_gradients": _aggregate_gradients, "minimize": minimize,
+                    "apply_gradients": apply_gradients, "apply": apply,
+                    "_plait_flavour": "keras3"})
+    return methods
+
+
+# --------------------------------------------------------------------------
+# tf_keras (Keras 2): the hooks are where gradients are computed
+# --------------------------------------------------------------------------
+
+def _keras2_methods(base, settings):
+    def __init__(self, *args, **kwargs):
+        base.__init__(self, *args, **kwargs)
+        _init_plait(self, settings["name"] or "Distributed%s" % base.__name__, settings)
+        self._aggregated_gradients = False
+
+    def compute_gradients(self, loss, var_list, tape=None):
+        return self._compute_gradients(loss, var_list, None, tape)
+
+    def _compute_gradients(self, loss, var_list, grad_loss=None, tape=None):
+        """Horovod's hook: the base's gradients of loss, allreduced."""
+        tape = tf.GradientTape() if tape is None else tape
+        if hasattr(base, "_compute_gradients"):  # OptimizerV2
+            grads_and_vars = base._compute_gradients(self, loss, var_list, grad_loss, tape=tape)
+        else:  # tf_keras's Optimizer: compute_gradients(loss, var_list, tape)
+            grads_and_vars = base.compute_gradients(self, loss, var_list, tape=tape)
+        grads, vars_ = zip(*grads_and_vars)
+        return list(zip(self._allreduce(grads, vars_), vars_))
+
+    def get_gradients(self, loss, params):
+        return self._allreduce(base.get_gradients(self, loss, params), params)
+
+    def _aggregate_gradients(self, grads_and_vars):
+        # tf.distribute's aggregation across replicas, as Horovod (no allreduce).
+        if hasattr(base, "_aggregate_gradients"):
+            return base._aggregate_gradients(self, grads_and_vars)
+        return base.aggregate_gradients(self, grads_and_vars)
 
     def apply_gradients(self, grads_and_vars, *args, **kwargs):
         agg = self._plait.aggregator
@@ -174,13 +298,11 @@ def _keras2_methods(base, settings):
         # The aggregator's counter went back to 0 when the gradients were reduced.
         return tf.cond(tf.equal(agg.counter, 0), step, skip)
 
-    methods = {"__init__": __init__, "register_local_var": register_local_var,
-               "_plait_allreduce": _plait_allreduce, "apply_gradients": apply_gradients,
-               "get_gradients": get_gradients, "_plait_flavour": "keras2"}
-    if hasattr(base, "_compute_gradients"):  # OptimizerV2 (tf_keras.optimizers.legacy)
-        methods["_compute_gradients"] = _compute_gradients
-    if hasattr(base, "compute_gradients"):
-        methods["compute_gradients"] = compute_gradients
+    methods = _common_methods(base)
+    methods.update({"__init__": __init__, "apply_gradients": apply_gradients,
+                    "compute_gradients": compute_gradients,
+                    "_compute_gradients": _compute_gradients, "get_gradients": get_gradients,
+                    "_aggregate_gradients": _aggregate_gradients, "_plait_flavour": "keras2"})
     return methods
 
 

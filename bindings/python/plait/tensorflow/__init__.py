@@ -32,7 +32,7 @@ from plait.tensorflow.mpi_ops import (  # noqa: F401
     allgather, grouped_allgather, broadcast, broadcast_, alltoall, join, barrier,
     _allreduce, _grouped_allreduce, _reducescatter, _grouped_reducescatter,
 )
-from plait.tensorflow.mpi_ops import _check_op, _set_id
+from plait.tensorflow.mpi_ops import _check_op, _included, _set_id, _set_size
 from plait.tensorflow.gradient_aggregation import LocalGradientAggregationHelper
 from plait.tensorflow.functions import (  # noqa: F401
     allgather_object, broadcast_object, broadcast_object_fn, broadcast_variables,
@@ -175,16 +175,23 @@ def grouped_reducescatter(tensors, device_dense='', compression=Compression.none
         return [compression.decompress(r, p[1]) for r, p in zip(reduced, pairs)]
 
 
+def _reduces_here(process_set):
+    """Horovod's condition for reducing gradients: this rank is in the set
+    and the set has more than one rank (else they pass through unchanged)."""
+    _set_id(process_set, "DistributedOptimizer")
+    return _included(process_set) and _set_size(process_set) > 1
+
+
 def _allreduce_cond(tensor, *args, process_set=global_process_set, **kwargs):
-    # Horovod builds tf.cond(size > 1, allreduce, identity) on a constant
-    # condition; plait decides in Python (same result, no cond in the graph).
-    if int(os.environ.get("HOROVOD_ELASTIC", 0)) == 0 and process_set.size() <= 1:
+    # Horovod builds tf.cond(included and size > 1, allreduce, identity) on a
+    # constant condition; plait decides in Python (same result, no cond).
+    if int(os.environ.get("HOROVOD_ELASTIC", 0)) == 0 and not _reduces_here(process_set):
         return tensor
     return allreduce(tensor, *args, process_set=process_set, **kwargs)
 
 
 def _grouped_allreduce_cond(tensors, *args, process_set=global_process_set, **kwargs):
-    if int(os.environ.get("HOROVOD_ELASTIC", 0)) == 0 and process_set.size() <= 1:
+    if int(os.environ.get("HOROVOD_ELASTIC", 0)) == 0 and not _reduces_here(process_set):
         return tensors
     return grouped_allreduce(tensors, *args, process_set=process_set, **kwargs)
 

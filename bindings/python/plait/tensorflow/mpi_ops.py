@@ -37,7 +37,7 @@ from plait.common.basics import (  # noqa: F401
 from plait.common.process_sets import (  # noqa: F401
     ProcessSet, global_process_set, add_process_set, remove_process_set,
 )
-from plait.common.process_sets import _check as _check_process_set
+from plait.common.process_sets import _id as _process_set_id
 from plait.tensorflow._lib import LIB as MPI_LIB, call as _call, executing_eagerly
 
 _executing_eagerly = executing_eagerly
@@ -81,8 +81,37 @@ def _normalize_name(name):
 
 
 def _set_id(process_set, what):
-    _check_process_set(process_set, what)
-    return 0
+    """process_set's id for an operation (0 for the global set); ValueError
+    for a set that is not registered. plait refuses, when the op runs, a set
+    this rank is not in (ValueError naming the set and its ranks)."""
+    return _process_set_id(process_set, "plait.tensorflow.%s" % what)
+
+
+def _set_of(op):
+    """The process set a gradient runs on: its operation's (Horovod's
+    _temp_process_set_object)."""
+    pid = op.get_attr("process_set_id")
+    if pid == 0:
+        return global_process_set
+    ps = ProcessSet.__new__(ProcessSet)
+    ps.process_set_id = pid
+    return ps
+
+
+def _set_size(process_set):
+    return size() if process_set.process_set_id == 0 else _core.process_set_size(
+        process_set.process_set_id)
+
+
+def _included(process_set):
+    """Whether this rank is in process_set (a registered set)."""
+    return process_set.process_set_id == 0 or _core.process_set_rank(
+        process_set.process_set_id) >= 0
+
+
+def _set_rank(process_set):
+    return rank() if process_set.process_set_id == 0 else _core.process_set_rank(
+        process_set.process_set_id)
 
 
 def _naming(kind, prefix, name, tensors, ignore_name_scope):
@@ -147,23 +176,23 @@ def _prescaled(x, pre):
     return tf.cast(tf.cast(x, tf.float32) * tf.constant(pre, tf.float32), x.dtype)
 
 
-def _true_grad(x, grad, op, pre, post):
+def _true_grad(x, grad, op, pre, post, ps=global_process_set):
     """The gradient of y = post * op_k(pre * x_k) for this rank's x, given
     the gradient of y here (plait's, not Horovod's; see plait.torch)."""
-    total = _allreduce(grad, op=Sum)
+    total = _allreduce(grad, op=Sum, process_set=ps)
     s = _prescaled(x, pre)
     scale = tf.cast(pre * post, grad.dtype)
     if op == Product:
         zero = tf.equal(s, 0)
         nonzero = tf.where(zero, tf.ones_like(s), s)
-        prod_nz = _allreduce(nonzero, op=Product)
-        zeros = _allreduce(tf.cast(zero, tf.int32), op=Sum)
+        prod_nz = _allreduce(nonzero, op=Product, process_set=ps)
+        zeros = _allreduce(tf.cast(zero, tf.int32), op=Sum, process_set=ps)
         others = tf.where(zeros - tf.cast(zero, tf.int32) > 0, tf.zeros_like(s),
                           prod_nz / nonzero)
         return total * tf.cast(others, grad.dtype) * scale
-    extreme = _allreduce(s, op=op)
+    extreme = _allreduce(s, op=op, process_set=ps)
     hit = tf.cast(tf.equal(s, extreme), grad.dtype)
-    hits = _allreduce(hit, op=Sum)
+    hits = _allreduce(hit, op=Sum, process_set=ps)
     return total * hit / tf.maximum(hits, tf.ones_like(hits)) * scale
 
 
@@ -172,10 +201,11 @@ def _allreduce_grad(op, grad):
     reduce_op = op.get_attr("reduce_op")
     pre = op.get_attr("prescale_factor")
     post = op.get_attr("postscale_factor")
+    ps = _set_of(op)
     if reduce_op in (Sum, Average):
         return _allreduce(grad, op=reduce_op, prescale_factor=pre, postscale_factor=post,
-                          ignore_name_scope=op.get_attr("ignore_name_scope"))
-    return _true_grad(op.inputs[0], grad, reduce_op, pre, post)
+                          ignore_name_scope=op.get_attr("ignore_name_scope"), process_set=ps)
+    return _true_grad(op.inputs[0], grad, reduce_op, pre, post, ps)
 
 
 @tf.RegisterGradient("PlaitGroupedAllreduce")
@@ -183,11 +213,13 @@ def _grouped_allreduce_grad(op, *grads):
     reduce_op = op.get_attr("reduce_op")
     pre = op.get_attr("prescale_factor")
     post = op.get_attr("postscale_factor")
+    ps = _set_of(op)
     if reduce_op in (Sum, Average):
         return _grouped_allreduce(list(grads), op=reduce_op, prescale_factor=pre,
                                   postscale_factor=post,
-                                  ignore_name_scope=op.get_attr("ignore_name_scope"))
-    return [_true_grad(x, g, reduce_op, pre, post) for x, g in zip(op.inputs, grads)]
+                                  ignore_name_scope=op.get_attr("ignore_name_scope"),
+                                  process_set=ps)
+    return [_true_grad(x, g, reduce_op, pre, post, ps) for x, g in zip(op.inputs, grads)]
 
 
 # --------------------------------------------------------------------------
@@ -226,18 +258,20 @@ def grouped_allgather(tensors, name=None, ignore_name_scope=False,
             for i, t in enumerate(tensors)]
 
 
-def _rows_of_every_rank(x, ignore_name_scope):
+def _rows_of_every_rank(x, ignore_name_scope, ps=global_process_set):
     d = tf.reshape(tf.shape(x)[0], [1])
-    return tf.reshape(allgather(d, ignore_name_scope=ignore_name_scope), [size()])
+    return tf.reshape(allgather(d, ignore_name_scope=ignore_name_scope, process_set=ps),
+                      [_set_size(ps)])
 
 
 @tf.RegisterGradient("PlaitAllgather")
 def _allgather_grad(op, grad):
     ignore = op.get_attr("ignore_name_scope")
-    grad = _allreduce(grad, op=Average, ignore_name_scope=ignore)
+    ps = _set_of(op)
+    grad = _allreduce(grad, op=Average, ignore_name_scope=ignore, process_set=ps)
     with tf.device("/cpu:0"):
-        d = _rows_of_every_rank(op.inputs[0], ignore)
-    return tf.split(grad, num_or_size_splits=d, axis=0)[rank()]
+        d = _rows_of_every_rank(op.inputs[0], ignore, ps)
+    return tf.split(grad, num_or_size_splits=d, axis=0)[_set_rank(ps)]
 
 
 # --------------------------------------------------------------------------
@@ -265,8 +299,9 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
 @tf.RegisterGradient("PlaitBroadcast")
 def _broadcast_grad(op, grad):
     root = op.get_attr("root_rank")
-    reduced = _allreduce(grad, op=Average, ignore_name_scope=op.get_attr("ignore_name_scope"))
-    if rank() != root:
+    reduced = _allreduce(grad, op=Average, ignore_name_scope=op.get_attr("ignore_name_scope"),
+                         process_set=_set_of(op))
+    if rank() != root:  # root_rank is a rank of the job, as in Horovod
         return reduced * 0
     return reduced
 
@@ -317,7 +352,8 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
 @tf.RegisterGradient("PlaitAlltoall")
 def _alltoall_grad(op, grad_wrt_output, grad_wrt_received_splits):
     grad, _ = alltoall(grad_wrt_output, splits=op.outputs[1],
-                       ignore_name_scope=op.get_attr("ignore_name_scope"))
+                       ignore_name_scope=op.get_attr("ignore_name_scope"),
+                       process_set=_set_of(op))
     return [grad, None]
 
 
@@ -362,13 +398,14 @@ def _reducescatter_grad(op, grad):
     reduce_op = op.get_attr("reduce_op")
     pre = op.get_attr("prescale_factor")
     post = op.get_attr("postscale_factor")
+    ps = _set_of(op)
     if reduce_op == Sum:
-        grad *= size()
+        grad *= _set_size(ps)
     if pre != 1.0:
         grad *= pre
     if post != 1.0:
         grad *= post
-    return allgather(grad, ignore_name_scope=op.get_attr("ignore_name_scope"))
+    return allgather(grad, ignore_name_scope=op.get_attr("ignore_name_scope"), process_set=ps)
 
 
 # --------------------------------------------------------------------------
@@ -392,7 +429,8 @@ def _query(what, process_set_id=0, name=None):
 
 
 def size_op(process_set_id=0, name=None):
-    """The number of ranks, read when the op runs (a scalar int32 tensor)."""
+    """The number of ranks (of the process set), read when the op runs (a
+    scalar int32 tensor)."""
     return _query("size", process_set_id, name)
 
 
@@ -412,8 +450,8 @@ def local_rank_op(name=None):
 
 
 def process_set_included_op(process_set_id=0, name=None):
-    """1 when this rank belongs to the process set (plait: the global set, 0),
-    read when the op runs."""
+    """1 when this rank belongs to the process set, else 0, read when the op
+    runs."""
     return _query("process_set_included", process_set_id, name)
 
 

@@ -245,7 +245,7 @@ def test_errors():
         hvd.DistributedOptimizer(sgd, backward_passes_per_step=0)
     with pytest.raises(ValueError, match="gradient_predivide_factor"):
         hvd.DistributedOptimizer(sgd, gradient_predivide_factor=0.0)
-    with pytest.raises(NotImplementedError, match="process_set"):
+    with pytest.raises(ValueError, match="is not registered"):
         hvd.DistributedOptimizer(sgd, process_set=hvd.ProcessSet([0]))
     with pytest.raises(TypeError, match="optimizer instance"):
         hvd.DistributedOptimizer(keras.optimizers.SGD)

@@ -82,6 +82,9 @@ def test_unreducible_dtypes_are_refused_by_name(hvd, dtype):
         hvd.allreduce(tf.constant([True]), op=hvd.Average)
 
 
-def test_process_sets_other_than_global_are_refused(hvd):
-    with pytest.raises(NotImplementedError):
+def test_unregistered_process_set_is_refused(hvd):
+    # Registered sets: tests/python/tf/psets.
+    with pytest.raises(ValueError, match="is not registered"):
         hvd.allreduce(tf.ones([2]), process_set=hvd.ProcessSet([0]))
+    with pytest.raises(TypeError, match="must be a ProcessSet"):
+        hvd.allreduce(tf.ones([2]), process_set=[0])
