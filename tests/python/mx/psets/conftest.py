@@ -9,34 +9,10 @@ python_mx_psets3), with sets known at init and dynamic sets allowed
 import os
 import sys
 
-import pytest
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/python/mx
+# tests/python: the fixtures shared by every binding's process-set suite
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from psets_session import session_fixtures  # noqa: E402
 
-
-@pytest.fixture(scope="session", autouse=True)
-def plait_job():
-    import plait.mxnet as hvd
-    n = int(os.environ["PLAIT_SIZE"])
-    sets = {"A": hvd.ProcessSet([0, 1]), "B": hvd.ProcessSet(list(range(1, n)))}
-    hvd.init(process_sets=list(sets.values()))
-    yield hvd, sets
-    hvd.shutdown()
-
-
-@pytest.fixture
-def hvd(plait_job):
-    return plait_job[0]
-
-
-@pytest.fixture
-def sets(plait_job):
-    return plait_job[1]
-
-
-@pytest.fixture(autouse=True)
-def _meet_after_each_test(plait_job):
-    """Every rank meets after each test, so a test that failed on one rank
-    leaves the next one in step."""
-    yield
-    plait_job[0].barrier()
+plait_job, hvd, sets, meet_after_each_test = session_fixtures("plait.mxnet")
