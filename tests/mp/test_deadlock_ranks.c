@@ -319,3 +319,42 @@ Test(deadlock_ranks, renamed_names_on_a_process_set_are_a_deadlock_3ranks, .time
   const char *env[] = {"PLAIT_STALL_WARN_S=2", "PLAIT_PROCESS_SETS=0,1;1,2", NULL};
   renamed_run(env, "deadlock among ranks 1, 2");
 }
+
+/* A name submitted again after its abort is a new operation (as TensorFlow
+ * resubmits a failed collective of constant inputs): it is aborted again,
+ * not dropped as a late announcement of the failed one, nor left waiting.
+ * Rank 1 submits 'again' on set 2 = {1, 2} twice; rank 2 never does. */
+static int again_body(int rank, int n, void *arg) {
+  atomic_int *done = arg;
+  if (rank == 1) {
+    plait_op_options_t o = PLAIT_OP_OPTIONS_INIT;
+    o.process_set = 2;
+    for (int round = 0; round < 2; round++) {
+      float v = 1;
+      plait_tensor_t t;
+      plait_handle_t *h;
+      OK(plait_tensor_1d(&t, &v, 1, PLAIT_FLOAT32));
+      OK(plait_allreduce_async("again", &t, &t, PLAIT_OP_SUM, &o, &h));
+      const char *want[] = {"'again' stalled for ", "rank 2 never submitted it", NULL};
+      if (expect_deadlock(rank, h, want)) break;
+      if (round == 1) atomic_store(done, 1);
+    }
+    atomic_store(done, atomic_load(done) ? 1 : -1);
+  } else {
+    for (double t0 = ops_now(); !atomic_load(done) && ops_now() - t0 < 90;) ops_sleep(0.01);
+  }
+  CHECK(atomic_load(done) == 1, "rank 1's second 'again' was not aborted");
+  return allreduce_named(rank, "after", NULL, n);
+}
+
+Test(deadlock_ranks, a_name_submitted_again_after_its_abort_is_aborted_again_3ranks,
+     .timeout = 150) {
+  OPS_REQUIRE_GLOO();
+  atomic_int *done = mmap(NULL, sizeof *done, PROT_READ | PROT_WRITE,
+                          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  cr_assert(done != MAP_FAILED, "mmap failed");
+  atomic_store(done, 0);
+  const char *env[] = {"PLAIT_STALL_ABORT_S=2", "PLAIT_PROCESS_SETS=0,1;1,2", NULL};
+  cr_assert_eq(ops_run(3, env, 120, again_body, done), 0, "a rank failed (see above)");
+  munmap(done, sizeof *done);
+}
