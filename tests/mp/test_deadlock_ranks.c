@@ -12,11 +12,17 @@
  * time is slow, not stuck. A process set whose members wait on each other
  * while a rank outside the set is busy is a deadlock of its members only.
  *
+ * And process sets where one rank has the same names in flight on two sets
+ * from two threads, renamed on one set ('same.0_1', as TensorFlow renames a
+ * duplicate node name in one graph): the set's stall is aborted with
+ * PLAIT_STALL_ABORT_S, and without it the deadlock detection ends it.
+ *
  * Gloo here; ctest runs the same suite over ofi shm and ofi tcp
  * (tests/CMakeLists.txt, plait_ofi_rerun).
  */
 #include <criterion/criterion.h>
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 
@@ -200,4 +206,155 @@ Test(deadlock_ranks, a_deadlocked_set_while_a_rank_outside_it_is_busy_3ranks, .t
   const char *env[] = {"PLAIT_STALL_WARN_S=2", "PLAIT_PROCESS_SETS=0,1", NULL};
   cr_assert_eq(ops_run(3, env, 120, set_body, verdicts), 0, "a rank failed (see above)");
   munmap(verdicts, sizeof *verdicts);
+}
+
+/* ------------------------------- names renamed on one set only (TF graph) */
+
+/* Sets 1 = {0, 1} and 2 = {1, 2}; each rank submits 'same.0' and 'same.1'
+ * on every set it is in, all at once, as one tf.function does, except that
+ * rank 1's set-2 names come as TF renames a duplicate node name in one graph
+ * ('same.0_1', 'same.1_1'), from a second thread. Set 1 completes; set 2's
+ * four operations each miss a member that never submits it. */
+typedef struct {
+  int rank;
+  int32_t set;
+  const char *suffix;
+  float v[2];
+  plait_handle_t *h[2];
+  int rc;
+} renamed_t;
+
+static int renamed_submit(renamed_t *s) {
+  int rank = s->rank;
+  plait_op_options_t o = PLAIT_OP_OPTIONS_INIT;
+  o.process_set = s->set;
+  for (int i = 0; i < 2; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "same.%d%s", i, s->suffix);
+    plait_tensor_t t;
+    s->v[i] = 1;
+    OK(plait_tensor_1d(&t, &s->v[i], 1, PLAIT_FLOAT32));
+    OK(plait_allreduce_async(name, &t, &t, PLAIT_OP_SUM, &o, &s->h[i]));
+  }
+  return 0;
+}
+
+static void *renamed_thread(void *arg) {
+  renamed_t *s = arg;
+  s->rc = renamed_submit(s);
+  return NULL;
+}
+
+/* Set 1's operations: both succeed. */
+static int renamed_ok(renamed_t *s) {
+  int rank = s->rank;
+  for (int i = 0; i < 2; i++) {
+    OK(plait_wait(s->h[i], WAIT_S));
+    plait_release(s->h[i]);
+    CHECK(s->v[i] == 2, "set 1's 'same.%d' gave %g", i, s->v[i]);
+  }
+  return 0;
+}
+
+/* Set 2's operations: each fails with PLAIT_ERR_STALLED saying want. */
+static int renamed_failed(renamed_t *s, const char *want) {
+  for (int i = 0; i < 2; i++) {
+    const char *w[] = {want, NULL};
+    if (expect_deadlock(s->rank, s->h[i], w)) return 1;
+  }
+  return 0;
+}
+
+typedef struct {
+  atomic_int *verdicts; /* set 2's members that have their verdict */
+  const char *want;     /* what set 2's failures say */
+} renamed_arg_t;
+
+static int renamed_body(int rank, int n, void *arg) {
+  const renamed_arg_t *r = arg;
+  renamed_t a = {.rank = rank, .set = 1, .suffix = ""};
+  renamed_t b = {.rank = rank, .set = 2, .suffix = rank == 1 ? "_1" : ""};
+  if (rank == 1) { /* its two sets from two threads */
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, renamed_thread, &b) == 0, "pthread_create failed");
+    a.rc = renamed_submit(&a);
+    pthread_join(th, NULL);
+    if (a.rc || b.rc) return 1;
+  } else if (renamed_submit(rank == 0 ? &a : &b)) {
+    return 1;
+  }
+  if (rank < 2 && renamed_ok(&a)) return 1;
+  if (rank > 0) {
+    int bad = renamed_failed(&b, r->want);
+    atomic_fetch_add(r->verdicts, 1);
+    if (bad) return 1;
+  } else { /* computes (nothing pending) until set 2's members have theirs */
+    for (double t0 = ops_now(); atomic_load(r->verdicts) < 2 && ops_now() - t0 < 90;)
+      ops_sleep(0.01);
+    CHECK(atomic_load(r->verdicts) == 2, "set 2's members never reported their verdict");
+  }
+  return allreduce_named(rank, "after", NULL, n); /* the job goes on */
+}
+
+static void renamed_run(const char *const *env, const char *want) {
+  renamed_arg_t r = {mmap(NULL, sizeof(atomic_int), PROT_READ | PROT_WRITE,
+                          MAP_SHARED | MAP_ANONYMOUS, -1, 0), want};
+  cr_assert(r.verdicts != MAP_FAILED, "mmap failed");
+  atomic_store(r.verdicts, 0);
+  cr_assert_eq(ops_run(3, env, 120, renamed_body, &r), 0, "a rank failed (see above)");
+  munmap(r.verdicts, sizeof(atomic_int));
+}
+
+/* With PLAIT_STALL_ABORT_S, set 2's operations are aborted. */
+Test(deadlock_ranks, a_stall_on_a_process_set_is_aborted_3ranks, .timeout = 150) {
+  OPS_REQUIRE_GLOO();
+  const char *env[] = {"PLAIT_STALL_ABORT_S=3", "PLAIT_PROCESS_SETS=0,1;1,2", NULL};
+  renamed_run(env, "PLAIT_STALL_ABORT_S=3");
+}
+
+/* Without it (the default), the deadlock detection ends the same wait: set
+ * 2's members wait on each other while rank 0 has nothing pending. */
+Test(deadlock_ranks, renamed_names_on_a_process_set_are_a_deadlock_3ranks, .timeout = 150) {
+  OPS_REQUIRE_GLOO();
+  const char *env[] = {"PLAIT_STALL_WARN_S=2", "PLAIT_PROCESS_SETS=0,1;1,2", NULL};
+  renamed_run(env, "deadlock among ranks 1, 2");
+}
+
+/* A name submitted again after its abort is a new operation (as TensorFlow
+ * resubmits a failed collective of constant inputs): it is aborted again,
+ * not dropped as a late announcement of the failed one, nor left waiting.
+ * Rank 1 submits 'again' on set 2 = {1, 2} twice; rank 2 never does. */
+static int again_body(int rank, int n, void *arg) {
+  atomic_int *done = arg;
+  if (rank == 1) {
+    plait_op_options_t o = PLAIT_OP_OPTIONS_INIT;
+    o.process_set = 2;
+    for (int round = 0; round < 2; round++) {
+      float v = 1;
+      plait_tensor_t t;
+      plait_handle_t *h;
+      OK(plait_tensor_1d(&t, &v, 1, PLAIT_FLOAT32));
+      OK(plait_allreduce_async("again", &t, &t, PLAIT_OP_SUM, &o, &h));
+      const char *want[] = {"'again' stalled for ", "rank 2 never submitted it", NULL};
+      if (expect_deadlock(rank, h, want)) break;
+      if (round == 1) atomic_store(done, 1);
+    }
+    atomic_store(done, atomic_load(done) ? 1 : -1);
+  } else {
+    for (double t0 = ops_now(); !atomic_load(done) && ops_now() - t0 < 90;) ops_sleep(0.01);
+  }
+  CHECK(atomic_load(done) == 1, "rank 1's second 'again' was not aborted");
+  return allreduce_named(rank, "after", NULL, n);
+}
+
+Test(deadlock_ranks, a_name_submitted_again_after_its_abort_is_aborted_again_3ranks,
+     .timeout = 150) {
+  OPS_REQUIRE_GLOO();
+  atomic_int *done = mmap(NULL, sizeof *done, PROT_READ | PROT_WRITE,
+                          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  cr_assert(done != MAP_FAILED, "mmap failed");
+  atomic_store(done, 0);
+  const char *env[] = {"PLAIT_STALL_ABORT_S=2", "PLAIT_PROCESS_SETS=0,1;1,2", NULL};
+  cr_assert_eq(ops_run(3, env, 120, again_body, done), 0, "a rank failed (see above)");
+  munmap(done, sizeof *done);
 }
