@@ -41,6 +41,14 @@ _take = None  # plait_tf_take_abandoned once installed
 _buffer = None
 
 
+def forget():
+    """Drops what a signal abandoned before an eager call starts (its handler
+    raised, or it was in a tf.function): raise_if_abandoned then speaks of
+    that call only."""
+    if _take is not None:
+        _take(None, 0)
+
+
 def raise_if_abandoned():
     """Raises tf.errors.CancelledError naming the operations a signal
     abandoned since the last call (eager calls only: the handler did not

@@ -115,6 +115,9 @@ def call(fn, *args, **kwargs):
     run eagerly (in a graph, errors surface when the graph runs); eagerly,
     CancelledError when a signal abandoned the operation and its handler
     returned (plait.tensorflow._interrupt)."""
+    watched = _interrupt._take is not None and context.executing_eagerly()
+    if watched:
+        _interrupt.forget()
     try:
         out = fn(*args, **kwargs)
     except tf.errors.OpError as e:
@@ -122,6 +125,6 @@ def call(fn, *args, **kwargs):
         if converted is e:
             raise
         raise converted from None
-    if _interrupt._take is not None and context.executing_eagerly():
+    if watched:
         _interrupt.raise_if_abandoned()
     return out

@@ -4,7 +4,8 @@ gets SIGINT (KeyboardInterrupt) or SIGALRM (a handler that raises). Before
 the fix the handler ran only when the wait ended, which here is never (no
 stall abort): the rank hung. Now the wait is abandoned, the handler's
 exception raises in the waiting thread, the process exits, and rank 0,
-waiting too, is told that rank 1 left. A SIGALRM handler that returns gets
+waiting too, is told that rank 1 left. After Ctrl-C rank 1 goes on and
+submits what rank 0 waits on, which completes on both. A SIGALRM handler that returns gets
 a CancelledError naming the signal eagerly, zeros from a tf.function."""
 
 import os
@@ -38,13 +39,19 @@ r = hvd.rank()
 def wait(x):  # each rank waits on an operation the other never submits
     return hvd.allreduce(x, name="never.%d" % r)
 
+def other(x):  # what the other rank waits on
+    return hvd.allreduce(x, name="never.%d" % (1 - r))
+
 if os.environ["MODE"] == "function":
-    wait = tf.function(wait)
+    wait, other = tf.function(wait), tf.function(other)
 print("WAITING", flush=True)
 try:
     out = wait(tf.ones(4))
 except KeyboardInterrupt:
     print("KEYBOARDINTERRUPT", flush=True)
+    # The rank goes on: it now submits what rank 0 waits on, which must
+    # complete (no stale error from the abandoned operation).
+    print("THEN %s" % other(tf.ones(4) * 3).numpy().tolist(), flush=True)
     sys.exit(4)
 except Alarm:
     print("ALARM", flush=True)
@@ -103,5 +110,9 @@ def test_signal_ends_a_hung_wait(sig, handler, mode):
     assert ranks[1].returncode == code and word in out1, (ranks[1].returncode, out1, err1)
     if handler == "returns":
         assert "abandoned: interrupted by SIGALRM" in err1, err1
-    # The other rank learns that rank 1 left rather than waiting for ever.
-    assert ranks[0].returncode == 3 and "RAISED" in out0, (ranks[0].returncode, out0, err0)
+    if sig == "SIGINT":  # rank 1 went on and submitted rank 0's operation
+        assert "THEN [2.0, 2.0, 2.0, 2.0]" in out1, (out1, err1)
+        assert ranks[0].returncode == 0 and "RETURNED [2.0, 2.0, 2.0, 2.0]" in out0, (
+            ranks[0].returncode, out0, err0)
+    else:  # rank 0 learns that rank 1 left rather than waiting for ever
+        assert ranks[0].returncode == 3 and "RAISED" in out0, (ranks[0].returncode, out0, err0)
