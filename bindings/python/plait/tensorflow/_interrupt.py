@@ -17,7 +17,13 @@ TensorFlow call returns, and the main thread runs the program's handler at
 its next bytecode: KeyboardInterrupt for Ctrl-C. When the handler returns
 instead, an eager call raises tf.errors.CancelledError "plait: operation
 '<name>' abandoned: interrupted by SIGALRM" (raise_if_abandoned); a
-tf.function returns the zeros (the op library says so on stderr).
+tf.function returns the zeros (the op library says so on stderr). Zeros
+must never reach a program that goes on, so by default only SIGINT while its
+handler is Python's default (KeyboardInterrupt, which always raises before
+the program sees the outputs) abandons anything;
+PLAIT_TENSORFLOW_INTERRUPT=all extends it to SIGINT, SIGTERM, SIGHUP and
+SIGALRM with any Python handler (for programs whose handlers raise, e.g.
+pytest-timeout), and =0 turns it off.
 
 plait still completes the abandoned operations; the op library keeps their
 tensors referenced until it does (docs/tensorflow.md, "Ctrl-C and other
@@ -34,6 +40,9 @@ import threading
 # handlers typically return, and an abandoned collective cannot be resumed.
 SIGNALS = frozenset(int(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP,
                                      signal.SIGALRM))
+
+MODES = ("0", "1", "all")
+VARIABLE = "PLAIT_TENSORFLOW_INTERRUPT"
 
 _lock = threading.Lock()
 _installed = None  # (read fd, write fd, thread) once installed
@@ -63,7 +72,30 @@ def raise_if_abandoned():
     raise tf.errors.CancelledError(None, None, message)
 
 
-def _watch(fd, abandon):
+def mode():
+    """PLAIT_TENSORFLOW_INTERRUPT: '1' (default), '0' or 'all'; anything else
+    is a ValueError naming the variable."""
+    value = os.environ.get(VARIABLE, "1").strip().lower()
+    if value not in MODES:
+        raise ValueError("plait.tensorflow: %s=%r: expected 0 (off), 1 (Ctrl-C while its "
+                         "handler raises KeyboardInterrupt: the default) or all (SIGINT, "
+                         "SIGTERM, SIGHUP, SIGALRM with any Python handler)"
+                         % (VARIABLE, os.environ.get(VARIABLE)))
+    return value
+
+
+def _acts_on(number, everything):
+    """Whether signal number ends the pending waits: its handler must raise
+    before the program can see the abandoned operations' zeros."""
+    if number not in SIGNALS:
+        return False
+    handler = signal.getsignal(number)
+    if number == signal.SIGINT and handler is signal.default_int_handler:
+        return True
+    return everything and callable(handler)
+
+
+def _watch(fd, abandon, everything):
     while True:
         try:
             data = os.read(fd, 64)
@@ -73,20 +105,22 @@ def _watch(fd, abandon):
             return
         if not data:
             return
-        for number in sorted(set(data) & SIGNALS):
-            why = "interrupted by %s" % signal.Signals(number).name
-            abandon(why.encode())
+        for number in sorted(set(data)):
+            if _acts_on(number, everything):
+                why = "interrupted by %s" % signal.Signals(number).name
+                abandon(why.encode())
 
 
 def install(library_path):
     """Starts the watcher; True when installed (now or before). Does nothing
-    off the main thread, when PLAIT_TF_INTERRUPT=0, or when the program has a
-    wakeup fd of its own (it is put back)."""
+    off the main thread, when PLAIT_TENSORFLOW_INTERRUPT=0, or when the
+    program has a wakeup fd of its own (it is put back)."""
     global _installed, _take, _buffer
     with _lock:
         if _installed is not None:
             return True
-        if os.environ.get("PLAIT_TF_INTERRUPT", "1") == "0":
+        how = mode()
+        if how == "0":
             return False
         if threading.current_thread() is not threading.main_thread():
             return False
@@ -110,7 +144,7 @@ def install(library_path):
             os.close(r)
             os.close(w)
             return False
-        thread = threading.Thread(target=_watch, args=(r, abandon), daemon=True,
+        thread = threading.Thread(target=_watch, args=(r, abandon, how == "all"), daemon=True,
                                   name="plait-tf-signals")
         thread.start()
         _installed = (r, w, thread)

@@ -6,7 +6,10 @@ stall abort): the rank hung. Now the wait is abandoned, the handler's
 exception raises in the waiting thread, the process exits, and rank 0,
 waiting too, is told that rank 1 left. After Ctrl-C rank 1 goes on and
 submits what rank 0 waits on, which completes on both. A SIGALRM handler that returns gets
-a CancelledError naming the signal eagerly, zeros from a tf.function."""
+a CancelledError naming the signal eagerly, zeros from a tf.function: so
+signals other than a KeyboardInterrupt-raising SIGINT act only with
+PLAIT_TENSORFLOW_INTERRUPT=all (the SIGALRM cases), and not by default
+(test_sigalrm_by_default_leaves_the_wait_alone)."""
 
 import os
 import signal
@@ -75,12 +78,12 @@ EXPECT = {("SIGINT", "raises", "eager"): (4, "KEYBOARDINTERRUPT"),
           ("SIGALRM", "returns", "function"): (0, "RETURNED [0.0, 0.0, 0.0, 0.0]")}
 
 
-def _env(rank, port, mode, handler):
+def _env(rank, port, mode, handler, interrupt):
     return clean_env(PLAIT_RANK=str(rank), PLAIT_SIZE="2", PLAIT_LOCAL_RANK=str(rank),
                      PLAIT_LOCAL_SIZE="2", PLAIT_RENDEZVOUS="127.0.0.1:%d" % port,
                      PLAIT_SECRET="tf-interrupt-" + "0" * 24, PLAIT_TIMEOUT_S="30",
                      PLAIT_TRANSPORT=os.environ.get("PLAIT_TRANSPORT", "gloo"), MODE=mode,
-                     HANDLER=handler,
+                     HANDLER=handler, PLAIT_TENSORFLOW_INTERRUPT=interrupt,
                      PLAIT_TENSORFLOW_LIBRARY=os.environ["PLAIT_TENSORFLOW_LIBRARY"])
 
 
@@ -90,7 +93,8 @@ def _env(rank, port, mode, handler):
 def test_signal_ends_a_hung_wait(sig, handler, mode):
     port = free_ports(1)
     ranks = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(SCRIPT)],
-                              env=_env(r, port, mode, handler), stdout=subprocess.PIPE,
+                              env=_env(r, port, mode, handler, "1" if sig == "SIGINT" else "all"),
+                              stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for r in range(2)]
     try:
         for p in ranks:
@@ -116,3 +120,39 @@ def test_signal_ends_a_hung_wait(sig, handler, mode):
             ranks[0].returncode, out0, err0)
     else:  # rank 0 learns that rank 1 left rather than waiting for ever
         assert ranks[0].returncode == 3 and "RAISED" in out0, (ranks[0].returncode, out0, err0)
+
+
+def test_interrupt_setting_is_checked():
+    """A bad PLAIT_TENSORFLOW_INTERRUPT names the variable and what it takes."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "..", "..", "bindings", "python"))
+    from plait.tensorflow import _interrupt
+    old = os.environ.get(_interrupt.VARIABLE)
+    try:
+        os.environ[_interrupt.VARIABLE] = "yes"
+        with pytest.raises(ValueError, match="PLAIT_TENSORFLOW_INTERRUPT='yes'"):
+            _interrupt.mode()
+        os.environ[_interrupt.VARIABLE] = "ALL"
+        assert _interrupt.mode() == "all"
+    finally:
+        if old is None:
+            os.environ.pop(_interrupt.VARIABLE, None)
+        else:
+            os.environ[_interrupt.VARIABLE] = old
+
+
+def test_only_a_raising_sigint_acts_by_default():
+    """By default a SIGALRM or SIGTERM handler (which may return, e.g. a
+    graceful stop that sets a flag) never abandons a wait: the abandoned
+    operations' zeros would reach the program. SIGINT acts only while its
+    handler is Python's default, which raises KeyboardInterrupt."""
+    from plait.tensorflow import _interrupt
+    old = signal.signal(signal.SIGALRM, lambda *a: None)
+    try:
+        assert not _interrupt._acts_on(int(signal.SIGALRM), False)
+        assert _interrupt._acts_on(int(signal.SIGALRM), True)
+        assert _interrupt._acts_on(int(signal.SIGINT), False) == (
+            signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+        assert not _interrupt._acts_on(int(signal.SIGUSR1), True)
+    finally:
+        signal.signal(signal.SIGALRM, old)
