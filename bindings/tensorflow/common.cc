@@ -2,10 +2,15 @@
 // asynchronous completion path shared by the kernels (common.h).
 #include "common.h"
 
+#include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <utility>
+#include <vector>
 
+#include "tensorflow/core/framework/node_def_util.h"
 #include "tensorflow/core/framework/types.h"
 #include "tensorflow/core/platform/env.h"
 #include "tensorflow/core/util/work_sharder.h"
@@ -144,7 +149,18 @@ struct State {
   AsyncOpKernel::DoneCallback done;
   Finish finish;
   std::shared_ptr<void> keep;
+  // For abandonment (AbandonPending): the kernel's node name, its inputs and
+  // the outputs it had allocated when it submitted (plait reads and writes
+  // them until it completes the operation), and whether done() was called
+  // early. Guarded by g_mutex while the kernel is pending.
+  std::string node;
+  std::vector<Tensor> held;
+  bool abandoned = false;
 };
+
+// The kernels submitted to plait whose done() has not been called yet.
+std::mutex g_mutex;
+std::set<State*>* g_pending = new std::set<State*>;  // never destroyed: used at exit
 
 // Runs on TensorFlow's worker pool once the operation has finished.
 void Complete(State* s, plait_handle_t* handle) {
@@ -162,10 +178,24 @@ void Complete(State* s, plait_handle_t* handle) {
   done();
 }
 
-// plait's completion callback, on the coordinator thread: it only schedules.
+// plait's completion callback, on the coordinator thread: it only schedules,
+// except for an abandoned kernel (done() was called early, its ctx is gone),
+// whose handle and tensors are released here (plait allows the release).
 void OnComplete(plait_handle_t* handle, plait_result_t, void* user_data) {
   State* s = static_cast<State*>(user_data);
-  const auto* workers = s->ctx->device()->tensorflow_cpu_worker_threads();
+  const tensorflow::DeviceBase::CpuWorkerThreads* workers = nullptr;
+  bool abandoned;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_pending->erase(s);
+    abandoned = s->abandoned;
+    if (!abandoned) workers = s->ctx->device()->tensorflow_cpu_worker_threads();
+  }
+  if (abandoned) {  // nobody else has s now
+    plait_release(handle);
+    delete s;  // the last references to the tensors plait used
+    return;
+  }
   if (workers && workers->workers) {
     workers->workers->Schedule([s, handle] { Complete(s, handle); });
   } else {
@@ -188,22 +218,115 @@ absl::Status ReadProcessSet(tensorflow::OpKernelConstruction* c, int32_t* out) {
 void Run(OpKernelContext* ctx, AsyncOpKernel::DoneCallback done, int32_t process_set,
          double prescale, double postscale, const Submit& submit, Finish finish,
          std::shared_ptr<void> keep) {
-  State* s = new State{ctx, std::move(done), std::move(finish), std::move(keep)};
+  State* s = new State;
+  s->ctx = ctx;
+  s->done = std::move(done);
+  s->finish = std::move(finish);
+  s->keep = std::move(keep);
+  // The name plait knows it by: tensor_name when set (eager calls), else the node's.
+  if (!tensorflow::TryGetNodeAttr(ctx->op_kernel().def(), "tensor_name", &s->node) ||
+      s->node.empty())
+    s->node = ctx->op_kernel().name();
+  for (int i = 0; i < ctx->num_inputs(); i++) s->held.push_back(ctx->input(i));
+  for (int i = 0; i < ctx->num_outputs(); i++)
+    if (Tensor* t = ctx->mutable_output(i)) s->held.push_back(*t);
   plait_op_options_t opts = PLAIT_OP_OPTIONS_INIT;
   opts.process_set = process_set;
   opts.prescale_factor = prescale;
   opts.postscale_factor = postscale;
   opts.callback = OnComplete;
   opts.user_data = s;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_pending->insert(s);
+  }
   plait_handle_t* handle = nullptr;
   plait_result_t rc = submit(&opts, &handle);
   if (rc != PLAIT_SUCCESS) {  // no callback will come
-    ctx->SetStatus(FromPlait(rc, plait_last_error()));
+    std::string message = plait_last_error();
+    {
+      std::lock_guard<std::mutex> lock(g_mutex);
+      g_pending->erase(s);
+      if (s->abandoned) {  // done() was already called
+        delete s;
+        return;
+      }
+    }
+    ctx->SetStatus(FromPlait(rc, message));
     AsyncOpKernel::DoneCallback d = std::move(s->done);
     delete s;
     d();
   }
   // On success the callback owns s and releases the handle.
+}
+
+namespace {
+
+// What abandoned operations not yet reported to Python were (g_mutex).
+std::string* g_report = new std::string;  // never destroyed: used at exit
+
+// Gives an abandoned kernel outputs of its own, zero-filled: plait may still
+// write the ones it had (s->held keeps them alive for it), and TensorFlow
+// needs every output to end with an OK status. Shapes: an input's where the
+// output has one at its index (allreduce, broadcast, grouped members,
+// allgather, alltoall's received_splits take splits' shape), else a scalar
+// (join).
+void GiveZeroOutputs(OpKernelContext* ctx) {
+  for (int i = 0; i < ctx->num_outputs(); i++) {
+    TensorShape shape;
+    if (i < ctx->num_inputs()) shape = ctx->input(i).shape();
+    Tensor* out = ctx->mutable_output(i);
+    absl::Status st;
+    if (out == nullptr) {
+      st = ctx->allocate_output(i, shape, &out);
+    } else {
+      Tensor fresh;
+      st = ctx->allocate_temp(out->dtype(), out->shape(), &fresh);
+      if (st.ok()) *out = fresh;  // the old buffer stays referenced in held
+    }
+    if (!st.ok()) {  // out of memory: the kernel fails instead
+      ctx->SetStatus(st);
+      return;
+    }
+    if (out->TotalBytes() > 0 && DataTypeCanUseMemcpy(out->dtype()))
+      std::memset(const_cast<char*>(out->tensor_data().data()), 0, out->tensor_data().size());
+  }
+}
+
+}  // namespace
+
+int AbandonPending(const std::string& why) {
+  std::vector<AsyncOpKernel::DoneCallback> ended;
+  std::string names;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    for (State* s : *g_pending) {
+      if (s->abandoned) continue;
+      s->abandoned = true;  // from here nothing else touches s->ctx
+      GiveZeroOutputs(s->ctx);
+      names += (names.empty() ? "'" : ", '") + s->node + "'";
+      ended.push_back(std::move(s->done));
+    }
+    if (!ended.empty()) {
+      std::string line = "plait: operation" + std::string(ended.size() > 1 ? "s " : " ") +
+                         names + " abandoned: " + why;
+      *g_report += (g_report->empty() ? "" : "; ") + line;
+      std::fprintf(stderr, "%s (plait completes %s in the background; the outputs TensorFlow "
+                   "got are zeros)\n", line.c_str(), ended.size() > 1 ? "them" : "it");
+    }
+  }
+  // Outside the lock and on TensorFlow's threads (the caller is Python's
+  // signal watcher): done() may run more of the graph, which may register.
+  for (auto& d : ended) tensorflow::Env::Default()->SchedClosure(std::move(d));
+  return (int)ended.size();
+}
+
+int TakeAbandoned(char* buf, size_t size) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_report->empty()) return 0;
+  if (buf && size) std::snprintf(buf, size, "%s", g_report->c_str());
+  g_report->clear();
+  return 1;
 }
 
 absl::Status CopyOutput(OpKernelContext* ctx, int index, DataType,
@@ -228,3 +351,13 @@ absl::Status CopyOutput(OpKernelContext* ctx, int index, DataType,
 }
 
 }  // namespace plait_tf
+
+// For plait.tensorflow._interrupt (ctypes).
+extern "C" __attribute__((visibility("default"))) int plait_tf_abandon_pending(const char* why) {
+  return plait_tf::AbandonPending(why ? why : "abandoned");
+}
+
+extern "C" __attribute__((visibility("default"))) int plait_tf_take_abandoned(char* buf,
+                                                                            size_t size) {
+  return plait_tf::TakeAbandoned(buf, size);
+}

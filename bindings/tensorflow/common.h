@@ -76,6 +76,25 @@ void Run(OpKernelContext* ctx, AsyncOpKernel::DoneCallback done, int32_t process
          double prescale, double postscale, const Submit& submit, Finish finish,
          std::shared_ptr<void> keep = nullptr);
 
+// Ends every kernel still waiting for plait now, with an OK status and
+// outputs of zeros of their own (an error status would make TensorFlow build
+// its Python exception while the signal's handler is pending: the handler
+// runs inside that constructor and pybind11 replaces its exception with a
+// RuntimeError). plait keeps the operation: the tensors it reads and writes
+// stay referenced until plait completes it (or fails it: a peer lost,
+// shutdown), and its handle is released then. The names and why are written
+// to stderr and kept for TakeAbandoned. Returns how many kernels it ended.
+// Python calls it through plait_tf_abandon_pending(const char* why) when a
+// signal arrives during a wait (docs/tensorflow.md, "Ctrl-C and other
+// signals during a wait").
+int AbandonPending(const std::string& why);
+
+// "plait: operation 'x' abandoned: <why>" for what AbandonPending ended
+// since the last call, into buf; 1 when there was some, else 0. Python's
+// eager call raises it (plait_tf_take_abandoned) when the signal's handler
+// did not raise.
+int TakeAbandoned(char* buf, size_t size);
+
 // Reads the process_set_id attribute; an id that does not fit plait's
 // int32_t is refused (plait itself checks that the set exists and that this
 // rank is in it when the operation is submitted).

@@ -19,6 +19,7 @@ import tensorflow as tf
 from tensorflow.python.eager import context
 
 from plait import _core
+from plait.tensorflow import _interrupt
 
 _NAME = "libplait_tensorflow.so"
 
@@ -111,11 +112,19 @@ def convert(e):
 
 def call(fn, *args, **kwargs):
     """fn(*args, **kwargs), raising plait's classes for plait's errors when
-    run eagerly (in a graph, errors surface when the graph runs)."""
+    run eagerly (in a graph, errors surface when the graph runs); eagerly,
+    CancelledError when a signal abandoned the operation and its handler
+    returned (plait.tensorflow._interrupt)."""
+    watched = _interrupt._take is not None and context.executing_eagerly()
+    if watched:
+        _interrupt.forget()
     try:
-        return fn(*args, **kwargs)
+        out = fn(*args, **kwargs)
     except tf.errors.OpError as e:
         converted = convert(e)
         if converted is e:
             raise
         raise converted from None
+    if watched:
+        _interrupt.raise_if_abandoned()
+    return out

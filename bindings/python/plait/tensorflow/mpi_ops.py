@@ -28,8 +28,9 @@ import tensorflow as tf
 
 from plait import _core
 
+from plait.common import basics as _basics
 from plait.common.basics import (  # noqa: F401
-    init, shutdown, is_initialized, start_timeline, stop_timeline, size, local_size,
+    shutdown, is_initialized, start_timeline, stop_timeline, size, local_size,
     cross_size, rank, local_rank, cross_rank, is_homogeneous, mpi_threads_supported,
     mpi_enabled, mpi_built, gloo_enabled, gloo_built, nccl_built, ddl_built, ccl_built,
     cuda_built, rocm_built, Average, Sum, Adasum, Min, Max, Product,
@@ -38,9 +39,21 @@ from plait.common.process_sets import (  # noqa: F401
     ProcessSet, global_process_set, add_process_set, remove_process_set,
 )
 from plait.common.process_sets import _id as _process_set_id
+from plait.tensorflow import _interrupt
 from plait.tensorflow._lib import LIB as MPI_LIB, call as _call, executing_eagerly
+from plait.tensorflow._lib import library_path as _library_path
 
 _executing_eagerly = executing_eagerly
+
+
+def init(comm=None, process_sets=None):
+    """Joins the job, as plait.common.basics.init (idempotent, as Horovod's);
+    then, from the main thread and when the program has no wakeup fd of its
+    own, starts the signal watcher that lets Ctrl-C and other signals end a
+    wait (plait.tensorflow._interrupt, docs/tensorflow.md)."""
+    _basics.init(comm=comm, process_sets=process_sets)
+    _interrupt.install(_library_path)
+
 
 _OPS = {Average: "Average", Sum: "Sum", Min: "Min", Max: "Max", Product: "Product"}
 
