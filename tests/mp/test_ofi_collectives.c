@@ -18,36 +18,13 @@
 #include <sys/mman.h>
 
 #include "api/core.h"
+#include "ofi_job.h"
 #include "transport_matrix.h"
 
 #define ENV(...) ((const char *const[]){__VA_ARGS__, NULL})
 
-/* In a Criterion test: skip it, saying why, when the plugin was not built. */
-static void require_plugin(void) {
-  FILE *f = fopen(PLAIT_TEST_LIB_DIR "/libplait-transport-ofi.so", "rb");
-  if (!f)
-    cr_skip_test("the ofi transport plugin was not built (is libfabric-dev installed?): "
-                 "no " PLAIT_TEST_LIB_DIR "/libplait-transport-ofi.so");
-  fclose(f);
-}
-
-static void run_env(const char *prov, int nranks, tm_body_fn body, const char *const *extra) {
-  require_plugin();
-  char fi[64], reason[1024] = "";
-  snprintf(fi, sizeof fi, "FI_PROVIDER=%s", prov);
-  const char *env[16];
-  int k = 0;
-  env[k++] = fi;
-  for (; extra && *extra && k < 15; extra++) env[k++] = *extra;
-  env[k] = NULL;
-  int rc = tm_run("ofi", nranks, body, env, reason, sizeof reason);
-  if (rc == TM_SKIPPED) cr_skip_test("FI_PROVIDER=%s cannot start here: %s", prov, reason);
-  cr_assert_eq(rc, TM_PASSED, "a rank of %d failed on FI_PROVIDER=%s (see its messages above)",
-               nranks, prov);
-}
-
 static void run_job(const char *prov, int nranks, tm_body_fn body) {
-  run_env(prov, nranks, body, NULL);
+  ofi_run_job(prov, nranks, body, NULL);
 }
 
 /* These tests call the plugin directly from the main thread: no coordinator. */
@@ -100,19 +77,19 @@ static int body_collectives(tm_ctx_t *c) {
       "PLAIT_OFI_BROADCAST_CHAIN_MIN=1T", "PLAIT_OFI_REDUCESCATTER_RING_MIN=1T")
 
 Test(ofi, shm_large_algorithms_everywhere_3ranks, .timeout = 90) {
-  run_env("shm", 3, body_collectives, LARGE_EVERYWHERE);
+  ofi_run_job("shm", 3, body_collectives, LARGE_EVERYWHERE);
 }
 Test(ofi, tcp_large_algorithms_everywhere_4ranks, .timeout = 90) {
-  run_env("tcp", 4, body_collectives, LARGE_EVERYWHERE);
+  ofi_run_job("tcp", 4, body_collectives, LARGE_EVERYWHERE);
 }
 Test(ofi, shm_direct_reads_everywhere_3ranks, .timeout = 90) {
-  run_env("shm", 3, body_collectives, DIRECT_EVERYWHERE);
+  ofi_run_job("shm", 3, body_collectives, DIRECT_EVERYWHERE);
 }
 Test(ofi, shm_small_algorithms_everywhere_3ranks, .timeout = 90) {
-  run_env("shm", 3, body_collectives, SMALL_EVERYWHERE);
+  ofi_run_job("shm", 3, body_collectives, SMALL_EVERYWHERE);
 }
 Test(ofi, tcp_small_algorithms_everywhere_4ranks, .timeout = 90) {
-  run_env("tcp", 4, body_collectives, SMALL_EVERYWHERE);
+  ofi_run_job("tcp", 4, body_collectives, SMALL_EVERYWHERE);
 }
 
 /* shm without CMA moves large messages through a small pool of bounce
@@ -125,10 +102,10 @@ static int body_large_ring(tm_ctx_t *c) {
 }
 
 Test(ofi, shm_without_cma_large_ring_2ranks, .timeout = 90) {
-  run_env("shm", 2, body_large_ring, ENV("FI_SHM_DISABLE_CMA=1"));
+  ofi_run_job("shm", 2, body_large_ring, ENV("FI_SHM_DISABLE_CMA=1"));
 }
 Test(ofi, shm_without_cma_3ranks, .timeout = 90) {
-  run_env("shm", 3, body_collectives, ENV("FI_SHM_DISABLE_CMA=1"));
+  ofi_run_job("shm", 3, body_collectives, ENV("FI_SHM_DISABLE_CMA=1"));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -204,25 +181,25 @@ Test(ofi, shm_spans_default_ways_2ranks, .timeout = 60) { run_job("shm", 2, body
 Test(ofi, shm_spans_default_ways_3ranks, .timeout = 60) { run_job("shm", 3, body_spans_shm); }
 Test(ofi, tcp_spans_default_ways_3ranks, .timeout = 60) { run_job("tcp", 3, body_spans_tcp); }
 Test(ofi, shm_spans_ring_forced_3ranks, .timeout = 90) {
-  run_env("shm", 3, body_spans_ring, SPANS_RING);
+  ofi_run_job("shm", 3, body_spans_ring, SPANS_RING);
 }
 Test(ofi, tcp_spans_ring_forced_2ranks, .timeout = 90) {
-  run_env("tcp", 2, body_spans_ring, SPANS_RING);
+  ofi_run_job("tcp", 2, body_spans_ring, SPANS_RING);
 }
 Test(ofi, shm_spans_direct_forced_2ranks, .timeout = 90) {
-  run_env("shm", 2, body_spans_direct, ENV("PLAIT_OFI_ALLREDUCE_RING_MIN=0"));
+  ofi_run_job("shm", 2, body_spans_direct, ENV("PLAIT_OFI_ALLREDUCE_RING_MIN=0"));
 }
 Test(ofi, shm_spans_direct_forced_4ranks, .timeout = 90) {
-  run_env("shm", 4, body_spans_direct, ENV("PLAIT_OFI_ALLREDUCE_RING_MIN=0"));
+  ofi_run_job("shm", 4, body_spans_direct, ENV("PLAIT_OFI_ALLREDUCE_RING_MIN=0"));
 }
 Test(ofi, shm_spans_without_cma_2ranks, .timeout = 60) {
-  run_env("shm", 2, body_spans_ring_default, ENV("FI_SHM_DISABLE_CMA=1"));
+  ofi_run_job("shm", 2, body_spans_ring_default, ENV("FI_SHM_DISABLE_CMA=1"));
 }
 Test(ofi, shm_spans_direct_off_2ranks, .timeout = 60) {
-  run_env("shm", 2, body_spans_ring_default, ENV("PLAIT_OFI_DIRECT=off"));
+  ofi_run_job("shm", 2, body_spans_ring_default, ENV("PLAIT_OFI_DIRECT=off"));
 }
 Test(ofi, shm_spans_registration_always_2ranks, .timeout = 60) {
-  run_env("shm", 2, body_spans_registered, ENV("PLAIT_OFI_MR=always"));
+  ofi_run_job("shm", 2, body_spans_registered, ENV("PLAIT_OFI_MR=always"));
 }
 
 /* A large tensor fused with others goes into huge pages as it would alone
@@ -374,10 +351,10 @@ static int body_registered(tm_ctx_t *c) {
 }
 
 Test(ofi, shm_registration_always_3ranks, .timeout = 60) {
-  run_env("shm", 3, body_registered, ENV("PLAIT_OFI_MR=always"));
+  ofi_run_job("shm", 3, body_registered, ENV("PLAIT_OFI_MR=always"));
 }
 Test(ofi, tcp_registration_always_2ranks, .timeout = 60) {
-  run_env("tcp", 2, body_registered, ENV("PLAIT_OFI_MR=always"));
+  ofi_run_job("tcp", 2, body_registered, ENV("PLAIT_OFI_MR=always"));
 }
 
 /* Whether the mapping holding addr is marked for transparent huge pages
@@ -443,7 +420,7 @@ Test(ofi, shm_mem_alloc_from_1mib_is_huge_page_memory_2ranks, .timeout = 60) {
 /* ------------------------------------------------------------------------ */
 
 static void run_lost_rank(const char *prov, int nranks, tm_loss_t how) {
-  require_plugin();
+  ofi_require_plugin();
   char fi[64], reason[1024] = "";
   snprintf(fi, sizeof fi, "FI_PROVIDER=%s", prov);
   plait_test_job_t job;
@@ -519,7 +496,7 @@ static int leak_rank(int rank, int nranks, void *arg) {
 }
 
 static void run_leaks(const char *prov) {
-  require_plugin();
+  ofi_require_plugin();
   char fi[64];
   snprintf(fi, sizeof fi, "FI_PROVIDER=%s", prov);
   const char *env[] = {"PLAIT_TRANSPORT=ofi", "PLAIT_TIMEOUT_S=15", fi, NULL};
@@ -570,7 +547,7 @@ static int init_fails(int rank, int nranks, void *arg) {
 }
 
 static void run_init_fails(int nranks, const char *const *env, const expect_init_t *e) {
-  require_plugin();
+  ofi_require_plugin();
   plait_test_job_t job;
   memset(&job, 0, sizeof job);
   job.nranks = nranks;
@@ -636,7 +613,7 @@ static int two_hosts_rank(int rank, int nranks, void *arg) {
 }
 
 static void run_two_hosts(int want_shm) {
-  require_plugin();
+  ofi_require_plugin();
   const char *env[] = {"PLAIT_TRANSPORT=ofi", "PLAIT_TIMEOUT_S=15", NULL};
   plait_test_job_t job;
   memset(&job, 0, sizeof job);

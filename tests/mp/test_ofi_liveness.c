@@ -21,20 +21,13 @@
 #include <unistd.h>
 
 #include "api/core.h"
+#include "ofi_job.h"
 #include "transport_matrix.h"
 
 #define MAX_FILLER 4096
 #define PAUSE_US 500000
 
 static atomic_int *shared; /* [0]: rank 0 has used up its file descriptors */
-
-static void require_plugin(void) {
-  FILE *f = fopen(PLAIT_TEST_LIB_DIR "/libplait-transport-ofi.so", "rb");
-  if (!f)
-    cr_skip_test("the ofi transport plugin was not built (is libfabric-dev installed?): "
-                 "no " PLAIT_TEST_LIB_DIR "/libplait-transport-ofi.so");
-  fclose(f);
-}
 
 /* Opens /dev/null until the process's soft fd limit (lowered to 256 when it
  * is higher) is reached; returns how many it opened, fds[] holds them. */
@@ -94,17 +87,11 @@ static void no_coordinator(void) { plait_core_test_without_coordinator(1); }
 TestSuite(ofi_liveness, .init = no_coordinator);
 
 static void run_paused(const char *prov, int nranks) {
-  require_plugin();
+  ofi_require_plugin();
   shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   cr_assert(shared != MAP_FAILED);
-  char fi[64], reason[1024] = "";
-  snprintf(fi, sizeof fi, "FI_PROVIDER=%s", prov);
-  const char *env[] = {fi, NULL};
-  int rc = tm_run("ofi", nranks, paused_peer_body, env, reason, sizeof reason);
+  ofi_run_job(prov, nranks, paused_peer_body, NULL);
   munmap(shared, 4096);
-  if (rc == TM_SKIPPED) cr_skip_test("FI_PROVIDER=%s cannot start here: %s", prov, reason);
-  cr_assert_eq(rc, TM_PASSED, "a rank of %d failed on FI_PROVIDER=%s (see its messages above)",
-               nranks, prov);
 }
 
 Test(ofi_liveness, shm_rank_at_its_fd_limit_waits_for_a_paused_peer, .timeout = 90) {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "api/core.h"
+#include "ofi_job.h"
 #include "transport_matrix.h"
 
 static volatile sig_atomic_t got_int, got_term;
@@ -27,14 +28,6 @@ static void on_int(int sig) {
 static void on_term(int sig, siginfo_t *info, void *uc) {
   (void)sig, (void)info, (void)uc;
   got_term++;
-}
-
-static void require_plugin(void) {
-  FILE *f = fopen(PLAIT_TEST_LIB_DIR "/libplait-transport-ofi.so", "rb");
-  if (!f)
-    cr_skip_test("the ofi transport plugin was not built (is libfabric-dev installed?): "
-                 "no " PLAIT_TEST_LIB_DIR "/libplait-transport-ofi.so");
-  fclose(f);
 }
 
 static int handlers_body(tm_ctx_t *c) {
@@ -58,7 +51,7 @@ static void no_coordinator(void) { plait_core_test_without_coordinator(1); }
 TestSuite(ofi_signals, .init = no_coordinator);
 
 static void run_with_handlers(const char *prov, int nranks) {
-  require_plugin();
+  ofi_require_plugin();
   struct sigaction a, old_int, old_term;
   memset(&a, 0, sizeof a);
   a.sa_handler = on_int;
@@ -67,15 +60,9 @@ static void run_with_handlers(const char *prov, int nranks) {
   a.sa_flags = SA_SIGINFO;
   a.sa_sigaction = on_term;
   sigaction(SIGTERM, &a, &old_term);
-  char fi[64], reason[1024] = "";
-  snprintf(fi, sizeof fi, "FI_PROVIDER=%s", prov);
-  const char *env[] = {fi, NULL};
-  int rc = tm_run("ofi", nranks, handlers_body, env, reason, sizeof reason);
+  ofi_run_job(prov, nranks, handlers_body, NULL);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
-  if (rc == TM_SKIPPED) cr_skip_test("FI_PROVIDER=%s cannot start here: %s", prov, reason);
-  cr_assert_eq(rc, TM_PASSED, "a rank of %d failed on FI_PROVIDER=%s (see its messages above)",
-               nranks, prov);
 }
 
 Test(ofi_signals, shm_keeps_the_programs_sigint_and_sigterm_handlers, .timeout = 90) {
