@@ -220,10 +220,11 @@ def push(kind, names, inputs, outputs, tensors, op=0, prescale=1.0, postscale=1.
     return Ticket(ticket, names[0]) if wants_ticket else None
 
 
-# Waits from Python are cut in slices this long, the GIL released in each:
-# between two slices Python runs its signal handlers (Ctrl-C raises
-# KeyboardInterrupt in the waiting thread, a SIGALRM handler runs).
-WAIT_SLICE_S = 0.05
+# Waits from Python are cut in slices this long (plait._core's, as for
+# every wait of the bindings), the GIL released in each: between two slices
+# Python runs its signal handlers (Ctrl-C raises KeyboardInterrupt in the
+# waiting thread, a SIGALRM handler runs).
+WAIT_SLICE_S = _core.WAIT_SLICE_S
 
 
 class Ticket:
@@ -281,13 +282,9 @@ class Ticket:
 
 
 def wait_handle(h):
-    """plait_wait on a plait._core.Handle (barrier, join) in slices, so
-    that signals raise in this thread while it waits."""
-    while True:
-        try:
-            return h.wait(WAIT_SLICE_S)
-        except TimeoutError:
-            continue
+    """plait_wait on a plait._core.Handle (barrier, join): Handle.wait waits
+    in slices (plait._core.wait_sliced), so signals raise in this thread."""
+    return h.wait()
 
 
 def to_ndarray(t, dtype, ctx):
