@@ -27,6 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Built by ci/bench with a bare mpicc command line: the header by its path. */
+#include "../include/plait/parse_size.h"
+
 static int cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -44,13 +47,17 @@ static double pct(const double *sorted, int n, double p) {
   return lo >= n - 1 ? sorted[n - 1] : sorted[lo] + (pos - lo) * (sorted[lo + 1] - sorted[lo]);
 }
 
-static unsigned long long size_arg(const char *s) {
-  char *end;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (*end == 'K') v <<= 10;
-  else if (*end == 'M') v <<= 20;
-  else if (*end == 'G') v <<= 30;
-  return v;
+/* A size ("4K", "256M", "64MiB"): plait's one size parser; bad text ends the job. */
+static unsigned long long size_arg(const char *flag, const char *s) {
+  uint64_t v;
+  if (plait_parse_size(s, &v)) {
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0)
+      fprintf(stderr, "mpi_allreduce: %s '%s' is not a size (e.g. 4K, 256M)\n", flag, s);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  return (unsigned long long)v;
 }
 
 static int check(const float *out, size_t n, int size, int rank);
@@ -118,9 +125,9 @@ int main(int argc, char **argv) {
       if (rank == 0) fprintf(stderr, "mpi_allreduce: %s needs a value\n", argv[i]);
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    if (!strcmp(argv[i], "--min")) min = size_arg(argv[i + 1]), min_given = 1;
-    else if (!strcmp(argv[i], "--max")) max = size_arg(argv[i + 1]), min_given = 1;
-    else if (!strcmp(argv[i], "--factor")) factor = size_arg(argv[i + 1]);
+    if (!strcmp(argv[i], "--min")) min = size_arg(argv[i], argv[i + 1]), min_given = 1;
+    else if (!strcmp(argv[i], "--max")) max = size_arg(argv[i], argv[i + 1]), min_given = 1;
+    else if (!strcmp(argv[i], "--factor")) factor = size_arg(argv[i], argv[i + 1]);
     else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--iters")) iters_opt = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--json")) json_path = argv[i + 1];

@@ -5,6 +5,7 @@
 #ifndef PLAIT_BENCH_H
 #define PLAIT_BENCH_H
 
+#include <plait/parse_size.h>
 #include <plait/plait.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -57,8 +58,8 @@ typedef struct bench_opts {
 int bench_parse_args(int argc, char **argv, bench_opts_t *o);
 void bench_usage(FILE *f);
 
-/* "64K" -> 65536; 0 or -1. Units K, M, G (binary). */
-int bench_parse_size(const char *text, uint64_t *out);
+/* Sizes ("64K" -> 65536) are read by plait_parse_size (plait/parse_size.h),
+ * the configuration table's syntax. */
 /* 65536 -> "64 KiB" into buf. */
 const char *bench_format_size(uint64_t bytes, char *buf, size_t cap);
 

@@ -71,7 +71,7 @@ int bench_load_mix(const char *spec, bench_mix_t *mix) {
     uint64_t count = 0, size = 0;
     if (x && (size_t)(x - (spec + 8)) < sizeof count_text) {
       snprintf(count_text, sizeof count_text, "%.*s", (int)(x - (spec + 8)), spec + 8);
-      if (bench_parse_size(count_text, &count) || bench_parse_size(x + 1, &size)) count = 0;
+      if (plait_parse_size(count_text, &count) || plait_parse_size(x + 1, &size)) count = 0;
     }
     if (count == 0 || count > 100000 || size == 0) {
       fprintf(stderr, "plait-bench: --mix '%s': expected uniform:COUNTxSIZE, e.g. uniform:200x64K\n",
@@ -88,7 +88,7 @@ int bench_load_mix(const char *spec, bench_mix_t *mix) {
     snprintf(buf, sizeof buf, "%s", spec + 6);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
       uint64_t size;
-      if (bench_parse_size(tok, &size) || size == 0) {
+      if (plait_parse_size(tok, &size) || size == 0) {
         fprintf(stderr, "plait-bench: --mix '%s': '%s' is not a size > 0\n", spec, tok);
         bench_free_mix(mix);
         return -1;

@@ -25,7 +25,8 @@ void bench_usage(FILE *f) {
       "  memcpy\n"
       "      single-thread memcpy bandwidth over the same sizes (the ceiling; no job)\n"
       "\n"
-      "options (sizes take K, M, G; lists are comma-separated):\n"
+      "options (a SIZE is bytes or takes K, M, G or T, K = 1024: 64K, 64KiB; lists\n"
+      "are comma-separated):\n"
       "  --min SIZE            smallest message (default 4)\n"
       "  --max SIZE            largest message (default 256M)\n"
       "  --factor N            size step factor (default 2)\n"
@@ -86,7 +87,7 @@ static int parse_sizes(const char *flag, const char *text, uint64_t *out, int *n
   *n = 0;
   for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
     if (*n == BENCH_MAX_LIST) return fail("%s '%s' has too many values", flag, text);
-    if (bench_parse_size(tok, &out[*n])) return fail("%s: '%s' is not a size (e.g. 0, 64K, 4M)", flag, tok);
+    if (plait_parse_size(tok, &out[*n])) return fail("%s: '%s' is not a size (e.g. 0, 64K, 4M)", flag, tok);
     (*n)++;
   }
   return *n ? 0 : fail("%s '%s' is empty", flag, text);
@@ -136,9 +137,9 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
     int factor = 0;
     if (!strcmp(a, "--min") || !strcmp(a, "--max")) sizes_given = 1;
     if (!strcmp(a, "--min")) {
-      if (bench_parse_size(v, &o->min_bytes)) return fail("--min '%s' is not a size%s", v, "");
+      if (plait_parse_size(v, &o->min_bytes)) return fail("--min '%s' is not a size%s", v, "");
     } else if (!strcmp(a, "--max")) {
-      if (bench_parse_size(v, &o->max_bytes)) return fail("--max '%s' is not a size%s", v, "");
+      if (plait_parse_size(v, &o->max_bytes)) return fail("--max '%s' is not a size%s", v, "");
     } else if (!strcmp(a, "--factor")) {
       if (parse_int(a, v, 2, &factor)) return -1;
       o->factor = (unsigned)factor;

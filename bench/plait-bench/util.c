@@ -1,5 +1,4 @@
 /* plait-bench: sizes, statistics and small collectives. */
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -29,25 +28,6 @@ double bench_percentile(const double *sorted, int n, double p) {
   int lo = (int)pos;
   if (lo >= n - 1) return sorted[n - 1];
   return sorted[lo] + (pos - lo) * (sorted[lo + 1] - sorted[lo]);
-}
-
-int bench_parse_size(const char *text, uint64_t *out) {
-  if (!isdigit((unsigned char)*text)) return -1;
-  char *end;
-  unsigned long long v = strtoull(text, &end, 10);
-  unsigned shift = 0;
-  switch (toupper((unsigned char)*end)) {
-  case '\0': break;
-  case 'K': shift = 10; end++; break;
-  case 'M': shift = 20; end++; break;
-  case 'G': shift = 30; end++; break;
-  default: return -1;
-  }
-  if (shift && *end && strcmp(end, "B") && strcmp(end, "iB") && strcmp(end, "b")) return -1;
-  if (!shift && *end) return -1;
-  if (v > (UINT64_MAX >> shift)) return -1;
-  *out = (uint64_t)v << shift;
-  return 0;
 }
 
 const char *bench_format_size(uint64_t bytes, char *buf, size_t cap) {

@@ -36,7 +36,6 @@
  * allreduce, (n-1)/n for allgatherv and reducescatter, 1 for broadcast, so
  * the figure compares with the link's (here: memory's) bandwidth.
  */
-#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
@@ -54,6 +53,7 @@
 
 #include "f32_kernels.h"
 #include "plait/dtypes.h"
+#include "plait/parse_size.h"
 #include "plait/transport.h"
 #include "shm_bootstrap.h"
 
@@ -108,23 +108,6 @@ static int cmp_double(const void *a, const void *b) {
 static double median(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static int parse_size(const char *s, size_t *out) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s) return -1;
-  switch (toupper((unsigned char)*end)) {
-    case 'K': v <<= 10; end++; break;
-    case 'M': v <<= 20; end++; break;
-    case 'G': v <<= 30; end++; break;
-    case 'T': v <<= 40; end++; break;
-    default: break;
-  }
-  if (*end && *end != ':') return -1;
-  *out = (size_t)v;
-  return 0;
 }
 
 static void add_config(const char *spec) {
@@ -517,11 +500,13 @@ int main(int argc, char **argv) {
         break;
       case 's': {
         char *colon = strchr(optarg, ':');
-        if (!colon || parse_size(optarg, &lo) || parse_size(colon + 1, &hi) || lo < 64 ||
-            hi < lo) {
+        uint64_t min = 0, max = 0;
+        if (!colon || plait_parse_size_n(optarg, (size_t)(colon - optarg), &min) ||
+            plait_parse_size(colon + 1, &max) || min < 64 || max < min || max > SIZE_MAX) {
           fprintf(stderr, "bench_transport: -s %s: expected MIN:MAX such as 4K:256M\n", optarg);
           return 2;
         }
+        lo = (size_t)min, hi = (size_t)max;
         break;
       }
       default:

@@ -1,48 +1,22 @@
 #include "tunables.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "plait/parse_size.h"
+
 extern char **environ;
 
 #define KIB ((uint64_t)1024)
-#define MIB (KIB * KIB)
-
-/* "65536", "64K", "64M", "1G", "1T" (binary units; "KB"/"KiB" also). */
-static int parse_size(const char *s, uint64_t *out) {
-  if (!s || !isdigit((unsigned char)*s)) return -1;
-  errno = 0;
-  char *end = NULL;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno) return -1;
-  uint64_t mult = 1;
-  switch (toupper((unsigned char)*end)) {
-    case '\0': break;
-    case 'K': mult = KIB; end++; break;
-    case 'M': mult = MIB; end++; break;
-    case 'G': mult = MIB * KIB; end++; break;
-    case 'T': mult = MIB * MIB; end++; break;
-    default: return -1;
-  }
-  if (mult > 1) {
-    if (*end == 'i') end++;
-    if (toupper((unsigned char)*end) == 'B') end++;
-  }
-  if (*end != '\0') return -1;
-  if (v > UINT64_MAX / mult) return -1;
-  *out = (uint64_t)v * mult;
-  return 0;
-}
 
 static plait_result_t size_var(const char *name, uint64_t def, uint64_t min, uint64_t *out,
                                char *err, size_t err_len) {
   const char *v = getenv(name);
   *out = def;
   if (!v) return PLAIT_SUCCESS;
-  if (parse_size(v, out) != 0 || *out < min) {
+  if (plait_parse_size(v, out) != 0 || *out < min) {
     snprintf(err, err_len,
              "%s='%s' is not valid: expected a size of at least %llu bytes such as 65536, "
              "64K, 1M or 1G (K = 1024)",

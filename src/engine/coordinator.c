@@ -186,8 +186,8 @@ static void mark_queued(plait_coord_t *c, const plait_response_list_t *l) {
     for (uint32_t j = 0; j < l->r[i].n; j++) {
       char key[PLAIT_OP_KEY_MAX];
       if (plait_namemap_get(&c->local, plait_op_key(key, l->r[i].pset, l->r[i].e[j].name))) {
-        plait_tl_end(c->e->timeline, l->r[i].e[j].name, "NEGOTIATE");
-        plait_tl_begin(c->e->timeline, l->r[i].e[j].name, "QUEUE");
+        plait_tl_end(c->e->timeline, l->r[i].e[j].name, plait_tl_name(PLAIT_TL_NEGOTIATE));
+        plait_tl_begin(c->e->timeline, l->r[i].e[j].name, plait_tl_name(PLAIT_TL_QUEUE));
       }
     }
 }

@@ -9,6 +9,7 @@
 #include "engine/negotiate.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/strdupf.h"
 
 enum {
   NAMES_PER_RANK = 3,  /* names listed per rank, then "and N more" */
@@ -166,9 +167,7 @@ static plait_result_t fail_stuck(plait_negotiator_t *n, plait_record_t **recs, i
   for (int i = 0; i < count && rc == PLAIT_SUCCESS; i++) {
     plait_record_t *rec = recs[i];
     if (!condemned(n, rec, stuck)) continue;
-    size_t len = strlen(rec->name) + strlen(msg) + 8;
-    char *text = malloc(len);
-    if (text) snprintf(text, len, "'%s': %s", rec->name, msg);
+    char *text = plait_strdupf("'%s': %s", rec->name, msg);
     rc = plait_neg_fail_record(n, rec, PLAIT_ERR_STALLED, text);
   }
   return rc;

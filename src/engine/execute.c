@@ -2,7 +2,6 @@
  * fused through the fusion buffer), identities for joined ranks. */
 #include "engine/execute.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,9 +31,8 @@ void plait_exec_init(plait_exec_t *x, int rank, int size, const plait_transport_
   x->piece = (size_t)plait_transport_fusion_piece(t->name);
   if (t->caps & PLAIT_CAP_DEVICE_MEMORY) x->devmem = plait_devmem_new(t, ts);
   for (int c = 1; c <= PLAIT_COLL_MAX_; c++) {
-    char *a = x->activity[c];
-    snprintf(a, sizeof x->activity[c], "%s_%s", t->name, plait_coll_name((plait_coll_t)c));
-    for (; *a; a++) *a = (char)toupper((unsigned char)*a);
+    plait_tl_op_name(x->activity[c], sizeof x->activity[c], t->name,
+                     plait_coll_name((plait_coll_t)c));
   }
 }
 
@@ -65,11 +63,12 @@ void plait_exec_finish(plait_exec_t *x, plait_entry_t *e, plait_result_t rc, con
   plait_table_forget(x->table, k);
   if (rc != PLAIT_SUCCESS) { /* close whatever is open, innermost first */
     plait_tl_end(x->tl, e->name, x->activity[e->meta.coll <= PLAIT_COLL_MAX_ ? e->meta.coll : 0]);
-    plait_tl_end(x->tl, e->name, "MEMCPY_IN_FUSION_BUFFER");
-    plait_tl_end(x->tl, e->name, "MEMCPY_OUT_FUSION_BUFFER");
-    plait_tl_end(x->tl, e->name, "QUEUE");
+    plait_tl_end(x->tl, e->name, plait_tl_name(PLAIT_TL_MEMCPY_IN));
+    plait_tl_end(x->tl, e->name, plait_tl_name(PLAIT_TL_MEMCPY_OUT));
+    plait_tl_end(x->tl, e->name, plait_tl_name(PLAIT_TL_QUEUE));
   }
-  plait_tl_end(x->tl, e->name, "NEGOTIATE"); /* ends that close nothing are ignored */
+  /* ends that close nothing are ignored */
+  plait_tl_end(x->tl, e->name, plait_tl_name(PLAIT_TL_NEGOTIATE));
   plait_stats_t *s = plait_stats_lock(x->stats);
   s->tensors++;
   plait_stats_unlock(x->stats);
@@ -181,7 +180,7 @@ static plait_result_t allreduce_single(plait_exec_t *x, plait_entry_t *e) {
   const void *in = e->input.data;
   double t0 = plait_now();
   int dev = plait_exec_on_device(m) && plait_exec_has_batch(x);
-  plait_tl_begin(x->tl, e->name, "MEMCPY_IN_FUSION_BUFFER");
+  plait_tl_begin(x->tl, e->name, plait_tl_name(PLAIT_TL_MEMCPY_IN));
   if (dev && (m->prescale != 1.0 || (out != in && count && !folds(x)))) {
     plait_span_t s = {out, in, count}; /* device memory: the transport's pass */
     PLAIT_CHECK(plait_exec_batch(x, m, &s, 1, m->prescale, "copy of", e->name));
@@ -194,7 +193,7 @@ static plait_result_t allreduce_single(plait_exec_t *x, plait_entry_t *e) {
                                m->device < 0 ? PLAIT_COPY_HOST_TO_HOST : PLAIT_COPY_DEVICE_TO_DEVICE));
     in = out;
   }
-  plait_tl_end(x->tl, e->name, "MEMCPY_IN_FUSION_BUFFER");
+  plait_tl_end(x->tl, e->name, plait_tl_name(PLAIT_TL_MEMCPY_IN));
   double t1 = plait_now();
   int scaled = 0;
   plait_tl_begin(x->tl, e->name, x->activity[PLAIT_COLL_ALLREDUCE]);
@@ -205,13 +204,13 @@ static plait_result_t allreduce_single(plait_exec_t *x, plait_entry_t *e) {
   double post = plait_exec_postscale(m, x->size);
   if (!scaled && dev && count && post != 1.0) {
     plait_span_t s = {out, out, count};
-    plait_tl_begin(x->tl, e->name, "MEMCPY_OUT_FUSION_BUFFER");
+    plait_tl_begin(x->tl, e->name, plait_tl_name(PLAIT_TL_MEMCPY_OUT));
     PLAIT_CHECK(plait_exec_batch(x, m, &s, 1, post, "scaling of", e->name));
-    plait_tl_end(x->tl, e->name, "MEMCPY_OUT_FUSION_BUFFER");
+    plait_tl_end(x->tl, e->name, plait_tl_name(PLAIT_TL_MEMCPY_OUT));
   } else if (!scaled && !dev) {
-    plait_tl_begin(x->tl, e->name, "MEMCPY_OUT_FUSION_BUFFER");
+    plait_tl_begin(x->tl, e->name, plait_tl_name(PLAIT_TL_MEMCPY_OUT));
     PLAIT_CHECK(finish_values(x, m, out, out, count));
-    plait_tl_end(x->tl, e->name, "MEMCPY_OUT_FUSION_BUFFER");
+    plait_tl_end(x->tl, e->name, plait_tl_name(PLAIT_TL_MEMCPY_OUT));
   }
   add_times(x, t1 - t0, t2 - t1, plait_now() - t2, bytes, 0, 1, 0);
   return PLAIT_SUCCESS;
@@ -262,7 +261,7 @@ static plait_result_t copy_in(plait_exec_t *x, const plait_response_t *r, plait_
     } else if (!es[i]) {
       fill_identity((plait_dtype_t)m->dtype, (plait_op_t)m->op, dst, count);
     } else {
-      plait_tl_begin(x->tl, es[i]->name, "MEMCPY_IN_FUSION_BUFFER");
+      plait_tl_begin(x->tl, es[i]->name, plait_tl_name(PLAIT_TL_MEMCPY_IN));
       if (m->prescale != 1.0)
         PLAIT_CHECK(plait_scale((plait_dtype_t)m->dtype, dst, es[i]->input.data, count, m->prescale));
       else if (bytes && m->device < 0)
@@ -270,7 +269,7 @@ static plait_result_t copy_in(plait_exec_t *x, const plait_response_t *r, plait_
       else if (bytes) /* device memory: only the transport can copy it */
         PLAIT_CHECK(x->t->mem_copy(x->ts, dst, es[i]->input.data, bytes,
                                    PLAIT_COPY_DEVICE_TO_DEVICE));
-      plait_tl_end(x->tl, es[i]->name, "MEMCPY_IN_FUSION_BUFFER");
+      plait_tl_end(x->tl, es[i]->name, plait_tl_name(PLAIT_TL_MEMCPY_IN));
     }
     size_t pad = offs[i + 1] - offs[i] - bytes; /* keep padding defined */
     if (pad && m->device < 0) memset(dst + bytes, 0, pad);
@@ -304,10 +303,10 @@ static plait_result_t copy_out(plait_exec_t *x, const plait_response_t *r, plait
   for (uint32_t i = p.lo; i < p.hi; i++) {
     size_t count = es[i] ? (size_t)plait_meta_elements(&es[i]->meta) : 0;
     if (!count) continue;
-    plait_tl_begin(x->tl, es[i]->name, "MEMCPY_OUT_FUSION_BUFFER");
+    plait_tl_begin(x->tl, es[i]->name, plait_tl_name(PLAIT_TL_MEMCPY_OUT));
     PLAIT_CHECK(copy_out_one(x, m, es[i]->output.data, (char *)x->fusion + (offs[i] - p.base),
                              count, post));
-    plait_tl_end(x->tl, es[i]->name, "MEMCPY_OUT_FUSION_BUFFER");
+    plait_tl_end(x->tl, es[i]->name, plait_tl_name(PLAIT_TL_MEMCPY_OUT));
   }
   return PLAIT_SUCCESS;
 }
@@ -504,7 +503,7 @@ static plait_result_t gather_entries(plait_exec_t *x, const plait_response_t *r,
     char key[PLAIT_OP_KEY_MAX];
     es[i] = plait_namemap_get(x->local, plait_op_key(key, r->pset, r->e[i].name));
     if (es[i]) {
-      plait_tl_end(x->tl, es[i]->name, "QUEUE");
+      plait_tl_end(x->tl, es[i]->name, plait_tl_name(PLAIT_TL_QUEUE));
       continue;
     }
     int stands_in = x->joined && r->e[i].has_meta &&

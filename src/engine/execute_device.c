@@ -59,12 +59,12 @@ plait_result_t plait_exec_copy_in_device(plait_exec_t *x, const plait_response_t
     if (count) sp[k++] = (plait_span_t){dst, es[i] ? es[i]->input.data : NULL, count};
     size_t pad = offs[i + 1] - offs[i] - bytes;
     if (pad) sp[k++] = (plait_span_t){dst + bytes, NULL, pad / esz};
-    if (es[i]) plait_tl_begin(x->tl, es[i]->name, "MEMCPY_IN_FUSION_BUFFER");
+    if (es[i]) plait_tl_begin(x->tl, es[i]->name, plait_tl_name(PLAIT_TL_MEMCPY_IN));
   }
   plait_result_t rc = plait_exec_batch(x, m, sp, k, m->prescale, "copy into the fusion buffer of",
                                        r->e[0].name);
   for (uint32_t i = 0; i < r->n; i++)
-    if (es[i]) plait_tl_end(x->tl, es[i]->name, "MEMCPY_IN_FUSION_BUFFER");
+    if (es[i]) plait_tl_end(x->tl, es[i]->name, plait_tl_name(PLAIT_TL_MEMCPY_IN));
   free(sp);
   return rc;
 }
@@ -79,13 +79,13 @@ plait_result_t plait_exec_copy_out_device(plait_exec_t *x, const plait_response_
     size_t count = es[i] ? (size_t)plait_meta_elements(&es[i]->meta) : 0;
     if (!count) continue;
     sp[k++] = (plait_span_t){es[i]->output.data, (char *)x->fusion + offs[i], count};
-    plait_tl_begin(x->tl, es[i]->name, "MEMCPY_OUT_FUSION_BUFFER");
+    plait_tl_begin(x->tl, es[i]->name, plait_tl_name(PLAIT_TL_MEMCPY_OUT));
   }
   plait_result_t rc = plait_exec_batch(x, m, sp, k, post, "copy out of the fusion buffer of",
                                        r->e[0].name);
   for (uint32_t i = 0; i < r->n; i++)
     if (es[i] && plait_meta_elements(&es[i]->meta))
-      plait_tl_end(x->tl, es[i]->name, "MEMCPY_OUT_FUSION_BUFFER");
+      plait_tl_end(x->tl, es[i]->name, plait_tl_name(PLAIT_TL_MEMCPY_OUT));
   free(sp);
   return rc;
 }

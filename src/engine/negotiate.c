@@ -11,6 +11,7 @@
 #include "util/error.h"
 #include "util/log.h"
 #include "util/clock.h"
+#include "util/strdupf.h"
 #include "engine/process_set.h"
 
 
@@ -228,15 +229,13 @@ static int first_have(const plait_negotiator_t *n, const plait_record_t *rec) {
  * rank outside it: it fails at once on the ranks that sent it. */
 static plait_result_t fail_outside_set(plait_negotiator_t *n, plait_record_t *rec, int rank) {
   rec->status = PLAIT_ERR_INVALID_ARGUMENT;
-  rec->message = malloc(512);
-  if (rec->message) {
-    if (!rec->member)
-      snprintf(rec->message, 512, "'%s' is on process set %d, which does not exist (removed "
-               "while the operation was on its way, or never added)", rec->name, (int)rec->pset);
-    else
-      snprintf(rec->message, 512, "'%s': rank %d is not a member of process set %d", rec->name,
-               rank, (int)rec->pset);
-  }
+  if (!rec->member)
+    rec->message = plait_strdupf("'%s' is on process set %d, which does not exist (removed "
+                                 "while the operation was on its way, or never added)",
+                                 rec->name, (int)rec->pset);
+  else
+    rec->message = plait_strdupf("'%s': rank %d is not a member of process set %d", rec->name,
+                                 rank, (int)rec->pset);
   plait_namemap_remove(&n->records, rec->key);
   return push_ready(n, rec);
 }
@@ -338,15 +337,14 @@ static plait_result_t settle_joined(plait_negotiator_t *n, plait_record_t *rec) 
     if (!rec->have[r]) missing[r] = 1, nmissing++, all_joined &= n->joined[r];
   if (missing && nmissing && all_joined && rec->metas[ref].coll != PLAIT_COLL_JOIN) {
     if (!counts_joined(&rec->metas[ref])) {
-      char who[256], *msg = malloc(512);
+      char who[256];
       plait_format_ranks(who, sizeof who, n->size, missing);
-      if (msg)
-        snprintf(msg, 512, "%s '%s' cannot run: %s joined (plait_join) and only take%s part in "
-                 "allreduce, allgather and barrier (%s is not supported with join, as in Horovod)",
-                 plait_coll_name((plait_coll_t)rec->metas[ref].coll), rec->name, who,
-                 nmissing == 1 ? "s" : "", plait_coll_name((plait_coll_t)rec->metas[ref].coll));
+      const char *coll = plait_coll_name((plait_coll_t)rec->metas[ref].coll);
       rec->status = PLAIT_ERR_MISMATCH;
-      rec->message = msg;
+      rec->message = plait_strdupf("%s '%s' cannot run: %s joined (plait_join) and only take%s "
+                                   "part in allreduce, allgather and barrier (%s is not supported "
+                                   "with join, as in Horovod)", coll, rec->name, who,
+                                   nmissing == 1 ? "s" : "", coll);
       plait_namemap_remove(&n->records, rec->key);
       rc = push_ready(n, rec);
     } else {
@@ -382,10 +380,8 @@ static plait_result_t fail_group(plait_negotiator_t *n, int32_t pset, const char
     const plait_meta_t *m = &rec->metas[ref];
     if (!m->group || strcmp(m->group, group) || rec->pset != pset) continue;
     rec->status = status;
-    rec->message = malloc(1600);
-    if (rec->message)
-      snprintf(rec->message, 1600, "allreduce '%s' failed with its group '%s': %s", rec->name,
-               group, why);
+    rec->message = plait_strdupf("allreduce '%s' failed with its group '%s': %s", rec->name,
+                                 group, why);
     rec->counted = 1; /* released with its group now, not counted towards it */
     bury(n, rec);
     plait_namemap_remove(&n->records, rec->key);
@@ -443,10 +439,8 @@ static plait_result_t inspect_stalls(plait_negotiator_t *n, double now) {
       rec->warned = 1;
     }
     if (abort_now) {
-      char *msg = malloc(768);
-      if (msg)
-        snprintf(msg, 768, "'%s' stalled for %.1f s (PLAIT_STALL_ABORT_S=%g): %s never "
-                 "submitted it", rec->name, age, n->stall_abort_s, who);
+      char *msg = plait_strdupf("'%s' stalled for %.1f s (PLAIT_STALL_ABORT_S=%g): %s never "
+                                "submitted it", rec->name, age, n->stall_abort_s, who);
       rc = plait_neg_fail_record(n, rec, PLAIT_ERR_STALLED, msg);
     }
   }
@@ -480,11 +474,9 @@ static void fail_released_group(plait_negotiator_t *n, plait_record_t **out, int
     const plait_meta_t *m = &rec->metas[plait_record_ref(rec, n->size)];
     if (!m->group || strcmp(m->group, group) || rec->pset != pset || rec->status) continue;
     rec->status = bad->status;
-    rec->message = malloc(1600);
-    if (rec->message)
-      snprintf(rec->message, 1600, "allreduce '%s' failed with its group '%s': its member '%s' "
-               "failed: %s", rec->name, group, bad->name,
-               bad->message ? bad->message : plait_strerror(bad->status));
+    rec->message = plait_strdupf("allreduce '%s' failed with its group '%s': its member '%s' "
+                                 "failed: %s", rec->name, group, bad->name,
+                                 bad->message ? bad->message : plait_strerror(bad->status));
   }
 }
 
@@ -675,8 +667,7 @@ plait_result_t plait_neg_fail_all(plait_negotiator_t *n, plait_result_t rc, cons
   for (int i = 0; i < count; i++) {
     plait_record_t *rec = list[i];
     rec->status = rc;
-    rec->message = malloc(1024);
-    if (rec->message) snprintf(rec->message, 1024, "'%s' was pending: %s", rec->name, why);
+    rec->message = plait_strdupf("'%s' was pending: %s", rec->name, why);
     plait_namemap_remove(&n->records, rec->key);
     plait_result_t prc = push_ready(n, rec);
     if (prc) {

@@ -6,6 +6,7 @@
 
 #include "engine/negotiate.h"
 #include "engine/process_set.h"
+#include "util/strdupf.h"
 
 static int first(const plait_negotiator_t *n, const plait_record_t *rec) {
   int r = 0;
@@ -55,16 +56,13 @@ void plait_neg_check_removal(plait_negotiator_t *n, plait_record_t *rec) {
   plait_namemap_each(&n->records, pending_on_set_cb, &s);
   if (!n->psets || !plait_psets_get(n->psets, id)) {
     rec->status = PLAIT_ERR_INVALID_ARGUMENT;
-    rec->message = malloc(256);
-    if (rec->message) snprintf(rec->message, 256, "process set %d does not exist", (int)id);
+    rec->message = plait_strdupf("process set %d does not exist", (int)id);
   } else if (s.count) {
     rec->status = PLAIT_ERR_INVALID_ARGUMENT;
-    rec->message = malloc(1024);
-    if (rec->message)
-      snprintf(rec->message, 1024, "process set %d cannot be removed: %d operation%s on it %s "
-               "pending (submitted by some of its ranks, not all): %s%s", (int)id, s.count,
-               s.count == 1 ? "" : "s", s.count == 1 ? "is" : "are", list,
-               s.count > 5 ? ", ..." : "");
+    rec->message = plait_strdupf("process set %d cannot be removed: %d operation%s on it %s "
+                                 "pending (submitted by some of its ranks, not all): %s%s",
+                                 (int)id, s.count, s.count == 1 ? "" : "s",
+                                 s.count == 1 ? "is" : "are", list, s.count > 5 ? ", ..." : "");
   }
 }
 

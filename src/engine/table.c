@@ -112,7 +112,8 @@ plait_result_t plait_table_submit(plait_table_t *t, plait_entry_t **entries, int
     t->tail = entries[i];
     if (entries[i]->meta.coll == PLAIT_COLL_BARRIER && !entries[i]->meta.pset) t->barriers++;
     if (entries[i]->meta.coll == PLAIT_COLL_JOIN) t->joins++;
-    plait_tl_begin(t->tl, entries[i]->name, "NEGOTIATE"); /* before the coordinator can take it */
+    /* before the coordinator can take it */
+    plait_tl_begin(t->tl, entries[i]->name, plait_tl_name(PLAIT_TL_NEGOTIATE));
   }
   int quiet = t->lazy && global_only(entries, n);
   if (!quiet && t->awaiting > 0 && global_allreduces(entries, n)) /* plait_table_await */

@@ -21,6 +21,7 @@
  */
 #include "engine/timeline.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -301,10 +302,15 @@ void plait_tl_set_mark_cycles(plait_timeline_t *tl, int on) {
 }
 void plait_tl_mark_cycle(plait_timeline_t *tl) {
   if (tl && atomic_load_explicit(&tl->mark_cycles, memory_order_relaxed))
-    emit(tl, NULL, "CYCLE", TL_MARK);
+    emit(tl, NULL, plait_tl_name(PLAIT_TL_CYCLE), TL_MARK);
 }
 int plait_tl_active(plait_timeline_t *tl) {
   return tl && atomic_load_explicit(&tl->active, memory_order_relaxed);
+}
+
+void plait_tl_op_name(char *out, size_t cap, const char *transport, const char *op) {
+  snprintf(out, cap, "%s_%s", transport, op);
+  for (; *out; out++) *out = (char)toupper((unsigned char)*out);
 }
 
 /* ---- Writing ---- */

@@ -2,9 +2,9 @@
  * Internal: the Chrome-trace timeline (chrome://tracing, Perfetto).
  *
  * One row per tensor (a "thread" named after the tensor), activities as
- * begin/end pairs: NEGOTIATE, QUEUE, MEMCPY_IN_FUSION_BUFFER,
- * <TRANSPORT>_<OP> (e.g. GLOO_ALLREDUCE), MEMCPY_OUT_FUSION_BUFFER; optional
- * instant markers for coordinator cycles. Events are queued and written by the
+ * begin/end pairs (PLAIT_TL_ACTIVITIES below, and <TRANSPORT>_<OP> such as
+ * GLOO_ALLREDUCE); optional instant markers for coordinator cycles
+ * (CYCLE). Events are queued and written by the
  * timeline's own thread, so emitting never waits for the disk. The file is a
  * JSON array that is complete and valid after every write.
  *
@@ -15,7 +15,44 @@
 #ifndef PLAIT_TIMELINE_H
 #define PLAIT_TIMELINE_H
 
+#include <stddef.h>
+
 #include "plait/plait.h"
+
+/* The names the engine writes, each spelled only here: plait_tl_activity_t
+ * and plait_tl_name come from this one list, and docs/timeline.md lists
+ * every name (test_docs). On a tensor's row they nest in this order, with
+ * the transport's collective (plait_tl_op_name) between MEMCPY_IN and
+ * MEMCPY_OUT; CYCLE is the coordinator row's instant marker. */
+#define PLAIT_TL_ACTIVITIES(X)                                                      \
+  X(NEGOTIATE, "NEGOTIATE")                  /* submitted .. agreed */              \
+  X(QUEUE, "QUEUE")                          /* agreed .. its collective runs */    \
+  X(MEMCPY_IN, "MEMCPY_IN_FUSION_BUFFER")    /* into the fusion buffer */           \
+  X(MEMCPY_OUT, "MEMCPY_OUT_FUSION_BUFFER")  /* out of the fusion buffer */         \
+  X(CYCLE, "CYCLE")                          /* a coordinator cycle that did work */
+
+typedef enum {
+#define PLAIT_TL_ENUM_(id, text) PLAIT_TL_##id,
+  PLAIT_TL_ACTIVITIES(PLAIT_TL_ENUM_)
+#undef PLAIT_TL_ENUM_
+  PLAIT_TL_ACTIVITY_COUNT
+} plait_tl_activity_t;
+
+/* "MEMCPY_IN_FUSION_BUFFER" for PLAIT_TL_MEMCPY_IN, ...; NULL for a value
+ * outside the list (which plait_tl_begin and the others then ignore). Pure. */
+static inline const char *plait_tl_name(plait_tl_activity_t a) {
+  static const char *const names[] = {
+#define PLAIT_TL_TEXT_(id, text) text,
+      PLAIT_TL_ACTIVITIES(PLAIT_TL_TEXT_)
+#undef PLAIT_TL_TEXT_
+  };
+  return (unsigned)a < PLAIT_TL_ACTIVITY_COUNT ? names[a] : NULL;
+}
+
+/* A transport collective's activity, "<TRANSPORT>_<OP>" in capitals
+ * ("gloo", "allreduce" -> "GLOO_ALLREDUCE"), into out (cut to cap - 1
+ * bytes; cap > 0). Pure. */
+void plait_tl_op_name(char *out, size_t cap, const char *transport, const char *op);
 
 /* One engine's timeline: its queue, name tables and writer thread. */
 typedef struct plait_timeline plait_timeline_t;
@@ -46,9 +83,9 @@ int plait_tl_active(plait_timeline_t *tl);
  * 1024 bytes. When the queue is full the event is dropped and counted. */
 void plait_tl_begin(plait_timeline_t *tl, const char *tensor, const char *activity);
 void plait_tl_end(plait_timeline_t *tl, const char *tensor, const char *activity);
-/* An instant event on the coordinator's own row, e.g. "CYCLE". */
+/* An instant event on the coordinator's own row. */
 void plait_tl_mark(plait_timeline_t *tl, const char *what);
-/* The coordinator's "CYCLE" instant, written only while marking cycles is on
+/* The coordinator's CYCLE instant, written only while marking cycles is on
  * (PLAIT_TIMELINE_MARK_CYCLES; off at first). Any thread. */
 void plait_tl_mark_cycle(plait_timeline_t *tl);
 void plait_tl_set_mark_cycles(plait_timeline_t *tl, int on);

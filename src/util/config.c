@@ -56,35 +56,6 @@ static const char *accepts(cfg_type_t t) {
   return "?";
 }
 
-int plait_parse_size(const char *text, uint64_t *out) {
-  const char *p = text;
-  if (!isdigit((unsigned char)*p)) return -1;
-  uint64_t v = 0;
-  for (; isdigit((unsigned char)*p); p++) {
-    unsigned d = (unsigned)(*p - '0');
-    if (v > (UINT64_MAX - d) / 10) return -1;
-    v = v * 10 + d;
-  }
-  unsigned shift = 0;
-  switch (toupper((unsigned char)*p)) {
-  case '\0': break;
-  case 'K': shift = 10; p++; break;
-  case 'M': shift = 20; p++; break;
-  case 'G': shift = 30; p++; break;
-  case 'T': shift = 40; p++; break;
-  default: return -1;
-  }
-  if (shift) { /* accept K, KB, KiB (and lowercase) */
-    if (strcasecmp(p, "") && strcasecmp(p, "b") && strcasecmp(p, "ib")) return -1;
-    if (v > (UINT64_MAX >> shift)) return -1;
-    v <<= shift;
-  } else if (*p) {
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
 int plait_parse_bool(const char *text, int *out) {
   static const char *yes[] = {"1", "true", "yes", "on"};
   static const char *no[] = {"0", "false", "no", "off"};

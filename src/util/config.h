@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "util/config_table.h"
+#include "plait/parse_size.h"
 #include "plait/plait.h"
 
 #define PLAIT_CFG_CTYPE_NAME char *
@@ -51,8 +52,9 @@ plait_result_t plait_config_format(const plait_config_t *cfg, char *buf,
  * comma-separated list into buf; returns how many. */
 int plait_config_unknown(char *buf, size_t buf_size);
 
-/* Parsers, exposed for tests. Each returns 0 on success, -1 on bad input. */
-int plait_parse_size(const char *text, uint64_t *out);
+/* Parsers, exposed for tests. Each returns 0 on success, -1 on bad input.
+ * Sizes: plait_parse_size (plait/parse_size.h, included above), the one
+ * size parser of the core, the plugins and the benchmarks. */
 int plait_parse_bool(const char *text, int *out);
 int plait_parse_level(const char *text, int *out);
 const char *plait_level_name(int level);

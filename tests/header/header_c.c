@@ -1,4 +1,5 @@
 /* The public headers compile on their own as C99 and C11 (see CMakeLists.txt). */
 #include <plait/dtypes.h>
+#include <plait/parse_size.h>
 #include <plait/plait.h>
 #include <plait/transport.h>

@@ -1,11 +1,14 @@
 /* docs/configuration.md and the configuration table (src/util/config_table.h,
  * the one source of truth) agree: the table of variables there lists
- * exactly the table's variables, each with its type and default. */
+ * exactly the table's variables, each with its type and default. And
+ * docs/timeline.md names every activity of the timeline's one list
+ * (src/engine/timeline.h). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/timeline.h"
 #include "util/config_table.h"
 
 static char *slurp(const char *path) {
@@ -81,5 +84,15 @@ Test(docs, configuration_md_lists_no_variable_outside_the_table) {
               "declare", name);
   }
   cr_expect_eq((size_t)rows, N_VARS, "%d rows for %zu variables", rows, N_VARS);
+  free(doc);
+}
+
+Test(docs, timeline_md_names_every_activity) {
+  char *doc = slurp(PLAIT_SOURCE_DIR "/docs/timeline.md");
+  for (int a = 0; a < PLAIT_TL_ACTIVITY_COUNT; a++) {
+    char quoted[96];
+    snprintf(quoted, sizeof quoted, "`%s`", plait_tl_name((plait_tl_activity_t)a));
+    cr_expect(strstr(doc, quoted), "docs/timeline.md does not name %s", quoted);
+  }
   free(doc);
 }

@@ -971,3 +971,37 @@ Test(timeline_api, unwritable_plait_timeline_fails_init) {
   plait_api_release(&engine);
   cr_assert_eq(plait_shutdown(), PLAIT_SUCCESS);
 }
+
+/* The activity names come from one list (PLAIT_TL_ACTIVITIES): each is the
+ * text docs/timeline.md gives it, all differ, and a value outside the list
+ * has none. */
+Test(timeline_names, one_list_gives_each_documented_name) {
+  static const char *const want[PLAIT_TL_ACTIVITY_COUNT] = {
+      [PLAIT_TL_NEGOTIATE] = "NEGOTIATE",
+      [PLAIT_TL_QUEUE] = "QUEUE",
+      [PLAIT_TL_MEMCPY_IN] = "MEMCPY_IN_FUSION_BUFFER",
+      [PLAIT_TL_MEMCPY_OUT] = "MEMCPY_OUT_FUSION_BUFFER",
+      [PLAIT_TL_CYCLE] = "CYCLE",
+  };
+  for (int a = 0; a < PLAIT_TL_ACTIVITY_COUNT; a++) {
+    const char *name = plait_tl_name((plait_tl_activity_t)a);
+    cr_assert(name && want[a], "activity %d has a name", a);
+    cr_expect_str_eq(name, want[a]);
+    for (int b = 0; b < a; b++) cr_expect_str_neq(name, plait_tl_name((plait_tl_activity_t)b));
+  }
+  cr_expect_null(plait_tl_name(PLAIT_TL_ACTIVITY_COUNT));
+  cr_expect_null(plait_tl_name((plait_tl_activity_t)-1));
+}
+
+/* <TRANSPORT>_<OP> in capitals, cut to the room given. */
+Test(timeline_names, transport_collectives_are_named_in_capitals) {
+  char out[48];
+  plait_tl_op_name(out, sizeof out, "gloo", "allreduce");
+  cr_expect_str_eq(out, "GLOO_ALLREDUCE");
+  plait_tl_op_name(out, sizeof out, "ofi", "process_set_add");
+  cr_expect_str_eq(out, "OFI_PROCESS_SET_ADD");
+  plait_tl_op_name(out, 8, "nccl", "reducescatter");
+  cr_expect_str_eq(out, "NCCL_RE");
+  plait_tl_op_name(out, 1, "nccl", "broadcast");
+  cr_expect_str_eq(out, "");
+}
