@@ -10,11 +10,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "coll.h"
+#include "algorithms/coll.h"
 #include "errors.h"
-#include "mr.h"
-#include "progress.h"
-#include "rescue.h"
+#include "engine/mr.h"
+#include "engine/progress.h"
+#include "robustness/rescue.h"
 #include "setup.h"
 #include "subset.h"
 

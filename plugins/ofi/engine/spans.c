@@ -8,8 +8,8 @@
  */
 #include <stdlib.h>
 
-#include "coll.h"
-#include "progress.h"
+#include "algorithms/coll.h"
+#include "engine/progress.h"
 
 size_t ofi_span_of(const ofi_ring_t *g, size_t at) {
   size_t lo = 0, hi = g->nspans - 1;
