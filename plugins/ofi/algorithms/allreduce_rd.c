@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "algorithms/coll.h"
+#include "algorithms/kernels.h"
 #include "errors.h"
 #include "engine/mr.h"
 #include "engine/progress.h"

@@ -14,6 +14,7 @@
  *   alltoallv.c        every pair at once
  *   reducescatter.c    direct (alltoallv + local reduction) or the ring
  *   barrier.c          dissemination (log2(n) rounds of empty messages)
+ *   kernels.c          the core's reduction kernels, as the others call them
  */
 #ifndef PLAIT_OFI_COLL_H
 #define PLAIT_OFI_COLL_H
@@ -110,10 +111,6 @@ plait_result_t ofi_allreduce_scaled(ofi_state_t *st, const void *send, void *rec
  * a piece at a time. */
 plait_result_t ofi_allreduce_spans(ofi_state_t *st, const plait_span_t *spans, size_t n,
                                    plait_dtype_t dtype, plait_op_t op, double post);
-/* dst = (a op b) * post (post 1.0: a op b), with the core's kernels; breaks
- * the state on failure. */
-plait_result_t ofi_reduce_scale(ofi_state_t *st, plait_dtype_t dtype, plait_op_t op, void *dst,
-                                const void *a, const void *b, size_t count, double post);
 plait_result_t ofi_allgatherv(ofi_state_t *st, void *buf, const size_t *bytes);
 plait_result_t ofi_broadcast(ofi_state_t *st, void *buf, size_t bytes, int root);
 plait_result_t ofi_alltoallv(ofi_state_t *st, const void *send, const size_t *send_bytes,

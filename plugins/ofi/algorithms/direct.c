@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "algorithms/coll.h"
+#include "algorithms/kernels.h"
 #include "errors.h"
 #include "robustness/liveness.h"
 #include "engine/mr.h"
