@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algorithms/coll.h"
+#include "engine/spans.h"
 #include "engine/progress.h"
 
 typedef struct {

@@ -12,7 +12,6 @@
 
 #include "errors.h"
 #include "robustness/liveness.h"
-#include "engine/progress.h"
 
 /* The guarded thread's way back, and its state (read by the handler). */
 static _Thread_local sigjmp_buf *t_escape;
