@@ -6,8 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "setup.h"
-
 static void vrecord(ofi_state_t *st, const char *fmt, va_list ap) {
   int n = 0;
   if (st->op) n = snprintf(st->err, sizeof st->err, "%s: ", st->op);
@@ -32,13 +30,15 @@ plait_result_t ofi_break(ofi_state_t *st, plait_result_t code, const char *fmt, 
     st->broken = code;
     memcpy(st->broken_msg, st->err, sizeof st->broken_msg);
     OFI_WARN(st, "%s", st->err);
-    /* The endpoint is left open and never touched again: closing it with
-     * operations still posted crashed libfabric 1.17's rxm in fi_close (even
-     * after fi_cancel and draining the completion queue, when a peer was
-     * stopped). Nothing still in flight touches the caller's buffers: the
-     * providers progress only when this plugin reads the queue. */
+    /* Only recorded here: the endpoint is abandoned, never touched again,
+     * and plugin.c's guarded entry layer tears the state down (ofi_teardown
+     * forgets its libfabric objects, leaving them open) when the call
+     * returns. Closing it with operations still posted crashed libfabric
+     * 1.17's rxm in fi_close (even after fi_cancel and draining the
+     * completion queue, when a peer was stopped). Nothing still in flight
+     * touches the caller's buffers: the providers progress only when this
+     * plugin reads the queue. */
     st->abandoned = 1;
-    ofi_teardown(st);
     /* A subset shares its parent's endpoint: what breaks one breaks both. */
     if (st->parent && st->parent->broken == PLAIT_SUCCESS) {
       st->parent->broken = code;

@@ -2,17 +2,19 @@
  * The exported table plait_transport_v1 and its entry points: argument
  * checks (before any communication, leaving the state usable), the broken
  * state (after a failure inside a collective every later one fails at once),
- * then the algorithm (coll.h).
+ * then the algorithm (coll.h), guarded (OFI_GUARDED): the rescue from a spin
+ * inside libfabric (rescue.h), and the teardown of a state that broke during
+ * the call (errors.c only records the failure).
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "coll.h"
+#include "algorithms/coll.h"
 #include "errors.h"
-#include "mr.h"
-#include "progress.h"
-#include "rescue.h"
+#include "engine/mr.h"
+#include "engine/progress.h"
+#include "robustness/rescue.h"
 #include "setup.h"
 #include "subset.h"
 
@@ -39,6 +41,24 @@ static plait_result_t null_state(const char *what) {
     return ofi_fail(st, st->broken,                                            \
                     "the ofi endpoint failed earlier and cannot be used: %s",  \
                     st->broken_msg);
+
+/* The end of a guarded call: a state that broke in it (ofi_break, or the
+ * rescue) is torn down here, once its collective has returned: its libfabric
+ * objects are forgotten, left open (it is abandoned). Safe on a state torn
+ * down before. */
+static plait_result_t settle(ofi_state_t *st, plait_result_t rc) {
+  if (st->broken != PLAIT_SUCCESS) ofi_teardown(st);
+  return rc;
+}
+
+/* Runs the collective `call` on st guarded and returns its result, from an
+ * entry point. */
+#define OFI_GUARDED(st, call)                                                  \
+  do {                                                                         \
+    plait_result_t guarded_rc_ = PLAIT_SUCCESS;                                \
+    OFI_RESCUABLE((st), guarded_rc_, (call));                                  \
+    return settle((st), guarded_rc_);                                          \
+  } while (0)
 
 static plait_result_t check_reduction(ofi_state_t *st, plait_dtype_t dtype, plait_op_t op) {
   OFI_REQUIRE(st, plait_dtype_valid_inline(dtype), "dtype %d is not a plait dtype", (int)dtype);

@@ -10,13 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll.h"
+#include "algorithms/coll.h"
 #include "errors.h"
-#include "liveness.h"
-#include "mr.h"
-#include "progress.h"
-#include "rescue.h"
-#include "shm_stale.h"
+#include "robustness/liveness.h"
+#include "engine/mr.h"
+#include "engine/progress.h"
+#include "robustness/rescue.h"
+#include "robustness/shm_stale.h"
 
 /* 1.14: FI_CONTEXT2 and the mr_mode bits; newer libfabrics accept it. */
 #define OFI_API_VERSION FI_VERSION(1, 14)

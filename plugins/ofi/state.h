@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "plait/transport.h"
-#include "hugepages.h"
+#include "engine/hugepages.h"
 #include "tunables.h"
 
 /* One posted send or receive. The provider's op_context points at ctx, the

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "errors.h"
-#include "rescue.h"
+#include "robustness/rescue.h"
 #include "setup.h"
 #include "subset.h"
 

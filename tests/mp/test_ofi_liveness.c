@@ -1,5 +1,5 @@
 /*
- * The ofi plugin's liveness check (plugins/ofi/liveness.c) names a peer dead
+ * The ofi plugin's liveness check (plugins/ofi/robustness/liveness.c) names a peer dead
  * only when the kernel says there is no such process. A rank that cannot
  * read /proc/<pid>/stat for another reason (here: every file descriptor in
  * use, as a rank under a flood of idle connections would be) while a live

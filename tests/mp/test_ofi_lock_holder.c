@@ -11,7 +11,7 @@
  * which libfabric calls, and the victim kills itself right after taking its
  * n-th lock inside a 16 MiB allreduce. Every survivor must fail with
  * PLAIT_ERR_PEER_LOST naming the victim within LIMIT_S (the plugin's
- * watchdog gets it out: plugins/ofi/rescue.h). Skipped, with the reason,
+ * watchdog gets it out: plugins/ofi/robustness/rescue.h). Skipped, with the reason,
  * where the ofi plugin or its shm provider cannot start.
  */
 #include <criterion/criterion.h>

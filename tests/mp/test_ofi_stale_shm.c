@@ -1,7 +1,7 @@
 /*
  * A rank whose pid once belonged to a process killed with kill -9 over
  * libfabric shm finds that process's shared-memory regions still in
- * /dev/shm/<pid>:*. Before plugins/ofi/shm_stale.c the rank died of SIGBUS
+ * /dev/shm/<pid>:*. Before plugins/ofi/robustness/shm_stale.c the rank died of SIGBUS
  * inside libfabric (it mapped the stale file); now the plugin removes them
  * before its first shm endpoint. Each rank plays the dead predecessor by
  * leaving such files under its own pid before it starts.

@@ -1,6 +1,6 @@
 /*
  * The ofi plugin's move of large user buffers into transparent huge pages
- * (plugins/ofi/hugepages.c), built from its source against a bare state:
+ * (plugins/ofi/engine/hugepages.c), built from its source against a bare state:
  * what it does on the first, second and later sight of a range, for which
  * providers and sizes, that the contents never change, that memory the
  * kernel will not collapse is left as it was, and (where the kernel has
@@ -14,7 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "hugepages.h"
+#include "engine/hugepages.h"
 #include "state.h"
 
 #define MiB ((size_t)1 << 20)

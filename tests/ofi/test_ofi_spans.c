@@ -1,6 +1,6 @@
 /*
  * How the ofi plugin cuts allreduce_spans into ring chunks
- * (plugins/ofi/spans.c), built from its source: every chunk within the
+ * (plugins/ofi/engine/spans.c), built from its source: every chunk within the
  * chunk size and the provider's pieces per message, whole elements, the
  * blocks covered exactly, the bound on the cuts kept, the same cuts as
  * before spans for one buffer, and the choice of the in-place ring.
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll.h"
-#include "progress.h"
+#include "engine/spans.h"
+#include "engine/progress.h"
 
 typedef struct {
   ofi_ring_t g;

@@ -6,10 +6,10 @@
  */
 #include <stdlib.h>
 
-#include "coll.h"
+#include "algorithms/coll.h"
 #include "errors.h"
-#include "mr.h"
-#include "progress.h"
+#include "engine/mr.h"
+#include "engine/progress.h"
 
 static plait_result_t direct(ofi_state_t *st, char *buf, const size_t *off, const size_t *bytes,
                              size_t total) {

@@ -1,5 +1,5 @@
 /* User buffers moved into transparent huge pages (hugepages.h). */
-#include "hugepages.h"
+#include "engine/hugepages.h"
 
 #include <errno.h>
 #include <string.h>

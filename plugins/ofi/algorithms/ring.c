@@ -29,10 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll.h"
+#include "algorithms/coll.h"
+#include "algorithms/kernels.h"
 #include "errors.h"
-#include "mr.h"
-#include "progress.h"
+#include "engine/mr.h"
+#include "engine/progress.h"
 
 enum { NONE = 0, POSTED = 1, DONE = 2 };
 enum { SRC = 0, WORK = 1, FINAL = 2 }; /* where a byte range lies (pieces) */

@@ -1,4 +1,4 @@
-#include "shm_stale.h"
+#include "robustness/shm_stale.h"
 
 #include <dirent.h>
 #include <stdatomic.h>

@@ -1,4 +1,4 @@
-#include "progress.h"
+#include "engine/progress.h"
 
 #include <errno.h>
 #include <rdma/fi_endpoint.h>
@@ -10,8 +10,8 @@
 #include <time.h>
 
 #include "errors.h"
-#include "liveness.h"
-#include "rescue.h"
+#include "robustness/liveness.h"
+#include "robustness/rescue.h"
 
 double ofi_now(void) {
   struct timespec ts;

@@ -12,25 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll.h"
+#include "algorithms/coll.h"
 #include "errors.h"
-#include "mr.h"
-#include "progress.h"
-
-plait_result_t ofi_reduce_scale(ofi_state_t *st, plait_dtype_t dtype, plait_op_t op, void *dst,
-                                const void *a, const void *b, size_t count, double post) {
-  plait_result_t rc;
-  if (post == 1.0)
-    rc = st->reduce(dtype, op, dst, a, b, count);
-  else if (st->reduce_scale) /* one pass */
-    rc = st->reduce_scale(dtype, op, dst, a, b, count, post);
-  else if ((rc = st->reduce(dtype, op, dst, a, b, count)) == PLAIT_SUCCESS)
-    rc = st->scale(dtype, dst, dst, count, post); /* an older core: dst is still in cache */
-  if (rc)
-    return ofi_break(st, rc, "the core's reduction kernel failed on %zu elements (%s)", count,
-                     plait_result_name_inline(rc));
-  return PLAIT_SUCCESS;
-}
+#include "engine/mr.h"
+#include "engine/progress.h"
 
 static plait_result_t ring_allreduce(ofi_state_t *st, const void *send, void *recv, size_t count,
                                      plait_dtype_t dtype, plait_op_t op, double post) {

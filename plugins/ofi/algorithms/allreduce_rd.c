@@ -11,10 +11,11 @@
  */
 #include <string.h>
 
-#include "coll.h"
+#include "algorithms/coll.h"
+#include "algorithms/kernels.h"
 #include "errors.h"
-#include "mr.h"
-#include "progress.h"
+#include "engine/mr.h"
+#include "engine/progress.h"
 
 /* Tag ids: 0 fold, 1.. steps, OFI_TAG_ID_MAX unfold. */
 static plait_result_t exchange(ofi_state_t *st, int peer, void *buf, void *tmp, size_t bytes,

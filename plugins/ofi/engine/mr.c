@@ -1,4 +1,4 @@
-#include "mr.h"
+#include "engine/mr.h"
 
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>

@@ -9,10 +9,11 @@
  * reproduced by killing a rank right after it took such a lock, in
  * tests/mp/test_ofi_lock_holder.c).
  *
- * Every collective runs guarded (OFI_GUARDED). A watchdog thread per state
- * looks every 50 ms at the guarded thread: when it has used more than
- * OFI_RESCUE_CPU_S of CPU time in user space since the plugin's progress
- * loop last turned, it is spinning inside libfabric. Time in the kernel does
+ * Every collective runs guarded (OFI_RESCUABLE, from plugin.c's entry
+ * layer OFI_GUARDED). A watchdog thread per state looks every 50 ms at the
+ * guarded thread: when it has used more than OFI_RESCUE_CPU_S of CPU time
+ * in user space since the plugin's progress loop last turned, it is spinning
+ * inside libfabric. Time in the kernel does
  * not count (a lock is spun on in user space; page faults that compact
  * memory for huge pages, and CMA copies, can take long on a loaded machine
  * and are not stuck); where /proc cannot tell user time, all of it counts. The watchdog then sends it OFI_RESCUE_SIGNAL,
@@ -50,15 +51,19 @@ static inline void ofi_turn(ofi_state_t *st) {
   atomic_fetch_add_explicit(&st->turns, 1, memory_order_relaxed);
 }
 
-/* Runs `call` guarded and returns its result, from a plugin entry point. */
-#define OFI_GUARDED(st, call)                              \
+/* Runs `call` guarded and stores its result in rc (the rescue's failure
+ * when the watchdog got the thread out), from a plugin entry point:
+ * plugin.c's guarded entry layer, which then tears down a state that broke. */
+#define OFI_RESCUABLE(st, rc, call)                        \
   do {                                                     \
     sigjmp_buf escape_;                                    \
-    if (sigsetjmp(escape_, 0)) return ofi_rescued(st);     \
-    ofi_guard_on((st), &escape_);                          \
-    plait_result_t guarded_rc_ = (call);                   \
-    ofi_guard_off(st);                                     \
-    return guarded_rc_;                                    \
+    if (sigsetjmp(escape_, 0)) {                           \
+      (rc) = ofi_rescued(st);                              \
+    } else {                                               \
+      ofi_guard_on((st), &escape_);                        \
+      (rc) = (call);                                       \
+      ofi_guard_off(st);                                   \
+    }                                                      \
   } while (0)
 
 #endif

@@ -1,4 +1,4 @@
-#include "rescue.h"
+#include "robustness/rescue.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,8 +11,7 @@
 #include <unistd.h>
 
 #include "errors.h"
-#include "liveness.h"
-#include "progress.h"
+#include "robustness/liveness.h"
 
 /* The guarded thread's way back, and its state (read by the handler). */
 static _Thread_local sigjmp_buf *t_escape;

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll.h"
+#include "algorithms/coll.h"
 #include "errors.h"
-#include "mr.h"
-#include "progress.h"
+#include "engine/mr.h"
+#include "engine/progress.h"
 
 static size_t pieces(size_t bytes, size_t max) { return bytes ? (bytes + max - 1) / max : 0; }
 

@@ -5,9 +5,9 @@
  */
 #include <string.h>
 
-#include "coll.h"
+#include "algorithms/coll.h"
 #include "errors.h"
-#include "progress.h"
+#include "engine/progress.h"
 
 plait_result_t ofi_barrier(ofi_state_t *st) {
   int n = st->nranks, r = st->rank;

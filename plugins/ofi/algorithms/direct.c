@@ -41,11 +41,12 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "coll.h"
+#include "algorithms/coll.h"
+#include "algorithms/kernels.h"
 #include "errors.h"
-#include "liveness.h"
-#include "mr.h"
-#include "progress.h"
+#include "robustness/liveness.h"
+#include "engine/mr.h"
+#include "engine/progress.h"
 
 #define DIRECT_CHUNK ((size_t)256 * 1024) /* reduced while in L2 */
 #define DIRECT_IOV 1024                   /* pieces per process_vm_readv (IOV_MAX) */

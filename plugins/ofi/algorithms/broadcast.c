@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll.h"
+#include "algorithms/coll.h"
 #include "errors.h"
-#include "mr.h"
-#include "progress.h"
+#include "engine/mr.h"
+#include "engine/progress.h"
 
 static plait_result_t binomial(ofi_state_t *st, char *buf, size_t bytes, int root, void *desc) {
   int n = st->nranks, vr = (st->rank - root + n) % n, mask = 1;

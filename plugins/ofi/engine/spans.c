@@ -2,14 +2,16 @@
  * How the ring's data is cut: into blocks, the blocks into chunks, and,
  * for allreduce_spans (a fused response's tensors reduced where they are),
  * the chunks so that each is one message of at most st->iov_limit pieces;
- * and whether the ring runs over spans in place at all (allreduce.c packs
- * them into a buffer otherwise). Pure functions of lengths and settings,
- * so that every rank decides and cuts alike (tests/ofi/test_ofi_spans.c).
+ * and whether the ring runs over spans in place at all
+ * (algorithms/allreduce.c packs them into a buffer otherwise). Pure
+ * functions of lengths and settings, so that every rank decides and cuts
+ * alike (tests/ofi/test_ofi_spans.c).
  */
 #include <stdlib.h>
 
-#include "coll.h"
-#include "progress.h"
+#include "engine/progress.h"
+#include "engine/spans.h"
+#include "sizes.h"
 
 size_t ofi_span_of(const ofi_ring_t *g, size_t at) {
   size_t lo = 0, hi = g->nspans - 1;

@@ -1,4 +1,4 @@
-#include "liveness.h"
+#include "robustness/liveness.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll.h"
+#include "algorithms/coll.h"
 #include "errors.h"
-#include "mr.h"
-#include "progress.h"
+#include "engine/mr.h"
+#include "engine/progress.h"
 
 static plait_result_t finish(ofi_state_t *st, plait_result_t rc, size_t count) {
   if (rc)
