@@ -7,7 +7,7 @@
  *
  * Not thread-safe: one thread uses a control plane at a time (the engine's
  * liveness thread writes heartbeats only while the coordinator thread has
- * handed it the connections; see engine/liveness.h).
+ * handed it the connections; see engine/health/liveness.h).
  */
 #ifndef PLAIT_CONTROL_H
 #define PLAIT_CONTROL_H

@@ -1,7 +1,7 @@
 /*
- * Tests of the response cache (src/engine/cache.c) directly (plait_cache_*)
+ * Tests of the response cache (src/engine/negotiate/cache.c) directly (plait_cache_*)
  * and of the id sets that stand for cached tensors on the wire (a list of
- * ids or a bit-vector, src/engine/negotiation_msgs.c): ids given in order
+ * ids or a bit-vector, src/engine/negotiate/messages.c): ids given in order
  * and never reused, exact-metadata lookups, eligibility, a full cache, and
  * random id sets (fixed seed, printed on failure) that must come back from
  * the requests and responses messages as the same ids, in ascending order,
@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "control/wire.h"
-#include "engine/cache.h"
-#include "engine/negotiation_msgs.h"
+#include "engine/negotiate/cache.h"
+#include "engine/negotiate/messages.h"
 
 #define SEED 0xCAC4Eu
 

@@ -1,6 +1,6 @@
 /* Executing responses: dispatch, the allreduce paths (single in place, and
  * fused through the fusion buffer), identities for joined ranks. */
-#include "engine/execute.h"
+#include "engine/execute/execute.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -8,16 +8,16 @@
 #include <string.h>
 
 #include "util/error.h"
-#include "engine/handle.h"
+#include "engine/submit/handle.h"
 #include "util/log.h"
-#include "engine/fusion.h"
-#include "engine/transport_defaults.h"
-#include "engine/pending.h"
-#include "engine/process_set.h"
+#include "engine/negotiate/fusion.h"
+#include "engine/transport/transport_defaults.h"
+#include "engine/execute/pending.h"
+#include "engine/transport/process_set.h"
 #include "util/clock.h"
 #include "util/reduce.h"
-#include "engine/stats.h"
-#include "engine/timeline.h"
+#include "engine/observe/stats.h"
+#include "engine/observe/timeline.h"
 
 void plait_exec_init(plait_exec_t *x, int rank, int size, const plait_transport_t *t, void *ts,
                      plait_table_t *table, plait_namemap_t *local) {

@@ -5,13 +5,13 @@
 #ifndef PLAIT_EXECUTE_H
 #define PLAIT_EXECUTE_H
 
-#include "engine/namemap.h"
+#include "engine/submit/namemap.h"
 #include "util/error.h"
-#include "engine/negotiation_msgs.h"
+#include "engine/negotiate/messages.h"
 #include "plait/transport.h"
-#include "engine/stats.h"
-#include "engine/table.h"
-#include "engine/timeline.h"
+#include "engine/observe/stats.h"
+#include "engine/submit/table.h"
+#include "engine/observe/timeline.h"
 
 struct plait_pending; /* pending.h: device work awaiting the plugin's done */
 struct plait_devmem;  /* execute_device.c: device outputs owned by handles */

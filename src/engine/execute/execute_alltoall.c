@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/execute.h"
-#include "engine/handle.h"
-#include "engine/timeline.h"
+#include "engine/execute/execute.h"
+#include "engine/submit/handle.h"
+#include "engine/observe/timeline.h"
 #include "util/clock.h"
 #include "util/error.h"
 

@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/execute.h"
-#include "engine/handle.h"
-#include "engine/pending.h"
-#include "engine/process_set.h"
-#include "engine/timeline.h"
+#include "engine/execute/execute.h"
+#include "engine/submit/handle.h"
+#include "engine/execute/pending.h"
+#include "engine/transport/process_set.h"
+#include "engine/observe/timeline.h"
 #include "util/log.h"
 
 plait_result_t plait_exec_batch(plait_exec_t *x, const plait_meta_t *m, const plait_span_t *s,

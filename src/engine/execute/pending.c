@@ -1,5 +1,5 @@
 /* Device responses awaiting the transport's done callback: see pending.h. */
-#include "engine/pending.h"
+#include "engine/execute/pending.h"
 
 #include <errno.h>
 #include <math.h>
@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/handle.h"
+#include "engine/submit/handle.h"
 #include "util/clock.h"
 #include "util/log.h"
 

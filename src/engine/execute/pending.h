@@ -13,7 +13,7 @@
 #ifndef PLAIT_PENDING_H
 #define PLAIT_PENDING_H
 
-#include "engine/execute.h"
+#include "engine/execute/execute.h"
 
 typedef struct plait_pending plait_pending_t;
 

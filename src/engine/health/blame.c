@@ -1,12 +1,12 @@
 /* Who is to blame when a collective fails in the transport (blame.h). */
-#include "engine/blame.h"
+#include "engine/health/blame.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "control/messages.h"
-#include "engine/negotiation_msgs.h"
+#include "engine/negotiate/messages.h"
 #include "util/clock.h"
 #include "util/error.h"
 

@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "control/control.h"
-#include "engine/liveness.h"
+#include "engine/health/liveness.h"
 #include "plait/plait.h"
 
 typedef struct plait_blame {

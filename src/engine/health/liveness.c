@@ -1,4 +1,4 @@
-#include "engine/liveness.h"
+#include "engine/health/liveness.h"
 
 #include <errno.h>
 #include <string.h>

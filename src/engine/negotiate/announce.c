@@ -1,10 +1,10 @@
 /* When a rank > 0 announces what was submitted to it (announce.h). */
-#include "engine/announce.h"
+#include "engine/negotiate/announce.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/entry.h"
+#include "engine/submit/entry.h"
 #include "util/error.h"
 
 void plait_announce_init(plait_announce_t *a) {

@@ -28,9 +28,9 @@
 
 #include <stdint.h>
 
-#include "engine/burst.h"
-#include "engine/cache.h"
-#include "engine/negotiation_msgs.h"
+#include "engine/negotiate/burst.h"
+#include "engine/negotiate/cache.h"
+#include "engine/negotiate/messages.h"
 
 typedef struct plait_announce {
   plait_bursts_t bursts;

@@ -1,5 +1,5 @@
 /* Bursts: which cached allreduces ran in the same response list last time. */
-#include "engine/burst.h"
+#include "engine/negotiate/burst.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "plait/plait.h"
-#include "engine/negotiation_msgs.h"
+#include "engine/negotiate/messages.h"
 
 typedef struct plait_bursts {
   int cap;          /* cache ids (and burst numbers) with room in the arrays */

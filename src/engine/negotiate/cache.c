@@ -1,5 +1,5 @@
 /* The response cache: ids in order, never reused. */
-#include "engine/cache.h"
+#include "engine/negotiate/cache.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -10,9 +10,9 @@
 #ifndef PLAIT_CACHE_H
 #define PLAIT_CACHE_H
 
-#include "engine/entry.h"
-#include "engine/namemap.h"
-#include "engine/negotiation_msgs.h"
+#include "engine/submit/entry.h"
+#include "engine/submit/namemap.h"
+#include "engine/negotiate/messages.h"
 
 typedef struct plait_cache_slot {
   char *name;

@@ -1,12 +1,12 @@
 /* Rank 0's deadlock detection: see deadlock.h. */
-#include "engine/deadlock.h"
+#include "engine/negotiate/deadlock.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/negotiate.h"
+#include "engine/negotiate/negotiate.h"
 #include "util/error.h"
 #include "util/log.h"
 

@@ -1,7 +1,7 @@
 /* Fusion planning and the fusion-buffer layout: pure functions. */
-#include "engine/fusion.h"
+#include "engine/negotiate/fusion.h"
 
-#include "engine/entry.h"
+#include "engine/submit/entry.h"
 
 uint64_t plait_fusion_layout_add(plait_fusion_layout_t *l, uint64_t bytes) {
   uint64_t at = l->padded;

@@ -1,5 +1,5 @@
 /* Encoders and bounds-checked decoders of REQUESTS and RESPONSES. */
-#include "engine/negotiation_msgs.h"
+#include "engine/negotiate/messages.h"
 
 #include <stdlib.h>
 #include <string.h>

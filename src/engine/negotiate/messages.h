@@ -14,7 +14,7 @@
 #ifndef PLAIT_NEGOTIATION_MSGS_H
 #define PLAIT_NEGOTIATION_MSGS_H
 
-#include "engine/entry.h"
+#include "engine/submit/entry.h"
 #include "control/wire.h"
 
 #define PLAIT_REQ_SHUTDOWN 0x1u  /* the sender is shutting down */
@@ -57,7 +57,7 @@ typedef struct plait_response {
   int32_t pset;       /* the process set that runs it (0: every rank); others skip it */
 } plait_response_t;
 
-/* Rank 0's autotuned settings (engine/autotune.h), with PLAIT_RESP_TUNING:
+/* Rank 0's autotuned settings (engine/tune/autotune.h), with PLAIT_RESP_TUNING:
  * every rank runs this list and the ones after it with them, until a list
  * carries others; active 0 returns every rank to its own settings. Encoded
  * after the responses (wire version 3). */

@@ -1,7 +1,7 @@
 /* Rank 0's negotiation: records, readiness, agreement, groups, stalls, and
  * the tick that releases ready records to the fusion planner (fusion.c) and
  * the response list (responses.c). */
-#include "engine/negotiate.h"
+#include "engine/negotiate/negotiate.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 #include "util/error.h"
 #include "util/log.h"
 #include "util/clock.h"
-#include "engine/process_set.h"
+#include "engine/transport/process_set.h"
 
 
 plait_result_t plait_neg_init(plait_negotiator_t *n, int size, const plait_config_t *cfg,

@@ -5,11 +5,11 @@
  * allgather). Ready operations are checked for agreement (a mismatch becomes
  * an error response naming the tensor, each value and the ranks that sent
  * it). Each tick (plait_neg_plan) then, in this order: looks for a deadlock
- * (engine/deadlock.h: ranks that each wait on operations only the others
+ * (engine/negotiate/deadlock.h: ranks that each wait on operations only the others
  * could complete, with nothing moving for PLAIT_STALL_WARN_S), inspects stalls
  * (warns about, and optionally fails, operations that some ranks have not
  * announced), releases the ready operations (a group only whole), plans them
- * with plait_fusion_plan (engine/fusion.h: allreduces with the same dtype,
+ * with plait_fusion_plan (engine/negotiate/fusion.h: allreduces with the same dtype,
  * op, scale factors and device fused up to the fusion threshold, looking past
  * operations of other kinds in between) and builds the response list.
  * Not thread-safe: the coordinator thread of rank 0 owns the negotiator.
@@ -17,13 +17,13 @@
 #ifndef PLAIT_NEGOTIATE_H
 #define PLAIT_NEGOTIATE_H
 
-#include "engine/burst.h"
-#include "engine/cache.h"
-#include "engine/deadlock.h"
+#include "engine/negotiate/burst.h"
+#include "engine/negotiate/cache.h"
+#include "engine/negotiate/deadlock.h"
 #include "util/config.h"
-#include "engine/fusion.h"
-#include "engine/namemap.h"
-#include "engine/negotiation_msgs.h"
+#include "engine/negotiate/fusion.h"
+#include "engine/submit/namemap.h"
+#include "engine/negotiate/messages.h"
 
 typedef struct plait_record {
   char *name;
@@ -73,7 +73,7 @@ typedef struct plait_negotiator {
    * announcement already in flight then is recognised and dropped. */
   plait_namemap_t tombstones;
   /* Dispatch: ready operations go in the tick they become ready, unless one
-   * of them still misses a companion from its last burst (engine/burst.h);
+   * of them still misses a companion from its last burst (engine/negotiate/burst.h);
    * then they are held, at most hold_s (PLAIT_CYCLE_TIME_MS) from the tick
    * that first held them, or until they fill the fusion threshold. */
   plait_bursts_t bursts;
@@ -82,7 +82,7 @@ typedef struct plait_negotiator {
   int holding;              /* the last tick held ready operations back */
   int *scratch;             /* cache ids of a tick, kept between ticks */
   int scratch_cap;
-  plait_deadlock_t deadlock; /* who moved when (engine/deadlock.h) */
+  plait_deadlock_t deadlock; /* who moved when (engine/negotiate/deadlock.h) */
 } plait_negotiator_t;
 
 /* Whether rank r must still announce rec: a member of its set that has not,

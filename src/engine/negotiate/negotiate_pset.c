@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/negotiate.h"
-#include "engine/process_set.h"
+#include "engine/negotiate/negotiate.h"
+#include "engine/transport/process_set.h"
 
 static int first(const plait_negotiator_t *n, const plait_record_t *rec) {
   int r = 0;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "util/error.h"
-#include "engine/negotiate.h"
+#include "engine/negotiate/negotiate.h"
 
 /* Fills x's entries from its count records. */
 static plait_result_t fill_entries(plait_negotiator_t *n, plait_response_t *x,

@@ -1,5 +1,5 @@
 /* One engine's counters of plait_stats(), under one mutex. */
-#include "engine/stats.h"
+#include "engine/observe/stats.h"
 
 #include <string.h>
 

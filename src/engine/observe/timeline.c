@@ -19,7 +19,7 @@
  * a consistent snapshot mid-run; one that does not may see a write half done
  * (buffered reads and writes are not atomic with respect to each other).
  */
-#include "engine/timeline.h"
+#include "engine/observe/timeline.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,11 +1,11 @@
 /* Entries and their metadata: sizes, copies, cross-rank comparison. */
-#include "engine/entry.h"
+#include "engine/submit/entry.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/handle.h"
+#include "engine/submit/handle.h"
 
 const char *plait_coll_name(plait_coll_t c) {
   static const char *names[] = {"?", "allreduce", "allgather", "broadcast", "alltoall",

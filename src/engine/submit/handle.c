@@ -1,7 +1,7 @@
 /* Operation handles: completion, waiting, callbacks, release. Each handle
  * has its own lock and condition variable, so a handle needs no engine (it
  * may outlive the engine that completed it) and engines share nothing. */
-#include "engine/handle.h"
+#include "engine/submit/handle.h"
 
 #include <errno.h>
 #include <math.h>

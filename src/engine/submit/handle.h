@@ -4,7 +4,7 @@
 
 #include <pthread.h>
 
-#include "engine/entry.h"
+#include "engine/submit/entry.h"
 #include "plait/plait.h"
 
 struct plait_handle {

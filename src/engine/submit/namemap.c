@@ -1,5 +1,5 @@
 /* A chained hash map from strings to pointers (FNV-1a), growing at load 1. */
-#include "engine/namemap.h"
+#include "engine/submit/namemap.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* The submission table: a locked list, the in-flight name set, an eventfd. */
-#include "engine/table.h"
+#include "engine/submit/table.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "util/error.h"
-#include "engine/timeline.h"
+#include "engine/observe/timeline.h"
 
 plait_result_t plait_table_open(plait_table_t *t) {
   pthread_mutex_t mu = t->mu; /* initialized by the owner (the coordinator) */

@@ -11,9 +11,9 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "engine/entry.h"
-#include "engine/namemap.h"
-#include "engine/timeline.h"
+#include "engine/submit/entry.h"
+#include "engine/submit/namemap.h"
+#include "engine/observe/timeline.h"
 
 typedef struct plait_table {
   pthread_mutex_t mu;

@@ -1,5 +1,5 @@
 /* Transport plugin loader: search path, dlopen, versioned symbol, checks. */
-#include "engine/plugin.h"
+#include "engine/transport/plugin.h"
 
 #include <dlfcn.h>
 #include <stdio.h>

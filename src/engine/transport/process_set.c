@@ -1,6 +1,6 @@
 /* An engine's process sets: the table, its queries, and what adding
  * and removing a set do on every rank. */
-#include "engine/process_set.h"
+#include "engine/transport/process_set.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* PLAIT_TRANSPORT=auto: probe, exchange, choose alike on every rank. */
-#include "engine/transport_choice.h"
+#include "engine/transport/transport_choice.h"
 
 #include <stdarg.h>
 #include <stdio.h>

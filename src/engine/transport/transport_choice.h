@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "control/bootstrap.h"
-#include "engine/plugin.h"
+#include "engine/transport/plugin.h"
 
 #define PLAIT_CHOICE_MAX 4      /* candidates */
 #define PLAIT_CHOICE_DETAIL 252 /* bytes of a finding's text, with its NUL */

@@ -1,5 +1,5 @@
 /* Per-transport defaults (transport_defaults.h). */
-#include "engine/transport_defaults.h"
+#include "engine/transport/transport_defaults.h"
 
 #include <string.h>
 

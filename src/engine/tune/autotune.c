@@ -1,6 +1,6 @@
 /* The autotuner: samples, medians, coordinate descent over log grids, the
  * settled state and the CSV log (autotune.h). */
-#include "engine/autotune.h"
+#include "engine/tune/autotune.h"
 
 #include <errno.h>
 #include <math.h>

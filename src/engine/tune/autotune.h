@@ -3,7 +3,7 @@
  * feeds it, after each response list that moved allreduce bytes, the bytes,
  * the tensors and the time; the tuner answers with the settings the next
  * lists are planned and run with, which travel to every rank inside the
- * response list (negotiation_msgs.h), so every rank runs every list with the
+ * response list (negotiate/messages.h), so every rank runs every list with the
  * same settings.
  *
  * The search (docs/configuration.md, "Autotuning"):

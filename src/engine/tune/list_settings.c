@@ -1,6 +1,6 @@
 /* The settings each response list runs with, chosen on rank 0 and carried
  * to every rank (list_settings.h). */
-#include "engine/list_settings.h"
+#include "engine/tune/list_settings.h"
 
 #include <stdlib.h>
 #include <string.h>

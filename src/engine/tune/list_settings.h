@@ -2,9 +2,9 @@
  * Internal: the settings each response list runs with (fusion threshold,
  * largest fused tensor, cycle time), the same on every rank.
  *
- * With PLAIT_AUTOTUNE on rank 0, rank 0's autotuner (engine/autotune.h)
+ * With PLAIT_AUTOTUNE on rank 0, rank 0's autotuner (engine/tune/autotune.h)
  * chooses them; a list planned under new settings carries them
- * (PLAIT_RESP_TUNING, negotiation_msgs.h) and every rank runs that list and
+ * (PLAIT_RESP_TUNING, negotiate/messages.h) and every rank runs that list and
  * the following ones with them. Without it every rank uses its own
  * (plait_config_set values). A digest of the settings of every list run
  * (plait_stats.settings_digest) lets tests check that ranks never disagree.
@@ -14,10 +14,10 @@
 #ifndef PLAIT_LIST_SETTINGS_H
 #define PLAIT_LIST_SETTINGS_H
 
-#include "engine/autotune.h"
-#include "engine/negotiation_msgs.h"
-#include "engine/stats.h"
-#include "engine/tunables.h"
+#include "engine/tune/autotune.h"
+#include "engine/negotiate/messages.h"
+#include "engine/observe/stats.h"
+#include "engine/tune/tunables.h"
 #include "util/config.h"
 
 typedef struct plait_list_settings {

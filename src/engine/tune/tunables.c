@@ -1,9 +1,9 @@
 /* The run-time settings of one engine, under one lock (tunables.h). */
-#include "engine/tunables.h"
+#include "engine/tune/tunables.h"
 
 #include <string.h>
 
-#include "engine/autotune.h"
+#include "engine/tune/autotune.h"
 #include "util/error.h"
 
 static const char *const settable[] = {"PLAIT_FUSION_THRESHOLD", "PLAIT_FUSION_MAX_TENSOR",

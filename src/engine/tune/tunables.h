@@ -22,7 +22,7 @@ typedef struct plait_tuning {
   int log_level;              /* PLAIT_LOG_LEVEL */
   int timeline_mark_cycles;   /* PLAIT_TIMELINE_MARK_CYCLES */
   int autotune;               /* PLAIT_AUTOTUNE (heeded on rank 0) */
-  unsigned pinned;            /* PLAIT_AT_PIN bits (engine/autotune.h): the threshold,
+  unsigned pinned;            /* PLAIT_AT_PIN bits (engine/tune/autotune.h): the threshold,
                                  largest fused tensor, cycle time set explicitly (in
                                  the environment or by plait_config_set): never tuned */
 } plait_tuning_t;
