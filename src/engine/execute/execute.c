@@ -89,7 +89,7 @@ static plait_result_t transport_error(plait_exec_t *x, plait_result_t rc, const 
 
 /* The element that leaves others unchanged under op, for joined ranks. */
 static void fill_identity(plait_dtype_t dt, plait_op_t op, void *dst, size_t count) {
-  size_t es = plait_dtype_size(dt);
+  size_t es = plait_dtype_size_inline(dt);
   if (op == PLAIT_OP_SUM || op == PLAIT_OP_AVERAGE) {
     memset(dst, 0, count * es);
     return;
@@ -176,7 +176,7 @@ static plait_result_t transport_allreduce(plait_exec_t *x, const plait_meta_t *m
  * transport's own reads when it folds (allreduce_scaled), else one copy. */
 static plait_result_t allreduce_single(plait_exec_t *x, plait_entry_t *e) {
   const plait_meta_t *m = &e->meta;
-  size_t count = (size_t)plait_meta_elements(m), bytes = count * plait_dtype_size(m->dtype);
+  size_t count = (size_t)plait_meta_elements(m), bytes = count * plait_dtype_size_inline(m->dtype);
   void *out = e->output.data;
   const void *in = e->input.data;
   double t0 = plait_now();
@@ -250,7 +250,7 @@ static plait_result_t copy_in(plait_exec_t *x, const plait_response_t *r, plait_
                               const plait_meta_t *m, size_t *offs, piece_t p) {
   if (m->device >= 0 && plait_exec_has_batch(x)) /* never in pieces */
     return plait_exec_copy_in_device(x, r, es, m, offs);
-  size_t es_size = plait_dtype_size(m->dtype);
+  size_t es_size = plait_dtype_size_inline(m->dtype);
   for (uint32_t i = p.lo; i < p.hi; i++) {
     const plait_meta_t *mi = es[i] ? &es[i]->meta : &r->e[i].meta;
     size_t count = (size_t)plait_meta_elements(mi), bytes = count * es_size;
@@ -282,7 +282,7 @@ static plait_result_t copy_in(plait_exec_t *x, const plait_response_t *r, plait_
  * on the way: one pass in host memory. */
 static plait_result_t copy_out_one(plait_exec_t *x, const plait_meta_t *m, void *dst, void *src,
                                    size_t count, double post) {
-  size_t bytes = count * plait_dtype_size(m->dtype);
+  size_t bytes = count * plait_dtype_size_inline(m->dtype);
   if (m->device < 0 && post != 1.0)
     return plait_scale((plait_dtype_t)m->dtype, dst, src, count, post);
   if (m->device < 0) {
@@ -331,7 +331,7 @@ static plait_result_t run_piece(plait_exec_t *x, const plait_response_t *r, plai
   for (uint32_t i = p.lo; i < p.hi; i++)
     if (es[i]) plait_tl_begin(x->tl, es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
   plait_result_t rc = transport_allreduce(x, m, x->fusion, x->fusion,
-                                          (offs[p.hi] - p.base) / plait_dtype_size(m->dtype),
+                                          (offs[p.hi] - p.base) / plait_dtype_size_inline(m->dtype),
                                           &scaled);
   for (uint32_t i = p.lo; i < p.hi; i++)
     if (es[i]) plait_tl_end(x->tl, es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
@@ -370,7 +370,7 @@ static plait_span_t *as_spans(const plait_response_t *r, plait_entry_t **es,
     if (!es[i]) return NULL;
   plait_span_t *spans = malloc(r->n * sizeof *spans);
   uintptr_t *rg = malloc(4 * r->n * sizeof *rg);
-  size_t nr = 0, es_size = plait_dtype_size(m->dtype);
+  size_t nr = 0, es_size = plait_dtype_size_inline(m->dtype);
   int ok = spans && rg;
   for (uint32_t i = 0; ok && i < r->n; i++) {
     size_t count = (size_t)plait_meta_elements(&es[i]->meta), bytes = count * es_size;
@@ -392,7 +392,7 @@ static plait_span_t *as_spans(const plait_response_t *r, plait_entry_t **es,
 static plait_result_t allreduce_in_place(plait_exec_t *x, const plait_response_t *r,
                                          plait_entry_t **es, const plait_meta_t *m,
                                          const plait_span_t *spans) {
-  size_t data = 0, es_size = plait_dtype_size(m->dtype);
+  size_t data = 0, es_size = plait_dtype_size_inline(m->dtype);
   for (uint32_t i = 0; i < r->n; i++) data += spans[i].count * es_size;
   double t0 = plait_now();
   for (uint32_t i = 0; i < r->n; i++) /* es[i] NULL: a joined rank's identity */
@@ -414,7 +414,7 @@ static plait_result_t allreduce_in_place(plait_exec_t *x, const plait_response_t
  * sends them alike. */
 static plait_result_t allreduce_spans_buffered(plait_exec_t *x, const plait_response_t *r,
                                                plait_entry_t **es, const plait_meta_t *m) {
-  size_t es_size = plait_dtype_size(m->dtype);
+  size_t es_size = plait_dtype_size_inline(m->dtype);
   size_t *offs = malloc(sizeof *offs * (r->n + 1));
   plait_span_t *spans = malloc(sizeof *spans * r->n);
   plait_result_t rc = offs && spans ? PLAIT_SUCCESS
@@ -458,7 +458,7 @@ static plait_result_t allreduce_fused(plait_exec_t *x, const plait_response_t *r
                                       plait_entry_t **es, const plait_meta_t *m) {
   size_t *offs = malloc(sizeof *offs * (r->n + 1));
   if (!offs) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-  size_t es_size = plait_dtype_size(m->dtype), data = 0; /* without the padding */
+  size_t es_size = plait_dtype_size_inline(m->dtype), data = 0; /* without the padding */
   plait_fusion_layout_t layout = {0}; /* the one rank 0 planned with (fusion.h) */
   for (uint32_t i = 0; i < r->n; i++) {
     size_t b = (size_t)plait_meta_elements(es[i] ? &es[i]->meta : &r->e[i].meta) * es_size;

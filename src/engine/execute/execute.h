@@ -8,6 +8,7 @@
 #include "engine/submit/namemap.h"
 #include "util/error.h"
 #include "engine/negotiate/messages.h"
+#include "plait/dtypes.h"
 #include "plait/transport.h"
 #include "engine/observe/stats.h"
 #include "engine/submit/table.h"
@@ -125,7 +126,7 @@ plait_result_t plait_exec_quiesce(plait_exec_t *x, const char *why);
 
 /* Bytes of one first-dimension row of a tensor described by m. */
 static inline size_t plait_exec_row_bytes(const plait_meta_t *m) {
-  size_t b = plait_dtype_size((plait_dtype_t)m->dtype);
+  size_t b = plait_dtype_size_inline((plait_dtype_t)m->dtype);
   for (int i = 1; i < m->ndim; i++) b *= (size_t)m->shape[i];
   return b;
 }

@@ -47,7 +47,7 @@ plait_result_t plait_exec_ready(plait_exec_t *x, plait_entry_t *const *es, uint3
 plait_result_t plait_exec_copy_in_device(plait_exec_t *x, const plait_response_t *r,
                                          plait_entry_t **es, const plait_meta_t *m,
                                          const size_t *offs) {
-  size_t esz = plait_dtype_size((plait_dtype_t)m->dtype), k = 0;
+  size_t esz = plait_dtype_size_inline((plait_dtype_t)m->dtype), k = 0;
   plait_span_t *sp = malloc(sizeof *sp * 2 * (r->n ? r->n : 1));
   if (!sp) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory copying into the fusion buffer");
   for (uint32_t i = 0; i < r->n; i++) {

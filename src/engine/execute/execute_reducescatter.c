@@ -14,12 +14,12 @@ plait_result_t plait_exec_reducescatter(plait_exec_t *x, plait_entry_t *e) {
   const plait_meta_t *m = &e->meta;
   int n = x->size;
   int64_t rows = m->shape[0], base = rows / n, extra = rows % n;
-  size_t row_elems = plait_exec_row_bytes(m) / plait_dtype_size((plait_dtype_t)m->dtype);
+  size_t row_elems = plait_exec_row_bytes(m) / plait_dtype_size_inline((plait_dtype_t)m->dtype);
   size_t *counts = malloc(sizeof *counts * (size_t)n);
   if (!counts) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
   for (int q = 0; q < n; q++) counts[q] = (size_t)(base + (q < extra)) * row_elems;
   size_t mine = counts[x->rank], total = (size_t)plait_meta_elements(m);
-  size_t es = plait_dtype_size((plait_dtype_t)m->dtype);
+  size_t es = plait_dtype_size_inline((plait_dtype_t)m->dtype);
   int dev = plait_exec_on_device(m); /* the output, in the transport's memory */
   void *out = NULL, *scaled = NULL;
   const void *send = e->input.data;

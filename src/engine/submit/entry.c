@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "engine/submit/handle.h"
+#include "plait/dtypes.h"
 
 const char *plait_coll_name(plait_coll_t c) {
   static const char *names[] = {"?", "allreduce", "allgather", "broadcast", "alltoall",
@@ -27,7 +28,7 @@ int64_t plait_meta_elements(const plait_meta_t *m) {
 }
 
 uint64_t plait_meta_bytes(const plait_meta_t *m) {
-  return (uint64_t)plait_meta_elements(m) * plait_dtype_size((plait_dtype_t)m->dtype);
+  return (uint64_t)plait_meta_elements(m) * plait_dtype_size_inline((plait_dtype_t)m->dtype);
 }
 
 plait_result_t plait_meta_copy(plait_meta_t *dst, const plait_meta_t *src) {
@@ -99,11 +100,13 @@ int plait_meta_describe_difference(const plait_meta_t *a, const plait_meta_t *b,
        "PLAIT_PROCESS_SETS", snprintf(va, v_cap, "%d", a->root), snprintf(vb, v_cap, "%d", b->root))
   DIFF(a->coll == PLAIT_COLL_PSET_REMOVE && a->root != b->root, "process set id",
        snprintf(va, v_cap, "%d", a->root), snprintf(vb, v_cap, "%d", b->root))
-  DIFF(a->dtype != b->dtype, "dtype", snprintf(va, v_cap, "%s", plait_dtype_name(a->dtype)),
-       snprintf(vb, v_cap, "%s", plait_dtype_name(b->dtype)))
+  DIFF(a->dtype != b->dtype, "dtype",
+       snprintf(va, v_cap, "%s", plait_dtype_name_inline(a->dtype)),
+       snprintf(vb, v_cap, "%s", plait_dtype_name_inline(b->dtype)))
   int reduces = a->coll == PLAIT_COLL_ALLREDUCE || a->coll == PLAIT_COLL_REDUCESCATTER;
-  DIFF(reduces && a->op != b->op, "reduction op", snprintf(va, v_cap, "%s", plait_op_name(a->op)),
-       snprintf(vb, v_cap, "%s", plait_op_name(b->op)))
+  DIFF(reduces && a->op != b->op, "reduction op",
+       snprintf(va, v_cap, "%s", plait_op_name_inline(a->op)),
+       snprintf(vb, v_cap, "%s", plait_op_name_inline(b->op)))
   DIFF(a->device != b->device, "memory", /* host or device: the index is each rank's own */
        snprintf(va, v_cap, "%s", a->device < 0 ? "host" : "device"),
        snprintf(vb, v_cap, "%s", b->device < 0 ? "host" : "device"))
