@@ -2,39 +2,15 @@
 
 #include <errno.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 
-#include "control/net.h"
-#include "control/wire.h"
 #include "util/affinity.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
 
-/* One heartbeat to fd: all of it, or nothing when the buffer is full. */
-static void beat(int fd, const plait_writer_t *w) {
-  ssize_t n = send(fd, w->data, w->len, MSG_NOSIGNAL | MSG_DONTWAIT);
-  if (n > 0 && (size_t)n < w->len) /* rare: finish the frame, briefly */
-    plait_net_write_full(fd, w->data + n, w->len - (size_t)n, plait_now() + 1.0);
-}
-
-static void beat_all_locked(plait_live_t *l, const plait_writer_t *w) {
-  plait_control_t *c = l->ctrl;
-  if (c->failed || !c->fds) return;
-  if (c->rank == 0) {
-    for (int r = 1; r < c->size; r++)
-      if (c->fds[r] >= 0) beat(c->fds[r], w);
-  } else if (c->fds[0] >= 0) {
-    beat(c->fds[0], w);
-  }
-  l->beats++;
-}
-
 static void *live_main(void *arg) {
   plait_live_t *l = arg;
-  plait_writer_t w = {0};
-  plait_wr_begin(&w, PLAIT_MSG_ALIVE);
-  int ok = plait_wr_end(&w) == PLAIT_SUCCESS;
   pthread_mutex_lock(&l->mu);
   while (!l->stop) {
     /* Not away: look again in a period (plait_live_away does not wake this
@@ -53,11 +29,10 @@ static void *live_main(void *arg) {
       pthread_cond_timedwait(&l->cv, &l->mu, &ts);
       continue; /* re-check stop and away */
     }
-    if (ok) beat_all_locked(l, &w);
+    if (plait_control_send_heartbeat(l->ctrl)) l->beats++; /* control.h */
     l->last_beat = plait_now();
   }
   pthread_mutex_unlock(&l->mu);
-  plait_wr_free(&w);
   return NULL;
 }
 

@@ -7,7 +7,7 @@
  * (inside a transport collective, running completion callbacks, or waiting
  * out a blame round) it cannot; a small thread then sends a heartbeat
  * (PLAIT_MSG_ALIVE, no payload) on each of its control connections every
- * period, so that a live rank is never silent for long, and a rank that
+ * period through the control plane (plait_control_send_heartbeat), so that a live rank is never silent for long, and a rank that
  * stays silent (stopped, wedged) is the lost one.
  *
  * One thread writes a control connection at a time: the liveness thread
