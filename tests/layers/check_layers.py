@@ -16,7 +16,8 @@ Inside engine/ (docs/coordinator.md, "The engine's files: a hall and its wings")
     wings   engine/<wing>/, one concern each. A wing includes its own headers
             and those of the wings below it in WINGS, never another one;
             engine/engine.h (the engine object) is the one hall header a
-            wing may include: never coordinator.h.
+            wing may include: never coordinator.h. A wing's <name>_internal.h
+            is its own: no other file includes it, the hall neither.
 
         execute   -> negotiate, submit, transport, observe
         tune      -> negotiate, observe
@@ -109,6 +110,8 @@ def judge_engine(rel, inc):
     if len(iparts) != 3 or target not in WINGS:
         return "'engine/%s' is not a wing of the engine (%s)" % (
             target, ", ".join(sorted(WINGS)))
+    if iparts[2].endswith("_internal.h") and wing != target:
+        return "%s is the %s wing's own: include its interface instead" % (inc, target)
     if wing is None or target == wing or target in WINGS.get(wing, ()):
         return None
     return "the %s wing may not include the %s wing (it may: %s)" % (
@@ -164,6 +167,9 @@ def self_test():
         ("engine/tune/a.c", '#include "engine/misc/a.h"\n', True),  # no such wing
         ("engine/observe/a.c", '#include "engine/table.h"\n', True),  # the old flat path
         ("api/a.c", '#include "engine/execute/execute.h"\n', False),
+        ("engine/coordinator.c", '#include "engine/execute/execute_internal.h"\n', True),
+        ("engine/execute/b.c", '#include "engine/execute/execute_internal.h"\n', False),
+        ("engine/tune/a.c", '#include "engine/negotiate/x_internal.h"\n', True),
 
         ("bench/a.c", '#include "../util/half.h"\n#include "bench.h"\n', False),
     ]

@@ -1,6 +1,7 @@
 /* Executing responses: dispatch, the allreduce paths (single in place, and
  * fused through the fusion buffer), identities for joined ranks. */
 #include "engine/execute/execute.h"
+#include "engine/execute/execute_internal.h"
 
 #include <ctype.h>
 #include <stdio.h>

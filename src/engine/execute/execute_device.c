@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/execute/execute.h"
+#include "engine/execute/execute_internal.h"
 #include "engine/submit/handle.h"
 #include "engine/execute/pending.h"
 #include "engine/transport/process_set.h"

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/execute/execute.h"
+#include "engine/execute/execute_internal.h"
 #include "engine/submit/handle.h"
 #include "engine/observe/timeline.h"
 #include "util/clock.h"

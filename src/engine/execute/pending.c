@@ -1,5 +1,6 @@
 /* Device responses awaiting the transport's done callback: see pending.h. */
 #include "engine/execute/pending.h"
+#include "engine/execute/execute_internal.h"
 
 #include <errno.h>
 #include <math.h>
