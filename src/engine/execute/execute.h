@@ -3,7 +3,7 @@
  * coordinator thread calls it for each response rank 0 decided, in order.
  *
  * This is the execute wing's interface, what the hall (coordinator.c) calls:
- * the executor's state, init and free, run, finish, settle; device work still
+ * the executor's state, init and free, run, finish, fail_all, settle; device work still
  * running is in pending.h. What the wing's own files share is in
  * execute_internal.h, which nothing outside engine/execute/ includes.
  */
@@ -58,6 +58,12 @@ plait_result_t plait_exec_run(plait_exec_t *x, const plait_response_t *r);
 /* Finishes e (removes it from the local map and the table, completes its
  * handle with rc and msg, frees it). */
 void plait_exec_finish(plait_exec_t *x, plait_entry_t *e, plait_result_t rc, const char *msg);
+
+/* Coordination ended (rc: PLAIT_ERR_SHUTDOWN, or the job's failure, msg its
+ * message): the table refuses later submissions, and every entry still
+ * waiting (in the table or in the local map) fails with rc. Its message is
+ * msg, or, when ended_by >= 0, names that rank's plait_shutdown. */
+void plait_exec_fail_all(plait_exec_t *x, plait_result_t rc, const char *msg, int ended_by);
 
 /* At the end of coordination (coordinator thread): with rc a failure,
  * interrupt() every state once; then wait for outstanding device work

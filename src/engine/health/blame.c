@@ -112,7 +112,9 @@ plait_result_t plait_blame_reported(plait_blame_t *b, int rank, uint32_t code, c
                      "transport: %s", rank, b->reported);
 }
 
-plait_result_t plait_blame_root(plait_blame_t *b, plait_result_t rc) {
+/* Rank 0: the failure rc (its message in plait_last_error()) judged by a
+ * blame round; returns the verdict, its message set. */
+static plait_result_t plait_blame_root(plait_blame_t *b, plait_result_t rc) {
   char orig[ORIG_MAX];
   snprintf(orig, sizeof orig, "%s", plait_last_error());
   int n = b->size;
@@ -179,7 +181,9 @@ static void report(plait_blame_t *b, plait_result_t rc, const char *orig) {
   plait_wr_free(&w);
 }
 
-plait_result_t plait_blame_peer(plait_blame_t *b, plait_result_t rc) {
+/* Rank > 0: reports rc (its message in plait_last_error()) to rank 0 and
+ * returns rank 0's verdict, its message set. */
+static plait_result_t plait_blame_peer(plait_blame_t *b, plait_result_t rc) {
   char orig[ORIG_MAX];
   snprintf(orig, sizeof orig, "%s", plait_last_error());
   report(b, rc, orig);
@@ -214,4 +218,21 @@ plait_result_t plait_blame_peer(plait_blame_t *b, plait_result_t rc) {
   return plait_error(PLAIT_ERR_PEER_LOST, "rank 0 was lost: silent for %.1f s after a collective "
                      "failed (PLAIT_TIMEOUT_S=%g; the transport said: %s)", plait_now() - start,
                      b->timeout_s, orig);
+}
+
+void plait_blame_init(plait_blame_t *b, plait_control_t *ctrl, plait_live_t *live, int rank,
+                      int size, double timeout_s, struct pollfd *pfd) {
+  b->ctrl = ctrl;
+  b->live = live;
+  b->rank = rank;
+  b->size = size;
+  b->timeout_s = timeout_s;
+  b->pfd = pfd;
+}
+
+plait_result_t plait_blame_verdict(plait_blame_t *b, plait_result_t rc, int in_transport,
+                                   uint64_t lists_run) {
+  if (!in_transport || b->size < 2) return rc;
+  b->lists_run = lists_run;
+  return b->rank == 0 ? plait_blame_root(b, rc) : plait_blame_peer(b, rc);
 }

@@ -15,7 +15,8 @@
  * class and message. A rank > 0 that hears nothing from rank 0 for a round
  * names rank 0.
  *
- * Called by the coordinator thread only, once, after its cycle failed.
+ * Called by the coordinator thread only: plait_blame_reported while rank 0
+ * reads reports, plait_blame_verdict once, after its cycle failed.
  */
 #ifndef PLAIT_ENGINE_BLAME_H
 #define PLAIT_ENGINE_BLAME_H
@@ -45,13 +46,19 @@ typedef struct plait_blame {
  * 0.5 s): a blame round lasts two of them and a second. */
 double plait_blame_live_period_s(double timeout_s);
 
-/* Rank 0: the failure rc (its message in plait_last_error()) judged by a
- * blame round; returns the verdict, its message set. */
-plait_result_t plait_blame_root(plait_blame_t *b, plait_result_t rc);
+/* At the coordinator's start: b set up for this rank of the job. pfd is
+ * scratch of size entries, live the liveness thread (heartbeats during the
+ * round). Harmless to call again. */
+void plait_blame_init(plait_blame_t *b, plait_control_t *ctrl, plait_live_t *live, int rank,
+                      int size, double timeout_s, struct pollfd *pfd);
 
-/* Rank > 0: reports rc (its message in plait_last_error()) to rank 0 and
- * returns rank 0's verdict, its message set. */
-plait_result_t plait_blame_peer(plait_blame_t *b, plait_result_t rc);
+/* THE call after the coordinator's cycle failed with rc (its message in
+ * plait_last_error()): when the failure came from running a collective
+ * (in_transport) in a job of 2 or more, the verdict of a blame round (rank
+ * 0 holds it; a rank > 0 reports rc, with the lists_run it ran, and takes
+ * rank 0's verdict), its message set; otherwise rc itself. */
+plait_result_t plait_blame_verdict(plait_blame_t *b, plait_result_t rc, int in_transport,
+                                   uint64_t lists_run);
 
 /* Rank 0: rank's failure report (its error code and message) noted for the
  * round; returns the error it stands for until the round has judged it

@@ -93,3 +93,27 @@ plait_result_t plait_cache_resolve(const plait_cache_t *c, int rank, const plait
   *meta = &s->meta;
   return PLAIT_SUCCESS;
 }
+
+plait_result_t plait_cache_resolve_responses(plait_cache_t *c, plait_namemap_t *local,
+                                             plait_response_list_t *l) {
+  for (uint32_t i = 0; i < l->n; i++)
+    for (uint32_t j = 0; j < l->r[i].n; j++) {
+      plait_resp_entry_t *e = &l->r[i].e[j];
+      if (e->cache_id >= 0) {
+        const plait_cache_slot_t *s = plait_cache_get(c, e->cache_id);
+        if (!s) return plait_error(PLAIT_ERR_PROTOCOL, "rank 0 used response cache id %d, which "
+                                   "was never assigned", e->cache_id);
+        e->name = s->name; /* the cache outlives the list: no copy */
+        e->name_borrowed = 1;
+      }
+      if (e->assign_id >= 0) {
+        char key[PLAIT_OP_KEY_MAX];
+        plait_entry_t *mine = plait_namemap_get(local, plait_op_key(key, l->r[i].pset, e->name));
+        const plait_meta_t *m = mine ? &mine->meta : e->has_meta ? &e->meta : NULL;
+        if (!m)
+          return plait_error(PLAIT_ERR_PROTOCOL, "rank 0 cached '%s' without metadata", e->name);
+        PLAIT_CHECK(plait_cache_put(c, e->assign_id, e->name, m));
+      }
+    }
+  return PLAIT_SUCCESS;
+}

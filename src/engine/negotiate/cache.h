@@ -44,6 +44,14 @@ const plait_cache_slot_t *plait_cache_get(const plait_cache_t *c, int id);
 plait_result_t plait_cache_resolve(const plait_cache_t *c, int rank, const plait_request_t *q,
                                    const char **name, const plait_meta_t **meta);
 
+/* Rank > 0, a list from rank 0: entries sent by cache id get the slot's
+ * name (borrowed: the cache outlives the list), and the ids rank 0 assigned
+ * are recorded with the metadata of this rank's entry of that name (local,
+ * keyed by plait_op_key) or the list's. PLAIT_ERR_PROTOCOL for an id never
+ * assigned or an id assigned without metadata. */
+plait_result_t plait_cache_resolve_responses(plait_cache_t *c, plait_namemap_t *local,
+                                             plait_response_list_t *l);
+
 /* 1 when every field of a and b is equal. */
 int plait_meta_equal(const plait_meta_t *a, const plait_meta_t *b);
 
