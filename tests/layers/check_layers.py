@@ -26,8 +26,14 @@ Inside engine/ (docs/coordinator.md, "The engine's files: a hall and its wings")
         submit    -> observe
         transport, observe -> (no wing)
 
-Layers above the engine (api/) may include any engine header. Anything else
-is reported with file:line, and the exit status is 1.
+Layers above the engine (api/) may include any engine header.
+
+Calls point down too: util/, control/ and engine/ never call a function that
+api/ defines (PLAIT_API ... name( at a line's start in api/*.c), although
+include/plait/plait.h declares it (the engine takes dtype names and sizes
+from the inlines of plait/dtypes.h, not from api/types.c). Comments and
+strings are not read. Anything else is reported with file:line, and the exit
+status is 1.
 
     check_layers.py SRC_DIR     check a tree (the ctest 'layers')
     check_layers.py --self-test check that the checker catches violations
@@ -54,6 +60,9 @@ WINGS = {
 # the one hall header a wing may include: the engine object
 HALL_SEEN = "engine/engine.h"
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+API_DEF = re.compile(r'^PLAIT_API\b[^(;]*?\b([A-Za-z_]\w*)\s*\(', re.M)
+# comments, string and character literals: blanked, newlines kept
+NOT_CODE = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
 
 
 def violations(src):
@@ -80,6 +89,34 @@ def violations(src):
                             if why:
                                 found.append('%s:%d: #include "%s": %s' % (
                                     rel, lineno, m.group(1), why))
+    return found + upward_calls(src)
+
+
+def upward_calls(src):
+    """Calls from util/, control/ or engine/ to a function api/ defines."""
+    api = os.path.join(src, "api")
+    names = set()
+    if os.path.isdir(api):
+        for name in sorted(os.listdir(api)):
+            if name.endswith(".c"):
+                with open(os.path.join(api, name), encoding="utf-8", errors="replace") as f:
+                    names.update(API_DEF.findall(f.read()))
+    if not names:
+        return []
+    call = re.compile(r'\b(%s)\s*\(' % "|".join(sorted(names)))
+    found = []
+    for folder in ("util", "control", "engine"):
+        for dirpath, _, files in os.walk(os.path.join(src, folder)):
+            for name in sorted(files):
+                if not name.endswith((".c", ".h")):
+                    continue
+                path = os.path.join(dirpath, name)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    code = NOT_CODE.sub(lambda m: "\n" * m.group(0).count("\n"), f.read())
+                for lineno, line in enumerate(code.split("\n"), 1):
+                    for m in call.finditer(line):
+                        found.append("%s:%d: calls %s(), a function of api/ (a higher layer)" % (
+                            os.path.relpath(path, src), lineno, m.group(1)))
     return found
 
 
@@ -173,12 +210,25 @@ def self_test():
 
         ("bench/a.c", '#include "../util/half.h"\n#include "bench.h"\n', False),
     ]
+    types = ("api/types.c", "PLAIT_API size_t plait_dtype_size(plait_dtype_t dtype) {\n"
+             "  return plait_dtype_size_inline(dtype);\n}\n")
+    cases += [  # calls up into api/: (files, bad)
+        ([types, ("engine/execute/a.c", "size_t b = 2 * plait_dtype_size(t);\n")], True),
+        ([types, ("util/a.h", "#define SZ(t) plait_dtype_size (t)\n")], True),
+        ([types, ("engine/submit/a.c", "size_t b = plait_dtype_size_inline(t);\n"
+                                       "/* not plait_dtype_size(t) */ // plait_dtype_size(t)\n"
+                                       "const char *s = \"plait_dtype_size(t)\";\n")], False),
+        ([types, ("api/b.c", "size_t b = plait_dtype_size(t);\n")], False),
+    ]
     failures = 0
-    for rel, text, bad in cases:
+    for case in cases:
+        files, bad = (case[0], case[1]) if len(case) == 2 else ([case[:2]], case[2])
+        rel, text = files[-1]
         with tempfile.TemporaryDirectory() as root:
-            os.makedirs(os.path.join(root, os.path.dirname(rel)))
-            with open(os.path.join(root, rel), "w") as f:
-                f.write(text)
+            for frel, ftext in files:
+                os.makedirs(os.path.join(root, os.path.dirname(frel)), exist_ok=True)
+                with open(os.path.join(root, frel), "w") as f:
+                    f.write(ftext)
             got = bool(violations(root))
             if got != bad:
                 failures += 1
@@ -197,9 +247,10 @@ def main(argv):
     found = violations(argv[1])
     for v in found:
         print(v)
-    print("layers: %d include(s) against the layering of src/" % len(found) if found
+    print("layers: %d include(s), place(s) or call(s) against the layering of src/" % len(found)
+          if found
           else "layers: every include of src/ points down (api -> engine -> control -> util), "
-          "and every wing of engine/ includes only the wings below it")
+          "and every wing of engine/ includes only the wings below it; no call up into api/")
     return 1 if found else 0
 
 
