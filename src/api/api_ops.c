@@ -9,11 +9,11 @@
 #include "api/current.h"
 #include "api/struct_size.h"
 #include "util/error.h"
-#include "engine/handle.h"
-#include "engine/process_set.h"
+#include "engine/submit/handle.h"
+#include "engine/transport/process_set.h"
 #include "util/clock.h"
 #include "plait/transport.h"
-#include "engine/timeline.h"
+#include "engine/observe/timeline.h"
 
 #define BAD(...) plait_error(PLAIT_ERR_INVALID_ARGUMENT, __VA_ARGS__)
 

@@ -7,8 +7,8 @@
 
 #include "api/current.h"
 #include "api/process_set_api.h"
-#include "engine/handle.h"
-#include "engine/process_set.h"
+#include "engine/submit/handle.h"
+#include "engine/transport/process_set.h"
 #include "util/error.h"
 #include "util/clock.h"
 

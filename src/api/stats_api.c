@@ -1,5 +1,5 @@
 /* The public statistics calls: plait_stats and plait_stats_reset
- * (include/plait/plait.h) over the engine's counters (engine/stats.h). */
+ * (include/plait/plait.h) over the engine's counters (engine/observe/stats.h). */
 #include <string.h>
 
 #include "api/current.h"

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "util/error.h"
 #include "util/log.h"
@@ -93,6 +94,31 @@ plait_result_t plait_control_send(plait_control_t *c, int peer, const plait_writ
     return plait_control_fail(c, io_error(io, who, "sending to it"));
   }
   return PLAIT_SUCCESS;
+}
+
+/* One heartbeat to fd: all of it, or nothing when the buffer is full. */
+static void heartbeat_to(int fd, const plait_writer_t *w) {
+  ssize_t n = send(fd, w->data, w->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n > 0 && (size_t)n < w->len) /* rare: finish the frame, briefly */
+    plait_net_write_full(fd, w->data + n, w->len - (size_t)n, plait_now() + 1.0);
+}
+
+int plait_control_send_heartbeat(plait_control_t *c) {
+  if (c->failed || !c->fds) return 0;
+  plait_writer_t w = {0};
+  plait_wr_begin(&w, PLAIT_MSG_ALIVE);
+  if (plait_wr_end(&w) != PLAIT_SUCCESS) {
+    plait_wr_free(&w);
+    return 0;
+  }
+  if (c->rank == 0) {
+    for (int r = 1; r < c->size; r++)
+      if (c->fds[r] >= 0) heartbeat_to(c->fds[r], &w);
+  } else if (c->fds[0] >= 0) {
+    heartbeat_to(c->fds[0], &w);
+  }
+  plait_wr_free(&w);
+  return 1;
 }
 
 /* Turns an ABORT frame into the error it carries. */

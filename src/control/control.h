@@ -6,8 +6,9 @@
  * any rank fails at once with the same error.
  *
  * Not thread-safe: one thread uses a control plane at a time (the engine's
- * liveness thread writes heartbeats only while the coordinator thread has
- * handed it the connections; see engine/liveness.h).
+ * liveness thread sends heartbeats, plait_control_send_heartbeat, only while
+ * the coordinator thread has handed it the connections; see
+ * engine/health/liveness.h).
  */
 #ifndef PLAIT_CONTROL_H
 #define PLAIT_CONTROL_H
@@ -89,6 +90,15 @@ plait_result_t plait_control_recv_any(plait_control_t *c, int peer, double deadl
                                       const char *who, plait_frame_t *out);
 plait_result_t plait_control_send_by(plait_control_t *c, int peer, const plait_writer_t *w,
                                      double deadline);
+
+/* One heartbeat (PLAIT_MSG_ALIVE, no payload) to each connection of this
+ * rank (rank 0: every rank; others: rank 0), for the engine's liveness thread
+ * while the coordinator thread does not use the control plane. Never blocks
+ * on a full socket buffer: a peer whose buffer cannot take the frame at once
+ * is skipped (a frame begun is finished within 1 s). Returns 1 when the
+ * heartbeat went out, 0 when the control plane failed or has no connections,
+ * or the frame could not be made. */
+int plait_control_send_heartbeat(plait_control_t *c);
 
 void plait_frame_free(plait_frame_t *f);
 void plait_control_close(plait_control_t *c);

@@ -84,7 +84,7 @@ plait_result_t plait_msg_decode_boot_result(const uint8_t *p, size_t n,
 /* Decodes a whole frame (header and payload, len bytes) of any control-plane
  * type. The negotiation payloads (PLAIT_MSG_REQUESTS, PLAIT_MSG_RESPONSES)
  * are the engine's: this refuses them (PLAIT_ERR_PROTOCOL saying so), and
- * plait_neg_decode_frame (engine/negotiation_msgs.h) decodes a frame of any
+ * plait_neg_decode_frame (engine/negotiate/messages.h) decodes a frame of any
  * type, the entry point for fuzzing. */
 plait_result_t plait_msg_decode_frame(const uint8_t *frame, size_t len);
 

@@ -12,26 +12,27 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/announce.h"
-#include "engine/blame.h"
-#include "engine/cache.h"
+#include "engine/negotiate/announce.h"
+#include "engine/health/blame.h"
+#include "engine/negotiate/cache.h"
 #include "engine/engine.h"
 #include "util/error.h"
-#include "engine/execute.h"
-#include "engine/handle.h"
-#include "engine/list_settings.h"
-#include "engine/liveness.h"
+#include "engine/execute/execute.h"
+#include "engine/submit/handle.h"
+#include "engine/tune/list_settings.h"
+#include "engine/health/liveness.h"
+#include "engine/health/silence.h"
 #include "util/affinity.h"
 #include "util/log.h"
 #include "util/thread_slice.h"
 #include "util/waitset.h"
 #include "control/messages.h"
-#include "engine/negotiate.h"
-#include "engine/pending.h"
+#include "engine/negotiate/negotiate.h"
+#include "engine/execute/pending.h"
 #include "util/clock.h"
-#include "engine/stats.h"
-#include "engine/table.h"
-#include "engine/timeline.h"
+#include "engine/observe/stats.h"
+#include "engine/submit/table.h"
+#include "engine/observe/timeline.h"
 #include "util/spin.h"
 
 struct plait_coord {
@@ -52,9 +53,7 @@ struct plait_coord {
   double shutdown_sent_at;
   struct pollfd *pfd;
   plait_waitset_t waitset; /* rank 0: one socket per rank, waited on with epoll */
-  /* liveness: when this rank last sent, and last heard from each rank */
-  double last_sent;
-  double *last_heard; /* rank 0: per rank; others: [0] is rank 0 */
+  plait_silence_t silence; /* when this rank last sent, and last heard from each */
   uint64_t lists_run;    /* response lists run so far (peers send it as acked) */
   int transport_failed; /* the failure came from running a collective */
   plait_blame_t blame;  /* after a collective failed: who is to blame (blame.h) */
@@ -89,60 +88,11 @@ plait_result_t plait_coord_submit(plait_coord_t *c, plait_entry_t **entries, int
 }
 
 static void count_sent(plait_coord_t *c, const plait_writer_t *w, int copies) {
-  c->last_sent = plait_now();
+  plait_silence_sent(&c->silence);
   plait_stats_t *s = plait_stats_lock(&c->e->stats);
   s->control_messages += (uint64_t)copies;
   s->control_bytes += (uint64_t)copies * w->len;
   plait_stats_unlock(&c->e->stats);
-}
-
-typedef struct {
-  plait_entry_t **out;
-  size_t *k;
-} collect_t;
-
-static void collect_entry(const char *key, void *value, void *arg) {
-  (void)key;
-  collect_t *c = arg;
-  c->out[(*c->k)++] = value;
-}
-
-/* What an operation still pending when coordination ended says: the rank
- * whose plait_shutdown ended it, when known, else msg. */
-static void pending_message(plait_coord_t *c, char *out, size_t len, const char *name,
-                            const char *msg) {
-  if (c->ended_by >= 0)
-    snprintf(out, len, "'%s' was pending: rank %d shut down (plait_shutdown) before every rank "
-             "submitted it", name, c->ended_by);
-  else
-    snprintf(out, len, "%s", msg);
-}
-
-/* Every entry still waiting fails with rc; later submissions too. */
-static void fail_everything(plait_coord_t *c, plait_result_t rc, const char *msg) {
-  plait_table_close(&c->table, rc, msg);
-  for (plait_entry_t *e = plait_table_drain(&c->table); e;) {
-    plait_entry_t *next = e->next;
-    char key[PLAIT_OP_KEY_MAX];
-    plait_namemap_put(&c->local, plait_op_key(key, e->meta.pset, e->name), e);
-    e = next;
-  }
-  size_t n = c->local.count, k = 0;
-  plait_entry_t **all = n ? malloc(sizeof *all * n) : NULL;
-  if (all) plait_namemap_each(&c->local, collect_entry, &(collect_t){all, &k});
-  char why[PLAIT_WIRE_MAX_STRING + 256];
-  for (size_t i = 0; i < k; i++) {
-    pending_message(c, why, sizeof why, all[i]->name, msg);
-    plait_exec_finish(&c->exec, all[i], rc, why);
-  }
-  free(all);
-  while (c->local.count) { /* only if the snapshot could not be allocated */
-    plait_entry_t *first = NULL;
-    for (size_t b = 0; b < c->local.nbuckets && !first; b++)
-      if (c->local.buckets[b]) first = c->local.buckets[b]->value;
-    pending_message(c, why, sizeof why, first->name, msg);
-    plait_exec_finish(&c->exec, first, rc, why);
-  }
 }
 
 /* Drains new submissions into the local map and the request list. */
@@ -225,54 +175,8 @@ static void add_negotiation_time(plait_coord_t *c, double s) {
   plait_stats_unlock(&c->e->stats);
 }
 
-/* A rank that has sent nothing for a quarter of PLAIT_TIMEOUT_S sends an
- * empty message, so silence longer than the timeout means a lost rank. The
- * rate is one small message per PLAIT_TIMEOUT_S / 4 (15 s by default). */
-static int heartbeat_due(plait_coord_t *c) {
-  return c->size > 1 && plait_now() - c->last_sent >= c->cfg->timeout_s / 4;
-}
-
-/* A rank silent past PLAIT_TIMEOUT_S is lost: rank 0 checks every rank, the
- * others rank 0. A live rank is never silent that long: its coordinator
- * thread sends every PLAIT_TIMEOUT_S / 4, and while it is away from its loop
- * (collectives, callbacks, blame rounds) the liveness thread sends for it. */
-static plait_result_t check_silence(plait_coord_t *c) {
-  double now = plait_now();
-  if (c->rank == 0) {
-    for (int r = 1; r < c->size; r++)
-      if (now - c->last_heard[r] > c->cfg->timeout_s)
-        return plait_error(PLAIT_ERR_PEER_LOST, "rank %d was lost: silent for %.1f s "
-                           "(PLAIT_TIMEOUT_S=%g)", r, now - c->last_heard[r], c->cfg->timeout_s);
-  } else if (c->size > 1 && now - c->last_heard[0] > c->cfg->timeout_s) {
-    return plait_error(PLAIT_ERR_PEER_LOST, "rank 0 was lost: silent for %.1f s "
-                       "(PLAIT_TIMEOUT_S=%g)", now - c->last_heard[0], c->cfg->timeout_s);
-  }
-  return PLAIT_SUCCESS;
-}
-
-/* A peer records the cache ids rank 0 assigned and names entries sent by id. */
-static plait_result_t peer_resolve(plait_coord_t *c, plait_response_list_t *l) {
-  for (uint32_t i = 0; i < l->n; i++)
-    for (uint32_t j = 0; j < l->r[i].n; j++) {
-      plait_resp_entry_t *e = &l->r[i].e[j];
-      if (e->cache_id >= 0) {
-        const plait_cache_slot_t *s = plait_cache_get(&c->cache, e->cache_id);
-        if (!s) return plait_error(PLAIT_ERR_PROTOCOL, "rank 0 used response cache id %d, which "
-                                   "was never assigned", e->cache_id);
-        e->name = s->name; /* the cache outlives the list: no copy */
-        e->name_borrowed = 1;
-      }
-      if (e->assign_id >= 0) {
-        char key[PLAIT_OP_KEY_MAX];
-        plait_entry_t *mine =
-            plait_namemap_get(&c->local, plait_op_key(key, l->r[i].pset, e->name));
-        const plait_meta_t *m = mine ? &mine->meta : e->has_meta ? &e->meta : NULL;
-        if (!m) return plait_error(PLAIT_ERR_PROTOCOL, "rank 0 cached '%s' without metadata", e->name);
-        PLAIT_CHECK(plait_cache_put(&c->cache, e->assign_id, e->name, m));
-      }
-    }
-  return PLAIT_SUCCESS;
-}
+/* Whether this rank must send now, a heartbeat if nothing else (silence.h). */
+static int heartbeat_due(plait_coord_t *c) { return plait_silence_beat_due(&c->silence); }
 
 /* Rank > 0: announce what is new, run what rank 0 decided. */
 static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int *busy) {
@@ -308,7 +212,7 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int *
   while (readable) {
     plait_frame_t f;
     PLAIT_CHECK(plait_control_recv_polled(c->ctrl, 0, PLAIT_MSG_RESPONSES, &f));
-    c->last_heard[0] = plait_now();
+    plait_silence_heard(&c->silence, 0, plait_now());
     if (f.type == PLAIT_MSG_ALIVE) { /* rank 0 is away; it may be asking who is here */
       c->answer_alive = 1;
       readable = plait_control_readable(c->ctrl, 0);
@@ -318,7 +222,7 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int *
     plait_result_t rc = plait_responses_decode(f.payload, f.length, &l);
     plait_frame_free(&f);
     if (rc) return plait_error_context(rc, "from rank 0");
-    rc = peer_resolve(c, &l);
+    rc = plait_cache_resolve_responses(&c->cache, &c->local, &l);
     if (l.flags & PLAIT_RESP_TUNING) { /* this list and the next run with rank 0's settings */
       plait_ls_receive(&c->lists, &l);
       if (rc == PLAIT_SUCCESS) rc = apply_tuning(c);
@@ -328,7 +232,8 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int *
     if (rc == PLAIT_SUCCESS) rc = run_list(c, &l);
     plait_announce_ran(&c->ann, &l);
     c->lists_run++;
-    c->last_heard[0] = t0 = plait_now(); /* rank 0 was in those collectives too */
+    t0 = plait_now();
+    plait_silence_heard(&c->silence, 0, t0); /* rank 0 was in those collectives too */
     int done = (l.flags & PLAIT_RESP_SHUTDOWN) != 0;
     if (done) PLAIT_DEBUG("coord", "rank %d ended coordination", l.shutdown_rank);
     plait_responses_free(&l);
@@ -372,7 +277,7 @@ static plait_result_t root_receive(plait_coord_t *c, int rank, int *busy) {
   for (;;) {
     plait_frame_t f;
     PLAIT_CHECK(plait_control_recv_polled(c->ctrl, rank, PLAIT_MSG_REQUESTS, &f));
-    c->last_heard[rank] = plait_now();
+    plait_silence_heard(&c->silence, rank, plait_now());
     if (f.type == PLAIT_MSG_ALIVE) {
       if (!plait_control_readable(c->ctrl, rank)) return PLAIT_SUCCESS;
       continue;
@@ -435,9 +340,7 @@ static plait_result_t root_cycle(plait_coord_t *c, int woke, int *busy) {
   add_negotiation_time(c, plait_now() - t0);
   if (rc == PLAIT_SUCCESS && (any || done)) {
     rc = run_list(c, &l);
-    /* everyone was busy in those collectives: silence meanwhile is not loss */
-    for (int r = 1; r < c->size; r++)
-      if (c->last_heard[r] < plait_now()) c->last_heard[r] = plait_now();
+    plait_silence_all_busy(&c->silence); /* everyone was in those collectives */
   }
   plait_responses_free(&l);
   PLAIT_CHECK(rc);
@@ -518,30 +421,12 @@ static plait_result_t cycle(plait_coord_t *c) {
   plait_stats_unlock(&c->e->stats);
   if (busy) plait_tl_mark_cycle(c->e->timeline);
   if (busy) c->last_busy = plait_now();
-  if (rc == PLAIT_SUCCESS) rc = check_silence(c);
+  if (rc == PLAIT_SUCCESS) rc = plait_silence_check(&c->silence);
   if (rc == PLAIT_SUCCESS && c->sent_shutdown &&
       plait_now() - c->shutdown_sent_at > 2 * c->cfg->timeout_s + 1)
     rc = plait_error(PLAIT_ERR_PEER_LOST, "rank 0 was lost: it did not end coordination within "
                      "%g s of this rank's shutdown", 2 * c->cfg->timeout_s + 1);
   return rc;
-}
-
-/* The liveness thread's heartbeat period (blame.h). */
-static double live_period_s(const plait_coord_t *c) {
-  return plait_blame_live_period_s(c->cfg->timeout_s);
-}
-
-/* After a collective failed: the verdict of a blame round (blame.h). */
-static plait_result_t blame(plait_coord_t *c, plait_result_t rc) {
-  plait_blame_t *b = &c->blame;
-  b->ctrl = c->ctrl;
-  b->live = &c->live;
-  b->rank = c->rank;
-  b->size = c->size;
-  b->timeout_s = c->cfg->timeout_s;
-  b->pfd = c->pfd;
-  b->lists_run = c->lists_run;
-  return c->rank == 0 ? plait_blame_root(b, rc) : plait_blame_peer(b, rc);
 }
 
 /* The coordinator thread asks for short turns on the CPU (util/thread_slice.h):
@@ -564,20 +449,20 @@ static void *coordinator_main(void *arg) {
     plait_result_t rc = cycle(c);
     if (rc == CYCLE_DONE) break;
     if (rc != PLAIT_SUCCESS) {
-      if (c->transport_failed && c->size > 1) rc = blame(c, rc);
+      rc = plait_blame_verdict(&c->blame, rc, c->transport_failed, c->lists_run); /* blame.h */
       char msg[2048];
       snprintf(msg, sizeof msg, "%s", plait_last_error());
       plait_table_close(&c->table, rc, msg); /* refuse new work before completing any */
       plait_control_fail(c->ctrl, plait_error(rc, "%s", msg)); /* rank 0 tells the others */
       PLAIT_ERROR("coord", "the job failed: %s", msg);
       plait_exec_settle(&c->exec, rc, msg); /* interrupt, then outstanding device work fails */
-      fail_everything(c, rc, msg);
+      plait_exec_fail_all(&c->exec, rc, msg, c->ended_by);
       return NULL;
     }
   }
   plait_exec_settle(&c->exec, PLAIT_SUCCESS, "plait was shut down"); /* device work finishes */
-  fail_everything(c, PLAIT_ERR_SHUTDOWN,
-                  "plait was shut down (plait_shutdown) on this or another rank");
+  plait_exec_fail_all(&c->exec, PLAIT_ERR_SHUTDOWN,
+                     "plait was shut down (plait_shutdown) on this or another rank", c->ended_by);
   return NULL;
 }
 
@@ -595,11 +480,10 @@ static plait_result_t coord_alloc(plait_coord_t *c) {
   if (c->rank == 0) PLAIT_CHECK(plait_neg_init(&c->neg, c->size, c->cfg, &c->cache));
   c->neg.psets = c->e->psets;
   c->neg.device_solo = !PLAIT_TRANSPORT_HAS(c->t, batch_copy); /* nothing else fills the buffer */
-  if (!(c->last_heard = calloc((size_t)c->size, sizeof *c->last_heard)) ||
-      !(c->pfd = calloc((size_t)c->size + 1, sizeof *c->pfd)))
+  if (!(c->pfd = calloc((size_t)c->size + 1, sizeof *c->pfd)))
     return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory starting the coordinator");
-  for (int r = 0; r < c->size; r++) c->last_heard[r] = plait_now();
-  c->last_sent = plait_now();
+  PLAIT_CHECK(plait_silence_init(&c->silence, c->rank, c->size, c->cfg->timeout_s));
+  plait_blame_init(&c->blame, c->ctrl, &c->live, c->rank, c->size, c->cfg->timeout_s, c->pfd);
   plait_announce_init(&c->ann);
   return PLAIT_SUCCESS;
 }
@@ -627,7 +511,8 @@ plait_result_t plait_coord_start(plait_engine_t *e, plait_coord_t **out) {
   plait_ls_init(&c->lists, c->cfg, c->rank);
   plait_result_t rc = apply_tuning(c); /* a tuner that cannot start fails plait_init */
   if (rc == PLAIT_SUCCESS) rc = coord_alloc(c);
-  if (rc == PLAIT_SUCCESS && c->size > 1) rc = plait_live_start(&c->live, c->ctrl, live_period_s(c));
+  if (rc == PLAIT_SUCCESS && c->size > 1) /* heartbeats while away (liveness.h) */
+    rc = plait_live_start(&c->live, c->ctrl, plait_blame_live_period_s(c->cfg->timeout_s));
   if (rc == PLAIT_SUCCESS) /* on PLAIT_THREAD_AFFINITY's CPU, when it gives one */
     rc = plait_thread_start(&c->thread, coordinator_main, c, "plait-coord", e->coord_cpu);
   if (rc) {
@@ -651,7 +536,7 @@ void plait_coord_stop(plait_coord_t *c) {
   c->started = 0;
   plait_table_close(&c->table, PLAIT_ERR_NOT_INITIALIZED,
                     "plait is not initialized (it was shut down)");
-  fail_everything(c, PLAIT_ERR_SHUTDOWN, "plait was shut down");
+  plait_exec_fail_all(&c->exec, PLAIT_ERR_SHUTDOWN, "plait was shut down", c->ended_by);
   plait_exec_free(&c->exec); /* transport memory: before the transport goes */
 }
 
@@ -666,7 +551,7 @@ void plait_coord_free(plait_coord_t *c) {
   plait_table_destroy(&c->table);
   pthread_mutex_destroy(&c->table.mu);
   free(c->pfd);
-  free(c->last_heard);
+  plait_silence_free(&c->silence);
   plait_waitset_free(&c->waitset);
   free(c);
 }

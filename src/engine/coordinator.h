@@ -9,7 +9,7 @@
 #ifndef PLAIT_COORDINATOR_H
 #define PLAIT_COORDINATOR_H
 
-#include "engine/entry.h"
+#include "engine/submit/entry.h"
 
 typedef struct plait_engine plait_engine_t;
 typedef struct plait_coord plait_coord_t;

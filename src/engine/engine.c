@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 #include "engine/coordinator.h"
-#include "engine/process_set.h"
-#include "engine/transport_choice.h"
-#include "engine/transport_defaults.h"
+#include "engine/transport/process_set.h"
+#include "engine/transport/transport_choice.h"
+#include "engine/transport/transport_defaults.h"
 #include "util/affinity.h"
 #include "util/error.h"
 #include "util/log.h"

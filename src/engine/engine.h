@@ -28,11 +28,11 @@
 #include "control/bootstrap.h"
 #include "control/control.h"
 #include "control/topology.h"
-#include "engine/entry.h"
-#include "engine/plugin.h"
-#include "engine/stats.h"
-#include "engine/timeline.h"
-#include "engine/tunables.h"
+#include "engine/submit/entry.h"
+#include "engine/transport/plugin.h"
+#include "engine/observe/stats.h"
+#include "engine/observe/timeline.h"
+#include "engine/tune/tunables.h"
 #include "util/config.h"
 
 typedef struct plait_coord plait_coord_t;

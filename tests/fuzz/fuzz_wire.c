@@ -12,7 +12,7 @@
  */
 #include "control/messages.h"
 #include "control/wire.h"
-#include "engine/negotiation_msgs.h"
+#include "engine/negotiate/messages.h"
 
 #include <stddef.h>
 #include <stdint.h>

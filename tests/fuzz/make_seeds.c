@@ -8,7 +8,7 @@
  *   fuzz_make_seeds <corpus-dir>
  */
 #include "control/messages.h"
-#include "engine/negotiation_msgs.h"
+#include "engine/negotiate/messages.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * Deadlocks across real ranks on loopback (engine/deadlock.h): ranks whose
+ * Deadlocks across real ranks on loopback (engine/negotiate/deadlock.h): ranks whose
  * submissions drifted apart (rank 0 waits on 'alltoall.noname.110', rank 1
  * on 'alltoall.noname.111', as after an automatic name consumed on one rank
  * only) fail on every rank with PLAIT_ERR_STALLED once nothing moved for

@@ -1,6 +1,6 @@
 /*
  * Tests of what a rank > 0 holds back before announcing it
- * (src/engine/announce.c): cached allreduces wait for the rest of the burst
+ * (src/engine/negotiate/announce.c): cached allreduces wait for the rest of the burst
  * they last ran in, at most hold_s from the first held, within the fusion
  * threshold; anything else goes at once and takes what was held with it.
  */
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/announce.h"
-#include "engine/entry.h"
+#include "engine/negotiate/announce.h"
+#include "engine/submit/entry.h"
 
 #define HOLD 0.5
 #define THRESHOLD (64u << 20)

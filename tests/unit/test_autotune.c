@@ -1,5 +1,5 @@
 /*
- * Tests of the autotuner (src/engine/autotune.c) on synthetic traffic: a cost
+ * Tests of the autotuner (src/engine/tune/autotune.c) on synthetic traffic: a cost
  * model whose best setting is known gives each response list its duration,
  * on a synthetic clock (the tuner reads no clock), so nothing here depends on
  * the speed or load of the machine.
@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "autotune_csv.h"
-#include "engine/autotune.h"
+#include "engine/tune/autotune.h"
 
 #define MiB (1ull << 20)
 

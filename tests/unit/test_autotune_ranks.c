@@ -1,5 +1,5 @@
 /*
- * Autotuning across ranks (src/engine/list_settings.c): rank 0 decides and
+ * Autotuning across ranks (src/engine/tune/list_settings.c): rank 0 decides and
  * its settings travel with the response lists, so every rank runs every list
  * with the same settings (plait_stats.settings_digest, a digest of the
  * settings of every list run, is equal on every rank); turning it off returns
@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "autotune_csv.h"
-#include "engine/list_settings.h"
+#include "engine/tune/list_settings.h"
 
 #include "engines.h"
 #include "plait/plait.h"

@@ -1,12 +1,12 @@
 /*
- * Tests of the burst record (src/engine/burst.c): which cached operations
+ * Tests of the burst record (src/engine/negotiate/burst.c): which cached operations
  * ran in the same response list last time, and whether a set of ready ones
  * still misses one of those companions.
  */
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "engine/burst.h"
+#include "engine/negotiate/burst.h"
 
 static plait_bursts_t B;
 

@@ -1,7 +1,7 @@
 /*
- * Tests of the response cache (src/engine/cache.c) directly (plait_cache_*)
+ * Tests of the response cache (src/engine/negotiate/cache.c) directly (plait_cache_*)
  * and of the id sets that stand for cached tensors on the wire (a list of
- * ids or a bit-vector, src/engine/negotiation_msgs.c): ids given in order
+ * ids or a bit-vector, src/engine/negotiate/messages.c): ids given in order
  * and never reused, exact-metadata lookups, eligibility, a full cache, and
  * random id sets (fixed seed, printed on failure) that must come back from
  * the requests and responses messages as the same ids, in ascending order,
@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "control/wire.h"
-#include "engine/cache.h"
-#include "engine/negotiation_msgs.h"
+#include "engine/negotiate/cache.h"
+#include "engine/negotiate/messages.h"
 
 #define SEED 0xCAC4Eu
 
@@ -243,5 +243,46 @@ Test(cache, requests_resolve_by_name_or_by_id) {
   cr_expect_eq(plait_cache_resolve(&C, 2, &unknown, &name, &meta), PLAIT_ERR_PROTOCOL);
   cr_expect(strstr(plait_last_error(), "rank 2") && strstr(plait_last_error(), "id 3"), "%s",
             plait_last_error());
+  plait_cache_free(&C);
+}
+
+/* A peer's list from rank 0 (plait_cache_resolve_responses): ids become the
+ * slot's name, borrowed; an assigned id is recorded with this rank's own
+ * metadata of that name, else the list's; an unknown id or an assignment
+ * without metadata is a protocol error. */
+Test(cache, a_peer_resolves_a_response_list) {
+  cr_assert_eq(plait_cache_init(&C, 4), PLAIT_SUCCESS);
+  plait_namemap_t local;
+  cr_assert_eq(plait_namemap_init(&local), 0);
+  plait_meta_t m8 = f32(8), m5 = f32(5);
+  cr_assert_eq(plait_cache_put(&C, 0, "w", &m8), PLAIT_SUCCESS);
+  plait_entry_t mine;
+  memset(&mine, 0, sizeof mine);
+  mine.meta = f32(6);
+  char key[PLAIT_OP_KEY_MAX];
+  cr_assert_eq(plait_namemap_put(&local, plait_op_key(key, 0, "x"), &mine), 0);
+  plait_resp_entry_t e[3] = {
+      {NULL, 0, -1, 0, {0}, 0},         /* by id 0 */
+      {"x", -1, 1, 1, m5, 0},           /* assigned 1: this rank's metadata wins */
+      {"y", -1, 2, 1, m5, 0},           /* assigned 2: the list's metadata */
+  };
+  plait_response_t r = {PLAIT_COLL_ALLREDUCE, 0, NULL, 3, e, NULL, 0, -1, 0};
+  plait_response_list_t l = {0, -1, 1, &r, {0}};
+  cr_assert_eq(plait_cache_resolve_responses(&C, &local, &l), PLAIT_SUCCESS, "%s",
+               plait_last_error());
+  cr_expect_str_eq(e[0].name, "w");
+  cr_expect(e[0].name_borrowed);
+  cr_expect_eq(plait_cache_get(&C, 1)->meta.shape[0], 6);
+  cr_expect_eq(plait_cache_get(&C, 2)->meta.shape[0], 5);
+  plait_resp_entry_t unknown = {NULL, 3, -1, 0, {0}, 0};
+  r = (plait_response_t){PLAIT_COLL_ALLREDUCE, 0, NULL, 1, &unknown, NULL, 0, -1, 0};
+  cr_expect_eq(plait_cache_resolve_responses(&C, &local, &l), PLAIT_ERR_PROTOCOL);
+  cr_expect(strstr(plait_last_error(), "cache id 3, which was never assigned"), "%s",
+            plait_last_error());
+  plait_resp_entry_t bare = {"z", -1, 3, 0, {0}, 0};
+  r.e = &bare;
+  cr_expect_eq(plait_cache_resolve_responses(&C, &local, &l), PLAIT_ERR_PROTOCOL);
+  cr_expect(strstr(plait_last_error(), "cached 'z' without metadata"), "%s", plait_last_error());
+  plait_namemap_free(&local);
   plait_cache_free(&C);
 }

@@ -1,6 +1,6 @@
 /*
- * Tests of rank 0's deadlock detection (src/engine/deadlock.c) through the
- * negotiator it is part of (src/engine/negotiate.c): announcements in with
+ * Tests of rank 0's deadlock detection (src/engine/negotiate/deadlock.c) through the
+ * negotiator it is part of (src/engine/negotiate/negotiate.c): announcements in with
  * plait_neg_add, ticks at chosen times with plait_neg_plan, failures out in
  * the response lists. No sockets, no forked ranks. PLAIT_STALL_WARN_S is 2.
  *
@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/negotiate.h"
-#include "engine/process_set.h"
+#include "engine/negotiate/negotiate.h"
+#include "engine/transport/process_set.h"
 #include "util/clock.h"
 
 #define STALL 2.0

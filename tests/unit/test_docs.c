@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/timeline.h"
+#include "engine/observe/timeline.h"
 #include "util/config_table.h"
 
 static char *slurp(const char *path) {

@@ -1,5 +1,5 @@
 /*
- * Tests of execution (src/engine/execute.c, execute_other.c) against a fake
+ * Tests of execution (src/engine/execute/execute.c, execute_other.c) against a fake
  * in-process transport: a plait_transport_t table defined here that records
  * every call (with a copy of the buffer the collective was given) and plays
  * `size` ranks that all hold this rank's data, so every result is known:
@@ -21,10 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/execute.h"
-#include "engine/fusion.h"
-#include "engine/handle.h"
-#include "engine/stats.h"
+#include "engine/execute/execute.h"
+#include "engine/negotiate/fusion.h"
+#include "engine/submit/handle.h"
+#include "engine/observe/stats.h"
 
 /* ------------------------------------------------------ fake transport */
 

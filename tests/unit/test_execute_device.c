@@ -24,11 +24,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "engine/execute.h"
-#include "engine/fusion.h"
-#include "engine/handle.h"
-#include "engine/pending.h"
-#include "engine/stats.h"
+#include "engine/execute/execute.h"
+#include "engine/negotiate/fusion.h"
+#include "engine/submit/handle.h"
+#include "engine/execute/pending.h"
+#include "engine/observe/stats.h"
 
 /* ------------------------------------------------ fake device transport */
 

@@ -1,5 +1,5 @@
 /*
- * Tests of fusion planning and the fusion-buffer layout (src/engine/fusion.c).
+ * Tests of fusion planning and the fusion-buffer layout (src/engine/negotiate/fusion.c).
  *
  * Property-style: many random item sets from a fixed seed (printed with every
  * failure, with the trial, so a failure can be replayed alone) are planned and
@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/entry.h"
-#include "engine/fusion.h"
+#include "engine/submit/entry.h"
+#include "engine/negotiate/fusion.h"
 
 #define SEED 0x5EED2026u
 #define TRIALS 3000

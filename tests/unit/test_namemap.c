@@ -1,5 +1,5 @@
 /*
- * Tests of the name map (src/engine/namemap.c), the string -> pointer map
+ * Tests of the name map (src/engine/submit/namemap.c), the string -> pointer map
  * behind the negotiator's records, groups and tombstones, the cache's index,
  * the table's in-flight set and each rank's pending entries.
  *
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/namemap.h"
+#include "engine/submit/namemap.h"
 
 #define SEED 0xA11CEu
 

@@ -1,5 +1,5 @@
 /*
- * Tests of rank 0's negotiation (src/engine/negotiate.c, responses.c),
+ * Tests of rank 0's negotiation (src/engine/negotiate/negotiate.c, responses.c),
  * called directly: announcements from any number of ranks go in with
  * plait_neg_add, response lists come out of the tick plait_neg_plan. No
  * sockets, no forked ranks.
@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "control/net.h"
-#include "engine/negotiate.h"
+#include "engine/negotiate/negotiate.h"
 
 static plait_negotiator_t N;
 static plait_cache_t C;

@@ -1,5 +1,5 @@
 /*
- * Rank 0's negotiation with process sets (src/engine/negotiate.c,
+ * Rank 0's negotiation with process sets (src/engine/negotiate/negotiate.c,
  * negotiate_pset.c, responses.c, process_set.c), called directly: a job of 4
  * ranks with set 1 = {1, 2} and set 2 = {2, 3} (made through a fake
  * transport whose subset entry records nothing), announcements in with
@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/negotiate.h"
-#include "engine/process_set.h"
+#include "engine/negotiate/negotiate.h"
+#include "engine/transport/process_set.h"
 #include "util/clock.h"
 
 static plait_negotiator_t N;

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "plait/plait.h"
-#include "engine/plugin.h"
+#include "engine/transport/plugin.h"
 #include "ranks.h"
 
 static void setup(void) {

@@ -1,5 +1,5 @@
 /*
- * Tests of the submission table (src/engine/table.c) directly
+ * Tests of the submission table (src/engine/submit/table.c) directly
  * (plait_table_*): order, all-or-nothing submission, names in flight, the
  * internal names of barrier and join, closing, the wake-up eventfd, and
  * several threads submitting at once.
@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "plait/plait.h"
-#include "engine/table.h"
+#include "engine/submit/table.h"
 
 static plait_table_t T = {.mu = PTHREAD_MUTEX_INITIALIZER};
 

@@ -1,5 +1,5 @@
 /*
- * Tests of the timeline (src/engine/timeline.h) and of plait_timeline_start/stop.
+ * Tests of the timeline (src/engine/observe/timeline.h) and of plait_timeline_start/stop.
  *
  * Every file is parsed by a strict JSON parser written below (RFC 8259: no
  * raw control characters in strings, well-formed UTF-8, nothing after the
@@ -22,7 +22,7 @@
 #include "plait/plait.h"
 #include "ranks.h"
 #include "api/current.h"
-#include "engine/timeline.h"
+#include "engine/observe/timeline.h"
 
 /* ------------------------------------------------------------------------ */
 /* A strict JSON parser                                                      */

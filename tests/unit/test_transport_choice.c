@@ -1,4 +1,4 @@
-/* The rule of PLAIT_TRANSPORT=auto (src/engine/transport_choice.c), as the
+/* The rule of PLAIT_TRANSPORT=auto (src/engine/transport/transport_choice.c), as the
  * pure function every rank applies to the same findings. The whole path, with
  * real plugins and ranks, is tests/mp/test_transport_auto.c. */
 #include <criterion/criterion.h>
@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/transport_choice.h"
+#include "engine/transport/transport_choice.h"
 
 static const char *const names[] = {"ofi", "gloo"};
 

@@ -1,10 +1,10 @@
-/* The run-time settings of an engine (src/engine/tunables.h): what may change
+/* The run-time settings of an engine (src/engine/tune/tunables.h): what may change
  * while running, strict parsing, one consistent snapshot, and the engine's
  * configuration never written. */
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "engine/tunables.h"
+#include "engine/tune/tunables.h"
 #include "plait/transport.h" /* plait_log_level_t */
 #include "ranks.h"
 #include "util/config.h"

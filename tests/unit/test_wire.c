@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "control/messages.h"
-#include "engine/negotiation_msgs.h"
+#include "engine/negotiate/messages.h"
 #include "control/wire.h"
 
 static plait_writer_t W;

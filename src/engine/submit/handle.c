@@ -1,0 +1,249 @@
+/* Operation handles: completion, waiting, callbacks, release. Each handle
+ * has its own lock and condition variable, so a handle needs no engine (it
+ * may outlive the engine that completed it) and engines share nothing. */
+#include "engine/submit/handle.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/error.h"
+
+static _Thread_local int on_coordinator;
+
+void plait_handle_mark_coordinator_thread(void) { on_coordinator = 1; }
+
+plait_handle_t *plait_handle_new(plait_coll_t coll, int n, const plait_op_options_t *opts) {
+  plait_handle_t *h = calloc(1, sizeof *h);
+  if (!h) return NULL;
+  if (pthread_mutex_init(&h->mu, NULL)) {
+    free(h);
+    return NULL;
+  }
+  /* Waits measure CLOCK_MONOTONIC, so a change of the wall clock neither
+   * stretches nor cuts a plait_wait timeout. */
+  pthread_condattr_t attr;
+  int bad = pthread_condattr_init(&attr);
+  if (!bad) {
+    bad = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) || pthread_cond_init(&h->cond, &attr);
+    pthread_condattr_destroy(&attr);
+  }
+  if (bad) {
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+    return NULL;
+  }
+  h->refs = 2;
+  h->pending = n;
+  h->coll = coll;
+  h->join_rank = -1;
+  if (opts) {
+    h->callback = opts->callback;
+    h->user_data = opts->user_data;
+  }
+  return h;
+}
+
+/* Releases h's library-owned output. */
+static void drop_owned(plait_handle_t *h) {
+  if (h->owned && h->owned_free) h->owned_free(h->owned_ctx, h->owned);
+  else free(h->owned);
+  h->owned = NULL;
+  h->owned_free = NULL;
+  h->owned_ctx = NULL;
+}
+
+/* Drops n references to h, whose lock is held; unlocks it, and frees h when
+ * none is left. */
+static void unref_unlock(plait_handle_t *h, int n) {
+  h->refs -= n;
+  int last = h->refs == 0;
+  pthread_mutex_unlock(&h->mu);
+  if (!last) return;
+  pthread_cond_destroy(&h->cond);
+  pthread_mutex_destroy(&h->mu);
+  free(h->message);
+  drop_owned(h);
+  free(h->splits);
+  free(h);
+}
+
+void plait_handle_set_output(plait_handle_t *h, const plait_tensor_t *out, void *owned,
+                             int64_t *splits, int nsplits) {
+  plait_handle_set_output_freed_by(h, out, owned, NULL, NULL, splits, nsplits);
+}
+
+void plait_handle_set_output_freed_by(plait_handle_t *h, const plait_tensor_t *out, void *owned,
+                                      void (*owned_free)(void *ctx, void *owned), void *ctx,
+                                      int64_t *splits, int nsplits) {
+  pthread_mutex_lock(&h->mu);
+  if (out) h->output = *out;
+  drop_owned(h);
+  h->owned = owned;
+  h->owned_free = owned_free;
+  h->owned_ctx = ctx;
+  free(h->splits);
+  h->splits = splits;
+  h->nsplits = nsplits;
+  pthread_mutex_unlock(&h->mu);
+}
+
+void plait_handle_finish(plait_handle_t *h, plait_result_t rc, const char *message) {
+  pthread_mutex_lock(&h->mu);
+  if (rc != PLAIT_SUCCESS && h->result == PLAIT_SUCCESS) { /* the first failure wins */
+    h->result = rc;
+    h->message = strdup(message ? message : plait_strerror(rc));
+  }
+  int last = --h->pending == 0;
+  if (last) h->done = 1;
+  plait_callback_fn cb = last ? h->callback : NULL;
+  plait_result_t result = h->result;
+  void *user = h->user_data;
+  if (last) h->refs++; /* keep h alive through the callback even if it releases h */
+  pthread_mutex_unlock(&h->mu);
+  if (!last) return;
+  /* after unlocking: a waiter woken while the lock is still held would only
+   * block again on it (one more context switch per operation) */
+  pthread_cond_broadcast(&h->cond);
+  if (cb) cb(h, result, user);
+  pthread_mutex_lock(&h->mu);
+  unref_unlock(h, 2); /* the callback's guard and the coordinator's reference */
+}
+
+void plait_handle_abandon(plait_handle_t *h) {
+  pthread_mutex_lock(&h->mu);
+  unref_unlock(h, 1);
+}
+
+#define REQUIRE_HANDLE(h)                                                      \
+  do {                                                                         \
+    if (!(h))                                                                  \
+      return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "%s: handle is NULL",     \
+                         __func__);                                            \
+  } while (0)
+
+PLAIT_API plait_result_t plait_poll(plait_handle_t *handle, int *done) {
+  REQUIRE_HANDLE(handle);
+  if (!done) return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_poll: done is NULL");
+  pthread_mutex_lock(&handle->mu);
+  *done = handle->done;
+  pthread_mutex_unlock(&handle->mu);
+  return PLAIT_SUCCESS;
+}
+
+PLAIT_API plait_result_t plait_wait(plait_handle_t *handle, double timeout_s) {
+  REQUIRE_HANDLE(handle);
+  if (isnan(timeout_s))
+    return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_wait: timeout_s is NaN");
+  if (on_coordinator && timeout_s != 0) {
+    pthread_mutex_lock(&handle->mu);
+    int done = handle->done;
+    pthread_mutex_unlock(&handle->mu);
+    if (!done)
+      return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_wait: called from a completion "
+                         "callback on an unfinished operation; it would wait forever, since only "
+                         "the thread running the callback can finish it (use plait_poll there)");
+  }
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  if (timeout_s > 0) {
+    double whole = floor(timeout_s > 1e9 ? 1e9 : timeout_s);
+    until.tv_sec += (time_t)whole;
+    until.tv_nsec += (long)((timeout_s - whole) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+  }
+  pthread_mutex_lock(&handle->mu);
+  while (!handle->done && timeout_s != 0) {
+    int rc = timeout_s < 0 ? pthread_cond_wait(&handle->cond, &handle->mu)
+                           : pthread_cond_timedwait(&handle->cond, &handle->mu, &until);
+    if (rc == ETIMEDOUT) break;
+  }
+  plait_result_t result = handle->done ? handle->result : PLAIT_ERR_TIMEOUT;
+  char msg[2048];
+  if (handle->done && handle->message) {
+    strncpy(msg, handle->message, sizeof msg - 1);
+    msg[sizeof msg - 1] = '\0';
+  }
+  pthread_mutex_unlock(&handle->mu);
+  if (result == PLAIT_ERR_TIMEOUT)
+    return plait_error(result, "plait_wait: the operation is still running after %g s",
+                       timeout_s);
+  if (result != PLAIT_SUCCESS) return plait_error(result, "%s", msg);
+  return PLAIT_SUCCESS;
+}
+
+PLAIT_API plait_result_t plait_release(plait_handle_t *handle) {
+  if (!handle) return PLAIT_SUCCESS;
+  pthread_mutex_lock(&handle->mu);
+  unref_unlock(handle, 1);
+  return PLAIT_SUCCESS;
+}
+
+/* Checks h is finished; its lock is held. */
+static plait_result_t require_done_locked(plait_handle_t *h, const char *fn) {
+  if (!h->done)
+    return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "%s: the operation has not finished", fn);
+  if (h->result != PLAIT_SUCCESS)
+    return plait_error(h->result, "%s: the operation failed: %s", fn,
+                       h->message ? h->message : plait_strerror(h->result));
+  return PLAIT_SUCCESS;
+}
+
+PLAIT_API plait_result_t plait_handle_output(plait_handle_t *handle, plait_tensor_t *out) {
+  REQUIRE_HANDLE(handle);
+  if (!out) return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_handle_output: out is NULL");
+  pthread_mutex_lock(&handle->mu);
+  plait_result_t rc = require_done_locked(handle, "plait_handle_output");
+  if (rc == PLAIT_SUCCESS && (handle->coll == PLAIT_COLL_BARRIER || handle->coll == PLAIT_COLL_JOIN))
+    rc = plait_error(PLAIT_ERR_INVALID_ARGUMENT,
+                     "plait_handle_output: a %s has no output", plait_coll_name(handle->coll));
+  if (rc == PLAIT_SUCCESS) { /* the first layout only: out may be an older, smaller struct */
+    memcpy(out, &handle->output, PLAIT_TENSOR_SIZE_V1);
+    out->struct_size = PLAIT_TENSOR_SIZE_V1;
+  }
+  pthread_mutex_unlock(&handle->mu);
+  return rc;
+}
+
+PLAIT_API plait_result_t plait_handle_splits(plait_handle_t *handle, int64_t *splits,
+                                             size_t capacity) {
+  REQUIRE_HANDLE(handle);
+  if (!splits) return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_handle_splits: splits is NULL");
+  pthread_mutex_lock(&handle->mu);
+  plait_result_t rc = require_done_locked(handle, "plait_handle_splits");
+  if (rc == PLAIT_SUCCESS && handle->coll != PLAIT_COLL_ALLTOALL)
+    rc = plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_handle_splits: the handle is a %s, not an "
+                     "alltoall", plait_coll_name(handle->coll));
+  if (rc == PLAIT_SUCCESS && capacity < (size_t)handle->nsplits)
+    rc = plait_error(PLAIT_ERR_BUFFER_TOO_SMALL, "plait_handle_splits: capacity %zu, %d needed",
+                     capacity, handle->nsplits);
+  if (rc == PLAIT_SUCCESS)
+    memcpy(splits, handle->splits, sizeof *splits * (size_t)handle->nsplits);
+  pthread_mutex_unlock(&handle->mu);
+  return rc;
+}
+
+PLAIT_API plait_result_t plait_handle_join_rank(plait_handle_t *handle, int *rank) {
+  REQUIRE_HANDLE(handle);
+  if (!rank) return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_handle_join_rank: rank is NULL");
+  pthread_mutex_lock(&handle->mu);
+  plait_result_t rc = require_done_locked(handle, "plait_handle_join_rank");
+  if (rc == PLAIT_SUCCESS && handle->coll != PLAIT_COLL_JOIN)
+    rc = plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_handle_join_rank: the handle is a %s, "
+                     "not a join", plait_coll_name(handle->coll));
+  if (rc == PLAIT_SUCCESS) *rank = handle->join_rank;
+  pthread_mutex_unlock(&handle->mu);
+  return rc;
+}
+
+void plait_handle_set_join_rank(plait_handle_t *h, int rank) {
+  pthread_mutex_lock(&h->mu);
+  h->join_rank = rank;
+  pthread_mutex_unlock(&h->mu);
+}

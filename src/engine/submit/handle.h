@@ -1,0 +1,61 @@
+/* Internal: operation handles, shared by the caller and the coordinator. */
+#ifndef PLAIT_HANDLE_H
+#define PLAIT_HANDLE_H
+
+#include <pthread.h>
+
+#include "engine/submit/entry.h"
+#include "plait/plait.h"
+
+struct plait_handle {
+  pthread_mutex_t mu; /* guards every field below */
+  pthread_cond_t cond; /* broadcast when done */
+  int refs;          /* caller + coordinator; freed at 0 */
+  int done;
+  int pending;       /* entries not yet finished */
+  plait_result_t result;
+  char *message;     /* the failure's message, NULL on success */
+  plait_callback_fn callback;
+  void *user_data;
+  plait_coll_t coll;
+  plait_tensor_t output; /* valid once done */
+  void *owned;           /* library-owned output memory */
+  /* how owned is freed (device memory: the transport's mem_free); NULL: free() */
+  void (*owned_free)(void *ctx, void *owned);
+  void *owned_ctx;
+  int64_t *splits;       /* alltoall: rows received from each rank */
+  int nsplits;
+  int join_rank;
+};
+
+/* A new handle for n entries, refs = 2 (caller and coordinator). */
+plait_handle_t *plait_handle_new(plait_coll_t coll, int n, const plait_op_options_t *opts);
+
+/* The coordinator finished one entry of h with rc (message when rc != 0).
+ * When the last entry finishes, h completes: waiters wake, the callback runs
+ * (on this thread, without the lock) and the coordinator's reference drops. */
+void plait_handle_finish(plait_handle_t *h, plait_result_t rc, const char *message);
+
+/* Gives h the output it will report (called by the coordinator before the
+ * last finish). Takes ownership of owned and splits. */
+void plait_handle_set_output(plait_handle_t *h, const plait_tensor_t *out, void *owned,
+                             int64_t *splits, int nsplits);
+
+/* The same for an output that owned_free(ctx, owned) releases (called once,
+ * on the thread that drops the last reference, e.g. plait_release's). */
+void plait_handle_set_output_freed_by(plait_handle_t *h, const plait_tensor_t *out, void *owned,
+                                      void (*owned_free)(void *ctx, void *owned), void *ctx,
+                                      int64_t *splits, int nsplits);
+
+/* After a join: the last rank to join. */
+void plait_handle_set_join_rank(plait_handle_t *h, int rank);
+
+/* Marks the calling thread as the coordinator (plait_wait refuses to block
+ * there: only that thread can complete handles). */
+void plait_handle_mark_coordinator_thread(void);
+
+/* Drops the coordinator's reference without completing (used when the
+ * submission itself failed before anything was queued). */
+void plait_handle_abandon(plait_handle_t *h);
+
+#endif

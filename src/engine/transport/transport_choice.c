@@ -1,0 +1,154 @@
+/* PLAIT_TRANSPORT=auto: probe, exchange, choose alike on every rank. */
+#include "engine/transport/transport_choice.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+#include "util/log.h"
+
+#define FACT_WIRE (4 + PLAIT_CHOICE_DETAIL)
+
+int plait_choice_candidates(const char **names, int cap) {
+  /* Fastest first. ofi: libfabric's shm on one host is about 2x Gloo, and
+   * tcp;ofi_rxm beats Gloo at every size at 2 ranks (docs/configuration.md).
+   * The hook for device tensors: nccl is left out while a job runs one
+   * transport, since it takes device memory only and would fail every host
+   * tensor (PLAIT_TRANSPORT=nccl chooses it). Once the core runs device
+   * tensors over a transport of their own, nccl goes first here for them (its
+   * probe refusing a rank without a device); this list stays the one place
+   * that orders the candidates. */
+  static const char *const order[] = {"ofi", "gloo"};
+  int n = 0;
+  for (size_t i = 0; i < sizeof order / sizeof order[0] && n < cap; i++) names[n++] = order[i];
+  return n;
+}
+
+/* Appends to a "; "-separated text, truncating. */
+static void append(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t cap, const char *fmt, ...) {
+  size_t used = strlen(buf);
+  if (used + 3 >= cap) return;
+  if (used) used += (size_t)snprintf(buf + used, cap - used, "; ");
+  va_list ap;
+  va_start(ap, fmt);
+  if (vsnprintf(buf + used, cap - used, fmt, ap) < 0) buf[used] = '\0';
+  va_end(ap);
+}
+
+int plait_choice_decide(const char *const *names, int ncand, const plait_choice_fact_t *facts,
+                        int nranks, const char *layout, char *why, size_t why_len) {
+  char skipped[1024] = "";
+  for (int c = 0; c < ncand; c++) {
+    const plait_choice_fact_t *first = &facts[c];
+    int bad = -1, differs = -1;
+    for (int r = 0; r < nranks && bad < 0; r++) {
+      const plait_choice_fact_t *f = &facts[(size_t)r * (size_t)ncand + (size_t)c];
+      if (f->code != PLAIT_SUCCESS) bad = r;
+      else if (differs < 0 && strcmp(f->detail, first->detail)) differs = r;
+    }
+    if (bad < 0 && differs < 0) {
+      snprintf(why, why_len, "%s (%s%s%s)%s%s", names[c], first->detail,
+               *first->detail ? "; " : "", layout, *skipped ? "; " : "", skipped);
+      return c;
+    }
+    if (bad >= 0)
+      append(skipped, sizeof skipped, "%s not used: rank %d: %s", names[c], bad,
+             facts[(size_t)bad * (size_t)ncand + (size_t)c].detail);
+    else
+      append(skipped, sizeof skipped, "%s not used: rank 0 would use %s but rank %d %s",
+             names[c], first->detail, differs,
+             facts[(size_t)differs * (size_t)ncand + (size_t)c].detail);
+  }
+  snprintf(why, why_len, "no transport can start on every rank (%s): %s", layout, skipped);
+  return -1;
+}
+
+/* This rank's finding about one candidate; the plugin stays loaded in p when
+ * it can start. */
+static void probe_one(const char *name, const plait_transport_init_args_t *args,
+                      const char *search_path, plait_plugin_t *p, plait_choice_fact_t *f) {
+  memset(f, 0, sizeof *f);
+  plait_result_t rc = plait_plugin_load(p, name, search_path);
+  if (rc) {
+    PLAIT_DEBUG("transport", "auto: %s: %s", name, plait_last_error());
+    f->code = rc;
+    if (strstr(plait_last_error(), "not found; tried"))
+      snprintf(f->detail, sizeof f->detail, "libplait-transport-%s.so not found", name);
+    else
+      snprintf(f->detail, sizeof f->detail, "%.*s", (int)strcspn(plait_last_error(), "\n"),
+               plait_last_error());
+    return;
+  }
+  if (!PLAIT_TRANSPORT_HAS(p->table, probe)) return; /* loads: taken as able to start */
+  rc = p->table->probe(args, f->detail, sizeof f->detail);
+  f->detail[sizeof f->detail - 1] = '\0';
+  f->code = rc;
+  PLAIT_DEBUG("transport", "auto: %s probe: %s: %s", name, plait_result_name(rc), f->detail);
+  if (rc) plait_plugin_unload(p);
+}
+
+static void put_fact(unsigned char *w, const plait_choice_fact_t *f) {
+  uint32_t v = (uint32_t)f->code;
+  for (int i = 0; i < 4; i++) w[i] = (unsigned char)(v >> (8 * i));
+  memcpy(w + 4, f->detail, PLAIT_CHOICE_DETAIL);
+}
+
+static void get_fact(const unsigned char *w, plait_choice_fact_t *f) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) v |= (uint32_t)w[i] << (8 * i);
+  f->code = (int32_t)v;
+  memcpy(f->detail, w + 4, PLAIT_CHOICE_DETAIL);
+  f->detail[PLAIT_CHOICE_DETAIL - 1] = '\0';
+}
+
+plait_result_t plait_transport_auto(plait_boot_t *boot, const plait_transport_init_args_t *args,
+                                    const char *search_path, plait_plugin_t *p) {
+  const char *names[PLAIT_CHOICE_MAX];
+  int n = plait_choice_candidates(names, PLAIT_CHOICE_MAX);
+  size_t nranks = (size_t)args->nranks, row = (size_t)n * FACT_WIRE;
+  plait_plugin_t loaded[PLAIT_CHOICE_MAX];
+  memset(loaded, 0, sizeof loaded);
+  unsigned char mine[PLAIT_CHOICE_MAX * FACT_WIRE];
+  for (int c = 0; c < n; c++) {
+    plait_choice_fact_t f;
+    probe_one(names[c], args, search_path, &loaded[c], &f);
+    put_fact(mine + (size_t)c * FACT_WIRE, &f);
+  }
+  unsigned char *wire = malloc(nranks * row);
+  plait_choice_fact_t *facts = calloc(nranks * (size_t)n, sizeof *facts);
+  plait_result_t rc = wire && facts ? plait_boot_allgather(boot, mine, row, wire)
+                                    : plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+  int chosen = -1;
+  char why[1536];
+  if (rc == PLAIT_SUCCESS) {
+    for (size_t i = 0; i < nranks * (size_t)n; i++) get_fact(wire + i * FACT_WIRE, &facts[i]);
+    char layout[96];
+    if (nranks == 1)
+      snprintf(layout, sizeof layout, "one rank");
+    else if (args->local_size == args->nranks && args->cross_size <= 1)
+      snprintf(layout, sizeof layout, "all %d ranks on one host", args->nranks);
+    else
+      snprintf(layout, sizeof layout, "%d ranks on several hosts", args->nranks);
+    chosen = plait_choice_decide(names, n, facts, args->nranks, layout, why, sizeof why);
+    if (chosen < 0)
+      rc = plait_error(PLAIT_ERR_PLUGIN, "PLAIT_TRANSPORT=auto: %s (set PLAIT_PLUGIN_PATH to the "
+                       "folder of the transport plugins, or choose one with PLAIT_TRANSPORT)",
+                       why);
+  }
+  for (int c = 0; c < n; c++)
+    if (c != chosen) plait_plugin_unload(&loaded[c]);
+  if (chosen >= 0) {
+    *p = loaded[chosen];
+    if (args->rank == 0)
+      PLAIT_INFO("transport", "transport auto: %s", why);
+    else
+      PLAIT_DEBUG("transport", "transport auto: %s", why);
+  }
+  free(wire);
+  free(facts);
+  return rc;
+}
