@@ -4,7 +4,7 @@
  * the chunks so that each is one message of at most st->iov_limit pieces;
  * and whether the ring runs over spans in place at all (allreduce.c packs
  * them into a buffer otherwise). Pure functions of lengths and settings,
- * so that every rank decides and cuts alike (tests/ofi/test_ofi_spans.c).
+ * so that every rank decides and cuts alike (tests/plugins/ofi/test_ofi_spans.c).
  */
 #include <stdlib.h>
 

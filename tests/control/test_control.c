@@ -4,7 +4,7 @@
  * the job, and ranks that die or go silent. Uses the "fixture" test plugin,
  * whose init itself checks the bootstrap. The coordinator is not started
  * (plait_core_test_without_coordinator), so the tests can drive the bootstrap
- * themselves after init; tests/mp/test_failures.c covers lost ranks under the
+ * themselves after init; tests/faults/test_failures.c covers lost ranks under the
  * coordinator.
  */
 #include <arpa/inet.h>

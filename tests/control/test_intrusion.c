@@ -1,6 +1,6 @@
 /*
  * A hostile neighbour during job start (issue 16, defect 1): an intruder
- * process (tests/common/intruder.c) connects to every listening TCP socket
+ * process (tests/harness/intruder.c) connects to every listening TCP socket
  * the ranks open, the moment it appears, and keeps the connection open idle
  * or sends random bytes on it. Every trial must still start, run correct
  * allreduces and shut down cleanly: a stray connection must neither break nor

@@ -5,7 +5,7 @@
  * the coordinator and API threads work, and outputs freed by plait_release
  * on API threads (mem_free from any thread), are checked for data races.
  *
- * 3 ranks on the "devsim" test transport (tests/plugins/devsim.c: a GPU
+ * 3 ranks on the "devsim" test transport (tests/plugins/fixtures/devsim.c: a GPU
  * transport simulated on the host). Per rank, THREADS threads each run
  * ITERS rounds of: allreduces on device tensors (SUM with a postscale,
  * AVERAGE, MAX; several at once so that some fuse), one whose input is
@@ -20,7 +20,7 @@
 #include <string.h>
 
 #define DEVSIM_API_LOADER
-#include "../plugins/devsim.h"
+#include "../plugins/fixtures/devsim.h"
 #include "plait/plait.h"
 #include "ranks.h"
 

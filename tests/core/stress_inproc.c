@@ -1,5 +1,5 @@
 /*
- * Several engines in one process (tests/common/engines.h), without Criterion
+ * Several engines in one process (tests/harness/engines.h), without Criterion
  * (which cannot start under ThreadSanitizer): ci/test runs it in the TSan
  * build, where state two engines shared without a lock would show as a data
  * race. 3 ranks, each its own engine on its own thread, run 100 allreduces

@@ -7,7 +7,7 @@
  *
  * Each test runs in its own forked process, so plait's global state and the
  * environment start fresh in every test. Single-rank jobs use the "fixture"
- * test plugin (tests/plugins/fixture.c) unless a test says otherwise.
+ * test plugin (tests/plugins/fixtures/fixture.c) unless a test says otherwise.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -329,7 +329,7 @@ Test(life, config_dump_after_init_shows_the_values_in_use) {
 }
 
 /* Unset, PLAIT_TRANSPORT is auto: one rank takes ofi where it was built
- * (nothing to open), else gloo (tests/mp/test_transport_auto.c: the rule). */
+ * (nothing to open), else gloo (tests/core/test_transport_auto.c: the rule). */
 Test(life, default_transport_is_auto) {
   static const char gloo[] = PLAIT_TEST_LIB_DIR "/libplait-transport-gloo.so";
   static const char ofi[] = PLAIT_TEST_LIB_DIR "/libplait-transport-ofi.so";
@@ -619,7 +619,7 @@ Test(api, transport_algorithm_of_gloo_and_ofi) {
     return;
   }
   INIT_OK();
-  /* One rank moves nothing (the size rules at 2 ranks: tests/bench). */
+  /* One rank moves nothing (the size rules at 2 ranks: tests/tools/bench). */
   cr_assert_eq(plait_transport_algorithm("allreduce", 4096, &name), PLAIT_SUCCESS);
   cr_expect_str_eq(name, "none (one rank)");
   plait_shutdown();

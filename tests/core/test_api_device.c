@@ -4,7 +4,7 @@
  * device than the transport's (its device() entry) is refused naming both;
  * what needs the transport's batch_copy (scale factors, AVERAGE, out of place, outputs
  * plait allocates) is refused naming the transport when it has none.
- * Single rank on tests/plugins/devonly.c (device 1, no batch_copy); nothing
+ * Single rank on tests/plugins/fixtures/devonly.c (device 1, no batch_copy); nothing
  * reaches the transport, so no device memory is needed.
  */
 #include <criterion/criterion.h>

@@ -8,7 +8,7 @@
  * Single-rank jobs with the default transport (gloo); each Test runs in its
  * own forked process (Criterion), so every test starts uninitialized. The
  * checks that need an operation to stay in flight, or a rank count that a
- * dimension does not divide by, run on 2 real ranks (tests/common/ranks.h).
+ * dimension does not divide by, run on 2 real ranks (tests/harness/ranks.h).
  */
 #include <criterion/criterion.h>
 #include <math.h>

@@ -4,7 +4,7 @@
  * with the same settings (plait_stats.settings_digest, a digest of the
  * settings of every list run, is equal on every rank); turning it off returns
  * every rank to its own settings; the per-transport defaults apply where the
- * user set nothing. In-process ranks (tests/common/engines.h). Nothing here
+ * user set nothing. In-process ranks (tests/harness/engines.h). Nothing here
  * depends on timing: the tuner's choices may differ from run to run, the
  * agreement may not.
  */
@@ -328,7 +328,7 @@ Test(autotune_ranks, gloo_keeps_the_table_defaults, .timeout = 120) {
 }
 
 /* The whole engine converges on traffic whose best setting is known: the
- * costmodel test transport (tests/plugins/costmodel.c) charges each
+ * costmodel test transport (tests/plugins/fixtures/costmodel.c) charges each
  * allreduce of B bytes 100 us + 1 ns/byte + a term in B^2 on a virtual
  * clock, which the tuner reads instead of the real one, so a step of 64
  * tensors of 64 KiB moves fastest in fused responses of 1 MiB: the threshold

@@ -1,6 +1,6 @@
 /*
  * The core's device-memory path, on the "devsim" test transport (a GPU
- * transport simulated on the host: tests/plugins/devsim.c). Its device
+ * transport simulated on the host: tests/plugins/fixtures/devsim.c). Its device
  * pointers fault on any access, so a core that reads, writes, scales or
  * fills device memory itself crashes these tests; every byte must move
  * through the plugin's batch_copy, collectives and mem_copy.

@@ -1,6 +1,6 @@
 /*
  * Multi-rank engine tests without fork: N engines in this process, a thread
- * per rank, over real loopback sockets (tests/common/engines.h). Each job
+ * per rank, over real loopback sockets (tests/harness/engines.h). Each job
  * takes milliseconds; the same public C ABI as the forked tests, called on
  * each rank's thread.
  */

@@ -524,7 +524,7 @@ Test(ops_negotiation, join_uneven_batches_4ranks_nofusion, .timeout = 90) {
 /* Operations other than allreduce, allgather and barrier, submitted once the
  * other ranks have joined (the extra allreduce before them completes only
  * after that), fail naming the joined ranks, rather than wait forever; the
- * barrier completes (the joined ranks take part, tests/mp/test_join.c). */
+ * barrier completes (the joined ranks take part, tests/core/test_join.c). */
 static int join_then_other_ops_body(int rank, int n, void *arg) {
   (void)arg, (void)n;
   if (rank != 0) {

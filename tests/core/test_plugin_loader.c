@@ -1,5 +1,5 @@
 /* The transport plugin loader: search order, and a clear message for every
- * way a plugin can be missing or broken (tests/plugins/ builds the broken
+ * way a plugin can be missing or broken (tests/plugins/fixtures/ builds the broken
  * ones). Each test is a job of one rank. */
 #include <criterion/criterion.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* The rule of PLAIT_TRANSPORT=auto (src/engine/transport_choice.c), as the
  * pure function every rank applies to the same findings. The whole path, with
- * real plugins and ranks, is tests/mp/test_transport_auto.c. */
+ * real plugins and ranks, is tests/core/test_transport_auto.c. */
 #include <criterion/criterion.h>
 
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * 4): no rank was lost, so every rank fails with PLAIT_ERR_TRANSPORT (never
  * PLAIT_ERR_PEER_LOST), and the message names the rank it failed on and its
  * reason. The failure comes from the "flaky" test transport
- * (tests/plugins/flaky.c): the real transport, whose allreduce on rank
+ * (tests/plugins/fixtures/flaky.c): the real transport, whose allreduce on rank
  * FLAKY_RANK fails at its FLAKY_AT-th call after the collective completed
  * everywhere. Before, a failure reported by rank > 0 became "rank 1 reported
  * that a collective failed in its transport" as PLAIT_ERR_PEER_LOST on every
@@ -11,7 +11,7 @@
  *
  * The real transport is gloo, or the ofi plugin when PLAIT_TEST_TRANSPORT is
  * ofi (tests/CMakeLists.txt re-runs this on shm and tcp). Lost ranks keep
- * their PLAIT_ERR_PEER_LOST: test_failures.c, test_blame.c, tests/chaos.
+ * their PLAIT_ERR_PEER_LOST: test_failures.c, test_blame.c, tests/faults/chaos.
  */
 #include <criterion/criterion.h>
 

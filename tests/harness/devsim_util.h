@@ -1,7 +1,7 @@
 /*
  * Shared by the device-path suites (test_device_path.c,
  * test_device_failures.c): jobs whose ranks run on the "devsim" test
- * transport (tests/plugins/devsim.c: a GPU transport simulated on the host,
+ * transport (tests/plugins/fixtures/devsim.c: a GPU transport simulated on the host,
  * whose device pointers fault when the core touches them), its helpers
  * (loaded in each rank, from the file the core loads), device buffers, and
  * a rank main that checks every device allocation is freed by
@@ -11,7 +11,7 @@
 #define PLAIT_TEST_DEVSIM_UTIL_H
 
 #define DEVSIM_API_LOADER
-#include "../plugins/devsim.h"
+#include "../plugins/fixtures/devsim.h"
 #include "ops_util.h"
 
 #define DEVSIM_SO PLAIT_TEST_PLUGIN_DIR "/libplait-transport-devsim.so"

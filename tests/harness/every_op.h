@@ -1,4 +1,4 @@
-/* Every operation of the C ABI in a job (tests/standalone/every_op.c). */
+/* Every operation of the C ABI in a job (tests/harness/every_op.c). */
 #ifndef PLAIT_TEST_EVERY_OP_H
 #define PLAIT_TEST_EVERY_OP_H
 

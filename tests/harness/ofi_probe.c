@@ -2,7 +2,7 @@
  * Can the ofi transport start here, with the FI_PROVIDER of the environment?
  * A job of two ranks (the harness's, so PLAIT_TEST_TRANSPORT applies) runs
  * plait_init. Exit 0: it started. Exit 77 (ctest's skip code for the ofi
- * re-runs, tests/ofi_rerun.sh): every rank's plugin said that no libfabric
+ * re-runs, tests/harness/ofi_rerun.sh): every rank's plugin said that no libfabric
  * provider offers what it needs; the reason is printed. Exit 1: anything
  * else, which is a failure, not a reason to skip.
  */

@@ -1,5 +1,5 @@
 /*
- * Shared by the tests/mp/test_ops_*.c files: running a job whose ranks
+ * Shared by the tests/core/test_ops_*.c files: running a job whose ranks
  * plait_init(), run a body through the public C ABI and plait_shutdown();
  * check macros that name the file, line and what differed; element access in
  * every dtype, with the test's own float16/bfloat16 converters; and the
@@ -23,7 +23,7 @@
 #include <time.h>
 
 #include "plait/plait.h"
-#include "dtype_util.h"
+#include "dtype_oracle.h"
 #include "ranks.h"
 
 #if defined(__SANITIZE_ADDRESS__)

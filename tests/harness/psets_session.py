@@ -1,5 +1,5 @@
 """The session fixtures shared by the process-set suites of every binding
-(tests/python/psets for plait.torch, mx/psets, tf/psets): one plait job per
+(tests/bindings/torch/psets for plait.torch, mx/psets, tf/psets): one plait job per
 pytest session, started with the sets known at init
 
   A = [0, 1]; B = [1, ..., n-1] (excludes rank 0, overlaps A at rank 1);

@@ -1,4 +1,4 @@
-"""Whether this interpreter can run the Python suite (tests/python/CMakeLists.txt).
+"""Whether this interpreter can run the Python suite (tests/bindings/CMakeLists.txt).
 
     python require.py [--optional]
 

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "api/core.h"
-#include "dtype_util.h"
+#include "dtype_oracle.h"
 #include "plait/plait.h"
 #include "util/reduce.h"
 

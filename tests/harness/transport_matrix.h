@@ -1,6 +1,6 @@
 /*
  * The multi-rank matrix every transport plugin must pass, shared by
- * tests/mp/test_gloo_collectives.c and tests/mp/test_ofi_collectives.c:
+ * tests/plugins/gloo/test_gloo_collectives.c and tests/plugins/ofi/test_ofi_collectives.c:
  * forked ranks that plait_init() with PLAIT_TRANSPORT set and then call the
  * plugin's collectives directly (through plait_core_transport()), checking
  * exact results. Sizes 0, 1, odd and not divisible by the rank count (1001,

@@ -725,7 +725,7 @@ static char *read_whole(const char *path) {
 /* -H naming another host: its ranks start through PLAITRUN_SSH (here a fake
  * ssh that logs its arguments and runs the remote command with sh), with
  * their host's local rank and size, and the secret arrives on stdin, never
- * on a command line. tests/hosts/run.sh does the same with a real sshd. */
+ * on a command line. tests/tools/hosts/run.sh does the same with a real sshd. */
 /* A fake ssh in dir: logs its arguments (one line per call) to dir/argv,
  * skips its options up to "--" and the host, and runs the remote command
  * with sh, as sshd would; PLAITRUN_SSH for it goes into env_ssh. */
@@ -753,7 +753,7 @@ static void remove_fake_ssh(const char *dir) {
 
 /* -H naming another host: its ranks start through PLAITRUN_SSH (here a fake
  * ssh), with their host's local rank and size, and the secret arrives on
- * stdin, never on a command line. tests/hosts/run.sh does the same with a
+ * stdin, never on a command line. tests/tools/hosts/run.sh does the same with a
  * real sshd. */
 Test(plaitrun, other_hosts_start_over_ssh_with_the_secret_on_stdin, .timeout = 90) {
   char dir[] = "/tmp/plaitrun_ssh_XXXXXX", env_ssh[300], log[300];

@@ -5,14 +5,14 @@ The same code runs under either library; each rank saves every result to
 libraries agree (torch.equal, NaN equal to NaN):
 
     D=/tmp/numerics
-    horovodrun -np 2 -H localhost:2 --gloo $HVD_PYTHON tests/python/horovod_numerics.py \\
+    horovodrun -np 2 -H localhost:2 --gloo $HVD_PYTHON tests/bindings/torch/horovod_numerics.py \\
         --impl horovod --out $D/horovod
-    plaitrun -np 2 python3 tests/python/horovod_numerics.py --impl plait --out $D/plait
-    python3 tests/python/horovod_numerics.py --compare $D/horovod $D/plait
+    plaitrun -np 2 python3 tests/bindings/torch/horovod_numerics.py --impl plait --out $D/plait
+    python3 tests/bindings/torch/horovod_numerics.py --compare $D/horovod $D/plait
 
 Cases: allreduce forward for every dtype x op x (prescale, postscale) both
 libraries accept (with data whose sums are exact whatever the order of
-summation, as in tests/python/mp/test_scaling.py, plus random float data);
+summation, as in tests/bindings/torch/mp/test_scaling.py, plus random float data);
 reducescatter forward; the gradients of allreduce, grouped_allreduce,
 allgather, grouped_allgather, broadcast, alltoall, reducescatter and
 grouped_reducescatter; one DistributedOptimizer step with a sparse
@@ -41,7 +41,7 @@ EXPECTED_DIFFERENT = ("grad.allreduce.Min", "grad.allreduce.Max", "grad.allreduc
 
 
 def values(dtype, k, op, pre, unit, shape, seed):
-    """Rank k's input (see tests/python/mp/test_scaling.py)."""
+    """Rank k's input (see tests/bindings/torch/mp/test_scaling.py)."""
     g = torch.Generator().manual_seed(seed * 31 + k)
     lo, hi = (0, 41) if dtype == torch.uint8 else (-20, 21)
 

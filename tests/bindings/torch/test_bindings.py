@@ -14,7 +14,7 @@ import pytest
 import plait
 from plait import _core
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 HEADER = os.path.join(ROOT, "include", "plait", "plait.h")
 
 PROBE = r"""

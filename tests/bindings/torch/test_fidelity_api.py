@@ -31,7 +31,7 @@ from plait import _core
 from plait.common.exceptions import HorovodInternalError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 BUILD = os.environ.get("PLAIT_TEST_BUILD_DIR")
 
 with open(os.path.join(HERE, "data", "horovod_0.28.1_api.json")) as _f:
@@ -463,7 +463,7 @@ def test_gloo_built_loads_the_plugin_as_init_would(lonely_library, plugin, found
     else:
         if not BUILD:
             pytest.skip("PLAIT_TEST_BUILD_DIR is not set (ctest sets it): the test plugins "
-                        "of tests/plugins are not at hand")
+                        "of tests/plugins/fixtures are not at hand")
         src = os.path.join(BUILD, "tests", "plugins", "libplait-transport-%s.so" % plugin)
     if not os.path.exists(src):
         pytest.skip("%s is not built" % src)

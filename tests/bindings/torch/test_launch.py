@@ -15,7 +15,7 @@ from datetime import timedelta
 import pytest
 
 BUILD = os.environ.get("PLAIT_TEST_BUILD_DIR")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def free_ports(count):

@@ -3,7 +3,7 @@
 
 Each trial starts N ranks by hand (PLAIT_RANK, PLAIT_SIZE, PLAIT_RENDEZVOUS,
 PLAIT_SECRET set as plaitrun would, but no plaitrun: the survivors decide
-for themselves), lets them run the chaos workload (tests/chaos/worker.c or
+for themselves), lets them run the chaos workload (tests/faults/chaos/worker.c or
 worker.py: small fused allreduces, 16 MiB allreduces, broadcasts,
 allgathers), and at a random moment kills (SIGKILL) or stops (SIGSTOP) a
 random rank, rank 0 included. Every survivor must then fail its operation
@@ -13,8 +13,8 @@ plus a stated margin, shut down and exit.
 One JSON line per trial (stdout, and --json FILE), then a summary per
 transport. The seed is printed; --seed replays the same trials.
 
-    tests/chaos/chaos.py --build-dir build/dev 40          # usually via ci/chaos
-    tests/chaos/chaos.py --build-dir build/dev --bounded   # what ctest runs
+    tests/faults/chaos/chaos.py --build-dir build/dev 40          # usually via ci/chaos
+    tests/faults/chaos/chaos.py --build-dir build/dev --bounded   # what ctest runs
 
 Exit status: 0 when no trial hung, crashed or blamed wrongly (and, with
 --fail-late, none was late); 1 otherwise; 2 bad usage or nothing could run.
@@ -34,7 +34,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 TRANSPORTS = {
     "gloo": {"PLAIT_TRANSPORT": "gloo"},
     "ofi-shm": {"PLAIT_TRANSPORT": "ofi", "FI_PROVIDER": "shm"},

@@ -1,4 +1,4 @@
-"""The chaos harness's verdicts (tests/chaos/chaos.py), without ranks:
+"""The chaos harness's verdicts (tests/faults/chaos/chaos.py), without ranks:
 which error texts name which ranks, and what counts as a hang, a crash, a
 wrong blame or a late error. A harness that cannot fail proves nothing."""
 import io

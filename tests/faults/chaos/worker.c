@@ -1,7 +1,7 @@
 /*
  * chaos_worker: one rank of a ci/chaos trial, in C.
  *
- * Started by hand by tests/chaos/chaos.py (PLAIT_RANK, PLAIT_SIZE,
+ * Started by hand by tests/faults/chaos/chaos.py (PLAIT_RANK, PLAIT_SIZE,
  * PLAIT_RENDEZVOUS, PLAIT_SECRET set as plaitrun would), so that when the
  * harness kills or stops one rank the survivors decide for themselves.
  *

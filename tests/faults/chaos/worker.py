@@ -1,6 +1,6 @@
 """chaos worker: one rank of a ci/chaos trial, in Python (plait.torch).
 
-The same workload and output as tests/chaos/worker.c (read that file's
+The same workload and output as tests/faults/chaos/worker.c (read that file's
 comment): seeded small allreduce bursts, 16 MiB allreduces, broadcasts and
 allgathers, each checked, until an operation fails or CHAOS_MAX_S passes.
 Lines on stdout: "ready <monotonic s>", one JSON line with the failure,

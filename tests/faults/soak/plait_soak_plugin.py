@@ -1,4 +1,4 @@
-"""pytest plugin loaded into every rank of a soak job (tests/soak/soak.py
+"""pytest plugin loaded into every rank of a soak job (tests/faults/soak/soak.py
 runs `python -m pytest -p plait_soak_plugin FILE` with this folder on
 PYTHONPATH). It changes no test; it only makes the job observable:
 

@@ -4,9 +4,9 @@
 A job is `plaitrun -np R python -m pytest FILE`: one long process per rank
 runs every test of the file, as a training job lives (hundreds of
 collectives, some failing on purpose, in one process). Jobs: the Horovod
-compatibility suite (tests/python/compat, plait.torch, with each
---compat-python), the TensorFlow (tests/python/tf/mp) and MXNet
-(tests/python/mx/mp) multi-rank suites; on gloo, ofi with the shm provider
+compatibility suite (tests/bindings/torch/compat, plait.torch, with each
+--compat-python), the TensorFlow (tests/bindings/tensorflow/mp) and MXNet
+(tests/bindings/mxnet/mp) multi-rank suites; on gloo, ofi with the shm provider
 and ofi with the tcp provider; at each rank count; the whole matrix --rounds
 times, optionally with --load busy loops competing for the CPU.
 
@@ -20,7 +20,7 @@ One line per job, then a table per transport, then `soak: N passed, M
 failed` (jobs). Exit status 1 on any hang, desync or failure; 2 on bad
 usage or when nothing could run.
 
-    tests/soak/soak.py --build-dir build/dev 3          # usually via ci/soak
+    tests/faults/soak/soak.py --build-dir build/dev 3          # usually via ci/soak
 """
 import argparse
 import glob
@@ -34,7 +34,7 @@ import time
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, HERE)
 import results  # noqa: E402
 import watchdog  # noqa: E402
@@ -156,7 +156,7 @@ def suites(args):
                 skips.append(("compat (%s)" % py, why))
                 continue
             label = "compat-torch" + ".".join(_version(py, "torch").split(".")[:2])
-            out.append((label, py, sorted(glob.glob(os.path.join(ROOT, "tests/python/compat/test_*.py"))),
+            out.append((label, py, sorted(glob.glob(os.path.join(ROOT, "tests/bindings/torch/compat/test_*.py"))),
                         {"PLAIT_COMPAT_IMPL": "plait"}, ["-p", "no:hypothesispytest", "--tb=short"]))
     if "tf" in wanted:
         tf_lib = os.path.join(lib, "libplait_tensorflow.so")
@@ -165,7 +165,7 @@ def suites(args):
         if why:
             skips.append(("tf", why))
         else:
-            out.append(("tf", args.tf_python, sorted(glob.glob(os.path.join(ROOT, "tests/python/tf/mp/test_*.py"))),
+            out.append(("tf", args.tf_python, sorted(glob.glob(os.path.join(ROOT, "tests/bindings/tensorflow/mp/test_*.py"))),
                         {"PLAIT_TENSORFLOW_LIBRARY": tf_lib, "TF_CPP_MIN_LOG_LEVEL": "2",
                          "TF_NUM_INTEROP_THREADS": "2", "TF_NUM_INTRAOP_THREADS": "1"}, ["--tb=short"]))
     if "mx" in wanted:
@@ -175,7 +175,7 @@ def suites(args):
         if why:
             skips.append(("mx", why))
         else:
-            out.append(("mx", args.mx_python, sorted(glob.glob(os.path.join(ROOT, "tests/python/mx/mp/test_*.py"))),
+            out.append(("mx", args.mx_python, sorted(glob.glob(os.path.join(ROOT, "tests/bindings/mxnet/mp/test_*.py"))),
                         {"PLAIT_MXNET_LIBRARY": mx_lib},
                         ["-W", "ignore::DeprecationWarning", "--tb=short"]))
     if args.whole:

@@ -1,7 +1,7 @@
 /*
- * The devsim test transport itself (tests/plugins/devsim.c), driven
+ * The devsim test transport itself (tests/plugins/fixtures/devsim.c), driven
  * directly through its table on one rank, without the core: so that a
- * failure of the device-path suites (tests/mp/test_device_*.c) is the
+ * failure of the device-path suites (tests/core/test_device_*.c) is the
  * core's, not the simulator's. batch_copy's identities (bit patterns of
  * every dtype x op) and scaling (bit for bit the core's kernel), its
  * refusals, ready() waiting for a user stream, notify behind the gate,
@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #define DEVSIM_API_LOADER
-#include "../plugins/devsim.h"
+#include "../fixtures/devsim.h"
 #include "plait/transport.h"
 #include "util/reduce.h"
 

@@ -4,7 +4,7 @@
  * plugin's collectives through plait_core_transport(), checking exact
  * results. 2, 3 and 4 ranks; sizes 0, 1, odd and not divisible by the rank
  * count (1001, 4097), and 8 MiB for a subset; every dtype and op. The matrix
- * itself is tests/common/transport_matrix.c, shared with the ofi plugin's
+ * itself is tests/harness/transport_matrix.c, shared with the ofi plugin's
  * tests (test_ofi_collectives.c).
  */
 #include <criterion/criterion.h>

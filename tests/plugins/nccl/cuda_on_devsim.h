@@ -1,6 +1,6 @@
 /*
  * The few CUDA runtime calls nccl_device_ops.c makes, on the devsim test
- * transport's simulated device (tests/plugins/devsim.h) instead of a GPU:
+ * transport's simulated device (tests/plugins/fixtures/devsim.h) instead of a GPU:
  * nccl_device_ops_devsim builds the same program with NT_ON_DEVSIM, so that
  * without a GPU its arithmetic, its references and its use of the public
  * API are checked against the core's device path (devsim's "device"
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #define DEVSIM_API_LOADER
-#include "../plugins/devsim.h"
+#include "../fixtures/devsim.h"
 
 typedef int cudaError_t;
 typedef void *cudaStream_t;

@@ -3,7 +3,7 @@
  * (PLAIT_TRANSPORT=nccl): every op x dtype (but the 16-bit integers, which
  * NCCL cannot reduce) x scale factors (none, prescale,
  * postscale, both) on several tensors in flight at once, in place and out
- * of place, against host references (tests/nccl/values.h); a grouped
+ * of place, against host references (tests/plugins/nccl/values.h); a grouped
  * allreduce; allgather, alltoall and reducescatter with the outputs plait
  * allocates on the device, and broadcast; and readiness on a user stream
  * (opts.stream): the input is written by a cudaMemcpyAsync on that stream

@@ -1,6 +1,6 @@
 /*
  * The ofi (libfabric) transport plugin, called directly: the same matrix as
- * the gloo plugin (tests/common/transport_matrix.c: 2, 3 and 4 ranks; sizes
+ * the gloo plugin (tests/harness/transport_matrix.c: 2, 3 and 4 ranks; sizes
  * 0, 1, odd, not divisible by the rank count, 8 MiB; every dtype and op) on
  * FI_PROVIDER=tcp (tcp;ofi_rxm) and FI_PROVIDER=shm, plus each algorithm
  * forced where the default switch points would not pick it, memory

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 BUILD = os.environ.get("PLAIT_TEST_BUILD_DIR")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 pytestmark = pytest.mark.skipif(not BUILD, reason="PLAIT_TEST_BUILD_DIR not set (run through ctest)")
 
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 BUILD = os.environ.get("PLAIT_TEST_BUILD_DIR")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 pytestmark = pytest.mark.skipif(not BUILD, reason="PLAIT_TEST_BUILD_DIR not set (run through ctest)")
 
 
@@ -171,7 +171,7 @@ def test_fusion_autotune_settle_cap(tmp_path):
 def test_algorithm_column_follows_the_ofi_size_rules(tmp_path):
     """At 2 ranks the ofi plugin switches from recursive doubling to its ring
     at PLAIT_OFI_ALLREDUCE_RING_MIN (1M by default at 2 ranks); direct reads
-    off (they replace the ring over shm where CMA works: tests/mp)."""
+    off (they replace the ring over shm where CMA works: tests/core)."""
     plugin = os.path.join(BUILD, "lib", "libplait-transport-ofi.so")
     if not os.path.exists(plugin):
         pytest.skip("the ofi plugin is not built here (%s is missing: no libfabric at "

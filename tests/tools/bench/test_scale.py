@@ -10,7 +10,7 @@ import sys
 import pytest
 
 BUILD = os.environ.get("PLAIT_TEST_BUILD_DIR")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SCRIPT = os.path.join(ROOT, "bench", "scale", "scale.py")
 pytestmark = pytest.mark.skipif(not BUILD, reason="PLAIT_TEST_BUILD_DIR not set (run through ctest)")
 

@@ -1,8 +1,8 @@
 /*
- * One rank of a job that spans network namespaces (tests/hosts/run.sh).
+ * One rank of a job that spans network namespaces (tests/tools/hosts/run.sh).
  *
  *   host_worker ops    every operation a few rounds, results checked
- *                      (tests/standalone/every_op.c), then "every_op ok"
+ *                      (tests/harness/every_op.c), then "every_op ok"
  *   host_worker loop   allreduces until one fails; prints "ready" after the
  *                      first, then on failure "FAILED <unix time> <error>"
  *                      and exits 3 (the harness cuts a link or kills a host)

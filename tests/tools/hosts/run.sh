@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Several hosts out of network namespaces: a job that spans them, then faults.
 #
-#   tests/hosts/run.sh SCENARIO TRANSPORT     (ctest runs it: hosts_*)
+#   tests/tools/hosts/run.sh SCENARIO TRANSPORT     (ctest runs it: hosts_*)
 #
 # SCENARIO: env-plait | env-ompi | env-slurm  ranks started by hand on each host
 #                                    with that launcher's variables; every

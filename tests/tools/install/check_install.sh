@@ -26,13 +26,13 @@ want=gloo
 unset PLAIT_TRANSPORT
 
 # find_package(plait)
-cmake -S "$src/tests/install/consumer" -B "$work/cm" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake -S "$src/tests/tools/install/consumer" -B "$work/cm" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/cm" >/dev/null
 env -u PLAIT_PLUGIN_PATH LD_LIBRARY_PATH="$libdir" "$work/cm/consumer" | tee "$work/out1"
 grep -q "consumer: rank 0 of 1 over $want" "$work/out1"
 
 # pkg-config
-PKG_CONFIG_PATH="$libdir/pkgconfig" cc -std=c11 -Wall -Werror "$src/tests/install/consumer/main.c" \
+PKG_CONFIG_PATH="$libdir/pkgconfig" cc -std=c11 -Wall -Werror "$src/tests/tools/install/consumer/main.c" \
   $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs plait) -o "$work/pc"
 env -u PLAIT_PLUGIN_PATH LD_LIBRARY_PATH="$libdir" "$work/pc" | grep -q "over $want"
 

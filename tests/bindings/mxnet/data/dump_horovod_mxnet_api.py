@@ -1,14 +1,14 @@
 """Writes the public surface of horovod.mxnet as JSON
-(tests/python/mx/data/horovod_mxnet_0.28.1_api.json, read by
-tests/python/mx/unit/test_mx_fidelity_api.py).
+(tests/bindings/mxnet/data/horovod_mxnet_0.28.1_api.json, read by
+tests/bindings/mxnet/unit/test_mx_fidelity_api.py).
 
 Run with the Python of a Horovod 0.28.1 installation built with MXNet
 (~/.cache/plait/venvs/horovod-mxnet):
 
-    ~/.cache/plait/venvs/horovod-mxnet/bin/python tests/python/mx/data/dump_horovod_mxnet_api.py \\
-        > tests/python/mx/data/horovod_mxnet_0.28.1_api.json
+    ~/.cache/plait/venvs/horovod-mxnet/bin/python tests/bindings/mxnet/data/dump_horovod_mxnet_api.py \\
+        > tests/bindings/mxnet/data/horovod_mxnet_0.28.1_api.json
 
-The format is tests/python/data/dump_horovod_api.py's (torch): every public
+The format is tests/bindings/torch/data/dump_horovod_api.py's (torch): every public
 name the module defines or takes from Horovod, its kind, and the signatures
 of functions and of classes' __init__ and public methods defined in Horovod.
 """

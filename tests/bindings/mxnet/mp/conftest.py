@@ -1,5 +1,5 @@
 """Multi-rank pytest session of plait.mxnet: every rank runs this session
-under plaitrun (tests/python/CMakeLists.txt: python_mx_mp2, python_mx_mp3)."""
+under plaitrun (tests/bindings/CMakeLists.txt: python_mx_mp2, python_mx_mp3)."""
 
 import os
 import sys

@@ -1,5 +1,5 @@
 """plait.mxnet against horovod.mxnet 0.28.1: every public name and signature
-(tests/python/mx/data/horovod_mxnet_0.28.1_api.json, dumped from Horovod
+(tests/bindings/mxnet/data/horovod_mxnet_0.28.1_api.json, dumped from Horovod
 0.28.1 built against MXNet 1.9.1 by data/dump_horovod_mxnet_api.py)."""
 
 import inspect
@@ -16,7 +16,7 @@ import plait.mxnet.mpi_ops
 HERE = os.path.dirname(os.path.abspath(__file__))
 with open(os.path.join(os.path.dirname(HERE), "data", "horovod_mxnet_0.28.1_api.json")) as _f:
     HOROVOD = json.load(_f)
-with open(os.path.join(os.path.dirname(os.path.dirname(HERE)), "data",
+with open(os.path.join(os.path.dirname(os.path.dirname(HERE)), "torch", "data",
                        "horovod_0.28.1_api.json")) as _f:
     _BASICS = json.load(_f)["modules"]["horovod.common.basics"]["HorovodBasics"]["methods"]
 

@@ -1,15 +1,15 @@
 """Writes the public surface of horovod.tensorflow 0.28.1 (every public name
 and, for functions, the parameter names and defaults) as JSON, read by
-tests/python/tf/unit/test_tf_api.py.
+tests/bindings/tensorflow/unit/test_tf_api.py.
 
 Horovod's TensorFlow binding does not build against TensorFlow 2.21 without
 a patch, so this reads Horovod's source with the ast module instead of
 importing it (any Horovod 0.28.1 source tree or installation will do; ci
 builds one in ~/.cache/plait/venvs/horovod):
 
-    python3 tests/python/tf/data/dump_horovod_tf_api.py \\
+    python3 tests/bindings/tensorflow/data/dump_horovod_tf_api.py \\
         ~/.cache/plait/venvs/horovod/lib/python3.11/site-packages/horovod \\
-        > tests/python/tf/data/horovod_0.28.1_tensorflow_api.json
+        > tests/bindings/tensorflow/data/horovod_0.28.1_tensorflow_api.json
 
 Names defined under `if` blocks (Horovod's TF1/TF2 guards) count; names
 imported from outside horovod (tf, os, warnings) do not.

@@ -1,5 +1,5 @@
 """Multi-rank pytest session for plait.tensorflow: every rank runs this same
-session under plaitrun (tests/python/tf/CMakeLists.txt), so every test runs
+session under plaitrun (tests/bindings/tensorflow/CMakeLists.txt), so every test runs
 on every rank in the same order and may call collectives. A failure on one
 rank makes the others fail too (mismatch, stall or lost peer), never hang:
 PLAIT_TIMEOUT_S and PLAIT_STALL_ABORT_S are set short by ctest.

@@ -2,7 +2,7 @@
 elastic refusals and plait.keras under plaitrun (2 and 3 ranks), on Keras 3
 and on tf_keras (TF_USE_LEGACY_KERAS=1).
 
-Run: plaitrun -np 2 <tf venv python> -m pytest -x tests/python/tf/mp/test_keras_callbacks.py
+Run: plaitrun -np 2 <tf venv python> -m pytest -x tests/bindings/tensorflow/mp/test_keras_callbacks.py
 """
 
 import inspect

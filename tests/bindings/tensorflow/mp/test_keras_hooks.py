@@ -6,7 +6,7 @@ minimize, get_gradients, _aggregate_gradients, _allreduce, variables(),
 _agg_helper, with backward_passes_per_step and local variables, as Horovod
 0.28.1's test_tensorflow2_keras.py uses them.
 
-Run: plaitrun -np 2 <tf venv python> -m pytest -x tests/python/tf/mp/test_keras_hooks.py
+Run: plaitrun -np 2 <tf venv python> -m pytest -x tests/bindings/tensorflow/mp/test_keras_hooks.py
 """
 
 import numpy as np

@@ -4,7 +4,7 @@ taken where BatchNormalization has it (tf_keras) and ignored with one warning
 per process where it has none (Keras 3); fused=True or None raise as in
 Horovod.
 
-Run: plaitrun -np 2 <tf venv python> -m pytest -x tests/python/tf/mp/test_keras_layers.py
+Run: plaitrun -np 2 <tf venv python> -m pytest -x tests/bindings/tensorflow/mp/test_keras_layers.py
 """
 
 import warnings

@@ -3,7 +3,7 @@ on Keras 3 and on tf_keras (TF_USE_LEGACY_KERAS=1, its own ctest entry):
 fit trains to the weights of one process on the concatenated batch and
 stays bit-identical across ranks; every option; the errors.
 
-Run: plaitrun -np 2 <tf venv python> -m pytest -x tests/python/tf/mp/test_keras_optimizer.py
+Run: plaitrun -np 2 <tf venv python> -m pytest -x tests/bindings/tensorflow/mp/test_keras_optimizer.py
 """
 
 import numpy as np

@@ -83,7 +83,7 @@ def test_unreducible_dtypes_are_refused_by_name(hvd, dtype):
 
 
 def test_unregistered_process_set_is_refused(hvd):
-    # Registered sets: tests/python/tf/psets.
+    # Registered sets: tests/bindings/tensorflow/psets.
     with pytest.raises(ValueError, match="is not registered"):
         hvd.allreduce(tf.ones([2]), process_set=hvd.ProcessSet([0]))
     with pytest.raises(TypeError, match="must be a ProcessSet"):

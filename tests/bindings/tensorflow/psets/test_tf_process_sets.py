@@ -3,7 +3,7 @@ DistributedOptimizer and broadcast_variables on process sets, eagerly and
 in tf.function (through the op library), at 3 ranks: A = [0, 1], B = [1, 2]
 (conftest.py), and a set added and removed while the job runs.
 
-Run: HOROVOD_DYNAMIC_PROCESS_SETS=1 plaitrun -np 3 <tf venv python> -m pytest -x tests/python/tf/psets
+Run: HOROVOD_DYNAMIC_PROCESS_SETS=1 plaitrun -np 3 <tf venv python> -m pytest -x tests/bindings/tensorflow/psets
 """
 
 import threading

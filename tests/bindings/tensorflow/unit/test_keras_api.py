@@ -6,7 +6,7 @@ with Horovod's defaults; plait may add keyword parameters after them.
 Horovod's surface (data/horovod_0.28.1_keras_api.json) was read from its
 source with data/dump_horovod_tf_api.py's surface() for these six modules:
 
-    python3 -c 'import json, sys; sys.path.insert(0, "tests/python/tf/data");
+    python3 -c 'import json, sys; sys.path.insert(0, "tests/bindings/tensorflow/data");
       import dump_horovod_tf_api as d; root = sys.argv[1];
       mods = ["horovod.tensorflow.keras", "horovod.tensorflow.keras.callbacks",
               "horovod.tensorflow.keras.elastic", "horovod.keras",
@@ -14,7 +14,7 @@ source with data/dump_horovod_tf_api.py's surface() for these six modules:
       json.dump({"horovod_version": "0.28.1", "modules": {m: d.surface(root, m) for m in mods}},
                 sys.stdout, indent=1, sort_keys=True); print()' \\
       ~/.cache/plait/venvs/horovod/lib/python3.11/site-packages/horovod \\
-      > tests/python/tf/data/horovod_0.28.1_keras_api.json
+      > tests/bindings/tensorflow/data/horovod_0.28.1_keras_api.json
 """
 
 import ast

@@ -7,7 +7,7 @@ complete if every rank's count moved alike. The suite's own meeting after
 each test is named and would not notice a drift; these tests do.
 
 The join-allgather row (ranks issue different operations by design) is
-checked for plait in tests/python/mp/test_join_fidelity.py; Horovod's
+checked for plait in tests/bindings/torch/mp/test_join_fidelity.py; Horovod's
 handle-numbered names stay out of step after uneven batches there.
 """
 

@@ -2,7 +2,7 @@
 set known at init (conftest.py: every rank but rank 0) and what each
 answers outside it. Dynamic sets (add_process_set) need
 HOROVOD_DYNAMIC_PROCESS_SETS=1, which this session does not set: both
-refuse them with ValueError here; tests/python/psets runs plait's dynamic
+refuse them with ValueError here; tests/bindings/torch/psets runs plait's dynamic
 sets."""
 
 import pytest

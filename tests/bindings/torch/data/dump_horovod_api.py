@@ -1,12 +1,12 @@
 """Writes the public surface of Horovod's modules that plait mirrors, as JSON
-(tests/python/data/horovod_0.28.1_api.json, read by
-tests/python/test_fidelity_api.py).
+(tests/bindings/torch/data/horovod_0.28.1_api.json, read by
+tests/bindings/torch/test_fidelity_api.py).
 
 Run with the Python of a Horovod 0.28.1 installation (ci builds one in
 ~/.cache/plait/venvs/horovod):
 
-    ~/.cache/plait/venvs/horovod/bin/python tests/python/data/dump_horovod_api.py \\
-        > tests/python/data/horovod_0.28.1_api.json
+    ~/.cache/plait/venvs/horovod/bin/python tests/bindings/torch/data/dump_horovod_api.py \\
+        > tests/bindings/torch/data/horovod_0.28.1_api.json
 
 For each module: every name dir() shows that does not start with "_" (but
 not what the module merely imported from outside Horovod: typing's names,

@@ -1,5 +1,5 @@
 """Multi-rank pytest session: every rank runs this same session under
-plaitrun (tests/python/CMakeLists.txt), so every test runs on every rank in
+plaitrun (tests/bindings/CMakeLists.txt), so every test runs on every rank in
 the same order and may call collectives. A failed assertion on one rank
 makes the others fail too (mismatch, stall or lost peer), never hang:
 PLAIT_TIMEOUT_S and PLAIT_STALL_ABORT_S are set short by the launcher.

@@ -131,7 +131,7 @@ def test_global_process_set_everywhere(hvd):
 def test_other_process_sets_checked_on_every_rank(hvd):
     """A set that was never registered is refused before anything is sent
     (so no rank waits for another); without dynamic process sets adding one
-    is refused as Horovod refuses it. tests/python/psets runs real sets."""
+    is refused as Horovod refuses it. tests/bindings/torch/psets runs real sets."""
     other = hvd.ProcessSet([0])
     with pytest.raises(ValueError, match="not registered"):
         hvd.allreduce(torch.ones(2), name="fid.ps.other", process_set=other)

@@ -1,5 +1,5 @@
 """Process sets through plait.torch (docs/process-sets.md): every rank runs
-this session under plaitrun -np 3 and -np 4 (tests/python/CMakeLists.txt),
+this session under plaitrun -np 3 and -np 4 (tests/bindings/CMakeLists.txt),
 which starts plait with sets known at init and dynamic sets allowed
 (HOROVOD_DYNAMIC_PROCESS_SETS=1 in the test's environment):
 
@@ -11,8 +11,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# tests/python: the fixtures shared by every binding's process-set suite
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# tests/harness: the fixtures shared by every binding's process-set suite
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "harness"))
 
 from psets_session import session_fixtures  # noqa: E402
 
