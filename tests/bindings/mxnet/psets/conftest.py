@@ -13,6 +13,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 # tests/harness: the fixtures shared by every binding's process-set suite
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "harness"))
 
-from psets_session import session_fixtures  # noqa: E402
+from plaitrun_job import session_fixtures  # noqa: E402
 
 plait_job, hvd, sets, meet_after_each_test = session_fixtures("plait.mxnet")
