@@ -15,4 +15,5 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from plaitrun_job import session_fixtures  # noqa: E402
 
-plait_job, hvd, sets, meet_after_each_test = session_fixtures("plait.tensorflow")
+plait_job, hvd, sets, meet_after_each_test, pytest_report_header = session_fixtures(
+    "plait.tensorflow", "tensorflow")

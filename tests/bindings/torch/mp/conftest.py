@@ -1,33 +1,13 @@
-"""Multi-rank pytest session: every rank runs this same session under
-plaitrun (tests/bindings/CMakeLists.txt), so every test runs on every rank in
-the same order and may call collectives. A failed assertion on one rank
-makes the others fail too (mismatch, stall or lost peer), never hang:
-PLAIT_TIMEOUT_S and PLAIT_STALL_ABORT_S are set short by the launcher.
-"""
+"""Multi-rank pytest session of plait.torch: every rank runs it under plaitrun
+(tests/bindings/CMakeLists.txt: python_mp2_<torch>, python_mp3_<torch>); the
+fixtures are tests/harness/plaitrun_job.py's."""
 
 import os
 import sys
 
-import pytest
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "harness"))
 
+from plaitrun_job import job_fixtures  # noqa: E402
 
-@pytest.fixture(scope="session", autouse=True)
-def plait_job():
-    import plait.torch as hvd
-    hvd.init()
-    yield hvd
-    hvd.shutdown()
-
-
-@pytest.fixture
-def hvd(plait_job):
-    return plait_job
-
-
-def pytest_report_header(config):
-    import torch
-    return "torch %s (%s), rank %s of %s" % (
-        torch.__version__, sys.executable, os.environ.get("PLAIT_RANK", "?"),
-        os.environ.get("PLAIT_SIZE", "?"))
+plait_job, hvd, pytest_report_header = job_fixtures("plait.torch", "torch")
