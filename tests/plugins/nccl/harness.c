@@ -1,4 +1,5 @@
 #include "harness.h"
+#include "ranks.h" /* plait_test_clear_env */
 
 #include "plait/dtypes.h"
 
@@ -274,119 +275,10 @@ int nt_run_failing_init(int nranks, double timeout_s, nt_init_fail_fn fn) {
   return rc;
 }
 
-/* ---- dtypes: float16 and bfloat16 by hand (round to nearest even) */
-
-static uint16_t f32_to_f16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  int32_t exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
-  uint32_t mant = x & 0x7fffffu;
-  if (((x >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
-  if (exp >= 31) return (uint16_t)(sign | 0x7c00u);
-  if (exp <= 0) { /* subnormal or zero */
-    if (exp < -10) return (uint16_t)sign;
-    mant |= 0x800000u;
-    uint32_t shift = (uint32_t)(14 - exp);
-    uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1))) h++;
-    return (uint16_t)(sign | h);
-  }
-  uint32_t h = ((uint32_t)exp << 10) | (mant >> 13), rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++;
-  return (uint16_t)(sign | h);
-}
-
-static float f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;
-  float f;
-  if (exp == 0) {
-    f = ldexpf((float)mant, -24);
-    return sign ? -f : f;
-  }
-  uint32_t x = exp == 31 ? sign | 0x7f800000u | (mant << 13)
-                         : sign | ((exp - 15 + 127) << 23) | (mant << 13);
-  memcpy(&f, &x, 4);
-  return f;
-}
-
-static uint16_t f32_to_bf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return (uint16_t)(x >> 16);
-}
-
-static float bf16_to_f32(uint16_t b) {
-  uint32_t x = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-
-void nt_put(int dtype, void *buf, size_t i, double v) {
-  switch ((plait_dtype_t)dtype) {
-    case PLAIT_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    case PLAIT_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-    case PLAIT_UINT16: ((uint16_t *)buf)[i] = (uint16_t)v; break;
-    case PLAIT_INT16: ((int16_t *)buf)[i] = (int16_t)v; break;
-    case PLAIT_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case PLAIT_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    case PLAIT_FLOAT16: ((uint16_t *)buf)[i] = f32_to_f16((float)v); break;
-    case PLAIT_BFLOAT16: ((uint16_t *)buf)[i] = f32_to_bf16((float)v); break;
-    case PLAIT_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    case PLAIT_FLOAT64: ((double *)buf)[i] = v; break;
-    case PLAIT_BOOL: ((uint8_t *)buf)[i] = v != 0; break;
-    default: break;
-  }
-}
-
-double nt_get(int dtype, const void *buf, size_t i) {
-  switch ((plait_dtype_t)dtype) {
-    case PLAIT_UINT8: return ((const uint8_t *)buf)[i];
-    case PLAIT_INT8: return ((const int8_t *)buf)[i];
-    case PLAIT_UINT16: return ((const uint16_t *)buf)[i];
-    case PLAIT_INT16: return ((const int16_t *)buf)[i];
-    case PLAIT_INT32: return ((const int32_t *)buf)[i];
-    case PLAIT_INT64: return (double)((const int64_t *)buf)[i];
-    case PLAIT_FLOAT16: return f16_to_f32(((const uint16_t *)buf)[i]);
-    case PLAIT_BFLOAT16: return bf16_to_f32(((const uint16_t *)buf)[i]);
-    case PLAIT_FLOAT32: return ((const float *)buf)[i];
-    case PLAIT_FLOAT64: return ((const double *)buf)[i];
-    case PLAIT_BOOL: return ((const uint8_t *)buf)[i];
-    default: return NAN;
-  }
-}
-
 /* ---- the public API's environment */
 
-extern char **environ;
-
-static int job_variable(const char *e) {
-  static const char *prefixes[] = {"PLAIT_", "OMPI_", "PMI_", "PMIX_", "SLURM_", "HOROVOD_"};
-  static const char *exact[] = {"MPI_LOCALRANKID", "MPI_LOCALNRANKS", "RANK", "WORLD_SIZE",
-                                "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                                "GROUP_RANK", "TORCHELASTIC_USE_AGENT_STORE"};
-  for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
-    if (!strncmp(e, prefixes[i], strlen(prefixes[i]))) return 1;
-  for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
-    size_t n = strlen(exact[i]);
-    if (!strncmp(e, exact[i], n) && e[n] == '=') return 1;
-  }
-  return 0;
-}
-
 void nt_api_env(void) {
-  char names[256][128];
-  size_t n = 0;
-  for (char **e = environ; *e && n < 256; e++) { /* collected first: unsetenv edits environ */
-    const char *eq = strchr(*e, '=');
-    if (!eq || !job_variable(*e) || (size_t)(eq - *e) >= sizeof names[0]) continue;
-    memcpy(names[n], *e, (size_t)(eq - *e));
-    names[n++][eq - *e] = '\0';
-  }
-  for (size_t i = 0; i < n; i++) unsetenv(names[i]);
+  plait_test_clear_env(); /* tests/harness/ranks.c */
   setenv("PLAIT_TRANSPORT", "nccl", 1);
   setenv("PLAIT_PLUGIN_PATH", PLAIT_NCCL_PLUGIN_DIR, 1);
 }

@@ -47,8 +47,7 @@ void nt_say(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3))
  * for the tests that go through the public C API. */
 void nt_api_env(void);
 
-/* dtype helpers: host values as doubles. */
-void nt_put(int dtype, void *buf, size_t i, double v);
-double nt_get(int dtype, const void *buf, size_t i);
+/* Element access by dtype and the reduction reference: tests/harness/dtype_oracle.h
+ * (ops_put, ops_get, ops_reduce). */
 
 #endif

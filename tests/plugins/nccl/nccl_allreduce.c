@@ -21,7 +21,7 @@ static void one_case(tally_t *ty, const plait_transport_t *t, void *st, int n,
     EXPECT(ty, 0, "out of host memory");
     return;
   }
-  for (size_t i = 0; i < count; i++) nt_put(d, host, i, nv_value(d, op, ty->rank, n, i));
+  for (size_t i = 0; i < count; i++) ops_put(d, host, i, nv_value(d, op, ty->rank, n, i));
   cudaError_t e = cudaMalloc(&dev, bytes);
   if (e == cudaSuccess) e = cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice);
   if (e != cudaSuccess) {
@@ -48,7 +48,7 @@ static void one_case(tally_t *ty, const plait_transport_t *t, void *st, int n,
     size_t bad = 0, first = 0;
     double tol = nv_tolerance(d, n), got = 0, want = 0;
     for (size_t i = 0; i < count; i++) {
-      double g = nt_get(d, host, i), w = nv_reference(d, op, n, i);
+      double g = ops_get(d, host, i), w = nv_reference(d, op, n, i);
       if (d == PLAIT_BOOL) g = g != 0;
       if (!(fabs(g - w) <= tol) && bad++ == 0) first = i, got = g, want = w;
     }

@@ -118,7 +118,7 @@ static void reducescatter(tally_t *ty, const plait_transport_t *t, void *st, int
   }
   size_t mine = counts[ty->rank];
   char *hs = malloc(total * es), *hr = malloc(mine * es + 1);
-  for (size_t i = 0; i < total; i++) nt_put(d, hs, i, nv_value(d, op, ty->rank, n, i));
+  for (size_t i = 0; i < total; i++) ops_put(d, hs, i, nv_value(d, op, ty->rank, n, i));
   void *ds = to_device(ty, hs, total * es), *dr = to_device(ty, hr, mine * es);
   EXPECT(ty, ds && dr, "device buffers");
   if (ds && dr) {
@@ -128,7 +128,7 @@ static void reducescatter(tally_t *ty, const plait_transport_t *t, void *st, int
     size_t bad = 0;
     if (rc == PLAIT_SUCCESS && from_device(hr, dr, mine * es))
       for (size_t i = 0; i < mine; i++)
-        bad += !(fabs(nt_get(d, hr, i) - nv_reference(d, op, n, start + i)) <=
+        bad += !(fabs(ops_get(d, hr, i) - nv_reference(d, op, n, start + i)) <=
                  nv_tolerance(d, n));
     EXPECT(ty, bad == 0, "reducescatter %s %s (%s counts): %zu of %zu wrong",
            plait_op_name_inline(op), plait_dtype_name_inline(d), equal ? "equal" : "unequal",

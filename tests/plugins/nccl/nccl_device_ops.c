@@ -77,29 +77,18 @@ static void tensor_2d(plait_tensor_t *t, void *data, plait_dtype_t d, int64_t ro
  * 1/size into post (post / size in double); integers truncated toward zero
  * after each scaling. */
 static double reference(plait_dtype_t d, plait_op_t op, size_t i, double pre, double post) {
-  double acc = 0;
+  double vals[NT_MAX_RANKS];
   for (int r = 0; r < size_; r++) {
-    double v = nv_value(d, op, r, size_, i) * pre;
-    if (!nv_float(d)) v = trunc(v);
-    if (r == 0) {
-      acc = v;
-      continue;
-    }
-    switch (op) {
-      case PLAIT_OP_SUM:
-      case PLAIT_OP_AVERAGE: acc = d == PLAIT_BOOL ? (acc || v) : acc + v; break;
-      case PLAIT_OP_MIN: acc = d == PLAIT_BOOL ? (acc && v) : fmin(acc, v); break;
-      case PLAIT_OP_MAX: acc = d == PLAIT_BOOL ? (acc || v) : fmax(acc, v); break;
-      default: acc = d == PLAIT_BOOL ? (acc && v) : acc * v; break;
-    }
+    vals[r] = nv_value(d, op, r, size_, i) * pre;
+    if (!ops_is_float(d)) vals[r] = trunc(vals[r]);
   }
-  acc *= op == PLAIT_OP_AVERAGE ? post / (double)size_ : post;
-  return nv_float(d) ? acc : trunc(acc);
+  double acc = ops_reduce(d, op, vals, size_) * ops_postscale(op, size_, post);
+  return ops_is_float(d) ? acc : trunc(acc);
 }
 
 /* Fills a device buffer of n elements with this rank's values. */
 static int upload(void *dev, plait_dtype_t d, plait_op_t op, size_t n, unsigned char *host) {
-  for (size_t i = 0; i < n; i++) nt_put(d, host, i, nv_value(d, op, rank_, size_, i));
+  for (size_t i = 0; i < n; i++) ops_put(d, host, i, nv_value(d, op, rank_, size_, i));
   return n == 0 || cudaMemcpy(dev, host, n * plait_dtype_size_inline(d), cudaMemcpyHostToDevice) ==
                        cudaSuccess;
 }
@@ -113,11 +102,11 @@ static int compare(const char *what, const void *dev, plait_dtype_t d, plait_op_
   double tol = nv_tolerance(d, size_) * fabs(pre) * fabs(post) * 2.0;
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < n; i++) {
-    double want = reference(d, op, i, pre, post), got = nt_get(d, host, i);
+    double want = reference(d, op, i, pre, post), got = ops_get(d, host, i);
     if (fabs(got - want) > tol && !bad++) first = i;
   }
   CHECK(bad == 0, "%s: %zu of %zu wrong, first [%zu] = %g, want %g", what, bad, n, first,
-        n ? nt_get(d, host, first) : 0.0, n ? reference(d, op, first, pre, post) : 0.0);
+        n ? ops_get(d, host, first) : 0.0, n ? reference(d, op, first, pre, post) : 0.0);
   return bad != 0;
 }
 
@@ -192,8 +181,8 @@ static void allreduce_matrix(void) {
       if (d == PLAIT_BOOL && op == PLAIT_OP_AVERAGE) continue;
       allreduce_round(d, op, 1.0, 1.0, host);
       allreduce_round(d, op, 1.0, 1.0, host); /* again: the cached burst */
-      if (d == PLAIT_BOOL || (op == PLAIT_OP_PRODUCT && !nv_float(d))) continue;
-      double post = nv_float(d) ? 0.5 : 1.0; /* exact in every dtype */
+      if (d == PLAIT_BOOL || (op == PLAIT_OP_PRODUCT && !ops_is_float(d))) continue;
+      double post = ops_is_float(d) ? 0.5 : 1.0; /* exact in every dtype */
       allreduce_round(d, op, 2.0, 1.0, host);
       allreduce_round(d, op, 1.0, post, host);
       allreduce_round(d, op, 2.0, post, host);
@@ -374,7 +363,7 @@ static void reducescatter_out(unsigned char *host, size_t cap) {
   size_t bad = 0;
   for (size_t j = 0; got == (long long)(mine * 5) && j < mine * 5; j++) {
     double want = reference(PLAIT_BFLOAT16, PLAIT_OP_SUM, first * 5 + j, 2.0, 1.0);
-    bad += fabs(nt_get(PLAIT_BFLOAT16, host, j) - want) > nv_tolerance(PLAIT_BFLOAT16, size_) * 2;
+    bad += fabs(ops_get(PLAIT_BFLOAT16, host, j) - want) > nv_tolerance(PLAIT_BFLOAT16, size_) * 2;
   }
   CHECK(bad == 0, "reducescatter: %zu elements wrong", bad);
   cudaFree(in);
@@ -396,7 +385,7 @@ static void broadcast_in_place(unsigned char *host) {
   size_t bad = 0;
   if (rc == PLAIT_SUCCESS && cudaMemcpy(host, buf, n * 8, cudaMemcpyDeviceToHost) == cudaSuccess)
     for (size_t i = 0; i < n; i++)
-      bad += nt_get(PLAIT_INT64, host, i) !=
+      bad += ops_get(PLAIT_INT64, host, i) !=
              nv_value(PLAIT_INT64, PLAIT_OP_SUM, size_ - 1, size_, i);
   CHECK(rc == PLAIT_SUCCESS && bad == 0, "broadcast: %zu elements differ from the root's", bad);
   cudaFree(buf);

@@ -9,44 +9,27 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "dtype_oracle.h" /* tests/harness: element access, ops_reduce */
 #include "plait/plait.h"
-
-static inline int nv_signed(plait_dtype_t d) {
-  return d == PLAIT_INT8 || d == PLAIT_INT16 || d == PLAIT_INT32 || d == PLAIT_INT64 ||
-         d == PLAIT_FLOAT16 || d == PLAIT_BFLOAT16 || d == PLAIT_FLOAT32 || d == PLAIT_FLOAT64;
-}
-
-static inline int nv_float(plait_dtype_t d) {
-  return d == PLAIT_FLOAT16 || d == PLAIT_BFLOAT16 || d == PLAIT_FLOAT32 || d == PLAIT_FLOAT64;
-}
 
 /* Rank r's element i. Products stay within +-2 (one rank contributes a 2). */
 static inline double nv_value(plait_dtype_t d, plait_op_t op, int r, int n, size_t i) {
   if (d == PLAIT_BOOL) return (double)((i + (size_t)r) % 3 != 0);
   if (op == PLAIT_OP_PRODUCT) {
     double v = (i + (size_t)r) % (size_t)n == 0 ? 2.0 : 1.0;
-    return nv_signed(d) && (i + 2 * (size_t)r) % 3 == 0 ? -v : v;
+    return !ops_is_unsigned(d) && (i + 2 * (size_t)r) % 3 == 0 ? -v : v;
   }
   double v = (double)((i * 7 + (size_t)r * 3) % 9);
-  return nv_signed(d) ? v - 4.0 : v;
+  return !ops_is_unsigned(d) ? v - 4.0 : v;
 }
 
 /* The reduction over n ranks, as plait defines it (bool: sum and max are
  * or, min and product and; average truncates toward zero on integers). */
 static inline double nv_reference(plait_dtype_t d, plait_op_t op, int n, size_t i) {
-  double acc = nv_value(d, op, 0, n, i);
-  for (int r = 1; r < n; r++) {
-    double v = nv_value(d, op, r, n, i);
-    switch (op) {
-      case PLAIT_OP_SUM:
-      case PLAIT_OP_AVERAGE: acc = d == PLAIT_BOOL ? (acc || v) : acc + v; break;
-      case PLAIT_OP_MIN: acc = d == PLAIT_BOOL ? (acc && v) : fmin(acc, v); break;
-      case PLAIT_OP_MAX: acc = d == PLAIT_BOOL ? (acc || v) : fmax(acc, v); break;
-      case PLAIT_OP_PRODUCT: acc = d == PLAIT_BOOL ? (acc && v) : acc * v; break;
-      default: break;
-    }
-  }
-  if (op == PLAIT_OP_AVERAGE) acc = nv_float(d) ? acc / n : trunc(acc / n);
+  double vals[PLAIT_TEST_MAX_RANKS];
+  for (int r = 0; r < n; r++) vals[r] = nv_value(d, op, r, n, i);
+  double acc = ops_reduce(d, op, vals, n);
+  if (op == PLAIT_OP_AVERAGE) acc = ops_is_float(d) ? acc / n : trunc(acc / n);
   return acc;
 }
 
