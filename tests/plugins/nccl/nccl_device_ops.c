@@ -78,6 +78,7 @@ static void tensor_2d(plait_tensor_t *t, void *data, plait_dtype_t d, int64_t ro
  * after each scaling. */
 static double reference(plait_dtype_t d, plait_op_t op, size_t i, double pre, double post) {
   double vals[NT_MAX_RANKS];
+  if (size_ < 1 || size_ > NT_MAX_RANKS) return NAN;
   for (int r = 0; r < size_; r++) {
     vals[r] = nv_value(d, op, r, size_, i) * pre;
     if (!ops_is_float(d)) vals[r] = trunc(vals[r]);

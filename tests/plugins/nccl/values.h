@@ -27,6 +27,7 @@ static inline double nv_value(plait_dtype_t d, plait_op_t op, int r, int n, size
  * or, min and product and; average truncates toward zero on integers). */
 static inline double nv_reference(plait_dtype_t d, plait_op_t op, int n, size_t i) {
   double vals[PLAIT_TEST_MAX_RANKS];
+  if (n < 1 || n > PLAIT_TEST_MAX_RANKS) return NAN;
   for (int r = 0; r < n; r++) vals[r] = nv_value(d, op, r, n, i);
   double acc = ops_reduce(d, op, vals, n);
   if (op == PLAIT_OP_AVERAGE) acc = ops_is_float(d) ? acc / n : trunc(acc / n);
