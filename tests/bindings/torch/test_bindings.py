@@ -5,11 +5,13 @@ import ctypes
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import textwrap
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "harness"))
+from ranks import free_port  # noqa: E402
 
 import plait
 from plait import _core
@@ -129,24 +131,6 @@ def test_not_initialized_error_has_library_message():
         plait.rank()
     assert "not initialized" in str(err.value)
     assert err.value.name == "PLAIT_ERR_NOT_INITIALIZED"
-
-
-def free_port():
-    """A free port below the kernel's ephemeral range, as plaitrun picks: one
-    from that range may become an outgoing connection's local port before
-    rank 0 binds it."""
-    import random
-    for _ in range(64):
-        port = random.randrange(10000, 32000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-                return port
-            except OSError:
-                continue
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_python(code, env_extra=None, env_drop=(), timeout=60):

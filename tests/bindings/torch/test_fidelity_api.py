@@ -14,12 +14,14 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "harness"))
+from ranks import clean_env, free_port  # noqa: E402
 
 import plait
 import plait.common.elastic
@@ -221,14 +223,6 @@ def test_horovod_exception_modules():
 # One-rank jobs in subprocesses
 # --------------------------------------------------------------------------
 
-def clean_env(**extra):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PLAIT_", "HOROVOD_"))
-           or k in ("PLAIT_LIBRARY", "PLAIT_PLUGIN_PATH")}
-    env.update(extra)
-    return env
-
-
 PRELUDE = """
 import json, os, sys, warnings
 import torch
@@ -304,9 +298,7 @@ def test_life_cycle_as_horovod():
 def test_failed_init_is_value_error_of_plaits_class():
     """Horovod: a failed init raises ValueError. plait keeps its class (here
     the rendezvous timing out) and makes it a ValueError too."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     p = run_job("""
         e = raises(hvd.init, ValueError)
         assert isinstance(e, plait.PlaitTimeoutError) and isinstance(e, TimeoutError), type(e)
@@ -324,9 +316,7 @@ def test_shutdown_after_a_lost_rank_does_not_raise(tmp_path):
     raises PeerLostError, a HorovodInternalError (Horovod: "Horovod has been
     shut down ..." HorovodInternalError); shutdown() then returns (Horovod's
     never raises), reporting the loss as a RuntimeWarning."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     code = PRELUDE + textwrap.dedent("""
         warnings.simplefilter("always")
         hvd.init()

@@ -7,11 +7,13 @@ rank never exited."""
 
 import os
 import signal
+import sys
 import time
 
 import pytest
 
-from test_launch import plait_env, start_ranks
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "harness"))
+from ranks import plait_env, start_ranks  # noqa: E402
 
 SCRIPT = """
 import sys, torch

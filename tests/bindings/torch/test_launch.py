@@ -6,7 +6,6 @@ import glob
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -14,54 +13,11 @@ from datetime import timedelta
 
 import pytest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "harness"))
+from ranks import clean_env, free_ports, plait_env, start_ranks  # noqa: E402
+
 BUILD = os.environ.get("PLAIT_TEST_BUILD_DIR")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-
-def free_ports(count):
-    """count consecutive free TCP ports on 127.0.0.1, below the kernel's
-    ephemeral range (as plaitrun picks)."""
-    import random
-    for _ in range(100):
-        base = random.randrange(10000, 32000)
-        ok = True
-        for p in range(base, base + count):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", p))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return base
-    raise RuntimeError("no %d consecutive free ports on 127.0.0.1" % count)
-
-
-def clean_env(**extra):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("PLAIT_") or k in ("PLAIT_LIBRARY", "PLAIT_PLUGIN_PATH")}
-    env.update(extra)
-    return env
-
-
-def start_ranks(code, n, env_for_rank):
-    """Starts n ranks of `python -c code`; env_for_rank(r) gives each one's
-    environment."""
-    script = textwrap.dedent(code)
-    return [subprocess.Popen([sys.executable, "-c", script], env=env_for_rank(r),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for r in range(n)]
-
-
-def plait_env(n, timeout_s):
-    port = free_ports(1)
-    secret = secrets.token_hex(16)
-
-    def env(r):
-        return clean_env(PLAIT_RANK=str(r), PLAIT_SIZE=str(n), PLAIT_LOCAL_RANK=str(r),
-                         PLAIT_LOCAL_SIZE=str(n), PLAIT_RENDEZVOUS="127.0.0.1:%d" % port,
-                         PLAIT_SECRET=secret, PLAIT_TIMEOUT_S=str(timeout_s))
-    return env
 
 
 VICTIM = """

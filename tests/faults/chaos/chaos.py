@@ -27,7 +27,6 @@ import random
 import re
 import selectors
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
+import ranks as harness  # noqa: E402  (tests/harness/ranks.py)
+
 TRANSPORTS = {
     "gloo": {"PLAIT_TRANSPORT": "gloo"},
     "ofi-shm": {"PLAIT_TRANSPORT": "ofi", "FI_PROVIDER": "shm"},
@@ -52,12 +54,6 @@ def blamed_ranks(text):
     if not m:
         return []
     return [int(x) for x in m.group(1).split(", ") if x.isdigit()]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def stop_process(p):
@@ -104,16 +100,11 @@ def worker_command(args, lang):
 
 
 def rank_env(args, transport, lang, rank, n, port, secret, seed):
-    env = dict(os.environ)
-    for k in list(env):
-        if k.startswith(("PLAIT_", "FI_", "OMPI_", "PMI_", "SLURM_")) or k in (
-                "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-            del env[k]
+    env = harness.clean_env(keep=(), drop=("FI_",))
     env.update(TRANSPORTS[transport])
+    env.update(harness.rank_env(rank, n, port, secret))
     env.update({
-        "PLAIT_RANK": str(rank), "PLAIT_SIZE": str(n), "PLAIT_LOCAL_RANK": str(rank),
-        "PLAIT_LOCAL_SIZE": str(n), "PLAIT_RENDEZVOUS": "127.0.0.1:%d" % port,
-        "PLAIT_SECRET": secret, "PLAIT_TIMEOUT_S": str(args.timeout),
+        "PLAIT_TIMEOUT_S": str(args.timeout),
         "PLAIT_START_TIMEOUT_S": str(args.start_timeout),
         "PLAIT_PLUGIN_PATH": os.path.join(args.build_dir, "lib"),
         "CHAOS_SEED": str(seed), "CHAOS_MAX_S": str(args.max_workload),
@@ -193,7 +184,7 @@ def run_trial(args, t):
     """One trial, described by t (transport, lang, victim, fault, moment,
     seed); returns the trial's record."""
     n = args.ranks
-    port, secret = free_port(), "%032x" % random.getrandbits(128)
+    port, secret = harness.free_port(), "%032x" % random.getrandbits(128)
     ranks, sel = [], selectors.DefaultSelector()
     rec = dict(t, ranks=n, timeout_s=args.timeout)
     try:

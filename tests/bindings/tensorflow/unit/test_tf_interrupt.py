@@ -20,8 +20,8 @@ import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "torch"))
-from test_launch import clean_env, free_ports  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "harness"))
+from ranks import clean_env, free_ports  # noqa: E402
 
 SCRIPT = """
 import os, signal, sys
