@@ -1,4 +1,4 @@
-#include "harness.h"
+#include "nccl_ranks.h"
 #include "ranks.h" /* plait_test_clear_env */
 
 #include "plait/dtypes.h"

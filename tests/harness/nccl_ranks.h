@@ -6,8 +6,8 @@
  * plane does. Tests skip (exit 77, ctest's SKIP_RETURN_CODE) with the
  * reason printed where there is no GPU.
  */
-#ifndef PLAIT_NCCL_HARNESS_H
-#define PLAIT_NCCL_HARNESS_H
+#ifndef PLAIT_TEST_NCCL_RANKS_H
+#define PLAIT_TEST_NCCL_RANKS_H
 
 #include <stddef.h>
 

@@ -6,7 +6,7 @@
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 
-#include "harness.h"
+#include "nccl_ranks.h"
 #include "plait/dtypes.h"
 
 typedef struct tally {

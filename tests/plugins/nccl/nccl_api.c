@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
+#include "nccl_ranks.h"
 #include "plait/dtypes.h"
 #include "plait/plait.h"
 

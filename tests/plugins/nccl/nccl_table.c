@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness.h"
+#include "nccl_ranks.h"
 #include "plait/dtypes.h"
 
 static int checks, failed;
