@@ -103,12 +103,7 @@ int plait_test_run_engines(plait_test_engines_t *job, plait_test_rank_fn fn, voi
   int n = job->nranks;
   if (n < 1 || n > PLAIT_TEST_MAX_RANKS) return 1;
   char secret[65];
-  FILE *f = fopen("/dev/urandom", "rb");
-  unsigned char raw[32] = {0};
-  if (!f || fread(raw, 1, sizeof raw, f) != sizeof raw)
-    for (size_t i = 0; i < sizeof raw; i++) raw[i] = (unsigned char)rand();
-  if (f) fclose(f);
-  for (size_t i = 0; i < sizeof raw; i++) sprintf(secret + 2 * i, "%02x", raw[i]);
+  plait_test_make_secret(secret);
   /* The plugin (and the transport library under it) is loaded, and its static
    * initialisers run, once before the ranks' threads start: the loader's own
    * lock orders a concurrent first load, but ThreadSanitizer cannot see it in

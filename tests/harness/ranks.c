@@ -91,7 +91,7 @@ void plait_test_say(int rank, const char *fmt, ...) {
   fprintf(stderr, "[test rank %d] %s\n", rank, msg);
 }
 
-static void make_secret(char *out) {
+void plait_test_make_secret(char out[65]) {
   unsigned char raw[32];
   FILE *f = fopen("/dev/urandom", "rb");
   if (!f || fread(raw, 1, sizeof raw, f) != sizeof raw) {
@@ -127,7 +127,7 @@ int plait_test_run_ranks(plait_test_job_t *job, plait_test_rank_fn fn, void *arg
   if (job->timeout_s <= 0) job->timeout_s = 60;
   int port = plait_test_free_port();
   snprintf(job->rendezvous, sizeof job->rendezvous, "127.0.0.1:%d", port);
-  make_secret(job->secret);
+  plait_test_make_secret(job->secret);
   fflush(stdout);
   fflush(stderr);
 

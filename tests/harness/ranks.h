@@ -41,6 +41,9 @@ int plait_test_run_ranks(plait_test_job_t *job, plait_test_rank_fn fn, void *arg
 /* A TCP port on 127.0.0.1 that was free a moment ago. */
 int plait_test_free_port(void);
 
+/* A fresh job secret: 64 hex digits from /dev/urandom, and a '\0'. */
+void plait_test_make_secret(char out[65]);
+
 /* Unsets every variable that would make this process part of a bigger job
  * or change plait's configuration: PLAIT_*, HOROVOD_*, the Open MPI, PMI, PMIx and Slurm
  * ones, and torchrun's. Tests may well run inside an MPI or Slurm job. */
