@@ -4,8 +4,8 @@
  * transport (tests/plugins/fixtures/devsim.c: a GPU transport simulated on the host,
  * whose device pointers fault when the core touches them), its helpers
  * (loaded in each rank, from the file the core loads), device buffers, and
- * a rank main that checks every device allocation is freed by
- * plait_shutdown.
+ * and hooks for ops_util.h's rank main that check every device allocation is
+ * freed by plait_shutdown.
  */
 #ifndef PLAIT_TEST_DEVSIM_UTIL_H
 #define PLAIT_TEST_DEVSIM_UTIL_H
@@ -16,19 +16,12 @@
 
 #define DEVSIM_SO PLAIT_TEST_PLUGIN_DIR "/libplait-transport-devsim.so"
 
-static devsim_api_t dv;  /* in each rank, after dv_rank_main loaded it */
+static devsim_api_t dv;  /* in each rank, after dv_before loaded it */
 static int dv_device;    /* the device index of this rank's tensors */
 
-typedef struct dv_job {
-  ops_body_fn body;
-  void *arg;
-} dv_job_t;
-
-/* Loads devsim's helpers (before plait_init: the constructor reads the
- * rank's DEVSIM_* env), plait_init, body, plait_shutdown; then no device
- * allocation may be left (the body frees its own buffers). */
-static inline int dv_rank_main(int rank, int nranks, void *arg) {
-  const dv_job_t *j = arg;
+/* Before plait_init: loads devsim's helpers (the constructor reads the
+ * rank's DEVSIM_* env) and picks this rank's device. */
+static inline int dv_before(int rank) {
   char err[512];
   if (devsim_api_load(DEVSIM_SO, &dv, err, sizeof err)) {
     plait_test_say(rank, "cannot load devsim's helpers: %s", err);
@@ -36,45 +29,24 @@ static inline int dv_rank_main(int rank, int nranks, void *arg) {
   }
   const char *d = getenv("DEVSIM_DEVICE");
   dv_device = d && *d ? atoi(d) : rank; /* the harness sets PLAIT_LOCAL_RANK = rank */
-  plait_result_t rc = plait_init();
-  if (rc != PLAIT_SUCCESS) {
-    plait_test_say(rank, "plait_init: %s: %s", plait_result_name(rc), plait_last_error());
-    return 1;
-  }
-  int fails = j->body(rank, nranks, j->arg);
-  rc = plait_shutdown();
-  if (rc != PLAIT_SUCCESS && !fails) {
-    plait_test_say(rank, "plait_shutdown: %s: %s", plait_result_name(rc), plait_last_error());
-    fails = 1;
-  }
-  long live = dv.live_allocations();
-  if (!fails && live != 0) {
-    plait_test_say(rank, "%ld device allocation(s) still live after plait_shutdown", live);
-    fails = 1;
-  }
-  if (!fails && OPS_LEAK_CHECK()) { /* ASan builds: the rank _exit()s, look now */
-    plait_test_say(rank, "LeakSanitizer found leaks after plait_shutdown (see above)");
-    fails = 1;
-  }
-  return fails;
+  return 0;
 }
 
-/* Runs body on nranks ranks on devsim (PLAIT_TIMEOUT_S=15, then env). */
+/* After plait_shutdown: no device allocation may be left (the body frees
+ * its own buffers). */
+static inline int dv_after(int rank) {
+  long live = dv.live_allocations();
+  if (live == 0) return 0;
+  plait_test_say(rank, "%ld device allocation(s) still live after plait_shutdown", live);
+  return 1;
+}
+
+/* Runs body on nranks ranks on devsim (PLAIT_TIMEOUT_S=15, then env), each
+ * between dv_before, plait_init, plait_shutdown and dv_after. */
 static inline int dv_run(int nranks, const char *const *env, double timeout_s, ops_body_fn body,
                          void *arg) {
-  const char *all[16];
-  int k = 0;
-  all[k++] = "PLAIT_TIMEOUT_S=15";
-  all[k++] = "PLAIT_TRANSPORT=devsim";
-  for (; env && *env && k < 15; env++) all[k++] = *env;
-  all[k] = NULL;
-  plait_test_job_t job;
-  memset(&job, 0, sizeof job);
-  job.nranks = nranks;
-  job.timeout_s = timeout_s;
-  job.env = all;
-  dv_job_t j = {body, arg};
-  return plait_test_run_ranks(&job, dv_rank_main, &j);
+  return ops_run_hooked(nranks, "PLAIT_TRANSPORT=devsim", env, timeout_s, body, arg, dv_before,
+                        dv_after);
 }
 
 /* In a Criterion test: skip without the plugins devsim needs. */

@@ -85,13 +85,19 @@ static inline void ops_say_at(int rank, const char *file, int line, const char *
 
 typedef int (*ops_body_fn)(int rank, int nranks, void *arg);
 
+/* A rank's own step before plait_init, or check after plait_shutdown (only
+ * when the body passed): nonzero fails the rank, having said why. */
+typedef int (*ops_hook_fn)(int rank);
+
 typedef struct ops_job_arg {
   ops_body_fn body;
   void *arg;
+  ops_hook_fn before, after; /* NULL: none */
 } ops_job_arg_t;
 
 static inline int ops_rank_main(int rank, int nranks, void *arg) {
   const ops_job_arg_t *a = arg;
+  if (a->before && a->before(rank)) return 1;
   plait_result_t rc = plait_init();
   if (rc != PLAIT_SUCCESS) {
     plait_test_say(rank, "plait_init: %s: %s", plait_result_name(rc), plait_last_error());
@@ -103,6 +109,7 @@ static inline int ops_rank_main(int rank, int nranks, void *arg) {
     plait_test_say(rank, "plait_shutdown: %s: %s", plait_result_name(rc), plait_last_error());
     fails = 1;
   }
+  if (!fails && a->after && a->after(rank)) fails = 1;
   /* The rank _exit()s, so LeakSanitizer would not look: look now (after a
    * failure buffers are left to operations that may still be in flight). */
   if (!fails && OPS_LEAK_CHECK()) {
@@ -110,6 +117,25 @@ static inline int ops_rank_main(int rank, int nranks, void *arg) {
     fails = 1;
   }
   return fails;
+}
+
+/* ops_run with the rank's hooks and one more setting before env (NULL: none). */
+static inline int ops_run_hooked(int nranks, const char *setting, const char *const *env,
+                                 double timeout_s, ops_body_fn body, void *arg,
+                                 ops_hook_fn before, ops_hook_fn after) {
+  const char *all[16];
+  int k = 0;
+  all[k++] = "PLAIT_TIMEOUT_S=15";
+  if (setting) all[k++] = setting;
+  for (; env && *env && k < 15; env++) all[k++] = *env;
+  all[k] = NULL;
+  plait_test_job_t job;
+  memset(&job, 0, sizeof job);
+  job.nranks = nranks;
+  job.timeout_s = timeout_s;
+  job.env = all;
+  ops_job_arg_t a = {body, arg, before, after};
+  return plait_test_run_ranks(&job, ops_rank_main, &a);
 }
 
 /*
@@ -120,18 +146,7 @@ static inline int ops_rank_main(int rank, int nranks, void *arg) {
  */
 static inline int ops_run(int nranks, const char *const *env, double timeout_s, ops_body_fn body,
                           void *arg) {
-  const char *all[16];
-  int k = 0;
-  all[k++] = "PLAIT_TIMEOUT_S=15";
-  for (; env && *env && k < 15; env++) all[k++] = *env;
-  all[k] = NULL;
-  plait_test_job_t job;
-  memset(&job, 0, sizeof job);
-  job.nranks = nranks;
-  job.timeout_s = timeout_s;
-  job.env = all;
-  ops_job_arg_t a = {body, arg};
-  return plait_test_run_ranks(&job, ops_rank_main, &a);
+  return ops_run_hooked(nranks, NULL, env, timeout_s, body, arg, NULL, NULL);
 }
 
 /* 1 when this build made the gloo transport plugin (it is skipped when
