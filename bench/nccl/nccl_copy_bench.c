@@ -2,7 +2,7 @@
  * The fusion copies on a GPU (prints figures; checks nothing about time):
  * the nccl plugin's batched copy kernel, reached through its real
  * batch_copy entry (the plugin dlopened and initialised at size 1 by the
- * tests/nccl harness; never a copy of the kernel), against one
+ * tests/harness/nccl_ranks.c launcher; never a copy of the kernel), against one
  * cudaMemcpyAsync per tensor, for copy-in (tensors -> fusion buffer) and
  * copy-out (fusion buffer -> tensors, also scaled by 0.5 as an average
  * finishes), on two gradient mixes: 200 x 64 KiB and ResNet-50's
@@ -29,7 +29,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "harness.h"
+#include "nccl_ranks.h"
 
 #define RUNS 11
 #define ALIGN 64 /* fusion buffer slots, as the core pads them (PLAIT_FUSION_ALIGN) */

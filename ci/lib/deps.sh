@@ -2,7 +2,7 @@
 # they are missing (as root, with apt-get), or says which are missing.
 PLAIT_DEBIAN_PACKAGES=(build-essential cmake ninja-build pkg-config libssl-dev
   libgloo-dev libfabric-dev libcriterion-dev binutils
-  iproute2 openssh-server openssh-client) # the last three: tests/hosts (namespaces, ssh)
+  iproute2 openssh-server openssh-client) # the last three: tests/tools/hosts (namespaces, ssh)
 
 plait_ensure_packages() {
   local missing=() p

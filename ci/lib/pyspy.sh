@@ -1,4 +1,4 @@
-# Sourced by the ci/ scripts: py-spy, which the soak's watchdog (tests/soak)
+# Sourced by the ci/ scripts: py-spy, which the soak's watchdog (tests/faults/soak)
 # uses to print a hung rank's Python and native stacks together
 # (py-spy dump --native). It lives in its own small venv,
 # $PLAIT_CI_VENV_DIR/pyspy (one 3 MB wheel from PyPI), made on first use.

@@ -1,6 +1,6 @@
 /*
  * batch_copy's table, made on the host in plain C (no CUDA: the unit test
- * tests/nccl/nccl_elem.c runs it without a GPU): one nc_span_ent_t (elem.h)
+ * tests/plugins/nccl/nccl_elem.c runs it without a GPU): one nc_span_ent_t (elem.h)
  * per non-empty span, with the chunk each starts at.
  */
 #ifndef PLAIT_NCCL_BATCH_PLAN_H

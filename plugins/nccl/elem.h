@@ -1,7 +1,7 @@
 /*
  * The element arithmetic of batch_copy, shared by the CUDA kernel
  * (kernels.cu, where NC_HD is __host__ __device__) and plain C (batch.c, and
- * the unit test tests/nccl/nccl_elem.c, which checks it against the core's
+ * the unit test tests/plugins/nccl/nccl_elem.c, which checks it against the core's
  * plait_scale bit for bit without a GPU).
  *
  * Scaling rounds exactly as the core's plait_scale (src/util/reduce.c):

@@ -3,7 +3,7 @@
  *
  * plait_init creates one (from the environment) and the public API reaches it
  * through one pointer (api/current.h); tests create several in one process
- * from explicit settings (tests/common/engines.h). Nothing of an engine lives
+ * from explicit settings (tests/harness/engines.h). Nothing of an engine lives
  * in a process global: two engines in one process share nothing but the
  * logger's level.
  *

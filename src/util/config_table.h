@@ -7,7 +7,7 @@
  * Every PLAIT_* variable of the core is declared here and nowhere else;
  * `plaitrun --help-env` prints it, and the table in docs/configuration.md
  * must list exactly these names with these types and defaults (checked by
- * tests/unit/test_docs.c). Plugins
+ * tests/core/test_docs.c). Plugins
  * declare and check their own (PLAIT_OFI_*: plugins/ofi/tunables.c).
  *
  * Types: NAME (lowercase word), TEXT (any string), SIZE (bytes, with K/M/G/T

@@ -3,7 +3,7 @@
 Framework-neutral: buffers are described by address, dtype code and shape.
 Every enum value and message comes from the library itself; the only things
 written here are the struct layouts and the handful of #define constants of
-the header, and tests/python/test_bindings.py checks those against the header
+the header, and tests/bindings/torch/test_bindings.py checks those against the header
 by compiling a program that prints them.
 
 ctypes.CDLL releases the GIL around every foreign call, so a rank blocked in

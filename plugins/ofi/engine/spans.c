@@ -5,7 +5,7 @@
  * and whether the ring runs over spans in place at all
  * (algorithms/allreduce.c packs them into a buffer otherwise). Pure
  * functions of lengths and settings, so that every rank decides and cuts
- * alike (tests/ofi/test_ofi_spans.c).
+ * alike (tests/plugins/ofi/test_ofi_spans.c).
  */
 #include <stdlib.h>
 

@@ -7,7 +7,7 @@
  * the next rank to take it spins inside fi_cq_read() or fi_tsend() without
  * end: no deadline in the plugin's own loops can help (issue 16, defect 4:
  * reproduced by killing a rank right after it took such a lock, in
- * tests/mp/test_ofi_lock_holder.c).
+ * tests/plugins/ofi/test_ofi_lock_holder.c).
  *
  * Every collective runs guarded (OFI_RESCUABLE, from plugin.c's entry
  * layer OFI_GUARDED). A watchdog thread per state looks every 50 ms at the

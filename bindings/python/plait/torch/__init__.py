@@ -6,7 +6,7 @@
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 
 Every public name of horovod.torch 0.28.1 is here with the same signature
-(tests/python/test_fidelity_api.py checks it against a list taken from
+(tests/bindings/torch/test_fidelity_api.py checks it against a list taken from
 Horovod); docs/horovod-comparison.md lists what differs and why.
 """
 

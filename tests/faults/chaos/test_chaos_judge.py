@@ -1,0 +1,88 @@
+"""The chaos harness's verdicts (tests/faults/chaos/chaos.py), without ranks:
+which error texts name which ranks, and what counts as a hang, a crash, a
+wrong blame or a late error. A harness that cannot fail proves nothing."""
+import io
+import os
+import sys
+import types
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chaos  # noqa: E402
+
+
+def test_blamed_ranks_reads_the_verdict():
+    assert chaos.blamed_ranks("rank 2 was lost: connection closed while reading") == [2]
+    assert chaos.blamed_ranks("ranks 1, 3 were lost: silent after a collective failed "
+                              "(the transport said: waiting for rank 0)") == [1, 3]
+    # the verdict comes first; ranks the transport mentions later do not count
+    assert chaos.blamed_ranks("rank 0 was lost: silent (the transport said: rank 2 was lost)") == [0]
+    assert chaos.blamed_ranks("allreduce 'x' failed in transport 'ofi': timed out waiting "
+                              "for rank 1, 0, which died") == []
+    assert chaos.blamed_ranks("grad: rank 10 was lost: x") == [10]
+    assert chaos.blamed_ranks(None) == []
+
+
+def fake_rank(report, exit, shutdown="PLAIT_SUCCESS 0.01"):
+    rk = chaos.Rank(1, None, io.BytesIO(b"stderr text"))
+    rk.report, rk.exit, rk.shutdown = report, exit, shutdown
+    return rk
+
+
+def args(**kw):
+    a = dict(timeout=3.0, margin=5.0, hang_after=42.0, max_workload=300.0, logs=None)
+    a.update(kw)
+    return types.SimpleNamespace(**a)
+
+
+TRIAL = {"trial": 0, "victim": 0}
+LOST0 = {"result": "PLAIT_ERR_PEER_LOST", "error": "rank 0 was lost: x", "t_err": 102.0}
+
+
+def verdict(report, exit, **kw):
+    return chaos.judge(args(**kw), fake_rank(report, exit), TRIAL, 100.0)
+
+
+def test_right_blame_in_time_is_clean():
+    s = verdict(LOST0, 0)
+    assert s["problems"] == [] and s["blamed"] == [0] and s["time_to_error"] == 2.0
+
+
+def test_every_kind_of_failure_is_caught():
+    assert verdict(None, None)["problems"][0].startswith("hang: no error")
+    assert verdict(LOST0, None)["problems"][0].startswith("hang: plait_shutdown")
+    assert verdict(LOST0, -11)["problems"][0].startswith("crash: killed by signal 11")
+    assert verdict(None, 1)["problems"][0].startswith("crash: exit status 1")
+    assert verdict(LOST0, 2)["problems"][0].startswith("wrong data")
+    assert verdict(LOST0, 3)["problems"][0].startswith("hang: the workload ran")
+    wrong = dict(LOST0, error="rank 2 was lost: x")
+    assert verdict(wrong, 0)["problems"][0].startswith("blame: PLAIT_ERR_PEER_LOST naming [2]")
+    both = dict(LOST0, error="ranks 0, 2 were lost: x")
+    assert verdict(both, 0)["problems"][0].startswith("blame:")
+    nobody = dict(LOST0, error="allreduce 'big' failed in transport 'gloo': timed out")
+    assert "naming no rank" in verdict(nobody, 0)["problems"][0]
+    other = dict(LOST0, result="PLAIT_ERR_TRANSPORT")
+    assert verdict(other, 0)["problems"][0].startswith("blame: PLAIT_ERR_TRANSPORT")
+    late = dict(LOST0, t_err=108.5)
+    assert verdict(late, 0)["problems"] == ["late: 8.5 s > PLAIT_TIMEOUT_S 3 + margin 5"]
+    early = dict(LOST0, t_err=99.0)
+    assert verdict(early, 0)["problems"][0].startswith("early:")
+
+
+def test_the_worst_problem_names_the_trial():
+    assert chaos.trial_outcome([{"problems": []}]) == "ok"
+    assert chaos.trial_outcome([{"problems": ["late: x"]}, {"problems": ["blame: y"]}]) == "blame"
+    assert chaos.trial_outcome([{"problems": ["blame: y", "hang: z"]}]) == "hang"
+
+
+def test_plans_replay_from_the_seed():
+    import random
+    a = chaos.parse(["5", "--ranks", "4"])
+    p1, p2 = chaos.plan(a, random.Random(7)), chaos.plan(a, random.Random(7))
+    assert p1 == p2 and len(p1) == 15
+    assert {t["victim"] for t in p1} <= {0, 1, 2, 3}
+    b = chaos.parse(["--bounded"])
+    bp = chaos.bounded_plan(b, random.Random(1))
+    assert len(bp) == 6
+    assert {(t["fault"], t["victim"] == 0) for t in bp} == {
+        ("kill", True), ("kill", False), ("stop", True), ("stop", False)}
+    assert {t["lang"] for t in bp} == {"c", "python"}

@@ -1,0 +1,300 @@
+#!/usr/bin/env bash
+# Several hosts out of network namespaces: a job that spans them, then faults.
+#
+#   tests/tools/hosts/run.sh SCENARIO TRANSPORT     (ctest runs it: hosts_*)
+#
+# SCENARIO: env-plait | env-ompi | env-slurm  ranks started by hand on each host
+#                                    with that launcher's variables; every
+#                                    operation checked; local/cross ranks checked
+#           ssh                      plaitrun -H h1:2,h2:2 over ssh (an sshd per host)
+#           ssh-kill                 the same (no command line shows the secret), then
+#                                    every process of host 2 is killed
+#           cut                      a host's link goes down mid-job
+#           kill                     a host's processes are killed mid-job
+# TRANSPORT: gloo | ofi (libfabric tcp) | auto (unset FI_PROVIDER; env-* checks
+#            that every rank chose ofi over tcp;ofi_rxm, logged once)
+# Env: PLAITRUN, HOST_WORKER (paths; ctest sets them).
+#
+# Each run makes its own namespaces, named plait-<random>-*: a "switch"
+# namespace with a bridge, and one namespace per host joined to it by a veth
+# pair, addresses 10.77.0.<n>/24 (the project's own range, reachable only
+# inside these namespaces, so parallel runs cannot collide). Each host's
+# processes see the host name h<n> (unshare --uts). Link 2 is shaped with tc
+# (tbf: 200 Mbit/s; netem: 2 ms delay where the kernel has it). Everything
+# is removed on exit, also after a failure. Needs root, iproute2, and for ssh
+# openssh-server and openssh-client; without them the test is skipped (77)
+# with the reason.
+set -euo pipefail
+scenario="${1:?scenario}"
+transport="${2:?transport}"
+: "${PLAITRUN:?path of plaitrun}" "${HOST_WORKER:?path of host_worker}"
+TIMEOUT_S=5  # PLAIT_TIMEOUT_S of the fault scenarios
+# What the fault scenarios allow beyond it: the margin docs/design.md
+# promises ("What plait promises under faults and attack"): a rank names a
+# silent peer, rank 0 included, within PLAIT_TIMEOUT_S plus the blame round
+# and slack for a loaded machine.
+MARGIN_S=5
+
+skip() { echo "SKIP: $*"; exit 77; }
+die() { echo "FAIL: $*"; exit 1; }
+[ "$(id -u)" = 0 ] || skip "needs root to make network namespaces"
+command -v ip >/dev/null || skip "no 'ip' command (iproute2)"
+command -v unshare >/dev/null || skip "no 'unshare' (util-linux)"
+unshare --uts true 2>/dev/null || skip "cannot make a UTS namespace (unshare --uts) for the host names"
+
+id="$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')"
+tmp="$(mktemp -d /tmp/plait-hosts-XXXXXX)"
+sw="plait-$id-sw"
+nhosts=2
+case "$scenario" in cut|kill) nhosts=3 ;; esac
+pids=()
+
+cleanup() {
+  set +e
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  for n in $(seq 1 "$nhosts") sw; do
+    local ns="plait-$id-h$n"
+    [ "$n" = sw ] && ns="$sw"
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
+    ip netns del "$ns" 2>/dev/null
+  done
+  for n in $(seq 1 "$nhosts"); do ip link del "pl${id}s$n" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ip netns add "$sw" 2>"$tmp/err" || skip "cannot make a network namespace: $(cat "$tmp/err")"
+ip -n "$sw" link add br0 type bridge
+ip -n "$sw" link set br0 up
+for n in $(seq 1 "$nhosts"); do
+  ns="plait-$id-h$n"
+  ip netns add "$ns"
+  ip link add "pl${id}h$n" type veth peer name "pl${id}s$n"
+  ip link set "pl${id}h$n" netns "$ns"
+  ip link set "pl${id}s$n" netns "$sw"
+  ip -n "$ns" link set "pl${id}h$n" name eth0
+  ip -n "$ns" addr add "10.77.0.$n/24" dev eth0
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link set eth0 up
+  ip -n "$sw" link set "pl${id}s$n" master br0
+  ip -n "$sw" link set "pl${id}s$n" up
+done
+# Shape host 2's link: bandwidth with tbf, delay with netem where it exists.
+if command -v tc >/dev/null; then
+  if tc -n "plait-$id-h2" qdisc add dev eth0 root handle 1: netem delay 2ms 2>/dev/null; then
+    tc -n "plait-$id-h2" qdisc add dev eth0 parent 1: handle 2: tbf rate 200mbit burst 64kb \
+      latency 50ms && echo "link 2: netem delay 2 ms, tbf 200 Mbit/s"
+  elif tc -n "plait-$id-h2" qdisc add dev eth0 root tbf rate 200mbit burst 64kb latency 50ms; then
+    echo "link 2: tbf 200 Mbit/s (no delay: this kernel has no netem qdisc)"
+  fi
+else
+  echo "link 2: not shaped (no 'tc')"
+fi
+
+# Runs a command on host n (its namespace, host name h<n>).
+on_host() {
+  local n="$1"; shift
+  ip netns exec "plait-$id-h$n" unshare --uts sh -c 'hostname "$0"; exec "$@"' "h$n" "$@"
+}
+
+common_env=(PLAIT_TRANSPORT="$transport" PLAIT_START_TIMEOUT_S=60)
+if [ "$transport" = ofi ]; then common_env+=(FI_PROVIDER=tcp FI_TCP_IFACE=eth0); fi
+# auto: nothing named; the choice is checked below (ofi over tcp across hosts)
+if [ "$transport" = auto ]; then common_env+=(PLAIT_LOG_LEVEL=info); fi
+secret="$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')"
+
+# Starts the job by hand: slots ranks per host, launcher variables of $1.
+start_by_hand() {
+  local launcher="$1" mode="$2" slots="$3" r n l
+  local size=$((nhosts * slots))
+  for n in $(seq 1 "$nhosts"); do
+    for l in $(seq 0 $((slots - 1))); do
+      r=$(((n - 1) * slots + l))
+      local vars=()
+      case "$launcher" in
+        plait) vars=(PLAIT_RANK=$r PLAIT_SIZE=$size PLAIT_LOCAL_RANK=$l PLAIT_LOCAL_SIZE=$slots) ;;
+        ompi) vars=(OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=$size
+                    OMPI_COMM_WORLD_LOCAL_RANK=$l OMPI_COMM_WORLD_LOCAL_SIZE=$slots) ;;
+        slurm) vars=(SLURM_PROCID=$r SLURM_NTASKS=$size SLURM_LOCALID=$l) ;;
+      esac
+      on_host "$n" env "${common_env[@]}" "${vars[@]}" PLAIT_SECRET="$secret" \
+        PLAIT_RENDEZVOUS=10.77.0.1:29500 PLAIT_TIMEOUT_S=$TIMEOUT_S \
+        "$HOST_WORKER" "$mode" >"$tmp/out.$r" 2>&1 &
+      pids+=($!)
+    done
+  done
+}
+
+# layout lines: rank r of slots-per-host jobs: local r%slots, cross r/slots.
+check_layout() {
+  local file="$1" r="$2" size="$3" slots="$4"
+  local want="layout rank $r size $size local $((r % slots))/$slots cross $((r / slots))/$((size / slots))"
+  grep -q "$want" "$file" || die "rank $r: expected '$want'; got: $(grep layout "$file" || cat "$file")"
+}
+
+# An sshd on each host (port 2222, a host key and a user key made for this
+# run) and an ssh config for plaitrun: $tmp/ssh_config.
+start_sshds() {
+  sshd=/usr/sbin/sshd
+  [ -x "$sshd" ] || skip "no $sshd (openssh-server)"
+  command -v ssh >/dev/null && command -v ssh-keygen >/dev/null || skip "no ssh (openssh-client)"
+  mkdir -p /run/sshd
+  ssh-keygen -q -t ed25519 -N '' -f "$tmp/host_key"
+  ssh-keygen -q -t ed25519 -N '' -f "$tmp/user_key"
+  cp "$tmp/user_key.pub" "$tmp/authorized_keys"
+  for n in $(seq 1 "$nhosts"); do
+    cat >"$tmp/sshd_config.$n" <<CFG
+ListenAddress 10.77.0.$n
+Port 2222
+HostKey $tmp/host_key
+AuthorizedKeysFile $tmp/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PidFile $tmp/sshd.$n.pid
+CFG
+    echo "[10.77.0.$n]:2222 $(cut -d' ' -f1,2 "$tmp/host_key.pub")" >>"$tmp/known_hosts"
+    on_host "$n" "$sshd" -D -e -f "$tmp/sshd_config.$n" 2>"$tmp/sshd.$n.log" &
+    pids+=($!)
+  done
+  cat >"$tmp/ssh_config" <<CFG
+Host 10.77.0.*
+  Port 2222
+  User root
+  IdentityFile $tmp/user_key
+  IdentitiesOnly yes
+  UserKnownHostsFile $tmp/known_hosts
+  StrictHostKeyChecking yes
+  ConnectTimeout 20
+CFG
+  for n in $(seq 1 "$nhosts"); do # wait for each sshd to answer
+    for _ in $(seq 1 100); do
+      on_host 1 ssh -F "$tmp/ssh_config" -o BatchMode=yes 10.77.0.$n true 2>/dev/null && break
+      sleep 0.2
+    done
+  done
+}
+
+case "$scenario" in
+env-*)
+  start_by_hand "${scenario#env-}" ops 2
+  status=0
+  for p in "${pids[@]}"; do wait "$p" || status=1; done
+  pids=()
+  for r in 0 1 2 3; do
+    grep -q "every_op ok" "$tmp/out.$r" || { echo "rank $r:"; cat "$tmp/out.$r"; status=1; }
+    check_layout "$tmp/out.$r" "$r" 4 2
+    [ "$transport" != auto ] || grep -q "^transport ofi$" "$tmp/out.$r" ||
+      die "rank $r: PLAIT_TRANSPORT=auto did not choose ofi: $(grep -a transport "$tmp/out.$r")"
+  done
+  if [ "$transport" = auto ]; then
+    want="transport auto: ofi (tcp;ofi_rxm; 4 ranks on several hosts)"
+    grep -qF "$want" "$tmp/out.0" || die "rank 0 did not log '$want': $(grep -a auto "$tmp/out.0")"
+    [ "$(cat "$tmp"/out.* | grep -c "transport auto:")" = 1 ] || die "the choice was not logged once"
+  fi
+  [ $status = 0 ] || die "the job across 2 hosts failed (above)"
+  echo "PASS: every operation across 2 hosts x 2 ranks over $transport, ${scenario#env-}'s variables"
+  ;;
+ssh)
+  start_sshds
+  status=0
+  on_host 1 env "${common_env[@]}" PLAITRUN_SSH="ssh -F $tmp/ssh_config" \
+    "$PLAITRUN" -np 4 -H 10.77.0.1:2,10.77.0.2:2 "$HOST_WORKER" ops >"$tmp/out" 2>&1 || status=$?
+  cat "$tmp/out"
+  [ $status = 0 ] || { cat "$tmp"/sshd.*.log; die "plaitrun -H over ssh exited $status"; }
+  for r in 0 1 2 3; do
+    grep "^\[$r\]: " "$tmp/out" >"$tmp/out.$r" || true
+    grep -q "every_op ok" "$tmp/out.$r" || die "rank $r did not finish every operation"
+    check_layout "$tmp/out.$r" "$r" 4 2
+  done
+  echo "PASS: plaitrun -np 4 -H 10.77.0.1:2,10.77.0.2:2 over ssh, $transport"
+  ;;
+ssh-kill)
+  # plaitrun -H over ssh, then host 2 dies (every process in it, sshd too):
+  # plaitrun must stop the job, a rank of host 2 must be named (by plaitrun or
+  # by the ranks of host 1), and no rank may be left running on host 1 (the
+  # remote wrapper stops a rank whose ssh ended).
+  start_sshds
+  on_host 1 env "${common_env[@]}" PLAITRUN_SSH="ssh -F $tmp/ssh_config" PLAIT_SECRET="$secret" \
+    PLAIT_TIMEOUT_S=$TIMEOUT_S "$PLAITRUN" --grace 1 -np 4 -H 10.77.0.1:2,10.77.0.2:2 \
+    "$HOST_WORKER" loop >"$tmp/out" 2>&1 &
+  plaitrun_pid=$!
+  pids+=($plaitrun_pid)
+  for _ in $(seq 1 600); do [ "$(grep -c ': ready$' "$tmp/out")" = 4 ] && break; sleep 0.1; done
+  [ "$(grep -c ': ready$' "$tmp/out")" = 4 ] || { cat "$tmp/out"; die "the job never got ready"; }
+  # the secret travels on ssh's stdin: no command line on any host shows it
+  shown="$(grep -l -a -- "$secret" /proc/[0-9]*/cmdline 2>/dev/null || true)"
+  [ -z "$shown" ] || die "the secret is on a command line: $(cat $shown | tr '\0' ' ')"
+  t0="$(date +%s.%N)"
+  for _ in 1 2; do ip netns pids "plait-$id-h2" | xargs -r kill -9 2>/dev/null || true; done # twice: what forked meanwhile
+  echo "killed every process of host 2 (ranks 2, 3, its sshd)"
+  status=0
+  for _ in $(seq 1 $(((TIMEOUT_S + MARGIN_S) * 10))); do
+    kill -0 "$plaitrun_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$plaitrun_pid" 2>/dev/null; then
+    cat "$tmp/out"; die "plaitrun still runs $((TIMEOUT_S + MARGIN_S)) s after host 2 died"
+  fi
+  wait "$plaitrun_pid" || status=$?
+  took="$(awk -v b="$t0" -v a="$(date +%s.%N)" 'BEGIN { printf "%.1f", a - b }')"
+  cat "$tmp/out"
+  [ "$status" != 0 ] || die "plaitrun exited 0 after host 2 died"
+  # Whoever plaitrun hears from first: ssh of rank 2 or 3 (status 255, named
+  # with its host), or rank 0 or 1 failing with an error that names 2 or 3.
+  grep -q "plaitrun: rank [23] (on 10.77.0.2, over ssh)" "$tmp/out" ||
+    grep -q "^\[[01]\]: FAILED .*rank[s]* [23]" "$tmp/out" ||
+    die "neither plaitrun nor the ranks of host 1 named a rank of host 2"
+  for _ in $(seq 1 50); do # the ranks of host 1 are stopped, by their wrapper
+    left="$(ip netns pids "plait-$id-h1" | xargs -r ps -o comm= -p 2>/dev/null | grep -c host_worker || true)"
+    [ "$left" = 0 ] && break
+    sleep 0.1
+  done
+  [ "$left" = 0 ] || die "$left rank(s) still running on host 1 after plaitrun exited"
+  echo "PASS: host 2 killed under plaitrun -H over $transport: plaitrun exited $status after ${took} s, a rank of host 2 named; nothing left on host 1"
+  ;;
+cut|kill)
+  start_by_hand plait loop 2
+  for r in 0 1 2 3 4 5; do # every rank has done one allreduce
+    for _ in $(seq 1 600); do grep -q ready "$tmp/out.$r" 2>/dev/null && break; sleep 0.1; done
+    grep -q ready "$tmp/out.$r" || { cat "$tmp"/out.*; die "rank $r never got ready"; }
+  done
+  sleep 1
+  t0="$(date +%s.%N)"
+  if [ "$scenario" = cut ]; then
+    ip -n "$sw" link set "pl${id}s3" down
+    echo "cut host 3's link (ranks 4, 5) at $t0"
+  else
+    for _ in 1 2; do ip netns pids "plait-$id-h3" | xargs -r kill -9 2>/dev/null || true; done # twice: what forked meanwhile
+    echo "killed host 3's processes (ranks 4, 5) at $t0"
+  fi
+  deadline=$((TIMEOUT_S + MARGIN_S + 30)) # then the test gives up waiting: a hang
+  survivors=(0 1 2 3)
+  [ "$scenario" = cut ] && survivors=(0 1 2 3 4 5)
+  status=0
+  for r in "${survivors[@]}"; do
+    for _ in $(seq 1 $((deadline * 10))); do grep -q FAILED "$tmp/out.$r" && break; sleep 0.1; done
+    line="$(grep -m1 FAILED "$tmp/out.$r" || true)"
+    if [ -z "$line" ]; then echo "rank $r: no error after ${deadline} s (a hang)"; status=1; continue; fi
+    t="$(echo "$line" | cut -d' ' -f2)"
+    took="$(awk -v a="$t" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')"
+    named="$( (echo "$line" | grep -o 'rank[s]* [0-9][0-9, and]*' | grep -o '[0-9]\+' | sort -un |
+      tr '\n' ' ') || true)"
+    if [ "$r" -le 3 ]; then want="4 5"; else want="0 1 2 3"; fi
+    hit=0
+    for w in $want; do case " $named" in *" $w "*) hit=1 ;; esac; done
+    echo "rank $r: error after ${took} s, names ranks [${named% }]: ${line#FAILED * }"
+    if awk -v t="$took" -v m=$((TIMEOUT_S + MARGIN_S)) 'BEGIN { exit !(t > m) }'; then
+      echo "  -> later than PLAIT_TIMEOUT_S=$TIMEOUT_S + $MARGIN_S s"; status=1
+    fi
+    [ $hit = 1 ] || { echo "  -> names none of the unreachable ranks ($want)"; status=1; }
+  done
+  [ $status = 0 ] || die "$scenario: not every rank failed in time naming an unreachable rank"
+  echo "PASS: $scenario of host 3 over $transport: every rank failed within ${TIMEOUT_S}+${MARGIN_S} s naming an unreachable rank"
+  ;;
+*) die "unknown scenario '$scenario'" ;;
+esac
