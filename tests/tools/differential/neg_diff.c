@@ -12,7 +12,8 @@
  * up to 24 operations of every kind, dtype, op, scale factor, device and
  * shape (mostly float32 sums that fuse); grouped allreduces; per-rank submission order shuffled; mismatches;
  * ranks that skip an operation (stalls); joins; duplicate announcements and
- * unknown process sets (errors); ticks at a virtual clock (plait_now is
+ * unknown process sets (errors); ticks (rarely, sometimes or often between
+ * announcements, so operations are released alone or many at once) at a virtual clock (plait_now is
  * wrapped: -Wl,--wrap=plait_now), then a shutdown that fails what remains.
  *
  * Output, one line each:
@@ -207,6 +208,8 @@ static void announce(int stream, plait_negotiator_t *N, plait_cache_t *C, int ra
   }
 }
 
+static int tick_pct; /* per stream: how often rank 0 ticks between announcements */
+
 static void advance(void) {
   int x = R(1000);
   vclock += x < 10 ? 40.0 : x < 40 ? 2.0 : 0.0005 * (1 + R(4));
@@ -253,7 +256,7 @@ static void run_step(int stream, plait_negotiator_t *N, plait_cache_t *C, op_t *
     }
     announce(stream, N, C, r, name, &m);
     if (a.twice) announce(stream, N, C, r, name, &m);
-    if (chance(30)) {
+    if (chance(tick_pct)) {
       advance();
       tick(stream, N, NULL);
     }
@@ -278,10 +281,12 @@ static void run_stream(int stream) {
   static const int caps[] = {0, 4, 64, 1024};
   int cap = caps[R(4)];
   int nops = 1 + R(MAX_OPS), nsteps = 1 + R(8), joins = chance(12);
+  static const int tick_pcts[] = {4, 15, 40};
+  tick_pct = tick_pcts[R(3)];
   printf("S %d ranks=%d threshold=%" PRIu64 " max_tensor=%" PRIu64
-         " warn=%g abort=%g cycle_ms=%g cache=%d ops=%d steps=%d joins=%d\n",
+         " warn=%g abort=%g cycle_ms=%g cache=%d ops=%d steps=%d joins=%d ticks=%d%%\n",
          stream, size, cfg.fusion_threshold, cfg.fusion_max_tensor, cfg.stall_warn_s,
-         cfg.stall_abort_s, cfg.cycle_time_ms, cap, nops, nsteps, joins);
+         cfg.stall_abort_s, cfg.cycle_time_ms, cap, nops, nsteps, joins, tick_pct);
 
   op_t ops[MAX_OPS];
   for (int i = 0; i < nops; i++) make_op(&ops[i], stream, i, size, 1);
