@@ -17,6 +17,8 @@
  * that names one tensor twice.
  * Values are small integers (in every dtype), so sums are exact whatever the
  * order in which a transport adds them: a difference is a real one.
+ * Phase 3, after the stats: process sets added, used (members) and refused
+ * (a rank outside), removed.
  * Phase 2, one at a time: 24 allreduces and broadcasts, each waited before
  * the next, between plait_stats_reset and plait_stats: the negotiation and
  * fusion counters and the control-plane messages and bytes this rank sent
@@ -242,6 +244,82 @@ static void finish(op_t *o, int opno) {
   if (o->out != o->in) free(o->out);
 }
 
+/* Phase 3, process sets (after the stats): every rank adds the set of ranks
+ * 0 and SIZE-1 ({1} with 2 ranks, after {0,1} is refused as the global
+ * set's ranks) and, with 3 ranks or more, the set 1..SIZE-1; members run
+ * allreduces, broadcasts and allgathers on it, a rank outside a set tries
+ * one and is refused; then the sets are removed (and the global set refused). */
+static void psets(int *opno) {
+  int a[2] = {0, SIZE - 1}, na = 2, b[8], nb = 0;
+  for (int r = 1; r < SIZE; r++) b[nb++] = r;
+  int32_t ids[2] = {-1, -1};
+  plait_result_t rc;
+  if (SIZE == 2) {
+    rc = plait_process_set_add(a, 2, &ids[0]);
+    printf("pset add {0,1}");
+    say_rc("rc", rc);
+    printf("\n");
+    a[0] = 1, na = 1;
+  }
+  rc = plait_process_set_add(a, na, &ids[0]);
+  if (na == 1) printf("pset add {%d}", a[0]);
+  else printf("pset add {%d,%d}", a[0], a[1]);
+  say_rc("rc", rc);
+  printf(" id=%d\n", (int)ids[0]);
+  if (SIZE >= 3) {
+    rc = plait_process_set_add(b, nb, &ids[1]);
+    printf("pset add {1..%d}", SIZE - 1);
+    say_rc("rc", rc);
+    printf(" id=%d\n", (int)ids[1]);
+  }
+  for (int k = 0; k < 2; k++) {
+    if (ids[k] <= 0) continue;
+    int member = k == 0 ? (RANK == a[0] || RANK == a[na - 1]) : RANK >= 1;
+    int n = 0;
+    plait_process_set_size(ids[k], &n);
+    printf("pset %d size=%d member=%d\n", (int)ids[k], n, member);
+    for (int i = 0; i < 6; i++, (*opno)++) {
+      op_t o;
+      make(&o, *opno, k ? "p1" : "p0", 0);
+      if (o.kind != 0 && o.kind != 2 && o.kind != 3) o.kind = 0;
+      o.mismatch = o.in_flight_twice = 0;
+      if (o.kind == 3) o.root = k == 0 ? a[i % na] : 1 + i % (SIZE - 1);
+      if (!member && i != 2) continue; /* the others only see one refused */
+      plait_op_options_t opts = PLAIT_OP_OPTIONS_INIT;
+      opts.process_set = ids[k];
+      size_t cnt = (size_t)(o.rows * o.cols);
+      plait_tensor_t in = tensor(o.in = fill(*opno, 0, o.dtype, cnt), o.dtype, o.rows, o.cols);
+      printf("op %d pset=%d kind=%d name=%s dtype=%s", *opno, (int)ids[k], o.kind, o.name,
+             plait_dtype_name(o.dtype));
+      if (o.kind == 0) {
+        o.out = malloc(cnt * plait_dtype_size(o.dtype) + 1);
+        plait_tensor_t out = tensor(o.out, o.dtype, o.rows, o.cols);
+        rc = plait_allreduce_async(o.name, &in, &out, o.rop, &opts, &o.h);
+      } else if (o.kind == 2) {
+        rc = plait_allgather_async(o.name, &in, &opts, &o.h);
+      } else {
+        o.out = o.in;
+        rc = plait_broadcast_async(o.name, &in, o.root, &opts, &o.h);
+      }
+      o.submit_rc = rc;
+      say_rc("submit", rc);
+      printf("\n");
+      finish(&o, *opno);
+    }
+  }
+  for (int k = 1; k >= 0; k--) {
+    if (ids[k] <= 0) continue;
+    rc = plait_process_set_remove(ids[k]);
+    printf("pset remove %d", (int)ids[k]);
+    say_rc("rc", rc);
+    printf("\n");
+  }
+  rc = plait_process_set_remove(0);
+  printf("pset remove 0");
+  say_rc("rc", rc);
+  printf("\n");
+}
+
 static int workload(int batches) {
   plait_result_t rc = plait_init();
   printf("init=%s\n", plait_result_name(rc));
@@ -282,6 +360,7 @@ static int workload(int batches) {
    * while a collective ran long), so ci/differential retries a difference here */
   printf("control messages=%" PRIu64 " bytes=%" PRIu64 "\n", st.control_messages,
          st.control_bytes);
+  psets(&opno);
   rc = plait_shutdown();
   printf("shutdown=%s\n", plait_result_name(rc));
   return 0;
@@ -330,6 +409,7 @@ int main(int argc, char **argv) {
       setenv("PLAIT_SECRET", secret, 1);
       setenv("PLAIT_TRANSPORT", argv[3], 1);
       setenv("PLAIT_TIMEOUT_S", "600", 1); /* heartbeats every 150 s: none in a run */
+      setenv("PLAIT_DYNAMIC_PROCESS_SETS", "1", 1);
       RANK = r;
       int rc = workload(batches);
       fflush(stdout);
