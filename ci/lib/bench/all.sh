@@ -1,4 +1,5 @@
-#!/usr/bin/env bash
+# all: every measurement side by side at 2 and 3 ranks; tables, goals and plots.
+#
 # Every measurement, side by side on this machine, at 2 and 3 ranks
 # (docs/performance.md shows and explains the figures):
 #
@@ -29,45 +30,37 @@
 #     64 MiB in place), plait.torch (each transport), torch.distributed gloo
 #     (blocking and async per tensor), Open MPI (blocking and nonblocking per
 #     tensor), the transport plugins alone with memcpy (bench_transport), and
-#     Horovod 0.28.1 when it builds here (ci/lib/horovod.sh);
+#     Horovod 0.28.1 when it builds here (ci/lib/horovod.sh torch);
 #     a comparison that cannot run (Horovod not built, Open MPI missing, a
 #     transport that cannot start, a torch.distributed run that failed) is
-#     never dropped silently: "ci/bench: NOT MEASURED: <system>: <reason>"
+#     never dropped silently: "ci/bench all: NOT MEASURED: <system>: <reason>"
 #     when it happens, again above the tables, and a NOT MEASURED row in each
 #     table (bench/compare.py); PLAIT_CI_NO_HOROVOD=<reason> and
 #     PLAIT_CI_NO_MPI=<reason> force that path for Horovod and Open MPI;
 #  6. tables (medians over rounds, ratios against plait), the goals of issue
 #     15 with a PASS/MISS column each (bench/goals.py; a MISS never fails the
-#     run), JSON lines and PNG plots in $PLAIT_BENCH_OUT (default
-#     build/bench-results).
+#     run), JSON lines and PNG plots in OUT (default
+#     build/bench-results/all).
 #
-#   ci/bench [--rounds N] [--ranks 2,3] [--quick] [--docs]
+#   ci/bench [all] [--rounds N] [--ranks 2,3] [--quick] [--docs] [--out DIR]
 #     default: 3 rounds at 2 and 3 ranks (about 15-25 minutes on 2 cores; more on
 #              a busy machine)
 #     --quick: 1 round (unless --rounds), a smaller sweep, fewer steps (5-12 minutes): to
 #              check the harness, not to quote
 #     --docs:  also copy the JSON, tables and plots into bench/results/,
 #              the snapshot docs/performance.md quotes
-set -euo pipefail
-cd "$(dirname "$0")/.."
-rounds=""
-docs=0
 quick=0
 ranks_list=2,3
-usage="usage: ci/bench [--rounds N] [--ranks 2,3] [--quick] [--docs]"
 while [ $# -gt 0 ]; do
   case "$1" in
-    --rounds) rounds="${2:?$usage}"; shift 2 ;;
-    --ranks) ranks_list="${2:?$usage}"; shift 2 ;;
+    --ranks) ranks_list="${2:?ci/bench all: --ranks needs a list, e.g. 2,3}"; shift 2 ;;
     --quick) quick=1; shift ;;
-    --docs) docs=1; shift ;;
-    *) echo "$usage" >&2; exit 2 ;;
+    *) bench_no_args "$@" ;;
   esac
 done
 [ -n "$rounds" ] || rounds=$([ "$quick" = 1 ] && echo 1 || echo 3)
-[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "ci/bench: --rounds '$rounds' is not a count >= 1" >&2; exit 2; }
 [[ "$ranks_list" =~ ^[2-9](,[2-9])*$ ]] || {
-  echo "ci/bench: --ranks '$ranks_list' is not a list of rank counts 2-9 (e.g. 2,3)" >&2; exit 2; }
+  echo "ci/bench all: --ranks '$ranks_list' is not a list of rank counts 2-9 (e.g. 2,3)" >&2; exit 2; }
 IFS=, read -r -a ranks <<<"$ranks_list"
 if [ "$quick" = 1 ]; then
   thresholds=0,4M,64M; cycles2=1; sweep_steps=3; latency_iters=300; defaults_steps=5
@@ -75,43 +68,20 @@ else
   thresholds=0,1M,4M,16M,64M,256M; cycles2=1,5; sweep_steps=5; latency_iters=1000
   defaults_steps=10
 fi
-source ci/lib/deps.sh
 source ci/lib/python.sh
-source ci/lib/horovod.sh
 plait_ensure_packages "${PLAIT_PYTHON_DEBIAN_PACKAGES[@]}" python3-matplotlib openmpi-bin \
   libopenmpi-dev
 
-out="${PLAIT_BENCH_OUT:-build/bench-results}"
-mkdir -p "$out"
 rm -f "$out"/*.jsonl "$out"/*.png "$out"/*.md "$out"/autotune-*.csv "$out"/autotune-*.log
-cmake -S . -B build/bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DPLAIT_BUILD_TESTS=OFF >/dev/null
-if ! log="$(cmake --build build/bench 2>&1)"; then
-  printf '%s\n' "$log" >&2
-  echo "ci/bench: the build failed (above)" >&2
-  exit 1
-fi
+bench_build build/bench
 bin=build/bench/bin
 py=/usr/bin/python3
-started=$(date +%s)
-say() { echo "== [$(($(date +%s) - started)) s] $*"; }
+say() { bench_say "$@"; }
 cmp="$out/comparison.jsonl"
 tuning="$out/tuning.jsonl"
-# json FILE KEY=VALUE...: one JSON object (values that are whole numbers stay numbers).
-json() {
-  local file="$1"
-  shift
-  "$py" -c 'import json, sys
-d = {}
-for kv in sys.argv[1:]:
-    k, v = kv.split("=", 1)
-    d[k] = int(v) if v.isdigit() else v
-print(json.dumps(d))' "$@" >>"$file"
-}
+json() { bench_json "$@"; }
 # missing SYSTEM REASON [RANKS]: a comparison left out, said now and in the tables.
-missing() {
-  echo "ci/bench: NOT MEASURED: $1${3:+ ($3 ranks)}: $2" >&2
-  json "$cmp" kind=missing system="$1" reason="$2" ${3:+ranks=$3}
-}
+missing() { bench_missing "$cmp" "$@"; }
 mpirun_() { mpirun --allow-run-as-root --oversubscribe -np "$1" --bind-to none "${@:2}"; }
 mpi=1
 if [ -n "${PLAIT_CI_NO_MPI:-}" ]; then
@@ -229,7 +199,7 @@ recheck() {
   l="$(label "$t")"
   if ! pts="$(python3 bench/recheck.py points --sweep "$(sweep_file "$t" "$n")" \
       --tuning "$tuning" --transport "$l" --ranks "$n" --mix "$mix")"; then
-    echo "ci/bench: autotune ($l, $n ranks, $mix): no interleaved recheck (above)" >&2
+    echo "ci/bench all: autotune ($l, $n ranks, $mix): no interleaved recheck (above)" >&2
     return 0
   fi
   mapfile -t pts <<<"$pts"
@@ -248,7 +218,7 @@ recheck() {
           --warmup 1 --label "$l" --json "$tmp" >/dev/null; then
         python3 bench/recheck.py tag --json "$tmp" --role "$role" --round "$r" >>"$tuning"
       else
-        echo "ci/bench: autotune recheck ($l, $n ranks, $mix): $role failed in round $r" >&2
+        echo "ci/bench all: autotune recheck ($l, $n ranks, $mix): $role failed in round $r" >&2
       fi
     done
   done
@@ -301,7 +271,7 @@ for n in "${ranks[@]}"; do
         why="$(grep -h 'plait-bench: ' "$out/$base.log" "$out/$base.out" | sed 's/^\[[0-9]*\]: //; s/^plait-bench: //' \
                | head -1)"
         reason="PLAIT_AUTOTUNE=1 over $t at $n ranks failed (exit $rc): ${why:-$(tail -1 "$out/$base.log")}"
-        echo "ci/bench: NOT MEASURED: autotune ($l, $n ranks): $reason" >&2
+        echo "ci/bench all: NOT MEASURED: autotune ($l, $n ranks): $reason" >&2
         json "$tuning" kind=missing system=autotune transport="$l" ranks="$n" reason="$reason"
         rm -f "$out/$base".*
         break  # the other mixes would fail the same way
@@ -312,20 +282,11 @@ for n in "${ranks[@]}"; do
 done
 
 say "5. comparison rounds at ${ranks[*]} ranks"
-hvd_python=""
-if [ -n "${PLAIT_CI_NO_HOROVOD:-}" ]; then
-  missing horovod "$PLAIT_CI_NO_HOROVOD (PLAIT_CI_NO_HOROVOD)"
+bench_horovod torch
+if [ -n "$hvd_python" ]; then
+  horovodrun="$(dirname "$hvd_python")/horovodrun"
 else
-  hvd_err="$out/horovod.err"
-  if plait_horovod_python >"$hvd_err.path" 2> >(tee "$hvd_err" >&2); then
-    wait $! 2>/dev/null || true
-    hvd_python="$(cat "$hvd_err.path")"
-    horovodrun="$(dirname "$hvd_python")/horovodrun"
-  else
-    wait $! 2>/dev/null || true
-    missing horovod "$(tail -1 "$hvd_err" | sed 's/^ci: //')"
-  fi
-  rm -f "$hvd_err" "$hvd_err.path"
+  missing horovod "$hvd_reason"
 fi
 variants=(plait-c torch plugin)
 expect=(--expect torch --expect plugin)

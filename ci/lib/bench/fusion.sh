@@ -1,25 +1,25 @@
-#!/usr/bin/env bash
-# The fusion benchmark of the coordinator issue, side by side in one run:
-# 200 x 64 KiB float32 allreduces per batch at 2 ranks over Gloo, with the
-# default fusion threshold and with fusion off (PLAIT_FUSION_THRESHOLD=0), and
-# with the response cache off (PLAIT_CACHE_CAPACITY=0) to show the control
-# cost; runs interleaved (A B C A B C ...) so machine noise hits all alike.
-# Then one 64 MiB allreduce for the transport's bandwidth through plait.
+# fusion: the coordinator issue's benchmark: 200 x 64 KiB at 2 ranks over Gloo, fusion on/off, cache off.
 #
-#   ci/bench-fusion [ROUNDS]        (default 3)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source ci/lib/deps.sh
+# 200 x 64 KiB float32 allreduces per batch at 2 ranks over Gloo, with the default fusion
+# threshold and with fusion off (PLAIT_FUSION_THRESHOLD=0), and with the response cache off
+# (PLAIT_CACHE_CAPACITY=0) to show the control cost; runs interleaved (A B C A B C ...) so
+# machine noise hits all alike. Then one 64 MiB allreduce for the transport's bandwidth
+# through plait. The output is also kept in OUT/fusion.txt (--docs: bench/results/bench-fusion.txt).
+#
+#   ci/bench fusion [--rounds N]        (default 3)
+bench_no_args "$@"
 plait_ensure_packages
-cmake -S . -B build/bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DPLAIT_BUILD_TESTS=OFF >/dev/null
-cmake --build build/bench >/dev/null
-rounds="${1:-3}"
+bench_build build/bench
+rounds="${rounds:-3}"
 run() { env "$@" build/bench/bin/plaitrun -np 2 --no-prefix build/bench/bin/fusion -k 200 -s 65536 -n 20 -w 5; }
-for r in $(seq "$rounds"); do
-  echo "== round $r of $rounds"
-  run PLAIT_FUSION_THRESHOLD=64M
-  run PLAIT_FUSION_THRESHOLD=0
-  run PLAIT_FUSION_THRESHOLD=64M PLAIT_CACHE_CAPACITY=0
-done
-echo "== one 64 MiB float32 allreduce (transport bandwidth through plait)"
-env build/bench/bin/plaitrun -np 2 --no-prefix build/bench/bin/fusion -k 1 -s 67108864 -n 10 -w 2
+{
+  for r in $(seq "$rounds"); do
+    echo "== round $r of $rounds"
+    run PLAIT_FUSION_THRESHOLD=64M
+    run PLAIT_FUSION_THRESHOLD=0
+    run PLAIT_FUSION_THRESHOLD=64M PLAIT_CACHE_CAPACITY=0
+  done
+  echo "== one 64 MiB float32 allreduce (transport bandwidth through plait)"
+  build/bench/bin/plaitrun -np 2 --no-prefix build/bench/bin/fusion -k 1 -s 67108864 -n 10 -w 2
+} | tee "$out/fusion.txt"
+bench_docs "$out/fusion.txt:bench-fusion.txt"

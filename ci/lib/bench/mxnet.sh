@@ -1,53 +1,38 @@
-#!/usr/bin/env bash
-# MXNet data-parallel training at 2 ranks on this machine: plait.mxnet (Gloo,
-# libfabric shm) against Horovod 0.28.1's horovod.mxnet (Gloo) and MXNet's
-# own parameter server (kvstore dist_sync), with kvstore 'local' in one
-# process as the reference; one script (bench/mxnet_bench.py, whose docstring
-# says what is measured and how), one run, the order rotating each round.
-# docs/performance.md shows and explains the figures.
+# mxnet: MXNet training at 2 ranks: plait.mxnet, Horovod, kvstore dist_sync, one process.
 #
-#  - plait: a Release build with the MXNet adapter in build/bench-mxnet,
-#    against the MXNet venv of ci/lib/mxnet.sh ($PLAIT_CI_VENV_DIR/mxnet);
-#  - Horovod: built on first use into $PLAIT_CI_VENV_DIR/horovod-mxnet
-#    (ci/lib/horovod.sh mxnet, about 2 minutes on 2 cores; a failed build is
-#    remembered with its reason);
-#  - the parameter server: a scheduler and one server process on 127.0.0.1,
-#    started and stopped by bench/mxnet_bench.py.
-# A contender that cannot run (Horovod not built, a transport that cannot
-# start, a run that failed) is reported "NOT MEASURED: <contender>: <reason>"
-# when it happens, again above the table, and as a row of it.
-# PLAIT_CI_NO_HOROVOD=<reason> forces that path for Horovod.
+# MXNet data-parallel training at 2 ranks on this machine: plait.mxnet (Gloo, libfabric shm)
+# against Horovod 0.28.1's horovod.mxnet (Gloo) and MXNet's own parameter server (kvstore
+# dist_sync), with kvstore 'local' in one process as the reference; one script
+# (bench/mxnet_bench.py, whose docstring says what is measured and how), one run, the order
+# rotating each round.
 #
-#   ci/bench-mxnet [--rounds N] [-- mxnet_bench.py options]    (default 3 rounds;
-#   about 5 minutes on 2 cores)
-#   e.g. ci/bench-mxnet --rounds 1 -- --contenders ps,local --steps 5
-# Output: the table on stdout, and in $PLAIT_BENCH_OUT (default
-# build/bench-results): mxnet.md (the table), mxnet.jsonl (one line per run),
-# mxnet-runs.log (every process's output).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-rounds=3
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --rounds) rounds="$2"; shift 2 ;;
-    --) shift; break ;;
-    *) echo "usage: ci/bench-mxnet [--rounds N] [-- mxnet_bench.py options]" >&2; exit 2 ;;
-  esac
-done
-source ci/lib/deps.sh
+#  - plait: a Release build with the MXNet adapter in build/bench-mxnet, against the MXNet
+#    venv of ci/lib/mxnet.sh ($PLAIT_CI_VENV_DIR/mxnet);
+#  - Horovod: built on first use into $PLAIT_CI_VENV_DIR/horovod-mxnet (ci/lib/horovod.sh
+#    mxnet, about 2 minutes on 2 cores; a failed build is remembered with its reason);
+#  - the parameter server: a scheduler and one server process on 127.0.0.1, started and
+#    stopped by bench/mxnet_bench.py.
+# A contender that cannot run (Horovod not built, a transport that cannot start, a run that
+# failed) is reported "NOT MEASURED: <contender>: <reason>" when it happens, again above the
+# table, and as a row of it. PLAIT_CI_NO_HOROVOD=<reason> forces that path for Horovod.
+#
+#   ci/bench mxnet [--rounds N] [-- mxnet_bench.py options]    (default 3 rounds; about 5
+#   minutes on 2 cores)
+#   e.g. ci/bench mxnet --rounds 1 -- --contenders ps,local --steps 5
+# Output: the table on stdout, and in OUT: mxnet.md (the table), mxnet.jsonl (one line per
+# run), mxnet-runs.log (every process's output); --docs copies the first two.
+if [ $# -gt 0 ]; then [ "$1" = -- ] || bench_no_args "$@"; shift; fi
+rounds="${rounds:-3}"
 source ci/lib/python.sh
 source ci/lib/mxnet.sh
-source ci/lib/horovod.sh
 plait_ensure_packages python3-numpy "${PLAIT_MXNET_DEBIAN_PACKAGES[@]}"
 
-out="${PLAIT_BENCH_OUT:-build/bench-results}"
-mkdir -p "$out"
 rm -f "$out/mxnet.md" "$out/mxnet.jsonl" "$out/mxnet-runs.log"
 args=(--rounds "$rounds" --json "$out/mxnet.jsonl" --markdown "$out/mxnet.md"
       --log "$out/mxnet-runs.log")
 
 if ! mxnet_python="$(plait_mxnet_python)"; then
-  echo "ci/bench-mxnet: no MXNet venv (above); nothing can be measured" >&2
+  echo "ci/bench mxnet: no MXNet venv (above); nothing can be measured" >&2
   exit 1
 fi
 args+=(--mxnet-python "$mxnet_python")
@@ -68,20 +53,14 @@ else
 fi
 
 # Horovod 0.28.1 with MXNet.
-if [ -n "${PLAIT_CI_NO_HOROVOD:-}" ]; then
-  args+=(--not-measured "horovod=$PLAIT_CI_NO_HOROVOD (PLAIT_CI_NO_HOROVOD)")
+echo "== Horovod $PLAIT_HOROVOD_VERSION with MXNet (built on first use: about 2 minutes)"
+bench_horovod mxnet
+if [ -n "$hvd_python" ]; then
+  args+=(--horovod-python "$hvd_python")
 else
-  echo "== Horovod $PLAIT_HOROVOD_VERSION with MXNet (built on first use: about 2 minutes)"
-  hvd_err="$(mktemp)"
-  if hvd_python="$(plait_horovod_python mxnet 2>"$hvd_err")"; then
-    cat "$hvd_err" >&2
-    args+=(--horovod-python "$hvd_python")
-  else
-    cat "$hvd_err" >&2
-    args+=(--not-measured "horovod=$(tail -1 "$hvd_err" | sed 's/^ci: //')")
-  fi
-  rm -f "$hvd_err"
+  args+=(--not-measured "horovod=$hvd_reason")
 fi
 
 echo "== $(date -u +%H:%M:%S) load average: $(cut -d ' ' -f 1-3 /proc/loadavg) ($(nproc) cores)"
 /usr/bin/python3 bench/mxnet_bench.py "${args[@]}" "$@"
+bench_docs "$out/mxnet.jsonl" "$out/mxnet.md"
