@@ -26,20 +26,18 @@ fi
 rounds="${rounds:-5}"
 {
   "$bench" -r "$rounds" -s 4K:256M
+  # per collective: the small-message algorithm, the large one, the variable that switches
+  switches=("allreduce rd ring PLAIT_OFI_ALLREDUCE_RING_MIN"
+            "broadcast tree chain PLAIT_OFI_BROADCAST_CHAIN_MIN"
+            "allgatherv direct ring PLAIT_OFI_ALLGATHERV_RING_MIN"
+            "reducescatter direct ring PLAIT_OFI_REDUCESCATTER_RING_MIN")
   if [ "$switch" = 1 ]; then
     for prov in shm tcp; do
-      "$bench" -r "$rounds" -s 1K:4M -o allreduce \
-        "rd/$prov=ofi,FI_PROVIDER=$prov,PLAIT_OFI_ALLREDUCE_RING_MIN=1T" \
-        "ring/$prov=ofi,FI_PROVIDER=$prov,PLAIT_OFI_ALLREDUCE_RING_MIN=0"
-      "$bench" -r "$rounds" -s 1K:4M -o broadcast \
-        "tree/$prov=ofi,FI_PROVIDER=$prov,PLAIT_OFI_BROADCAST_CHAIN_MIN=1T" \
-        "chain/$prov=ofi,FI_PROVIDER=$prov,PLAIT_OFI_BROADCAST_CHAIN_MIN=0"
-      "$bench" -r "$rounds" -s 1K:4M -o allgatherv \
-        "direct/$prov=ofi,FI_PROVIDER=$prov,PLAIT_OFI_ALLGATHERV_RING_MIN=1T" \
-        "ring/$prov=ofi,FI_PROVIDER=$prov,PLAIT_OFI_ALLGATHERV_RING_MIN=0"
-      "$bench" -r "$rounds" -s 1K:4M -o reducescatter \
-        "direct/$prov=ofi,FI_PROVIDER=$prov,PLAIT_OFI_REDUCESCATTER_RING_MIN=1T" \
-        "ring/$prov=ofi,FI_PROVIDER=$prov,PLAIT_OFI_REDUCESCATTER_RING_MIN=0"
+      for sw in "${switches[@]}"; do
+        read -r op small large var <<<"$sw"
+        "$bench" -r "$rounds" -s 1K:4M -o "$op" "$small/$prov=ofi,FI_PROVIDER=$prov,$var=1T" \
+          "$large/$prov=ofi,FI_PROVIDER=$prov,$var=0"
+      done
     done
   fi
 } | tee "$out/transport.txt"
