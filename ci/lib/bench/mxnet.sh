@@ -53,7 +53,8 @@ else
 fi
 
 # Horovod 0.28.1 with MXNet.
-echo "== Horovod $PLAIT_HOROVOD_VERSION with MXNet (built on first use: about 2 minutes)"
+[ -n "${PLAIT_CI_NO_HOROVOD:-}" ] ||
+  echo "== Horovod $PLAIT_HOROVOD_VERSION with MXNet (built on first use: about 2 minutes)"
 bench_horovod mxnet
 if [ -n "$hvd_python" ]; then
   args+=(--horovod-python "$hvd_python")
