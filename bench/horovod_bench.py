@@ -27,7 +27,7 @@ to --json:
    "steps": 20, "round": 1, "version": "0.1.0", "torch": "1.13.0a0", ...}
 
 --report reads such lines (several rounds of both implementations, as
-ci/bench-horovod writes them) and prints the median over rounds of each
+ci/bench horovod writes them) and prints the median over rounds of each
 round's median, and the ratio plait : Horovod.
 """
 
@@ -200,7 +200,7 @@ def run(args):
 def report(path):
     rows = [json.loads(line) for line in open(path) if line.strip()]
     # {"kind": "missing", "system": "horovod", "reason": ...}: written by
-    # ci/bench-horovod when an implementation could not be measured.
+    # ci/bench horovod when an implementation could not be measured.
     missing = {r.get("system"): r.get("reason", "no reason given")
                for r in rows if r.get("kind") == "missing"}
     rows = [r for r in rows if r.get("kind") != "missing"]

@@ -1,5 +1,5 @@
 """Tests for the comparison reports: bench/compare.py (ci/bench) and
-bench/horovod_bench.py --report (ci/bench-horovod) never leave a system
+bench/horovod_bench.py --report (ci/bench horovod) never leave a system
 out silently. Run: /usr/bin/python3 -m pytest bench/test_compare.py
 
 The records written here are FAKE, made up to exercise the reports. They are

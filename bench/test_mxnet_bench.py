@@ -1,4 +1,4 @@
-"""Tests for bench/mxnet_bench.py (ci/bench-mxnet): the parameter-server
+"""Tests for bench/mxnet_bench.py (ci/bench mxnet): the parameter-server
 contender really trains (scheduler, server and workers started and stopped),
 a contender that cannot run is reported NOT MEASURED, and no process of the
 benchmark outlives it, also when a run fails. They print no figures and time

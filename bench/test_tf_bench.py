@@ -1,4 +1,4 @@
-"""Tests for bench/tf_bench.py --report (ci/bench-tensorflow): a contender that
+"""Tests for bench/tf_bench.py --report (ci/bench tensorflow): a contender that
 did not run is never left out silently, ranks that ended with different
 weights fail the report, and plait's fusion statistics are shown.
 Run: /usr/bin/python3 -m pytest bench/test_tf_bench.py (no TensorFlow needed:

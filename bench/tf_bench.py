@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """TensorFlow training-step benchmark: plait.tensorflow vs Horovod 0.28.1 vs
 tf.distribute.MultiWorkerMirroredStrategy, same model, same data, 2 ranks
-(driven by ci/bench-tensorflow; docs/performance.md shows the figures).
+(driven by ci/bench tensorflow; docs/performance.md shows the figures).
 
 One worker run (launched by plaitrun, horovodrun, or by this script):
 
@@ -34,7 +34,7 @@ whether the ranks of each run ended identical. plait's runs also record
 plait.stats() over the timed steps (the fusion statistics).
 
 A contender that could not run is written as {"kind": "missing", "system",
-"reason"} (by ci/bench-tensorflow or by --launch) and the report says
+"reason"} (by ci/bench tensorflow or by --launch) and the report says
 "NOT MEASURED: <system>: <reason>" first and in the table; so does any label
 named with --expect that has no rows.
 """

@@ -168,7 +168,7 @@ MIXES = {
     "uniform-64k": dict(
         params=uniform_64k_params, published=200 * 16384,
         model="synthetic: 200 float32 tensors of 64 KiB "
-              "(the coordinator benchmark's batch, ci/bench-fusion)",
+              "(the coordinator benchmark's batch, ci/bench fusion)",
         source="bench/mixes/make_mixes.py",
         order="submission order (tensor.000 first)"),
 }

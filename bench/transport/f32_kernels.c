@@ -1,7 +1,7 @@
 /* float32 kernels for the transport benchmark: see f32_kernels.h. dst may
  * equal an input but never partly overlaps one, so the loops carry no
  * dependence (GCC ivdep: no runtime alias check; vectorised at -O3, the
- * Release build ci/bench-transport makes). */
+ * Release build ci/bench transport makes). */
 #include "f32_kernels.h"
 
 #if defined(__GNUC__) && !defined(__clang__)

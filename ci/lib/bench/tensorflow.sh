@@ -1,59 +1,39 @@
-#!/usr/bin/env bash
-# TensorFlow training steps side by side at 2 ranks on this machine
-# (bench/tf_bench.py; docs/performance.md shows and explains the figures):
-# the same Keras 3 model (a ResNet-20-style CNN, 65 gradient tensors, batch 16 per rank), the
-# same synthetic data and the same TensorFlow (2.21, tensorflow-cpu) under
+# tensorflow: a Keras training step at 2 ranks: plait.tensorflow, Horovod, MultiWorkerMirroredStrategy.
+#
+# TensorFlow training steps side by side at 2 ranks on this machine (bench/tf_bench.py): the
+# same Keras 3 model (a ResNet-20-style CNN, 65 gradient tensors, batch 16 per rank), the same
+# synthetic data and the same TensorFlow (2.21, tensorflow-cpu) under
 #   plait-gloo     plait.tensorflow DistributedGradientTape, plaitrun, gloo
 #   plait-ofi-shm  the same over libfabric's shm provider (PLAIT_TRANSPORT=ofi)
-#   horovod        Horovod 0.28.1 DistributedGradientTape, horovodrun --gloo
-#                  (built on first use into $PLAIT_CI_VENV_DIR/horovod-tf by
-#                  ci/lib/horovod_tf.sh, with its local build fix for TF 2.21)
-#   mwms           tf.distribute.MultiWorkerMirroredStrategy, CPU RING
-#                  collectives, 2 worker processes started by tf_bench.py
+#   horovod        Horovod 0.28.1 DistributedGradientTape, horovodrun --gloo (built on first
+#                  use into $PLAIT_CI_VENV_DIR/horovod-tf by ci/lib/horovod.sh tensorflow,
+#                  with its local build fix for TF 2.21)
+#   mwms           tf.distribute.MultiWorkerMirroredStrategy, CPU RING collectives, 2 worker
+#                  processes started by tf_bench.py
 #   local          2 independent processes, no allreduce: the floor
-# Horovod gets HOROVOD_FUSION_THRESHOLD=64 MiB (plait's default) and its
-# default cycle time, as in ci/bench-horovod. The order of the contenders
-# rotates each round. The table gives, per contender, the median time per
-# step over all timed steps of all rounds (rank 0), p10 - p90, each round's
-# median, and whether the ranks ended with identical weights; then plait's
+# Horovod gets HOROVOD_FUSION_THRESHOLD=64 MiB (plait's default) and its default cycle time,
+# as in ci/bench horovod. The order of the contenders rotates each round. The table gives,
+# per contender, the median time per step over all timed steps of all rounds (rank 0), p10 -
+# p90, each round's median, and whether the ranks ended with identical weights; then plait's
 # fusion statistics (plait.stats()).
 #
-# A contender that cannot run is never dropped silently: "ci/bench-tensorflow:
-# NOT MEASURED: <system>: <reason>" when it happens, again above the table,
-# and a NOT MEASURED row in it. PLAIT_CI_NO_HOROVOD=<reason> forces that path
-# for Horovod.
+# A contender that cannot run is never dropped silently: "ci/bench tensorflow: NOT MEASURED:
+# <system>: <reason>" when it happens, again above the table, and a NOT MEASURED row in it.
+# PLAIT_CI_NO_HOROVOD=<reason> forces that path for Horovod.
 #
-#   ci/bench-tensorflow [--rounds N] [--out DIR] [-- tf_bench.py options]
-#     default 2 rounds (3-6 minutes on 2 cores); results in DIR (default
-#     build/bench-tensorflow): results.jsonl and table.md
-#   e.g. ci/bench-tensorflow --rounds 3 -- --steps 40 --batch 32
-set -euo pipefail
-cd "$(dirname "$0")/.."
-rounds=2
-out=build/bench-tensorflow
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --rounds) rounds="$2"; shift 2 ;;
-    --out) out="$2"; shift 2 ;;
-    --) shift; break ;;
-    *) echo "usage: ci/bench-tensorflow [--rounds N] [--out DIR] [-- tf_bench.py options]" >&2; exit 2 ;;
-  esac
-done
-source ci/lib/deps.sh
+#   ci/bench tensorflow [--rounds N] [--out DIR] [-- tf_bench.py options]
+#     default 2 rounds (3-6 minutes on 2 cores); results in OUT: tensorflow.jsonl and
+#     tensorflow.md (--docs copies both)
+#   e.g. ci/bench tensorflow --rounds 3 -- --steps 40 --batch 32
+if [ $# -gt 0 ]; then [ "$1" = -- ] || bench_no_args "$@"; shift; fi
+rounds="${rounds:-2}"
 source ci/lib/python.sh
 source ci/lib/tensorflow.sh
-source ci/lib/horovod_tf.sh
 plait_ensure_packages
 
-mkdir -p "$out"
-results="$out/results.jsonl"
-rm -f "$results" "$out/table.md"
-# missing SYSTEM REASON: a contender left out, said now and in the table.
-missing() {
-  echo "ci/bench-tensorflow: NOT MEASURED: $1: $2" >&2
-  python3 -c 'import json, sys; print(json.dumps({"kind": "missing", "system": sys.argv[1],
-    "reason": sys.argv[2]}))' "$1" "$2" >>"$results"
-}
+results="$out/tensorflow.jsonl"
+rm -f "$results" "$out/tensorflow.md"
+missing() { bench_missing "$results" "$@"; }
 
 # TensorFlow for plait and MultiWorkerMirroredStrategy: the tf venv
 # (ci/lib/tensorflow.sh), the one plait.tensorflow is tested with.
@@ -88,22 +68,9 @@ if [ -n "$tf_python" ]; then
   fi
 fi
 
-# Horovod 0.28.1 for TensorFlow 2.21.
-hvd_python=""
-if [ -n "${PLAIT_CI_NO_HOROVOD:-}" ]; then
-  missing horovod "$PLAIT_CI_NO_HOROVOD (PLAIT_CI_NO_HOROVOD)"
-else
-  hvd_err="$(mktemp)"
-  # (stderr shown afterwards: the first build takes about 10 minutes)
-  if hvd_python="$(plait_horovod_tf_python 2>"$hvd_err")"; then
-    cat "$hvd_err" >&2
-  else
-    cat "$hvd_err" >&2
-    hvd_python=""
-    missing horovod "$(tail -1 "$hvd_err" | sed 's/^ci: //')"
-  fi
-  rm -f "$hvd_err"
-fi
+# Horovod 0.28.1 for TensorFlow 2.21 (the first build takes about 10 minutes).
+bench_horovod tensorflow
+[ -n "$hvd_python" ] || missing horovod "$hvd_reason"
 
 contenders=()
 [ -n "$plait_ok" ] && contenders+=(plait-gloo plait-ofi-shm)
@@ -152,6 +119,7 @@ done
 echo
 echo "== TensorFlow training step, 2 ranks on $(hostname) ($(nproc) cores), load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 py="${tf_python:-python3}"
-"$py" bench/tf_bench.py --report "$results" --markdown "$out/table.md" \
+"$py" bench/tf_bench.py --report "$results" --markdown "$out/tensorflow.md" \
   --expect plait-gloo --expect plait-ofi-shm --expect horovod --expect mwms --expect local
-echo "(per-run figures in $results, the table in $out/table.md)"
+echo "(per-run figures in $results, the table in $out/tensorflow.md)"
+bench_docs "$results" "$out/tensorflow.md"
