@@ -1,5 +1,9 @@
 /* Shared by the test plugins: a complete, valid table whose collectives only
- * report PLAIT_ERR_UNSUPPORTED. Each plugin file breaks one thing. */
+ * report PLAIT_ERR_UNSUPPORTED. Each plugin file breaks one thing. Most are
+ * built against the frozen version-1 header (plait_transport_v1_t,
+ * FX_TABLE_REST): the core serves them through its v1 adapter, so the
+ * loader's checks run on that path too; fakeofi is a version-2 table
+ * (fx_allreduce_v2). */
 #ifndef PLAIT_TEST_PLUGIN_COMMON_H
 #define PLAIT_TEST_PLUGIN_COMMON_H
 
@@ -21,6 +25,11 @@ static plait_result_t fx_finalize(void *state) {
 }
 static plait_result_t fx_allreduce(void *s, void *b, size_t n, plait_dtype_t d, plait_op_t o) {
   (void)s, (void)b, (void)n, (void)d, (void)o;
+  return PLAIT_ERR_UNSUPPORTED;
+}
+static plait_result_t fx_allreduce_v2(void *s, const plait_span_t *sp, size_t n, plait_dtype_t d,
+                                      plait_op_t o, double pre, double post) {
+  (void)s, (void)sp, (void)n, (void)d, (void)o, (void)pre, (void)post;
   return PLAIT_ERR_UNSUPPORTED;
 }
 static plait_result_t fx_allgatherv(void *s, void *b, const size_t *n) {

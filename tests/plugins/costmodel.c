@@ -45,7 +45,7 @@ static plait_result_t cm_copy(void *s, void *d, const void *src, size_t n, plait
 }
 
 FX_EXPORT const plait_transport_v1_t plait_transport_v1 = {
-    PLAIT_TRANSPORT_ABI_VERSION, PLAIT_TRANSPORT_V1_MIN_SIZE, "costmodel",
+    PLAIT_TRANSPORT_V1_ABI_VERSION, PLAIT_TRANSPORT_V1_MIN_SIZE, "costmodel",
     PLAIT_CAP_HOST_MEMORY, 0, 0, cm_init,
     fx_finalize, fx_last_error, cm_allreduce, fx_allgatherv, fx_broadcast,
     fx_alltoallv, fx_reducescatter, cm_barrier, fx_alloc, fx_free, cm_copy, NULL, NULL};

@@ -15,6 +15,6 @@ static plait_result_t devonly_init(const plait_transport_init_args_t *a, void **
 static int devonly_device(void *state) { return *(const int *)state; }
 
 FX_EXPORT const plait_transport_v1_t plait_transport_v1 = {
-    PLAIT_TRANSPORT_ABI_VERSION, sizeof(plait_transport_v1_t), "devonly",
+    PLAIT_TRANSPORT_V1_ABI_VERSION, sizeof(plait_transport_v1_t), "devonly",
     PLAIT_CAP_DEVICE_MEMORY | PLAIT_CAP_ALLREDUCE, 0, 0, devonly_init, FX_TABLE_REST,
     .device = devonly_device};

@@ -71,8 +71,8 @@ static item_t *item_new(devsim_state_t *st, item_kind_t kind) {
 
 /* ---------------------------------------------------------------- life */
 
-static const plait_transport_v1_t *load_gloo(void) {
-  static const plait_transport_v1_t *g;
+static const plait_transport_t *load_gloo(void) {
+  static const plait_transport_t *g;
   if (g) return g;
   char path[4096];
   const char *tries[3] = {PLAIT_DEVSIM_GLOO_FILE, NULL, NULL};
@@ -86,7 +86,7 @@ static const plait_transport_v1_t *load_gloo(void) {
   for (int i = 0; i < 3; i++) {
     if (!tries[i] || !*tries[i]) continue;
     void *so = dlopen(tries[i], RTLD_NOW | RTLD_LOCAL);
-    if (so && (g = dlsym(so, PLAIT_TRANSPORT_SYMBOL_V1)) != NULL) return g;
+    if (so && (g = dlsym(so, PLAIT_TRANSPORT_SYMBOL)) != NULL) return g;
     why = dlerror();
   }
   snprintf(init_err, sizeof init_err, "devsim: cannot load the gloo plugin it runs on (%s; tried "
@@ -154,9 +154,17 @@ static plait_result_t coll(devsim_state_t *st, item_t *it) {
   return devsim_submit(st, it);
 }
 
-static plait_result_t ds_allreduce(void *state, void *buf, size_t n, plait_dtype_t d,
-                                   plait_op_t op) {
+/* One span, in place, unscaled (allreduce_flags 0: the core copies and
+ * scales with batch_copy). */
+static plait_result_t ds_allreduce(void *state, const plait_span_t *spans, size_t nspans,
+                                   plait_dtype_t d, plait_op_t op, double pre, double post) {
   devsim_state_t *st = state;
+  if (!spans || nspans != 1 || spans[0].src != spans[0].dst || pre != 1.0 || post != 1.0)
+    return failf(st, PLAIT_ERR_INVALID_ARGUMENT, "devsim: allreduce takes one span, in place, "
+                 "unscaled (%zu spans, prescale %g, postscale %g)", spans ? nspans : 0, pre,
+                 post);
+  void *buf = spans[0].dst;
+  size_t n = spans[0].count;
   void *real;
   plait_result_t rc = real_of(st, "allreduce", buf, n * elem_bytes(d), &real);
   item_t *it = rc ? NULL : item_new(st, IT_ALLREDUCE);
@@ -397,16 +405,18 @@ static plait_result_t ds_interrupt(void *state, plait_result_t rc, const char *w
 }
 
 /* Filled when the plugin is loaded (the core reads it after dlopen). */
-DEVSIM_EXPORT plait_transport_v1_t plait_transport_v1;
+DEVSIM_EXPORT plait_transport_t plait_transport_v2;
 
 __attribute__((constructor)) static void devsim_load(void) {
   const char *s = getenv("DEVSIM_SYNC"), *nb = getenv("DEVSIM_NO_BATCH");
   sync_mode = s && !strcmp(s, "1");
-  plait_transport_v1 = (plait_transport_v1_t){
-      PLAIT_TRANSPORT_ABI_VERSION, sizeof(plait_transport_v1_t), "devsim",
+  plait_transport_v2 = (plait_transport_t){
+      PLAIT_TRANSPORT_ABI_VERSION, sizeof(plait_transport_t), "devsim",
       PLAIT_CAP_DEVICE_MEMORY | PLAIT_CAP_ALLREDUCE | PLAIT_CAP_ALLGATHERV |
           PLAIT_CAP_BROADCAST | PLAIT_CAP_ALLTOALLV | PLAIT_CAP_REDUCESCATTER | PLAIT_CAP_BARRIER,
-      PLAIT_DTYPE_MASK_ALL, PLAIT_OP_MASK_ALL, ds_init, ds_finalize, ds_last_error,
+      PLAIT_DTYPE_MASK_ALL, PLAIT_OP_MASK_ALL,
+      0, 0, 0, 0, /* allreduce_flags, auto_place (by name only), fusion_piece, max tensor */
+      ds_init, ds_finalize, ds_last_error,
       ds_allreduce, ds_allgatherv, ds_broadcast, ds_alltoallv, ds_reducescatter, ds_barrier,
       ds_mem_alloc, ds_mem_free, ds_mem_copy,
       .subset = ds_subset,

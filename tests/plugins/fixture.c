@@ -44,7 +44,7 @@ static plait_result_t fixture_init(const plait_transport_init_args_t *a, void **
 /* Built as a first-version plugin: its table ends before the appended
  * `algorithm` field (struct_size says so), which the core must not read. */
 FX_EXPORT const plait_transport_v1_t plait_transport_v1 = {
-    PLAIT_TRANSPORT_ABI_VERSION, PLAIT_TRANSPORT_V1_MIN_SIZE, "fixture",
+    PLAIT_TRANSPORT_V1_ABI_VERSION, PLAIT_TRANSPORT_V1_MIN_SIZE, "fixture",
     PLAIT_CAP_HOST_MEMORY, 0, 0, fixture_init,
     fx_finalize, fixture_last_error, fx_allreduce, fx_allgatherv, fx_broadcast,
     fx_alltoallv, fx_reducescatter, fx_barrier, fx_alloc, fx_free, fx_copy, NULL, NULL, NULL};

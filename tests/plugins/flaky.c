@@ -3,8 +3,7 @@
  * blame tests (tests/mp/test_transport_blame.c). Environment, read when
  * the plugin is loaded: FLAKY_INNER, the real plugin's file (its table is
  * this one's, with its own name); FLAKY_RANK, the rank that fails;
- * FLAKY_AT, which of that rank's allreduce calls fails (allreduce,
- * allreduce_scaled and allreduce_spans counted together; 1 is the first).
+ * FLAKY_AT, which of that rank's allreduce calls fails (1 is the first).
  * The failing call runs the real collective first, so every other rank's
  * collective completes: the failure is that rank's alone, and every rank is
  * alive. It returns PLAIT_ERR_TRANSPORT with a message that says so.
@@ -15,9 +14,9 @@
 
 #include "plait/transport.h"
 
-__attribute__((visibility("default"))) plait_transport_v1_t plait_transport_v1;
+__attribute__((visibility("default"))) plait_transport_t plait_transport_v2;
 
-static plait_transport_v1_t inner;
+static plait_transport_t inner;
 static int rank = -1, bad_rank = -1;
 static long at, calls;
 static char why[160];
@@ -40,20 +39,10 @@ static plait_result_t outcome(plait_result_t rc) {
   return PLAIT_ERR_TRANSPORT;
 }
 
-static plait_result_t flaky_allreduce(void *state, void *buf, size_t count, plait_dtype_t dtype,
-                                      plait_op_t op) {
-  return outcome(inner.allreduce(state, buf, count, dtype, op));
-}
-
-static plait_result_t flaky_allreduce_scaled(void *state, const void *send, void *recv,
-                                             size_t count, plait_dtype_t dtype, plait_op_t op,
-                                             double postscale) {
-  return outcome(inner.allreduce_scaled(state, send, recv, count, dtype, op, postscale));
-}
-
-static plait_result_t flaky_allreduce_spans(void *state, const struct plait_span *spans, size_t n,
-                                            plait_dtype_t dtype, plait_op_t op, double postscale) {
-  return outcome(inner.allreduce_spans(state, spans, n, dtype, op, postscale));
+static plait_result_t flaky_allreduce(void *state, const plait_span_t *spans, size_t n,
+                                      plait_dtype_t dtype, plait_op_t op, double prescale,
+                                      double postscale) {
+  return outcome(inner.allreduce(state, spans, n, dtype, op, prescale, postscale));
 }
 
 /* Loaded with the library: the core reads the table after dlopen returns.
@@ -61,18 +50,15 @@ static plait_result_t flaky_allreduce_spans(void *state, const struct plait_span
 __attribute__((constructor)) static void flaky_load(void) {
   const char *file = getenv("FLAKY_INNER"), *r = getenv("FLAKY_RANK"), *n = getenv("FLAKY_AT");
   void *lib = file ? dlopen(file, RTLD_NOW | RTLD_LOCAL) : NULL;
-  const plait_transport_v1_t *t = lib ? dlsym(lib, PLAIT_TRANSPORT_SYMBOL_V1) : NULL;
+  const plait_transport_t *t = lib ? dlsym(lib, PLAIT_TRANSPORT_SYMBOL) : NULL;
   if (!t) return;
   inner = *t;
   bad_rank = r ? atoi(r) : 0;
   at = n ? atol(n) : 1;
-  plait_transport_v1 = *t;
-  plait_transport_v1.name = "flaky";
-  plait_transport_v1.init = flaky_init;
-  plait_transport_v1.last_error = flaky_last_error;
-  plait_transport_v1.allreduce = flaky_allreduce;
-  if (PLAIT_TRANSPORT_HAS(t, allreduce_scaled))
-    plait_transport_v1.allreduce_scaled = flaky_allreduce_scaled;
-  if (PLAIT_TRANSPORT_HAS(t, allreduce_spans))
-    plait_transport_v1.allreduce_spans = flaky_allreduce_spans;
+  plait_transport_v2 = *t;
+  plait_transport_v2.name = "flaky";
+  plait_transport_v2.auto_place = 0; /* only by name: never chosen by auto */
+  plait_transport_v2.init = flaky_init;
+  plait_transport_v2.last_error = flaky_last_error;
+  plait_transport_v2.allreduce = flaky_allreduce;
 }

@@ -78,7 +78,7 @@ typedef struct devsim_root {
 } devsim_root_t;
 
 /* The gloo plugin's table (loaded by init). */
-extern const plait_transport_v1_t *devsim_gloo;
+extern const plait_transport_t *devsim_gloo;
 
 /* Starts root's worker; 0 or an errno. */
 int devsim_worker_start(devsim_root_t *root);

@@ -9,7 +9,7 @@
 
 #include "queue.h"
 
-const plait_transport_v1_t *devsim_gloo;
+const plait_transport_t *devsim_gloo;
 
 static size_t dtype_bytes(plait_dtype_t d) {
   static const size_t b[] = {1, 1, 2, 2, 4, 8, 2, 2, 4, 8, 1};
@@ -70,14 +70,17 @@ static plait_result_t run_batch(devsim_root_t *root, item_t *it) {
 
 /* Runs one collective on gloo; on failure gloo's message goes to it->msg. */
 static plait_result_t run_collective(item_t *it) {
-  const plait_transport_v1_t *g = devsim_gloo;
+  const plait_transport_t *g = devsim_gloo;
   void *gs = it->st->gloo;
   plait_result_t rc = PLAIT_ERR_INTERNAL;
   const char *what = "?";
   switch (it->kind) {
   case IT_ALLREDUCE:
     what = "allreduce";
-    rc = g->allreduce(gs, it->a, it->count, it->dtype, it->op);
+    {
+      plait_span_t sp = {it->a, it->a, it->count};
+      rc = g->allreduce(gs, &sp, 1, it->dtype, it->op, 1.0, 1.0);
+    }
     break;
   case IT_ALLGATHERV: what = "allgatherv", rc = g->allgatherv(gs, it->a, it->sizes); break;
   case IT_BROADCAST:
