@@ -45,15 +45,20 @@ static const char *dl_text(const char *path, const char *e) {
   return !strncmp(e, path, n) && !strncmp(e + n, ": ", 2) ? e + n + 2 : e;
 }
 
-plait_result_t plait_plugin_check_table(const plait_transport_t *t, const char *path) {
-  if (t->abi_version != PLAIT_TRANSPORT_ABI_VERSION)
+plait_result_t plait_plugin_check_head(const char *path, const char *symbol, uint32_t version,
+                                       uint32_t size, uint32_t want, size_t min) {
+  if (version != want)
     return plait_error(PLAIT_ERR_PLUGIN, "%s: %s has transport ABI version %u, this libplait "
-                       "needs %u", path, PLAIT_TRANSPORT_SYMBOL, t->abi_version,
-                       PLAIT_TRANSPORT_ABI_VERSION);
-  if (t->struct_size < PLAIT_TRANSPORT_MIN_SIZE)
+                       "needs %u", path, symbol, version, want);
+  if (size < min)
     return plait_error(PLAIT_ERR_PLUGIN, "%s: transport table is %u bytes, version %u needs at "
-                       "least %zu", path, t->struct_size, t->abi_version,
-                       (size_t)PLAIT_TRANSPORT_MIN_SIZE);
+                       "least %zu", path, size, version, min);
+  return PLAIT_SUCCESS;
+}
+
+plait_result_t plait_plugin_check_table(const plait_transport_t *t, const char *path) {
+  PLAIT_CHECK(plait_plugin_check_head(path, PLAIT_TRANSPORT_SYMBOL, t->abi_version, t->struct_size,
+                                      PLAIT_TRANSPORT_ABI_VERSION, PLAIT_TRANSPORT_MIN_SIZE));
   if (!t->name || !*t->name)
     return plait_error(PLAIT_ERR_PLUGIN, "%s: transport table has no name", path);
   if (!(t->caps & (PLAIT_CAP_HOST_MEMORY | PLAIT_CAP_DEVICE_MEMORY)))

@@ -41,15 +41,8 @@ static v1_slot_t slots[V1_SLOTS];
 static pthread_mutex_t slots_mu = PTHREAD_MUTEX_INITIALIZER;
 
 plait_result_t plait_plugin_check_table_v1(const plait_transport_v1_t *t, const char *path) {
-  if (t->abi_version != PLAIT_TRANSPORT_V1_ABI_VERSION)
-    return plait_error(PLAIT_ERR_PLUGIN, "%s: %s has transport ABI version %u, this libplait "
-                       "needs %u", path, PLAIT_TRANSPORT_SYMBOL_V1, t->abi_version,
-                       PLAIT_TRANSPORT_V1_ABI_VERSION);
-  if (t->struct_size < PLAIT_TRANSPORT_V1_MIN_SIZE)
-    return plait_error(PLAIT_ERR_PLUGIN, "%s: transport table is %u bytes, version %u needs at "
-                       "least %zu", path, t->struct_size, t->abi_version,
-                       (size_t)PLAIT_TRANSPORT_V1_MIN_SIZE);
-  return PLAIT_SUCCESS;
+  return plait_plugin_check_head(path, PLAIT_TRANSPORT_SYMBOL_V1, t->abi_version, t->struct_size,
+                                 PLAIT_TRANSPORT_V1_ABI_VERSION, PLAIT_TRANSPORT_V1_MIN_SIZE);
 }
 
 static plait_result_t refuse(v1_slot_t *a, const char *fmt, const char *what) {

@@ -295,8 +295,40 @@ static int scaled_one(tm_ctx_t *c, plait_dtype_t d, plait_op_t op, size_t count,
   return 0;
 }
 
+/* The one entry with a prescale too (a plugin with PLAIT_ALLREDUCE_SCALED
+ * takes any): against the core's scale, allreduce in place, the core's
+ * scale, bit for bit; out of place, send untouched. */
+static int prescaled_one(tm_ctx_t *c, plait_dtype_t d, size_t count, double pre, double post) {
+  size_t bytes = count * plait_dtype_size(d);
+  unsigned char *send = malloc(bytes + 1), *recv = malloc(bytes + 1), *want = malloc(bytes + 1);
+  REQUIRE(c, send && recv && want, "out of memory");
+  tm_fill(d, PLAIT_OP_SUM, c->rank, c->nranks, send, count, 5);
+  memcpy(want, send, bytes);
+  plait_result_t rc = plait_scale(d, want, want, count, pre);
+  if (rc == PLAIT_SUCCESS) rc = tc_allreduce(c->t, c->st, want, count, d, PLAIT_OP_SUM);
+  if (rc == PLAIT_SUCCESS) rc = plait_scale(d, want, want, count, post);
+  plait_span_t sp = {recv, send, count};
+  plait_result_t got = rc ? rc : c->t->allreduce(c->st, &sp, 1, d, PLAIT_OP_SUM, pre, post);
+  int same = !rc && !got && !memcmp(recv, want, bytes);
+  tm_fill(d, PLAIT_OP_SUM, c->rank, c->nranks, want, count, 5);
+  int send_kept = !memcmp(send, want, bytes);
+  free(send), free(recv), free(want);
+  REQUIRE(c, rc == PLAIT_SUCCESS && got == PLAIT_SUCCESS, "allreduce %s x%zu prescale %g "
+          "postscale %g: %s / %s: %s", plait_dtype_name(d), count, pre, post,
+          plait_result_name(rc), plait_result_name(got), c->t->last_error(c->st));
+  REQUIRE(c, same, "allreduce %s x%zu prescale %g postscale %g differs from the core's scale, "
+          "allreduce, scale", plait_dtype_name(d), count, pre, post);
+  REQUIRE(c, send_kept, "allreduce %s x%zu with a prescale: send changed", plait_dtype_name(d),
+          count);
+  return 0;
+}
+
 static int tm_allreduce_scaled(tm_ctx_t *c) {
   if (!tc_scaled(c->t)) return 0;
+  const plait_dtype_t pd[] = {PLAIT_FLOAT16, PLAIT_FLOAT32, PLAIT_FLOAT64, PLAIT_INT32};
+  for (int i = 0; i < 4; i++)
+    if (prescaled_one(c, pd[i], 1001, 2.0, 1.0 / 3) || prescaled_one(c, pd[i], 4097, 0.3, 1.0))
+      return 1;
   const size_t counts[] = {0, 1, 1001, 4097};
   const double posts[] = {1.0, 0.5, 1.0 / 3};
   for (size_t di = 0; di < N_DTYPES; di++)
