@@ -22,21 +22,22 @@ static int offer_cmp(const void *a, const void *b) {
 
 int plait_choice_candidates(const plait_choice_offer_t *offers, int nranks,
                             plait_choice_offer_t *out, int cap) {
-  int n = 0;
-  for (int r = 0; r < nranks; r++)
-    for (int i = 0; i < PLAIT_CHOICE_MAX; i++) {
-      const plait_choice_offer_t *o = &offers[(size_t)r * PLAIT_CHOICE_MAX + (size_t)i];
-      if (!o->name[0]) break;
-      int k = 0;
-      while (k < n && strcmp(out[k].name, o->name)) k++;
-      if (k < n) { /* one name, several places (different builds): the first place */
-        if (o->place < out[k].place) out[k].place = o->place;
-      } else if (n < cap) {
-        out[n++] = *o;
-      }
-    }
-  qsort(out, (size_t)n, sizeof *out, offer_cmp);
-  return n;
+  size_t all = (size_t)nranks * PLAIT_CHOICE_MAX, n = 0;
+  plait_choice_offer_t *u = calloc(all ? all : 1, sizeof *u); /* the union, then the first cap */
+  if (!u) return 0;
+  for (size_t i = 0; i < all; i++) {
+    const plait_choice_offer_t *o = &offers[i];
+    if (!o->name[0]) continue; /* the end of a rank's list */
+    size_t k = 0;
+    while (k < n && strcmp(u[k].name, o->name)) k++;
+    if (k == n) u[n++] = *o;
+    else if (o->place < u[k].place) u[k].place = o->place; /* different builds: the first place */
+  }
+  qsort(u, n, sizeof *u, offer_cmp);
+  int m = (int)n < cap ? (int)n : cap;
+  memcpy(out, u, (size_t)m * sizeof *u);
+  free(u);
+  return m;
 }
 
 /* The names of the plugin files in dirs ("libplait-transport-<name>.so"),

@@ -45,6 +45,7 @@ Test(choice, candidates_by_declared_place) {
   cr_expect_str_eq(c[1].name, "zz"); /* same place: by name */
   cr_expect_str_eq(c[2].name, "gloo");
   cr_assert_eq(plait_choice_candidates(offers, 3, c, 1), 1, "at most cap");
+  cr_expect_str_eq(c[0].name, "ofi", "cut after ordering: the lowest place stays");
 }
 
 /* This rank's offers from a real plugin folder: the plugins that declare a
