@@ -156,7 +156,7 @@ static const plait_transport_t *load_plugin(const char *name, int ci, int rank) 
     if (so) {
       const plait_transport_t *t = dlsym(so, PLAIT_TRANSPORT_SYMBOL);
       if (t && t->abi_version == PLAIT_TRANSPORT_ABI_VERSION &&
-          t->struct_size >= PLAIT_TRANSPORT_V1_MIN_SIZE)
+          t->struct_size >= PLAIT_TRANSPORT_MIN_SIZE)
         return t;
       fail_config(ci, rank, "%s: no %s of ABI version %d", file, PLAIT_TRANSPORT_SYMBOL,
                   PLAIT_TRANSPORT_ABI_VERSION);
@@ -187,8 +187,10 @@ static void log_stderr(int level, const char *subsystem, const char *file, int l
 static plait_result_t run_op(const plait_transport_t *t, void *st, char *buf, char *out,
                              size_t bytes, size_t *parts) {
   switch (op) {
-    case OP_ALLREDUCE:
-      return t->allreduce(st, buf, bytes / 4, PLAIT_FLOAT32, PLAIT_OP_SUM);
+    case OP_ALLREDUCE: { /* one span in place: what every plugin takes */
+      plait_span_t s = {buf, buf, bytes / 4};
+      return t->allreduce(st, &s, 1, PLAIT_FLOAT32, PLAIT_OP_SUM, 1.0, 1.0);
+    }
     case OP_BROADCAST:
       return t->broadcast(st, buf, bytes, 0);
     case OP_ALLGATHERV:

@@ -1,4 +1,4 @@
-// The exported table plait_transport_v1 and its C entry points. Every entry
+// The exported table plait_transport_v2 and its C entry points. Every entry
 // point catches every exception and turns it into a plait_result_t plus a
 // message that last_error() returns: no C++ exception crosses the ABI.
 #include <string>
@@ -96,10 +96,24 @@ static const char *gloo_last_error(void *state) {
   return static_cast<State *>(state)->last_error.c_str();
 }
 
-static plait_result_t gloo_allreduce(void *state, void *buf, size_t count,
-                                     plait_dtype_t dtype, plait_op_t op) {
+// The ABI's one allreduce: gloo takes one span, in place, unscaled (its
+// allreduce_flags are 0), so the core copies and scales around it.
+static plait_result_t gloo_allreduce(void *state, const plait_span_t *spans,
+                                     size_t n, plait_dtype_t dtype,
+                                     plait_op_t op, double prescale,
+                                     double postscale) {
   return collective(state, "allreduce", [&](State &s) {
-    plait_gloo::allreduce(s, buf, count, dtype, op);
+    PLAIT_GLOO_REQUIRE(spans && n == 1,
+                       "allreduce: %zu spans; the gloo transport takes one "
+                       "(its allreduce_flags have no PLAIT_ALLREDUCE_SPANS)",
+                       spans ? n : (size_t)0);
+    PLAIT_GLOO_REQUIRE(spans[0].src == spans[0].dst && prescale == 1.0 &&
+                           postscale == 1.0,
+                       "allreduce: out of place or scaled (prescale %g, "
+                       "postscale %g); the gloo transport reduces in place "
+                       "(its allreduce_flags have no PLAIT_ALLREDUCE_SCALED)",
+                       prescale, postscale);
+    plait_gloo::allreduce(s, spans[0].dst, spans[0].count, dtype, op);
   });
 }
 
@@ -177,17 +191,29 @@ static plait_result_t gloo_mem_copy(void *state, void *dst, const void *src,
 
 // The one exported symbol (with -fvisibility=hidden and exports.map).
 #define PLAIT_GLOO_EXPORT __attribute__((visibility("default")))
-PLAIT_GLOO_EXPORT extern const plait_transport_v1_t plait_transport_v1;
+PLAIT_GLOO_EXPORT extern const plait_transport_t plait_transport_v2;
 
-const plait_transport_v1_t plait_transport_v1 = {
+const plait_transport_t plait_transport_v2 = {
     /* abi_version */ PLAIT_TRANSPORT_ABI_VERSION,
-    /* struct_size */ sizeof(plait_transport_v1_t),
+    /* struct_size */ sizeof(plait_transport_t),
     /* name */ "gloo",
     /* caps */ PLAIT_CAP_HOST_MEMORY | PLAIT_CAP_ALLREDUCE |
         PLAIT_CAP_ALLGATHERV | PLAIT_CAP_BROADCAST | PLAIT_CAP_ALLTOALLV |
         PLAIT_CAP_REDUCESCATTER | PLAIT_CAP_BARRIER,
     /* dtypes */ PLAIT_DTYPE_MASK_ALL,
     /* ops */ PLAIT_OP_MASK_ALL,
+    // Not folded: gloo's ring calls the reduction kernel without saying
+    // which call is a segment's last, and copies an input into the output
+    // itself before reducing, so the core's one scaling pass stays (see
+    // docs/transport-gloo.md).
+    /* allreduce_flags */ 0,
+    // Second in PLAIT_TRANSPORT=auto: it starts wherever it loads, so it is
+    // the fallback behind ofi (place 10).
+    /* auto_place */ 20,
+    // Fusion pays over Gloo for the 2-9 MiB layers too (plait-bench fusion
+    // over bench/mixes): the configuration's defaults stand.
+    /* fusion_piece */ 0,
+    /* fusion_max_tensor */ 0,
     /* init */ gloo_init,
     /* finalize */ gloo_finalize,
     /* last_error */ gloo_last_error,
@@ -203,15 +229,9 @@ const plait_transport_v1_t plait_transport_v1 = {
     /* algorithm */ gloo_algorithm,
     /* subset */ gloo_subset,
     /* probe: none, Gloo starts wherever its plugin loads */ nullptr,
-    // Not folded: gloo's ring calls the reduction kernel without saying
-    // which call is a segment's last, and copies an input into the output
-    // itself before reducing, so the core's one scaling pass stays (see
-    // docs/transport-gloo.md).
-    /* allreduce_scaled */ nullptr,
     /* device, batch_copy, ready, notify, interrupt: host memory only, and
      * every call blocks until done */
     nullptr, nullptr, nullptr, nullptr, nullptr,
-    /* allreduce_spans: needs allreduce_scaled */ nullptr,
 };
 
 }  // extern "C"

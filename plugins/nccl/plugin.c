@@ -1,5 +1,5 @@
 /*
- * The exported table plait_transport_v1 and its entry points: argument
+ * The exported table plait_transport_v2 and its entry points: argument
  * checks (before anything is enqueued, leaving the state usable), the
  * calling thread's CUDA device, the broken state (after a failure inside a
  * collective every later one fails at once), then the collective (coll.h).
@@ -378,26 +378,51 @@ static plait_result_t entry_subset(void *state, const int *ranks, int n, void **
   return PLAIT_SUCCESS;
 }
 
+/* The ABI's one allreduce (plait_transport_v2_t.allreduce): one span
+ * (allreduce_flags has no PLAIT_ALLREDUCE_SPANS), reduced by
+ * allreduce_scaled as the core called it before version 2; a prescale is a
+ * batch_copy of src into dst first; an in-place, unscaled AVERAGE (which the
+ * core never passes) NCCL's own. */
+static plait_result_t entry_allreduce_v2(void *state, const plait_span_t *spans, size_t n,
+                                         plait_dtype_t dtype, plait_op_t op, double prescale,
+                                         double postscale) {
+  ENTER(state, "allreduce");
+  NC_REQUIRE(st, spans != NULL && n == 1,
+             "%zu spans: the nccl transport takes one (no PLAIT_ALLREDUCE_SPANS)",
+             spans ? n : (size_t)0);
+  const plait_span_t *s = spans;
+  if (op == PLAIT_OP_AVERAGE && s->src == s->dst && prescale == 1.0 && postscale == 1.0)
+    return entry_allreduce(state, s->dst, s->count, dtype, op);
+  if (prescale == 1.0)
+    return entry_allreduce_scaled(state, s->src, s->dst, s->count, dtype, op, postscale);
+  NC_CHECK(entry_batch_copy(state, s, 1, dtype, op, prescale));
+  return entry_allreduce_scaled(state, s->dst, s->dst, s->count, dtype, op, postscale);
+}
+
 /* Every dtype NCCL reduces (not uint16, int16). */
 #define NCCL_DTYPES                                                            \
   (PLAIT_DTYPE_MASK_ALL & ~(PLAIT_DTYPE_BIT(PLAIT_UINT16) | PLAIT_DTYPE_BIT(PLAIT_INT16)))
 
 /* The one exported symbol (with -fvisibility=hidden and exports.map). */
-__attribute__((visibility("default"))) extern const plait_transport_v1_t plait_transport_v1;
+__attribute__((visibility("default"))) extern const plait_transport_t plait_transport_v2;
 
-const plait_transport_v1_t plait_transport_v1 = {
+const plait_transport_t plait_transport_v2 = {
     .abi_version = PLAIT_TRANSPORT_ABI_VERSION,
-    .struct_size = sizeof(plait_transport_v1_t),
+    .struct_size = sizeof(plait_transport_t),
     .name = "nccl",
     .caps = PLAIT_CAP_DEVICE_MEMORY | PLAIT_CAP_ALLREDUCE | PLAIT_CAP_ALLGATHERV |
             PLAIT_CAP_BROADCAST | PLAIT_CAP_ALLTOALLV | PLAIT_CAP_REDUCESCATTER |
             PLAIT_CAP_BARRIER,
     .dtypes = NCCL_DTYPES,
     .ops = PLAIT_OP_MASK_ALL,
+    .allreduce_flags = PLAIT_ALLREDUCE_SCALED,
+    /* not a candidate of PLAIT_TRANSPORT=auto: it takes device memory only
+     * and would fail every host tensor (PLAIT_TRANSPORT=nccl chooses it) */
+    .auto_place = 0,
     .init = nccl_init,
     .finalize = nccl_finalize,
     .last_error = nccl_last_error,
-    .allreduce = entry_allreduce,
+    .allreduce = entry_allreduce_v2,
     .allgatherv = entry_allgatherv,
     .broadcast = entry_broadcast,
     .alltoallv = entry_alltoallv,
@@ -408,7 +433,6 @@ const plait_transport_v1_t plait_transport_v1 = {
     .mem_copy = entry_mem_copy,
     .algorithm = entry_algorithm,
     .subset = entry_subset,
-    .allreduce_scaled = entry_allreduce_scaled,
     .device = entry_device,
     .batch_copy = entry_batch_copy,
     .ready = entry_ready,

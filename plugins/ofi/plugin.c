@@ -1,5 +1,5 @@
 /*
- * The exported table plait_transport_v1 and its entry points: argument
+ * The exported table plait_transport_v2 and its entry points: argument
  * checks (before any communication, leaving the state usable), the broken
  * state (after a failure inside a collective every later one fails at once),
  * then the algorithm (coll.h), guarded (OFI_GUARDED): the rescue from a spin
@@ -8,6 +8,7 @@
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "algorithms/coll.h"
@@ -169,6 +170,41 @@ static plait_result_t entry_allreduce_spans(void *state, const plait_span_t *spa
   OFI_GUARDED(st, ofi_allreduce_spans(st, spans, n, dtype, op, postscale));
 }
 
+/* The ABI's one allreduce (plait_transport_v2_t.allreduce) over the entries
+ * above, as the core chose among them before version 2: one span goes to
+ * allreduce_scaled (in place and unscaled: allreduce), several spans to
+ * allreduce_spans. A prescale is a pass of the core's scale kernel from each
+ * span's src into its dst, then the reduction in place. */
+static plait_result_t entry_allreduce_v2(void *state, const plait_span_t *spans, size_t n,
+                                         plait_dtype_t dtype, plait_op_t op, double prescale,
+                                         double postscale) {
+  if (prescale != 1.0) {
+    ENTER(state, "allreduce");
+    OFI_REQUIRE(st, dtype != PLAIT_BOOL, "prescale %g is not defined for dtype bool", prescale);
+    OFI_REQUIRE(st, spans != NULL && n > 0, "spans is NULL or n is 0 (n = %zu)", n);
+    plait_span_t *in_place = malloc(n * sizeof *in_place);
+    OFI_REQUIRE(st, in_place != NULL, "out of memory for %zu spans", n);
+    plait_result_t rc = PLAIT_SUCCESS;
+    for (size_t i = 0; i < n && rc == PLAIT_SUCCESS; i++) {
+      in_place[i] = (plait_span_t){spans[i].dst, spans[i].dst, spans[i].count};
+      if (spans[i].count && (!spans[i].src || !spans[i].dst))
+        rc = ofi_fail(st, PLAIT_ERR_INVALID_ARGUMENT, "span %zu: src %p or dst %p is NULL but "
+                      "count is %zu", i, spans[i].src, spans[i].dst, spans[i].count);
+      else if (spans[i].count)
+        rc = st->scale(dtype, spans[i].dst, spans[i].src, spans[i].count, prescale);
+    }
+    if (rc == PLAIT_SUCCESS) rc = entry_allreduce_v2(state, in_place, n, dtype, op, 1.0, postscale);
+    free(in_place);
+    return rc;
+  }
+  if (spans != NULL && n == 1 && spans[0].src == spans[0].dst && postscale == 1.0)
+    return entry_allreduce(state, spans[0].dst, spans[0].count, dtype, op);
+  if (spans != NULL && n == 1)
+    return entry_allreduce_scaled(state, spans[0].src, spans[0].dst, spans[0].count, dtype, op,
+                                  postscale);
+  return entry_allreduce_spans(state, spans, n, dtype, op, postscale);
+}
+
 static plait_result_t entry_allgatherv(void *state, void *buf, const size_t *bytes) {
   ENTER(state, "allgatherv");
   OFI_REQUIRE(st, bytes != NULL, "bytes is NULL");
@@ -296,21 +332,32 @@ static plait_result_t entry_subset(void *state, const int *ranks, int n, void **
 }
 
 /* The one exported symbol (with -fvisibility=hidden and exports.map). */
-__attribute__((visibility("default"))) extern const plait_transport_v1_t plait_transport_v1;
+__attribute__((visibility("default"))) extern const plait_transport_t plait_transport_v2;
 
-const plait_transport_v1_t plait_transport_v1 = {
+const plait_transport_t plait_transport_v2 = {
     .abi_version = PLAIT_TRANSPORT_ABI_VERSION,
-    .struct_size = sizeof(plait_transport_v1_t),
+    .struct_size = sizeof(plait_transport_t),
     .name = "ofi",
     .caps = PLAIT_CAP_HOST_MEMORY | PLAIT_CAP_ALLREDUCE | PLAIT_CAP_ALLGATHERV |
             PLAIT_CAP_BROADCAST | PLAIT_CAP_ALLTOALLV | PLAIT_CAP_REDUCESCATTER |
             PLAIT_CAP_BARRIER,
     .dtypes = PLAIT_DTYPE_MASK_ALL,
     .ops = PLAIT_OP_MASK_ALL,
+    .allreduce_flags = PLAIT_ALLREDUCE_SCALED | PLAIT_ALLREDUCE_SPANS,
+    /* first in PLAIT_TRANSPORT=auto: libfabric's shm on one host is about 2x
+     * Gloo, and tcp;ofi_rxm beats Gloo at every size at 2 ranks */
+    .auto_place = 10,
+    /* 200 x 64 KiB fused in one 12.5 MiB buffer took 6.3-9.6 ms a step, in
+     * 1 MiB pieces 4.3-7.2 ms (the buffer, the tensors and the peer's reads
+     * no longer fit the cache together) */
+    .fusion_piece = 1u << 20,
+    /* a fused copy costs more than the collectives it saves for tensors
+     * above about 1 MiB (plait-bench fusion over bench/mixes) */
+    .fusion_max_tensor = 1u << 20,
     .init = ofi_init,
     .finalize = ofi_finalize,
     .last_error = ofi_last_error,
-    .allreduce = entry_allreduce,
+    .allreduce = entry_allreduce_v2,
     .allgatherv = entry_allgatherv,
     .broadcast = entry_broadcast,
     .alltoallv = entry_alltoallv,
@@ -322,6 +369,4 @@ const plait_transport_v1_t plait_transport_v1 = {
     .algorithm = entry_algorithm,
     .subset = entry_subset,
     .probe = ofi_probe,
-    .allreduce_scaled = entry_allreduce_scaled,
-    .allreduce_spans = entry_allreduce_spans,
 };

@@ -159,7 +159,7 @@ plait_result_t plait_engine_start(plait_config_t *cfg, const plait_topology_t *t
   PLAIT_CHECK_GOTO(rc, choose_cpu(e), fail_ctrl);
   PLAIT_CHECK_GOTO(rc, start_transport(e), fail_ctrl);
   snprintf(e->transport_name, sizeof e->transport_name, "%s", e->plugin.table->name);
-  plait_transport_defaults(&e->cfg, e->transport_name); /* where the user set nothing */
+  plait_transport_defaults(&e->cfg, e->plugin.table); /* where the user set nothing */
   plait_tunables_reload(&e->tunables, &e->cfg);
   if (!(e->psets = plait_psets_create(e->topo.rank, e->topo.size, e->plugin.table,
                                       e->plugin.state, e->cfg.dynamic_process_sets))) {

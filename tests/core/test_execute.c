@@ -46,6 +46,7 @@ typedef struct fake {
   call_t calls[MAXCALLS];
   int ncalls;
   plait_result_t fail_with; /* the next collective fails with this */
+  int folds;                /* PLAIT_ALLREDUCE_SCALED: f_allreduce_scaled */
   size_t allocs, frees, alloc_bytes;
 } fake_t;
 
@@ -100,6 +101,19 @@ static plait_result_t f_allreduce_scaled(void *s, const void *send, void *recv, 
   return PLAIT_SUCCESS;
 }
 
+/* The table's one allreduce: one span, prescale 1.0 (the core prescales in
+ * its copy-in pass); recorded as the version-1 entry it stands for. */
+static plait_result_t f_allreduce_v2(void *s, const plait_span_t *spans, size_t n,
+                                     plait_dtype_t dt, plait_op_t op, double pre, double post) {
+  fake_t *f = s;
+  cr_assert_eq(n, 1, "the fake has no PLAIT_ALLREDUCE_SPANS");
+  cr_assert_eq(pre, 1.0, "the core prescales itself");
+  if (f->folds) return f_allreduce_scaled(s, spans[0].src, spans[0].dst, spans[0].count, dt, op, post);
+  cr_assert(spans[0].src == spans[0].dst && post == 1.0,
+            "a transport without PLAIT_ALLREDUCE_SCALED reduces in place, unscaled");
+  return f_allreduce(s, spans[0].dst, spans[0].count, dt, op);
+}
+
 static plait_result_t f_allgatherv(void *s, void *buf, const size_t *bytes) {
   fake_t *f = s;
   size_t total = 0;
@@ -152,7 +166,7 @@ static const plait_transport_t kFake = {
     .struct_size = sizeof(plait_transport_t),
     .name = "fake",
     .last_error = f_last_error,
-    .allreduce = f_allreduce,
+    .allreduce = f_allreduce_v2,
     .allgatherv = f_allgatherv,
     .broadcast = f_broadcast,
     .barrier = f_barrier,
@@ -161,7 +175,7 @@ static const plait_transport_t kFake = {
     .mem_copy = f_mem_copy,
 };
 
-/* A transport that folds (plait_transport_v1_t.allreduce_scaled). */
+/* A transport that folds (PLAIT_ALLREDUCE_SCALED). */
 static plait_transport_t kFolding;
 
 /* ------------------------------------------------------------- fixture */
@@ -187,8 +201,9 @@ static void start(int rank, int size) { start_with(&kFake, rank, size); }
 
 static void start_folding(int rank, int size) {
   kFolding = kFake;
-  kFolding.allreduce_scaled = f_allreduce_scaled;
+  kFolding.allreduce_flags = PLAIT_ALLREDUCE_SCALED;
   start_with(&kFolding, rank, size);
+  F.folds = 1;
 }
 
 static void stop(void) {
@@ -354,6 +369,19 @@ Test(exec, fused_allreduce_lays_out_the_buffer_as_the_planner_does) {
  * a piece at a time: each piece holds the members that fit in it (a member
  * larger than a piece alone), starts at the buffer's start, and is reduced
  * by its own collective; the buffer is as large as the largest piece. */
+/* The piece size is the transport's own trait (fusion_piece), never a
+ * decision by its name. */
+Test(exec, piece_size_is_the_transports_trait) {
+  plait_transport_t t = kFake;
+  t.fusion_piece = 4096;
+  start_with(&t, 0, 2);
+  cr_assert_eq(X.piece, 4096);
+  stop();
+  start(0, 2);
+  cr_assert_eq(X.piece, 0, "no trait: the whole response at once");
+  stop();
+}
+
 Test(exec, fused_allreduce_runs_in_pieces_from_the_buffers_start) {
   start(0, 2);
   X.piece = 256;

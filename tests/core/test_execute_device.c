@@ -109,9 +109,14 @@ static plait_result_t d_batch(void *s, const plait_span_t *sp, size_t n, plait_d
   return PLAIT_SUCCESS;
 }
 
-static plait_result_t d_allreduce(void *s, void *buf, size_t count, plait_dtype_t dt,
-                                  plait_op_t op) {
+/* One span in place, unscaled: no PLAIT_ALLREDUCE_* flags. */
+static plait_result_t d_allreduce(void *s, const plait_span_t *spans, size_t n, plait_dtype_t dt,
+                                  plait_op_t op, double pre, double post) {
   (void)s;
+  cr_assert_eq(n, 1);
+  cr_assert(spans[0].src == spans[0].dst && pre == 1.0 && post == 1.0);
+  void *buf = spans[0].dst;
+  size_t count = spans[0].count;
   cr_assert(in_arena(buf));
   cr_assert_eq(dt, PLAIT_FLOAT32);
   D.collectives++;

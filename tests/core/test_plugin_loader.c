@@ -59,7 +59,7 @@ Test(loader, folder_of_libplait_is_searched_last) {
 }
 
 Test(loader, missing_symbol) {
-  const char *n[] = {"libplait-transport-nosymbol.so", "does not export plait_transport_v1",
+  const char *n[] = {"libplait-transport-nosymbol.so", "does not export plait_transport_v2 (nor plait_transport_v1)",
                      "undefined symbol", NULL};
   expect_init_fails("nosymbol", PLAIT_ERR_PLUGIN, n);
 }
@@ -103,11 +103,44 @@ Test(loader, init_works_after_a_broken_plugin) {
   cr_assert_eq(plait_shutdown(), PLAIT_SUCCESS);
 }
 
+/* A version-1 plugin (the fixture, built through the frozen
+ * transport_v1.h) is served as the current table by the adapter, with the
+ * traits version 1 implies: no folding, not a candidate of auto, the
+ * configuration's fusion defaults; its allreduce refuses what it cannot
+ * map, with the adapter's own message. */
+Test(loader, v1_plugin_is_served_through_the_adapter) {
+  plait_plugin_t p;
+  cr_assert_eq(plait_plugin_load(&p, "fixture", PLAIT_TEST_PLUGIN_DIR), PLAIT_SUCCESS, "%s",
+               plait_last_error());
+  cr_assert_not_null(p.adapter);
+  cr_assert_eq(p.table->abi_version, PLAIT_TRANSPORT_ABI_VERSION);
+  cr_assert_str_eq(p.table->name, "fixture");
+  cr_assert_eq(p.table->allreduce_flags, 0);
+  cr_assert_eq(p.table->auto_place, 0);
+  cr_assert_eq(p.table->fusion_piece, 0);
+  cr_assert_eq(p.table->fusion_max_tensor, 0);
+  cr_assert_null(p.table->algorithm, "beyond the fixture's struct_size: not read");
+  float x[2] = {1, 2}, y[2];
+  plait_span_t out_of_place = {y, x, 2};
+  int st = 0;
+  cr_assert_eq(p.table->allreduce(&st, &out_of_place, 1, PLAIT_FLOAT32, PLAIT_OP_SUM, 1.0, 1.0),
+               PLAIT_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(p.table->last_error(&st), "no allreduce_scaled"), "%s",
+            p.table->last_error(&st));
+  plait_span_t in_place = {x, x, 2}; /* mapped onto v1's allreduce: the fixture's answer */
+  cr_assert_eq(p.table->allreduce(&st, &in_place, 1, PLAIT_FLOAT32, PLAIT_OP_SUM, 1.0, 1.0),
+               PLAIT_ERR_UNSUPPORTED);
+  cr_assert_null(strstr(p.table->last_error(&st), "ABI v1"),
+                 "the adapter's refusal is not the plugin's message: %s", p.table->last_error(&st));
+  plait_plugin_unload(&p);
+  cr_assert_null(p.adapter);
+}
+
 Test(loader, table_checks_direct) {
   plait_plugin_t p;
   cr_assert_eq(plait_plugin_load(&p, "fixture", PLAIT_TEST_PLUGIN_DIR), PLAIT_SUCCESS, "%s",
                plait_last_error());
-  plait_transport_v1_t copy = *p.table;
+  plait_transport_t copy = *p.table; /* the fixture (ABI v1) as its adapter serves it */
   copy.caps = 0;
   cr_assert_eq(plait_plugin_check_table(&copy, "x.so"), PLAIT_ERR_PLUGIN);
   cr_assert(strstr(plait_last_error(), "no memory space"));
@@ -119,6 +152,14 @@ Test(loader, table_checks_direct) {
   copy.mem_copy = NULL;
   cr_assert_eq(plait_plugin_check_table(&copy, "x.so"), PLAIT_ERR_PLUGIN);
   cr_assert(strstr(plait_last_error(), "mem_copy() NULL"));
+  copy = *p.table;
+  copy.allreduce_flags = PLAIT_ALLREDUCE_SPANS; /* spans need SCALED */
+  cr_assert_eq(plait_plugin_check_table(&copy, "x.so"), PLAIT_ERR_PLUGIN);
+  cr_assert(strstr(plait_last_error(), "PLAIT_ALLREDUCE_SPANS"), "%s", plait_last_error());
+  copy = *p.table;
+  copy.auto_place = -1;
+  cr_assert_eq(plait_plugin_check_table(&copy, "x.so"), PLAIT_ERR_PLUGIN);
+  cr_assert(strstr(plait_last_error(), "auto_place -1"), "%s", plait_last_error());
   plait_plugin_unload(&p);
   plait_plugin_unload(&p); /* harmless twice */
 }

@@ -27,12 +27,45 @@ static void fill(plait_choice_fact_t *f, int n, const char *const *ofi) {
   }
 }
 
-Test(choice, candidates_fastest_first) {
-  const char *c[PLAIT_CHOICE_MAX];
-  int n = plait_choice_candidates(c, PLAIT_CHOICE_MAX);
-  cr_assert_eq(n, 2);
-  cr_expect_str_eq(c[0], "ofi");
-  cr_expect_str_eq(c[1], "gloo");
+/* The candidates come from the plugins' own places (auto_place), merged
+ * over every rank's offers alike on every rank: no name is built in. */
+Test(choice, candidates_by_declared_place) {
+  plait_choice_offer_t offers[3 * PLAIT_CHOICE_MAX], c[PLAIT_CHOICE_MAX];
+  memset(offers, 0, sizeof offers);
+  /* rank 0 has gloo (20) and ofi (10); rank 1 gloo only; rank 2 also zz (10) */
+  snprintf(offers[0].name, sizeof offers[0].name, "gloo"), offers[0].place = 20;
+  snprintf(offers[1].name, sizeof offers[1].name, "ofi"), offers[1].place = 10;
+  snprintf(offers[PLAIT_CHOICE_MAX].name, sizeof offers[0].name, "gloo");
+  offers[PLAIT_CHOICE_MAX].place = 20;
+  snprintf(offers[2 * PLAIT_CHOICE_MAX].name, sizeof offers[0].name, "zz");
+  offers[2 * PLAIT_CHOICE_MAX].place = 10;
+  int n = plait_choice_candidates(offers, 3, c, PLAIT_CHOICE_MAX);
+  cr_assert_eq(n, 3);
+  cr_expect_str_eq(c[0].name, "ofi");
+  cr_expect_str_eq(c[1].name, "zz"); /* same place: by name */
+  cr_expect_str_eq(c[2].name, "gloo");
+  cr_assert_eq(plait_choice_candidates(offers, 3, c, 1), 1, "at most cap");
+  cr_expect_str_eq(c[0].name, "ofi", "cut after ordering: the lowest place stays");
+}
+
+/* This rank's offers from a real plugin folder: the plugins that declare a
+ * place (gloo, ofi when built), never one that does not (nccl, the v1 test
+ * plugins, a broken one), lowest place first. */
+Test(choice, offers_read_from_the_plugins) {
+  plait_choice_offer_t o[PLAIT_CHOICE_MAX];
+  int n = plait_choice_offers(PLAIT_TEST_LIB_DIR ":" PLAIT_TEST_PLUGIN_DIR, o, PLAIT_CHOICE_MAX);
+  int gloo = -1, ofi = -1;
+  for (int i = 0; i < n; i++) {
+    cr_expect(strcmp(o[i].name, "nccl") && strcmp(o[i].name, "fixture") &&
+                  strcmp(o[i].name, "devsim") && strcmp(o[i].name, "flaky"),
+              "%s offered itself to auto", o[i].name);
+    if (!strcmp(o[i].name, "gloo")) gloo = i;
+    if (!strcmp(o[i].name, "ofi")) ofi = i; /* the real one: earlier in the path than fakeofi */
+    if (i) cr_expect_leq(o[i - 1].place, o[i].place);
+  }
+  cr_assert_geq(gloo, 0, "gloo (place 20) was not offered");
+  cr_expect_eq(o[gloo].place, 20);
+  if (ofi >= 0) cr_expect_lt(ofi, gloo, "ofi (place 10) before gloo");
 }
 
 Test(choice, every_rank_able_takes_ofi) {

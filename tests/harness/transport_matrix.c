@@ -18,6 +18,7 @@
 #include "dtype_oracle.h"
 #include "plait/plait.h"
 #include "util/reduce.h"
+#include "transport_calls.h"
 
 #define MIB (1024u * 1024u)
 #define BIG_BYTES (8u * MIB)
@@ -225,7 +226,7 @@ int tm_allreduce_one(tm_ctx_t *c, plait_dtype_t d, plait_op_t op, size_t count) 
   void *buf = count ? malloc(count * es) : NULL;
   REQUIRE(c, buf || !count, "out of memory");
   tm_fill(d, op, c->rank, c->nranks, buf, count, 0);
-  plait_result_t rc = c->t->allreduce(c->st, buf, count, d, op);
+  plait_result_t rc = tc_allreduce(c->t, c->st, buf, count, d, op);
   long bad = rc == PLAIT_SUCCESS ? tm_check(d, op, c->nranks, buf, count, 0) : -1;
   double got = bad >= 0 ? ops_get(d, buf, (size_t)bad) : 0;
   free(buf);
@@ -271,9 +272,9 @@ static int scaled_one(tm_ctx_t *c, plait_dtype_t d, plait_op_t op, size_t count,
   memcpy(want, send, bytes);
   memset(recv, 0xA5, bytes);
   if (inplace) memcpy(recv, send, bytes);
-  plait_result_t rc = c->t->allreduce(c->st, want, count, d, op);
+  plait_result_t rc = tc_allreduce(c->t, c->st, want, count, d, op);
   if (rc == PLAIT_SUCCESS && post != 1.0) rc = plait_scale(d, want, want, count, post);
-  plait_result_t got = rc ? rc : c->t->allreduce_scaled(c->st, inplace ? recv : send, recv,
+  plait_result_t got = rc ? rc : tc_allreduce_scaled(c->t, c->st, inplace ? recv : send, recv,
                                                         count, d, op, post);
   long bad = -1;
   for (size_t i = 0; !rc && !got && i < bytes && bad < 0; i++)
@@ -294,8 +295,40 @@ static int scaled_one(tm_ctx_t *c, plait_dtype_t d, plait_op_t op, size_t count,
   return 0;
 }
 
+/* The one entry with a prescale too (a plugin with PLAIT_ALLREDUCE_SCALED
+ * takes any): against the core's scale, allreduce in place, the core's
+ * scale, bit for bit; out of place, send untouched. */
+static int prescaled_one(tm_ctx_t *c, plait_dtype_t d, size_t count, double pre, double post) {
+  size_t bytes = count * plait_dtype_size(d);
+  unsigned char *send = malloc(bytes + 1), *recv = malloc(bytes + 1), *want = malloc(bytes + 1);
+  REQUIRE(c, send && recv && want, "out of memory");
+  tm_fill(d, PLAIT_OP_SUM, c->rank, c->nranks, send, count, 5);
+  memcpy(want, send, bytes);
+  plait_result_t rc = plait_scale(d, want, want, count, pre);
+  if (rc == PLAIT_SUCCESS) rc = tc_allreduce(c->t, c->st, want, count, d, PLAIT_OP_SUM);
+  if (rc == PLAIT_SUCCESS) rc = plait_scale(d, want, want, count, post);
+  plait_span_t sp = {recv, send, count};
+  plait_result_t got = rc ? rc : c->t->allreduce(c->st, &sp, 1, d, PLAIT_OP_SUM, pre, post);
+  int same = !rc && !got && !memcmp(recv, want, bytes);
+  tm_fill(d, PLAIT_OP_SUM, c->rank, c->nranks, want, count, 5);
+  int send_kept = !memcmp(send, want, bytes);
+  free(send), free(recv), free(want);
+  REQUIRE(c, rc == PLAIT_SUCCESS && got == PLAIT_SUCCESS, "allreduce %s x%zu prescale %g "
+          "postscale %g: %s / %s: %s", plait_dtype_name(d), count, pre, post,
+          plait_result_name(rc), plait_result_name(got), c->t->last_error(c->st));
+  REQUIRE(c, same, "allreduce %s x%zu prescale %g postscale %g differs from the core's scale, "
+          "allreduce, scale", plait_dtype_name(d), count, pre, post);
+  REQUIRE(c, send_kept, "allreduce %s x%zu with a prescale: send changed", plait_dtype_name(d),
+          count);
+  return 0;
+}
+
 static int tm_allreduce_scaled(tm_ctx_t *c) {
-  if (!PLAIT_TRANSPORT_HAS(c->t, allreduce_scaled)) return 0;
+  if (!tc_scaled(c->t)) return 0;
+  const plait_dtype_t pd[] = {PLAIT_FLOAT16, PLAIT_FLOAT32, PLAIT_FLOAT64, PLAIT_INT32};
+  for (int i = 0; i < 4; i++)
+    if (prescaled_one(c, pd[i], 1001, 2.0, 1.0 / 3) || prescaled_one(c, pd[i], 4097, 0.3, 1.0))
+      return 1;
   const size_t counts[] = {0, 1, 1001, 4097};
   const double posts[] = {1.0, 0.5, 1.0 / 3};
   for (size_t di = 0; di < N_DTYPES; di++)
@@ -521,12 +554,12 @@ int tm_errors(tm_ctx_t *c) {
   size_t counts[PLAIT_TEST_MAX_RANKS];
   for (int r = 0; r < c->nranks; r++) counts[r] = 1;
   const plait_result_t inval = PLAIT_ERR_INVALID_ARGUMENT;
-  REJECT(c, inval, "buf", t->allreduce(c->st, NULL, 5, PLAIT_INT32, PLAIT_OP_SUM));
-  REJECT(c, inval, "average", t->allreduce(c->st, x, 4, PLAIT_BOOL, PLAIT_OP_AVERAGE));
+  REJECT(c, inval, "buf", tc_allreduce(t, c->st, NULL, 5, PLAIT_INT32, PLAIT_OP_SUM));
+  REJECT(c, inval, "average", tc_allreduce(t, c->st, x, 4, PLAIT_BOOL, PLAIT_OP_AVERAGE));
   REJECT(c, inval, "average", t->reducescatter(c->st, x, x + 3, counts, PLAIT_BOOL,
                                                 PLAIT_OP_AVERAGE));
-  REJECT(c, inval, "dtype", t->allreduce(c->st, x, 4, PLAIT_DTYPE_COUNT_, PLAIT_OP_SUM));
-  REJECT(c, inval, "op", t->allreduce(c->st, x, 4, PLAIT_INT32, PLAIT_OP_COUNT_));
+  REJECT(c, inval, "dtype", tc_allreduce(t, c->st, x, 4, PLAIT_DTYPE_COUNT_, PLAIT_OP_SUM));
+  REJECT(c, inval, "op", tc_allreduce(t, c->st, x, 4, PLAIT_INT32, PLAIT_OP_COUNT_));
   REJECT(c, inval, "root", t->broadcast(c->st, x, 4, c->nranks));
   REJECT(c, inval, "root", t->broadcast(c->st, x, 0, -1));
   REJECT(c, inval, "bytes", t->allgatherv(c->st, x, NULL));
@@ -572,13 +605,13 @@ static void *kill_soon(void *arg) {
 /* The allreduce of a lost-rank job: over the buffer, or (TM_KILLED_MID_SPANS,
  * a plugin that has it) over the buffer cut into 256 spans. */
 static plait_result_t lost_allreduce(tm_ctx_t *c, tm_loss_t how, float *buf, size_t count) {
-  if (how != TM_KILLED_MID_SPANS || !PLAIT_TRANSPORT_HAS(c->t, allreduce_spans))
-    return c->t->allreduce(c->st, buf, count, PLAIT_FLOAT32, PLAIT_OP_SUM);
+  if (how != TM_KILLED_MID_SPANS || !tc_spans(c->t))
+    return tc_allreduce(c->t, c->st, buf, count, PLAIT_FLOAT32, PLAIT_OP_SUM);
   plait_span_t s[256];
   size_t per = count / 256;
   for (size_t i = 0; i < 256; i++)
     s[i] = (plait_span_t){buf + i * per, buf + i * per, i == 255 ? count - 255 * per : per};
-  return c->t->allreduce_spans(c->st, s, 256, PLAIT_FLOAT32, PLAIT_OP_SUM, 1.0);
+  return tc_allreduce_spans(c->t, c->st, s, 256, PLAIT_FLOAT32, PLAIT_OP_SUM, 1.0);
 }
 
 /* What the last rank does instead of its next allreduce. */
@@ -601,7 +634,7 @@ static int lost_rank(int rank, int nranks, void *arg) {
   size_t count = 16 * MIB; /* 64 MiB of float32: long enough to die in */
   float *buf = calloc(count, sizeof *buf);
   if (!buf) return 1;
-  CALL(&c, "allreduce", c.t->allreduce(c.st, buf, 1001, PLAIT_FLOAT32, PLAIT_OP_SUM));
+  CALL(&c, "allreduce", tc_allreduce(c.t, c.st, buf, 1001, PLAIT_FLOAT32, PLAIT_OP_SUM));
   if (rank == nranks - 1) lose_rank(&c, how, buf, count);
   double took = 0;
   plait_result_t rc = PLAIT_SUCCESS;

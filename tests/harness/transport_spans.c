@@ -7,6 +7,7 @@
 #include "ranks.h"
 #include "transport_matrix.h"
 #include "util/reduce.h"
+#include "transport_calls.h"
 
 #define SAY_FAIL(c, ...)                                                       \
   do {                                                                         \
@@ -33,11 +34,11 @@ int tm_spans_one(tm_ctx_t *c, plait_dtype_t d, plait_op_t op, double post,
     s[i] = (plait_span_t){dst[i], src[i], counts[i]};
   }
   memcpy(want, packed, total * es);
-  plait_result_t rc = c->t->allreduce_scaled(c->st, want, want, total, d, op, post);
+  plait_result_t rc = tc_allreduce_scaled(c->t, c->st, want, want, total, d, op, post);
   if (rc)
     SAY_FAIL(c, "allreduce_scaled %s %s x%zu: %s: %s", plait_dtype_name(d), plait_op_name(op),
              total, plait_result_name(rc), c->t->last_error(c->st));
-  rc = c->t->allreduce_spans(c->st, s, n, d, op, post);
+  rc = tc_allreduce_spans(c->t, c->st, s, n, d, op, post);
   if (rc)
     SAY_FAIL(c, "allreduce_spans %s %s, %s (%zu spans, %zu elements): %s: %s",
              plait_dtype_name(d), plait_op_name(op), layout, n, total, plait_result_name(rc),
@@ -69,7 +70,7 @@ int tm_spans_one(tm_ctx_t *c, plait_dtype_t d, plait_op_t op, double post,
  * gradients), mixed with empty and tiny ones and one larger than a ring
  * chunk, many tiny ones (packed), one alone. */
 int tm_allreduce_spans(tm_ctx_t *c) {
-  if (!PLAIT_TRANSPORT_HAS(c->t, allreduce_spans)) return 0;
+  if (!tc_spans(c->t)) return 0;
   size_t eq[40], mixed[] = {0, 1, 1001, 300001, 0, 7, 131072, 4097, 65536, 3},
                  tiny[500], one[] = {70001};
   for (size_t i = 0; i < 40; i++) eq[i] = 16384 + 3 * i;
@@ -98,10 +99,10 @@ int tm_allreduce_spans(tm_ctx_t *c) {
   /* argument errors: nothing communicated, the state still works */
   float a = 1, b = 2;
   plait_span_t bad[] = {{&a, &a, 1}, {NULL, &b, 1}};
-  if (c->t->allreduce_spans(c->st, bad, 2, PLAIT_FLOAT32, PLAIT_OP_SUM, 1.0) !=
+  if (tc_allreduce_spans(c->t, c->st, bad, 2, PLAIT_FLOAT32, PLAIT_OP_SUM, 1.0) !=
       PLAIT_ERR_INVALID_ARGUMENT)
     SAY_FAIL(c, "allreduce_spans with a NULL dst was not refused");
-  if (c->t->allreduce_spans(c->st, bad, 0, PLAIT_FLOAT32, PLAIT_OP_SUM, 1.0) !=
+  if (tc_allreduce_spans(c->t, c->st, bad, 0, PLAIT_FLOAT32, PLAIT_OP_SUM, 1.0) !=
       PLAIT_ERR_INVALID_ARGUMENT)
     SAY_FAIL(c, "allreduce_spans of no spans was not refused");
   return tm_spans_one(c, PLAIT_FLOAT32, PLAIT_OP_SUM, 1.0, eq, 4, "4 after refusals");

@@ -29,7 +29,7 @@ void plait_exec_init(plait_exec_t *x, int rank, int size, const plait_transport_
   x->ts0 = ts;
   x->table = table;
   x->local = local;
-  x->piece = (size_t)plait_transport_fusion_piece(t->name);
+  x->piece = (size_t)plait_transport_fusion_piece(t);
   if (t->caps & PLAIT_CAP_DEVICE_MEMORY) x->devmem = plait_devmem_new(t, ts);
   for (int c = 1; c <= PLAIT_COLL_MAX_; c++) {
     plait_tl_op_name(x->activity[c], sizeof x->activity[c], t->name,
@@ -125,10 +125,15 @@ double plait_exec_postscale(const plait_meta_t *m, int size) {
 }
 
 /* Whether the transport folds the copy and the postscale into its own
- * passes (plait_transport_v1_t.allreduce_scaled); older plugins do not. */
+ * passes (PLAIT_ALLREDUCE_SCALED); otherwise the core copies and scales. */
 static int folds(const plait_exec_t *x) {
-  return PLAIT_TRANSPORT_HAS(x->t, allreduce_scaled);
+  return (x->t->allreduce_flags & PLAIT_ALLREDUCE_SCALED) != 0;
 }
+
+/* The transport's one allreduce entry over n spans; the core's own copy-in
+ * pass has prescaled already, so it passes prescale 1.0. */
+static plait_result_t call_allreduce(plait_exec_t *x, const plait_meta_t *m,
+                                     const plait_span_t *spans, size_t n, double postscale);
 
 /* AVERAGE and postscale: dst = src scaled, one pass (dst may be src). */
 static plait_result_t finish_values(plait_exec_t *x, const plait_meta_t *m, void *dst,
@@ -165,10 +170,13 @@ static void add_times(plait_exec_t *x, double in, double tr, double out, uint64_
 static plait_result_t transport_allreduce(plait_exec_t *x, const plait_meta_t *m, const void *in,
                                           void *out, size_t count, int *scaled) {
   *scaled = folds(x);
-  if (*scaled)
-    return x->t->allreduce_scaled(x->ts, in, out, count, (plait_dtype_t)m->dtype, wire_op(m),
-                                  plait_exec_postscale(m, x->size));
-  return x->t->allreduce(x->ts, out, count, (plait_dtype_t)m->dtype, wire_op(m));
+  plait_span_t s = {out, *scaled ? in : out, count};
+  return call_allreduce(x, m, &s, 1, *scaled ? plait_exec_postscale(m, x->size) : 1.0);
+}
+
+static plait_result_t call_allreduce(plait_exec_t *x, const plait_meta_t *m,
+                                     const plait_span_t *spans, size_t n, double postscale) {
+  return x->t->allreduce(x->ts, spans, n, (plait_dtype_t)m->dtype, wire_op(m), 1.0, postscale);
 }
 
 /* One tensor: reduced in its output, no fusion buffer. The input reaches the
@@ -348,7 +356,7 @@ static int cmp_range(const void *a, const void *b) {
 }
 
 /* Whether a fused response goes to the transport as spans
- * (allreduce_spans): when it has one, in host memory, without prescale.
+ * (PLAIT_ALLREDUCE_SPANS): when it takes them, in host memory, without prescale.
  * A function of the response and the transport only, never of this rank's
  * tensors, so that every rank makes the same transport call: a joined rank
  * (no tensors: identities) and one whose tensors overlap reduce the same
@@ -356,7 +364,7 @@ static int cmp_range(const void *a, const void *b) {
  * allreduce of the padded fusion layout would not match what the others
  * send (ofi: "Truncation error"). */
 static int spans_wire(const plait_exec_t *x, const plait_response_t *r, const plait_meta_t *m) {
-  return PLAIT_TRANSPORT_HAS(x->t, allreduce_spans) && folds(x) && m->device < 0 &&
+  return (x->t->allreduce_flags & PLAIT_ALLREDUCE_SPANS) && folds(x) && m->device < 0 &&
          !(x->t->caps & PLAIT_CAP_DEVICE_MEMORY) && m->prescale == 1.0 && r->n >= 2;
 }
 
@@ -397,8 +405,7 @@ static plait_result_t allreduce_in_place(plait_exec_t *x, const plait_response_t
   double t0 = plait_now();
   for (uint32_t i = 0; i < r->n; i++) /* es[i] NULL: a joined rank's identity */
     if (es[i]) plait_tl_begin(x->tl, es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
-  plait_result_t rc = x->t->allreduce_spans(x->ts, spans, r->n, (plait_dtype_t)m->dtype,
-                                            wire_op(m), plait_exec_postscale(m, x->size));
+  plait_result_t rc = call_allreduce(x, m, spans, r->n, plait_exec_postscale(m, x->size));
   for (uint32_t i = 0; i < r->n; i++)
     if (es[i]) plait_tl_end(x->tl, es[i]->name, x->activity[PLAIT_COLL_ALLREDUCE]);
   if (rc) return transport_error(x, rc, "fused allreduce of", r->e[0].name);

@@ -31,6 +31,13 @@ static void own_folder(char *buf, size_t cap) {
     snprintf(buf, cap, ".");
 }
 
+void plait_plugin_dirs(const char *search_path, char *dirs, size_t cap) {
+  char own[4096];
+  own_folder(own, sizeof own);
+  snprintf(dirs, cap, "%s%s%s", search_path ? search_path : "",
+           search_path && *search_path ? ":" : "", own);
+}
+
 /* dlerror's text without the path it repeats. */
 static const char *dl_text(const char *path, const char *e) {
   if (!e) return "cannot be loaded";
@@ -38,27 +45,33 @@ static const char *dl_text(const char *path, const char *e) {
   return !strncmp(e, path, n) && !strncmp(e + n, ": ", 2) ? e + n + 2 : e;
 }
 
-/* Adapters from each known ABI version to the current one, newest first.
- * Version 1 is the current one, so it needs no adapter. */
-typedef struct {
-  const char *symbol;
-  unsigned version;
-} abi_entry_t;
-static const abi_entry_t abi_versions[] = {{PLAIT_TRANSPORT_SYMBOL_V1, 1}};
-
-plait_result_t plait_plugin_check_table(const plait_transport_v1_t *t, const char *path) {
-  if (t->abi_version != PLAIT_TRANSPORT_ABI_VERSION)
-    return plait_error(PLAIT_ERR_PLUGIN, "%s: transport ABI version %u, this libplait needs %u",
-                       path, t->abi_version, PLAIT_TRANSPORT_ABI_VERSION);
-  if (t->struct_size < PLAIT_TRANSPORT_V1_MIN_SIZE)
+plait_result_t plait_plugin_check_head(const char *path, const char *symbol, uint32_t version,
+                                       uint32_t size, uint32_t want, size_t min) {
+  if (version != want)
+    return plait_error(PLAIT_ERR_PLUGIN, "%s: %s has transport ABI version %u, this libplait "
+                       "needs %u", path, symbol, version, want);
+  if (size < min)
     return plait_error(PLAIT_ERR_PLUGIN, "%s: transport table is %u bytes, version %u needs at "
-                       "least %zu", path, t->struct_size, t->abi_version,
-                       (size_t)PLAIT_TRANSPORT_V1_MIN_SIZE);
+                       "least %zu", path, size, version, min);
+  return PLAIT_SUCCESS;
+}
+
+plait_result_t plait_plugin_check_table(const plait_transport_t *t, const char *path) {
+  PLAIT_CHECK(plait_plugin_check_head(path, PLAIT_TRANSPORT_SYMBOL, t->abi_version, t->struct_size,
+                                      PLAIT_TRANSPORT_ABI_VERSION, PLAIT_TRANSPORT_MIN_SIZE));
   if (!t->name || !*t->name)
     return plait_error(PLAIT_ERR_PLUGIN, "%s: transport table has no name", path);
   if (!(t->caps & (PLAIT_CAP_HOST_MEMORY | PLAIT_CAP_DEVICE_MEMORY)))
     return plait_error(PLAIT_ERR_PLUGIN, "%s: transport '%s' declares no memory space", path,
                        t->name);
+  if ((t->allreduce_flags & PLAIT_ALLREDUCE_SPANS) &&
+      (!(t->allreduce_flags & PLAIT_ALLREDUCE_SCALED) || (t->caps & PLAIT_CAP_DEVICE_MEMORY)))
+    return plait_error(PLAIT_ERR_PLUGIN, "%s: transport '%s' declares PLAIT_ALLREDUCE_SPANS "
+                       "without PLAIT_ALLREDUCE_SCALED, or with device memory", path, t->name);
+  if (t->auto_place < 0)
+    return plait_error(PLAIT_ERR_PLUGIN, "%s: transport '%s' has auto_place %d (0: not a "
+                       "candidate of auto; 1, 2, ...: its place)", path, t->name,
+                       (int)t->auto_place);
   const struct {
     const void *fn;
     const char *name;
@@ -75,19 +88,34 @@ plait_result_t plait_plugin_check_table(const plait_transport_v1_t *t, const cha
   return PLAIT_SUCCESS;
 }
 
-/* Finds the newest versioned symbol the library exports. */
+/* The newest versioned symbol the library exports: the current table as it
+ * is, version 1 through its adapter (plugin_v1.c). */
 static plait_result_t find_table(plait_plugin_t *p) {
-  for (size_t i = 0; i < sizeof abi_versions / sizeof abi_versions[0]; i++) {
-    const plait_transport_v1_t *t = dlsym(p->dl, abi_versions[i].symbol);
-    if (t) {
-      PLAIT_CHECK(plait_plugin_check_table(t, p->path));
-      p->table = t;
-      return PLAIT_SUCCESS;
+  dlerror();
+  const plait_transport_t *t = dlsym(p->dl, PLAIT_TRANSPORT_SYMBOL);
+  if (t) {
+    PLAIT_CHECK(plait_plugin_check_table(t, p->path));
+    p->table = t;
+    return PLAIT_SUCCESS;
+  }
+  const plait_transport_v1_t *v1 = dlsym(p->dl, PLAIT_TRANSPORT_SYMBOL_V1);
+  if (v1) {
+    PLAIT_CHECK(plait_plugin_adapt_v1(v1, p->path, &t, &p->adapter));
+    p->table = t;
+    plait_result_t rc = plait_plugin_check_table(t, p->path);
+    if (rc) {
+      plait_plugin_release_v1(p->adapter);
+      p->adapter = NULL;
+      p->table = NULL;
+      return rc;
     }
+    PLAIT_DEBUG("plugin", "%s: transport ABI version 1, served through the adapter", p->path);
+    return PLAIT_SUCCESS;
   }
   const char *err = dlerror();
-  return plait_error(PLAIT_ERR_PLUGIN, "%s does not export %s: %s", p->path,
-                     PLAIT_TRANSPORT_SYMBOL_V1, err ? dl_text(p->path, err) : "symbol not found");
+  return plait_error(PLAIT_ERR_PLUGIN, "%s does not export %s (nor %s): %s", p->path,
+                     PLAIT_TRANSPORT_SYMBOL, PLAIT_TRANSPORT_SYMBOL_V1,
+                     err ? dl_text(p->path, err) : "symbol not found");
 }
 
 static int valid_name(const char *name) {
@@ -110,10 +138,7 @@ plait_result_t plait_plugin_load(plait_plugin_t *p, const char *name, const char
     return plait_error(PLAIT_ERR_PLUGIN, "transport name '%s' is not valid: use lowercase letters, "
                        "digits and '_'", name);
   char dirs[8192];
-  char own[4096];
-  own_folder(own, sizeof own);
-  snprintf(dirs, sizeof dirs, "%s%s%s", search_path ? search_path : "",
-           search_path && *search_path ? ":" : "", own);
+  plait_plugin_dirs(search_path, dirs, sizeof dirs);
   char tried[4096] = "";
   char *save = NULL;
   for (char *dir = strtok_r(dirs, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
@@ -166,6 +191,7 @@ void plait_plugin_unload(plait_plugin_t *p) {
       PLAIT_WARN("plugin", "transport '%s' finalize: %s", p->table->name,
                  p->table->last_error(NULL));
   }
+  plait_plugin_release_v1(p->adapter);
   if (p->dl) dlclose(p->dl);
   memset(p, 0, sizeof *p);
 }

@@ -8,8 +8,13 @@ typedef struct plait_plugin {
   void *dl;                          /* dlopen handle */
   const plait_transport_t *table;    /* the plugin's table (adapted to current) */
   void *state;                       /* from table->init */
+  void *adapter;                     /* a v1 plugin's adapter slot (plugin_v1.c), or NULL */
   char path[4096];                   /* the file that was loaded */
 } plait_plugin_t;
+
+/* The folders plugins are looked for in, colon-separated into dirs:
+ * search_path's (may be NULL), then the folder of libplait.so. */
+void plait_plugin_dirs(const char *search_path, char *dirs, size_t cap);
 
 /* Loads libplait-transport-<name>.so from each folder of search_path
  * (colon-separated, may be NULL) and then the folder of libplait.so, and
@@ -24,7 +29,21 @@ plait_result_t plait_plugin_start(plait_plugin_t *p, const plait_transport_init_
 /* Finalizes (when started) and unloads. Safe on a zeroed struct. */
 void plait_plugin_unload(plait_plugin_t *p);
 
-/* Checks a table; exposed for tests. */
-plait_result_t plait_plugin_check_table(const plait_transport_v1_t *t, const char *path);
+/* Checks a table's head, any version: its abi_version is want and its
+ * struct_size at least min; PLAIT_ERR_PLUGIN naming path and symbol. */
+plait_result_t plait_plugin_check_head(const char *path, const char *symbol, uint32_t version,
+                                       uint32_t size, uint32_t want, size_t min);
+
+/* Checks a current table; exposed for tests. */
+plait_result_t plait_plugin_check_table(const plait_transport_t *t, const char *path);
+
+/* ---- The adapter of version 1 (plugin_v1.c). */
+/* Checks v1's header fields (version, size), then serves it as the current
+ * table *out (checked by the caller), held in *slot until released. */
+plait_result_t plait_plugin_adapt_v1(const plait_transport_v1_t *v1, const char *path,
+                                     const plait_transport_t **out, void **slot);
+plait_result_t plait_plugin_check_table_v1(const plait_transport_v1_t *t, const char *path);
+/* Frees an adapter slot; NULL does nothing. */
+void plait_plugin_release_v1(void *slot);
 
 #endif

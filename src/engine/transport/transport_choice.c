@@ -1,6 +1,8 @@
 /* PLAIT_TRANSPORT=auto: probe, exchange, choose alike on every rank. */
 #include "engine/transport/transport_choice.h"
 
+#include <dirent.h>
+#include <endian.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,18 +13,79 @@
 
 #define FACT_WIRE (4 + PLAIT_CHOICE_DETAIL)
 
-int plait_choice_candidates(const char **names, int cap) {
-  /* Fastest first. ofi: libfabric's shm on one host is about 2x Gloo, and
-   * tcp;ofi_rxm beats Gloo at every size at 2 ranks (docs/configuration.md).
-   * The hook for device tensors: nccl is left out while a job runs one
-   * transport, since it takes device memory only and would fail every host
-   * tensor (PLAIT_TRANSPORT=nccl chooses it). Once the core runs device
-   * tensors over a transport of their own, nccl goes first here for them (its
-   * probe refusing a rank without a device); this list stays the one place
-   * that orders the candidates. */
-  static const char *const order[] = {"ofi", "gloo"};
+/* Orders offers: lower place first, then by name. */
+static int offer_cmp(const void *a, const void *b) {
+  const plait_choice_offer_t *x = a, *y = b;
+  if (x->place != y->place) return x->place < y->place ? -1 : 1;
+  return strcmp(x->name, y->name);
+}
+
+int plait_choice_candidates(const plait_choice_offer_t *offers, int nranks,
+                            plait_choice_offer_t *out, int cap) {
+  size_t all = (size_t)nranks * PLAIT_CHOICE_MAX, n = 0;
+  plait_choice_offer_t *u = calloc(all ? all : 1, sizeof *u); /* the union, then the first cap */
+  if (!u) return 0;
+  for (size_t i = 0; i < all; i++) {
+    const plait_choice_offer_t *o = &offers[i];
+    if (!o->name[0]) continue; /* the end of a rank's list */
+    size_t k = 0;
+    while (k < n && strcmp(u[k].name, o->name)) k++;
+    if (k == n) u[n++] = *o;
+    else if (o->place < u[k].place) u[k].place = o->place; /* different builds: the first place */
+  }
+  qsort(u, n, sizeof *u, offer_cmp);
+  int m = (int)n < cap ? (int)n : cap;
+  memcpy(out, u, (size_t)m * sizeof *u);
+  free(u);
+  return m;
+}
+
+/* The names of the plugin files in dirs ("libplait-transport-<name>.so"),
+ * each once, in the order the loader would find them. */
+static int plugin_names(const char *search_path, char names[][PLAIT_CHOICE_NAME], int cap) {
+  char dirs[8192];
+  plait_plugin_dirs(search_path, dirs, sizeof dirs);
+  static const char pre[] = "libplait-transport-", suf[] = ".so";
   int n = 0;
-  for (size_t i = 0; i < sizeof order / sizeof order[0] && n < cap; i++) names[n++] = order[i];
+  char *save = NULL;
+  for (char *dir = strtok_r(dirs, ":", &save); dir && n < cap; dir = strtok_r(NULL, ":", &save)) {
+    DIR *d = opendir(dir);
+    for (struct dirent *de; d && (de = readdir(d)) != NULL && n < cap;) {
+      size_t len = strlen(de->d_name);
+      if (strncmp(de->d_name, pre, sizeof pre - 1) || len < sizeof pre - 1 + sizeof suf ||
+          strcmp(de->d_name + len - (sizeof suf - 1), suf))
+        continue;
+      size_t nl = len - (sizeof pre - 1) - (sizeof suf - 1);
+      if (nl >= PLAIT_CHOICE_NAME) continue;
+      char name[PLAIT_CHOICE_NAME];
+      memcpy(name, de->d_name + sizeof pre - 1, nl);
+      name[nl] = '\0';
+      int seen = 0;
+      for (int k = 0; k < n && !seen; k++) seen = !strcmp(names[k], name);
+      if (!seen) snprintf(names[n++], PLAIT_CHOICE_NAME, "%s", name);
+    }
+    if (d) closedir(d);
+  }
+  return n;
+}
+
+int plait_choice_offers(const char *search_path, plait_choice_offer_t *out, int cap) {
+  char names[64][PLAIT_CHOICE_NAME];
+  int found = plugin_names(search_path, names, 64), n = 0;
+  for (int i = 0; i < found; i++) {
+    plait_plugin_t p;
+    if (plait_plugin_load(&p, names[i], search_path)) { /* not ours to judge here */
+      PLAIT_DEBUG("transport", "auto: %s: %s", names[i], plait_last_error());
+      continue;
+    }
+    if (p.table->auto_place > 0 && n < cap) {
+      memset(&out[n], 0, sizeof out[n]);
+      memcpy(out[n].name, names[i], PLAIT_CHOICE_NAME); /* NUL-terminated there */
+      out[n++].place = p.table->auto_place;
+    }
+    plait_plugin_unload(&p);
+  }
+  qsort(out, (size_t)n, sizeof *out, offer_cmp);
   return n;
 }
 
@@ -105,10 +168,41 @@ static void get_fact(const unsigned char *w, plait_choice_fact_t *f) {
   f->detail[PLAIT_CHOICE_DETAIL - 1] = '\0';
 }
 
+/* Every rank's offers, exchanged, merged alike on every rank into names. */
+static plait_result_t exchange_offers(plait_boot_t *boot, const char *search_path, int nranks,
+                                      plait_choice_offer_t *cands, int *n) {
+  plait_choice_offer_t mine[PLAIT_CHOICE_MAX];
+  memset(mine, 0, sizeof mine);
+  plait_choice_offers(search_path, mine, PLAIT_CHOICE_MAX);
+  for (int i = 0; i < PLAIT_CHOICE_MAX; i++) /* on the wire: little-endian */
+    mine[i].place = (int32_t)htole32((uint32_t)mine[i].place);
+  plait_choice_offer_t *all = calloc((size_t)nranks * PLAIT_CHOICE_MAX, sizeof *all);
+  if (!all) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+  plait_result_t rc = plait_boot_allgather(boot, mine, sizeof mine, all);
+  for (size_t i = 0; rc == PLAIT_SUCCESS && i < (size_t)nranks * PLAIT_CHOICE_MAX; i++) {
+    all[i].place = (int32_t)le32toh((uint32_t)all[i].place);
+    all[i].name[PLAIT_CHOICE_NAME - 1] = '\0';
+  }
+  if (rc == PLAIT_SUCCESS) *n = plait_choice_candidates(all, nranks, cands, PLAIT_CHOICE_MAX);
+  free(all);
+  return rc;
+}
+
 plait_result_t plait_transport_auto(plait_boot_t *boot, const plait_transport_init_args_t *args,
                                     const char *search_path, plait_plugin_t *p) {
+  plait_choice_offer_t cands[PLAIT_CHOICE_MAX];
+  int n = 0;
+  PLAIT_CHECK(exchange_offers(boot, search_path, args->nranks, cands, &n));
+  if (n == 0) { /* the same on every rank: the offers were exchanged */
+    char dirs[8192];
+    plait_plugin_dirs(search_path, dirs, sizeof dirs);
+    return plait_error(PLAIT_ERR_PLUGIN, "PLAIT_TRANSPORT=auto: no rank found a transport plugin "
+                       "that offers itself to auto (a libplait-transport-<name>.so with "
+                       "auto_place > 0) in %s (set PLAIT_PLUGIN_PATH to the folder of the "
+                       "transport plugins, or choose one with PLAIT_TRANSPORT)", dirs);
+  }
   const char *names[PLAIT_CHOICE_MAX];
-  int n = plait_choice_candidates(names, PLAIT_CHOICE_MAX);
+  for (int c = 0; c < n; c++) names[c] = cands[c].name;
   size_t nranks = (size_t)args->nranks, row = (size_t)n * FACT_WIRE;
   plait_plugin_t loaded[PLAIT_CHOICE_MAX];
   memset(loaded, 0, sizeof loaded);

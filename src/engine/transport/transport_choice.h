@@ -2,9 +2,11 @@
  * Internal: PLAIT_TRANSPORT=auto. Every rank finds which transports it can
  * start (the plugin loads; its probe, given the job's layout, finds what it
  * would use), the findings are exchanged through the bootstrap, and the same
- * function of them chooses on every rank: the first candidate, fastest
- * first, that every rank can start with the same detail (ofi: the same
- * provider). So ranks never split between transports.
+ * function of them chooses on every rank: the first candidate, in the order
+ * the plugins declare (their auto_place trait), that every rank can start
+ * with the same detail (ofi: the same provider). So ranks never split
+ * between transports. The candidates are the plugins found in the search
+ * path that declare a place, on any rank: the core names none.
  */
 #ifndef PLAIT_TRANSPORT_CHOICE_H
 #define PLAIT_TRANSPORT_CHOICE_H
@@ -15,7 +17,8 @@
 #include "control/bootstrap.h"
 #include "engine/transport/plugin.h"
 
-#define PLAIT_CHOICE_MAX 4      /* candidates */
+#define PLAIT_CHOICE_MAX 8      /* candidates */
+#define PLAIT_CHOICE_NAME 64    /* bytes of a candidate's name, with its NUL */
 #define PLAIT_CHOICE_DETAIL 252 /* bytes of a finding's text, with its NUL */
 
 /* One rank's finding about one candidate. */
@@ -24,8 +27,23 @@ typedef struct plait_choice_fact {
   char detail[PLAIT_CHOICE_DETAIL]; /* what it would use ("shm"), or why not */
 } plait_choice_fact_t;
 
-/* The candidates, fastest first ("ofi", "gloo"); returns how many. */
-int plait_choice_candidates(const char **names, int cap);
+/* A plugin this rank found that asks to be a candidate (its auto_place). */
+typedef struct plait_choice_offer {
+  char name[PLAIT_CHOICE_NAME];
+  int32_t place;
+} plait_choice_offer_t;
+
+/* This rank's offers: every plugin in the search path (plugin.h's
+ * folders) that loads and declares auto_place > 0, lowest place first (then
+ * by name); returns how many (at most cap). */
+int plait_choice_offers(const char *search_path, plait_choice_offer_t *out, int cap);
+
+/* Pure, and so the same on every rank: the candidates, from every rank's
+ * offers (offers[r * PLAIT_CHOICE_MAX + i], a rank's list ended by an empty
+ * name): each name once (a name offered at several places takes the
+ * lowest), lowest place first, then by name. Returns how many (<= cap). */
+int plait_choice_candidates(const plait_choice_offer_t *offers, int nranks,
+                            plait_choice_offer_t *out, int cap);
 
 /* Pure, and so the same on every rank: facts[r * ncand + c] is rank r's
  * finding about candidate c. Returns the index of the chosen candidate, or -1

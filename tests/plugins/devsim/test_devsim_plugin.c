@@ -20,10 +20,11 @@
 #include "../fixtures/devsim.h"
 #include "plait/transport.h"
 #include "util/reduce.h"
+#include "../../harness/transport_calls.h"
 
 #define SO PLAIT_TEST_PLUGIN_DIR "/libplait-transport-devsim.so"
 
-static const plait_transport_v1_t *T;
+static const plait_transport_t *T;
 static devsim_api_t dv;
 static void *S;
 
@@ -56,7 +57,7 @@ static void start(void) {
   char err[256];
   cr_assert_eq(devsim_api_load(SO, &dv, err, sizeof err), 0, "%s", err);
   void *so = dlopen(SO, RTLD_NOW);
-  T = dlsym(so, PLAIT_TRANSPORT_SYMBOL_V1);
+  T = dlsym(so, PLAIT_TRANSPORT_SYMBOL);
   cr_assert_not_null(T);
   plait_transport_init_args_t a = {sizeof a, 0, 1, 0, 1, 0, 1, &boot, logf_, PLAIT_LOG_OFF, 10.0,
                                    plait_reduce, plait_scale, plait_divide, "127.0.0.1",
@@ -187,7 +188,7 @@ Test(devsim_plugin, batch_copy_refuses_what_the_contract_forbids) {
                PLAIT_ERR_INVALID_ARGUMENT);
   plait_span_t b = {d, d, 4};
   cr_expect_eq(T->batch_copy(S, &b, 1, PLAIT_BOOL, PLAIT_OP_SUM, 2.0), PLAIT_ERR_INVALID_ARGUMENT);
-  cr_expect_eq(T->allreduce(S, host, 4, PLAIT_FLOAT32, PLAIT_OP_SUM), PLAIT_ERR_INVALID_ARGUMENT);
+  cr_expect_eq(tc_allreduce(T, S, host, 4, PLAIT_FLOAT32, PLAIT_OP_SUM), PLAIT_ERR_INVALID_ARGUMENT);
   dv.free(d);
   T->finalize(S);
 }
@@ -201,7 +202,7 @@ Test(devsim_plugin, ready_waits_for_the_user_stream) {
   cr_assert_eq(T->ready(S, s), PLAIT_SUCCESS);
   plait_span_t sp = {b, a, 4};
   cr_assert_eq(T->batch_copy(S, &sp, 1, PLAIT_FLOAT32, PLAIT_OP_SUM, 1.0), PLAIT_SUCCESS);
-  cr_assert_eq(T->allreduce(S, b, 4, PLAIT_FLOAT32, PLAIT_OP_SUM), PLAIT_SUCCESS, "%s",
+  cr_assert_eq(tc_allreduce(T, S, b, 4, PLAIT_FLOAT32, PLAIT_OP_SUM), PLAIT_SUCCESS, "%s",
                T->last_error(S));
   cr_assert_eq(drain(), PLAIT_SUCCESS);
   dv.to_host(got, b, sizeof got);
@@ -253,7 +254,7 @@ Test(devsim_plugin, sync_mode_has_no_notify_and_blocks) {
   dv.to_device(a, old, sizeof old);
   dv.stream_enqueue_write(s, a, fresh, sizeof fresh, 200);
   cr_assert_eq(T->ready(S, s), PLAIT_SUCCESS);
-  cr_assert_eq(T->allreduce(S, a, 2, PLAIT_FLOAT32, PLAIT_OP_SUM), PLAIT_SUCCESS);
+  cr_assert_eq(tc_allreduce(T, S, a, 2, PLAIT_FLOAT32, PLAIT_OP_SUM), PLAIT_SUCCESS);
   dv.to_host(got, a, sizeof got); /* no wait: the call blocked until done */
   cr_expect_eq(memcmp(got, fresh, sizeof got), 0);
   dv.stream_destroy(s), dv.free(a);

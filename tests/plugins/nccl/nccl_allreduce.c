@@ -9,6 +9,7 @@
 
 #include "common.h"
 #include "values.h"
+#include "../../harness/transport_calls.h"
 
 static const size_t counts[] = {1, 1000, (1u << 20) + 3};
 
@@ -30,7 +31,7 @@ static void one_case(tally_t *ty, const plait_transport_t *t, void *st, int n,
     free(host);
     return;
   }
-  plait_result_t rc = t->allreduce(st, dev, count, d, op);
+  plait_result_t rc = tc_allreduce(t, st, dev, count, d, op);
   const char *dn = plait_dtype_name_inline(d), *on = plait_op_name_inline(op);
   if (d == PLAIT_INT16 || d == PLAIT_UINT16) {
     EXPECT(ty, rc == PLAIT_ERR_UNSUPPORTED && strstr(t->last_error(st), "16-bit"),

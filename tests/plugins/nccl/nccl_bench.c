@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "common.h"
+#include "../../harness/transport_calls.h"
 
 static size_t g_max = 256u << 20;
 
@@ -88,7 +89,7 @@ static int body(int rank, int n, const plait_transport_t *t, void *st, void *arg
       failed |= ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, stream) != ncclSuccess;
       failed |= cudaStreamSynchronize(stream) != cudaSuccess;
       double t1 = now_us();
-      plait_result_t rc = t->allreduce(st, buf, count, PLAIT_FLOAT32, PLAIT_OP_SUM);
+      plait_result_t rc = tc_allreduce(t, st, buf, count, PLAIT_FLOAT32, PLAIT_OP_SUM);
       double t2 = now_us();
       if (rc != PLAIT_SUCCESS) {
         nt_say(rank, "plugin allreduce: %s", t->last_error(st));

@@ -12,6 +12,7 @@
 
 #include "common.h"
 #include "values.h"
+#include "../../harness/transport_calls.h"
 
 static uint8_t pattern(int from, int to, size_t j) { return (uint8_t)(from * 16 + to * 3 + j); }
 
@@ -162,7 +163,7 @@ static void memory(tally_t *ty, const plait_transport_t *t, void *st) {
 /* Host memory is refused with a message, and the state stays usable. */
 static void refusals(tally_t *ty, const plait_transport_t *t, void *st, int n) {
   float host[16] = {0};
-  plait_result_t rc = t->allreduce(st, host, 16, PLAIT_FLOAT32, PLAIT_OP_SUM);
+  plait_result_t rc = tc_allreduce(t, st, host, 16, PLAIT_FLOAT32, PLAIT_OP_SUM);
   EXPECT(ty, rc == PLAIT_ERR_INVALID_ARGUMENT && strstr(t->last_error(st), "host memory"),
          "allreduce on host memory: want INVALID_ARGUMENT naming host memory, got %s: %s",
          plait_result_name_inline(rc), t->last_error(st));
@@ -223,7 +224,7 @@ static void subset(tally_t *ty, const plait_transport_t *t, void *st, int n) {
   float v = (float)(ty->rank + 1), want = 0;
   for (int i = 0; i < k; i++) want += (float)(ranks[i] + 1);
   void *d = to_device(ty, &v, sizeof v);
-  rc = d ? t->allreduce(sub, d, 1, PLAIT_FLOAT32, PLAIT_OP_SUM) : PLAIT_ERR_NO_MEMORY;
+  rc = d ? tc_allreduce(t, sub, d, 1, PLAIT_FLOAT32, PLAIT_OP_SUM) : PLAIT_ERR_NO_MEMORY;
   EXPECT(ty, rc == PLAIT_SUCCESS, "allreduce on the subset: %s", t->last_error(sub));
   if (rc == PLAIT_SUCCESS && from_device(&v, d, sizeof v))
     EXPECT(ty, v == want, "allreduce on the subset gave %g, want %g", v, want);

@@ -16,6 +16,7 @@
 
 #include "nccl_ranks.h"
 #include "plait/dtypes.h"
+#include "../../harness/transport_calls.h"
 
 static int checks, failed;
 
@@ -48,7 +49,9 @@ static void table(const plait_transport_t *t) {
   CHECK(PLAIT_TRANSPORT_HAS(t, algorithm) && PLAIT_TRANSPORT_HAS(t, subset),
         "algorithm and subset are set");
   /* The device-memory path (transport.h): every entry of it. */
-  CHECK(PLAIT_TRANSPORT_HAS(t, allreduce_scaled), "allreduce_scaled is set");
+  CHECK(tc_scaled(t), "allreduce_flags has PLAIT_ALLREDUCE_SCALED");
+  CHECK(!tc_spans(t), "allreduce_flags has no PLAIT_ALLREDUCE_SPANS (device memory)");
+  CHECK(t->auto_place == 0, "auto_place is 0 (never chosen by auto)");
   CHECK(PLAIT_TRANSPORT_HAS(t, device), "device is set");
   CHECK(PLAIT_TRANSPORT_HAS(t, batch_copy), "batch_copy is set");
   CHECK(PLAIT_TRANSPORT_HAS(t, ready), "ready is set");
@@ -82,10 +85,10 @@ static void null_device_entries(const plait_transport_t *t) {
   rc = t->interrupt(NULL, PLAIT_ERR_PEER_LOST, "rank 1 lost");
   CHECK(rc == PLAIT_ERR_INVALID_ARGUMENT && strstr(t->last_error(NULL), "interrupt: state is NULL"),
         "interrupt(NULL state): %s: %s", plait_result_name_inline(rc), t->last_error(NULL));
-  rc = t->allreduce_scaled(NULL, NULL, NULL, 0, PLAIT_FLOAT32, PLAIT_OP_SUM, 0.5);
-  CHECK(rc == PLAIT_ERR_INVALID_ARGUMENT && strstr(t->last_error(NULL), "allreduce_scaled") &&
+  rc = tc_allreduce_scaled(t, NULL, NULL, NULL, 0, PLAIT_FLOAT32, PLAIT_OP_SUM, 0.5);
+  CHECK(rc == PLAIT_ERR_INVALID_ARGUMENT && strstr(t->last_error(NULL), "allreduce") &&
             strstr(t->last_error(NULL), want),
-        "allreduce_scaled(NULL state): %s: %s", plait_result_name_inline(rc),
+        "allreduce(NULL state, postscale 0.5): %s: %s", plait_result_name_inline(rc),
         t->last_error(NULL));
 }
 
@@ -109,7 +112,7 @@ static void refusals(const plait_transport_t *t) {
   CHECK(rc == PLAIT_ERR_INVALID_ARGUMENT && strstr(t->last_error(NULL), "at least"),
         "init with a 16-byte args: %s: %s", plait_result_name_inline(rc), t->last_error(NULL));
   CHECK(state == NULL, "a failed init set *state");
-  rc = t->allreduce(NULL, NULL, 0, PLAIT_FLOAT32, PLAIT_OP_SUM);
+  rc = tc_allreduce(t, NULL, NULL, 0, PLAIT_FLOAT32, PLAIT_OP_SUM);
   CHECK(rc == PLAIT_ERR_INVALID_ARGUMENT && strstr(t->last_error(NULL), "state is NULL"),
         "allreduce(NULL state): %s: %s", plait_result_name_inline(rc), t->last_error(NULL));
   CHECK(t->finalize(NULL) == PLAIT_SUCCESS, "finalize(NULL)");

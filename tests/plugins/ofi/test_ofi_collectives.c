@@ -114,6 +114,7 @@ Test(ofi, shm_without_cma_3ranks, .timeout = 90) {
 
 #if __has_include(<rdma/fabric.h>)
 #include "state.h" /* the plugin's own: its counters of each way */
+#include "../../harness/transport_calls.h"
 
 /* Runs one allreduce_spans and checks which way the plugin went: 'd' direct
  * reads, 'r' the ring in place, 'p' packed. */
@@ -227,7 +228,7 @@ static int body_spans_huge_pages(tm_ctx_t *c) {
       tm_fill(PLAIT_FLOAT32, PLAIT_OP_SUM, c->rank, c->nranks, (void *)spans[i].src,
               spans[i].count, 0);
     plait_result_t rc =
-        c->t->allreduce_spans(c->st, spans, 3, PLAIT_FLOAT32, PLAIT_OP_SUM, 1.0);
+        tc_allreduce_spans(c->t, c->st, spans, 3, PLAIT_FLOAT32, PLAIT_OP_SUM, 1.0);
     for (int i = 0; i < 3 && !rc && !bad; i++) {
       long wrong = tm_check(PLAIT_FLOAT32, PLAIT_OP_SUM, c->nranks, spans[i].dst, spans[i].count, 0);
       if (wrong >= 0) {
@@ -288,7 +289,7 @@ static int body_spans_small_huge_windows(tm_ctx_t *c) {
       for (size_t i = 0; i < cases[k].n; i++)
         tm_fill(PLAIT_FLOAT32, PLAIT_OP_SUM, c->rank, c->nranks, (void *)cases[k].spans[i].src,
                 cases[k].spans[i].count, 0);
-      plait_result_t rc = c->t->allreduce_spans(c->st, cases[k].spans, cases[k].n, PLAIT_FLOAT32,
+      plait_result_t rc = tc_allreduce_spans(c->t, c->st, cases[k].spans, cases[k].n, PLAIT_FLOAT32,
                                                 PLAIT_OP_SUM, 1.0);
       for (size_t i = 0; i < cases[k].n && !rc && !bad; i++) {
         long wrong = tm_check(PLAIT_FLOAT32, PLAIT_OP_SUM, c->nranks, cases[k].spans[i].dst,
@@ -335,7 +336,7 @@ static int body_registered(tm_ctx_t *c) {
     }
     for (int round = 0; round < 3; round++) {
       tm_fill(PLAIT_FLOAT32, PLAIT_OP_SUM, c->rank, c->nranks, p, n, 0);
-      rc = c->t->allreduce(c->st, p, n, PLAIT_FLOAT32, PLAIT_OP_SUM);
+      rc = tc_allreduce(c->t, c->st, p, n, PLAIT_FLOAT32, PLAIT_OP_SUM);
       long bad = rc ? -1 : tm_check(PLAIT_FLOAT32, PLAIT_OP_SUM, c->nranks, p, n, 0);
       if (rc || bad >= 0) {
         plait_test_say(c->rank, "allreduce of %zu in a mem_alloc buffer: %s, bad element %ld",
@@ -397,7 +398,7 @@ static int body_huge_from_1mib(tm_ctx_t *c) {
     size_t n = sizes[k] / 4;
     if (!bad) {
       tm_fill(PLAIT_FLOAT32, PLAIT_OP_SUM, c->rank, c->nranks, p, n, 0);
-      plait_result_t rc = c->t->allreduce(c->st, p, n, PLAIT_FLOAT32, PLAIT_OP_SUM);
+      plait_result_t rc = tc_allreduce(c->t, c->st, p, n, PLAIT_FLOAT32, PLAIT_OP_SUM);
       long wrong = rc ? -1 : tm_check(PLAIT_FLOAT32, PLAIT_OP_SUM, c->nranks, p, n, 0);
       if (rc || wrong >= 0) {
         plait_test_say(c->rank, "allreduce of %zu in a mem_alloc buffer: %s, bad element %ld",

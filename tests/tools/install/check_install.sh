@@ -11,7 +11,9 @@ prefix="$(mktemp -d)"; work="$(mktemp -d)"
 trap 'rm -rf "$prefix" "$work"' EXIT
 cmake --install "$build" --prefix "$prefix" >/dev/null
 libdir="$(dirname "$(find "$prefix" -name libplait.so | head -1)")"
-for f in include/plait/plait.h include/plait/transport.h include/plait/dtypes.h bin/plaitrun bin/plait-bench; do
+for f in include/plait/plait.h include/plait/transport.h include/plait/transport_common.h \
+    include/plait/transport_v1.h include/plait/transport_v2.h include/plait/dtypes.h bin/plaitrun \
+    bin/plait-bench; do
   [ -e "$prefix/$f" ] || { echo "missing after install: $f"; exit 1; }
 done
 for f in libplait.so plait.pc cmake/plait/plaitConfig.cmake; do

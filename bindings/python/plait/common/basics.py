@@ -229,13 +229,13 @@ def stop_timeline():
 # Build queries: what this installation of plait has
 # --------------------------------------------------------------------------
 
-_TRANSPORT_ABI_VERSION = 1            # include/plait/transport.h PLAIT_TRANSPORT_ABI_VERSION
-_TRANSPORT_SYMBOL = "plait_transport_v1"   # PLAIT_TRANSPORT_SYMBOL_V1
+_TRANSPORT_ABI_VERSION = 2            # include/plait/transport.h PLAIT_TRANSPORT_ABI_VERSION
+_TRANSPORT_SYMBOL = "plait_transport_v2"   # PLAIT_TRANSPORT_SYMBOL (transport_v2.h)
 _CAP_DEVICE_MEMORY = 1 << 1           # PLAIT_CAP_DEVICE_MEMORY
 
 
 class _TransportHead(ctypes.Structure):
-    """The first fields of plait_transport_v1_t (include/plait/transport.h)."""
+    """The first fields of plait_transport_t (the same in every ABI version)."""
     _fields_ = [("abi_version", ctypes.c_uint32), ("struct_size", ctypes.c_uint32),
                 ("name", ctypes.c_char_p), ("caps", ctypes.c_uint64)]
 
