@@ -169,3 +169,10 @@ void plait_plugin_unload(plait_plugin_t *p) {
   if (p->dl) dlclose(p->dl);
   memset(p, 0, sizeof *p);
 }
+
+void plait_plugin_folders(char *buf, size_t cap, const char *search_path) {
+  char own[4096];
+  own_folder(own, sizeof own);
+  snprintf(buf, cap, "%s%s%s", search_path ? search_path : "",
+           search_path && *search_path ? ":" : "", own);
+}

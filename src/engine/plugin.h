@@ -24,6 +24,10 @@ plait_result_t plait_plugin_start(plait_plugin_t *p, const plait_transport_init_
 /* Finalizes (when started) and unloads. Safe on a zeroed struct. */
 void plait_plugin_unload(plait_plugin_t *p);
 
+/* The folders plait_plugin_load searches, in order, colon-separated into
+ * buf (cap bytes): search_path's (may be NULL), then libplait.so's folder. */
+void plait_plugin_folders(char *buf, size_t cap, const char *search_path);
+
 /* Checks a table; exposed for tests. */
 plait_result_t plait_plugin_check_table(const plait_transport_v1_t *t, const char *path);
 
