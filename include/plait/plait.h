@@ -264,7 +264,7 @@ PLAIT_API plait_result_t plait_transport_algorithm(const char *collective, uint6
  * info->struct_size must be set by the caller (sizeof(plait_transport_info_t));
  * the library writes only the fields that fit in it. On PLAIT_SUCCESS,
  * info->found is 1 when the plugin is found and passes plait_init's checks
- * (then device_memory, caps, library_version and path are set), 0 when it is missing or
+ * (then the memory flags, caps, library_version and path are set), 0 when it is missing or
  * broken (the other fields are then 0 or ""; plait_last_error says why).
  * version_symbol (may be NULL) names a function `int fn(int *version)` that
  * returns 0 on success (as ncclGetVersion does), looked up in the plugin and
@@ -279,6 +279,7 @@ PLAIT_API plait_result_t plait_transport_algorithm(const char *collective, uint6
 typedef struct plait_transport_info {
   size_t struct_size;   /* set by the caller: sizeof(plait_transport_info_t) */
   int found;            /* 1: found and passes plait_init's checks; 0: not */
+  int host_memory;      /* 1: it handles host memory (PLAIT_CAP_HOST_MEMORY) */
   int device_memory;    /* 1: it handles device (CUDA) memory (PLAIT_CAP_DEVICE_MEMORY) */
   int library_version;  /* what version_symbol wrote (e.g. 21803), else 0 */
   uint64_t caps;        /* the plugin's PLAIT_CAP_* bits (plait/transport.h) */

@@ -35,6 +35,7 @@ PLAIT_API plait_result_t plait_transport_query(const char *name, const char *ver
   if (plait_plugin_load(&p, name, getenv(PLUGIN_PATH_VARIABLE)) == PLAIT_SUCCESS) {
     out.found = 1;
     out.caps = p.table->caps;
+    out.host_memory = (p.table->caps & PLAIT_CAP_HOST_MEMORY) != 0;
     out.device_memory = (p.table->caps & PLAIT_CAP_DEVICE_MEMORY) != 0;
     snprintf(out.path, sizeof out.path, "%s", p.path);
     version_fn_t fn = NULL;

@@ -126,7 +126,7 @@ def test_transport_query_answers_as_plait_init_would_load():
     info = _core.transport_query("gloo")
     assert info.found == 1 and info.device_memory == 0
     assert info.path.decode().endswith("/libplait-transport-gloo.so")
-    assert info.caps & 1  # PLAIT_CAP_HOST_MEMORY
+    assert info.caps & 1 and info.host_memory == 1  # PLAIT_CAP_HOST_MEMORY
     assert info.library_version == 0
     missing = _core.transport_query("nosuch")
     assert missing.found == 0 and missing.path == b"" and missing.caps == 0

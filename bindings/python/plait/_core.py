@@ -108,7 +108,7 @@ class Stats(ctypes.Structure):
 class TransportInfo(ctypes.Structure):
     """plait_transport_info_t: what plait_transport_query reports."""
     _fields_ = [("struct_size", ctypes.c_size_t), ("found", ctypes.c_int),
-                ("device_memory", ctypes.c_int), ("library_version", ctypes.c_int),
+                ("host_memory", ctypes.c_int), ("device_memory", ctypes.c_int), ("library_version", ctypes.c_int),
                 ("caps", ctypes.c_uint64), ("path", ctypes.c_char * 4096)]
 
 
