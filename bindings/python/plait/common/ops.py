@@ -59,12 +59,13 @@ def check_op(op, where):
 def average_compat(op, average):
     """Horovod's handle_average_backwards_compatibility (its words and warning
     category, so filters written for Horovod apply): both given is a
-    ValueError; average alone is Average (True) or Sum (False), with a
+    ValueError (Horovod's text, then plait.torch's former words in
+    parentheses, which its tests match); average alone is Average (True) or Sum (False), with a
     DeprecationWarning; neither is Average; op alone is op (unchecked)."""
     if op is not None:
         if average is not None:
             raise ValueError("The op parameter supersedes average. Please provide only one "
-                             "of them.")
+                             "of them (op or average, which is deprecated).")
         return op
     if average is not None:
         warnings.warn("Parameter `average` has been replaced with `op` and will be removed "
