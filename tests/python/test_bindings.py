@@ -101,8 +101,10 @@ def test_calls_made_with_the_gil_held_match_their_declarations():
     """The PyDLL twins (addresses as ints, the GIL held) take what the
     header's declaration takes, argument for argument: a pointer where it
     has a pointer, the same scalar types elsewhere."""
-    twins = {"plait_allreduce_async": _core.allreduce_async_gil,
-             "plait_release": _core.release_gil, "plait_wait": _core.wait_gil}
+    twins = {name: fn for name, fn in vars(_core.gil).items() if name.startswith("plait_")}
+    assert {"plait_release", "plait_wait", "plait_allreduce_async",
+            "plait_join_async"} <= set(twins)
+    assert twins["plait_allreduce_async"] is _core.allreduce_async_gil
     for name, fast in twins.items():
         fn = getattr(_core.lib, name)
         assert fast.restype is fn.restype, name

@@ -188,23 +188,37 @@ for _name, (_res, _args) in _FUNCTIONS.items():
 # Python. CDLL's release and re-take of the GIL, and the conversion of
 # pointer-typed arguments (addresses are passed as ints here), cost about
 # 0.6-0.7 us of the ~3 us a ctypes submission took (measured at 1 rank, 200
-# in-place allreduces a step): plait.torch's path for the
-# DistributedOptimizer's allreduce_async_, synchronize and Handle.release
+# in-place allreduces a step): plait.torch submits every operation through
+# them (plait.torch._handles.submit), and its synchronize and Handle.release
 # use them.
 # test_bindings.py checks they take the same arguments as their CDLL twins.
 _gil_lib = ctypes.PyDLL(library_path, mode=ctypes.RTLD_GLOBAL)
-allreduce_async_gil = _gil_lib.plait_allreduce_async
-allreduce_async_gil.restype = _R
-allreduce_async_gil.argtypes = [_S, _P, _P, ctypes.c_int, _P, _P]
-release_gil = _gil_lib.plait_release
-release_gil.restype = _R
-release_gil.argtypes = [_P]
-# plait_wait with timeout 0 only: it then never blocks (it answers
-# PLAIT_ERR_TIMEOUT while the operation runs); synchronize() tries it first,
-# since after a burst's first wait the others have finished.
-wait_gil = _gil_lib.plait_wait
-wait_gil.restype = _R
-wait_gil.argtypes = [_P, ctypes.c_double]
+
+
+def _gil_twin(name):
+    """The GIL-held twin of a library function: the same arguments, each
+    pointer as a c_void_p (an int address, byref() or an array)."""
+    fn = getattr(_gil_lib, name)
+    slow = getattr(lib, name)
+    fn.restype = slow.restype
+    fn.argtypes = [_P if issubclass(t, ctypes._Pointer) else t for t in slow.argtypes]
+    return fn
+
+
+class _Twins:
+    """gil.plait_allreduce_async, ...: every submission (plait_*_async only
+    enqueues: short internal locks, never a wait), plait_release, and
+    plait_wait (timeout 0 only: it then never blocks; it answers
+    PLAIT_ERR_TIMEOUT while the operation runs; synchronize() tries it first,
+    since after a burst's first wait the others have finished)."""
+
+
+gil = _Twins()
+for _name in [n for n in _FUNCTIONS if n.endswith("_async")] + ["plait_release", "plait_wait"]:
+    setattr(gil, _name, _gil_twin(_name))
+allreduce_async_gil = gil.plait_allreduce_async
+release_gil = gil.plait_release
+wait_gil = gil.plait_wait
 
 if lib.plait_abi_version() != ABI_VERSION:
     raise ImportError(
