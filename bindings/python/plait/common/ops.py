@@ -56,12 +56,13 @@ def check_op(op, where):
     return op
 
 
-def average_compat(op, average):
+def average_compat(op, average, stacklevel=3):
     """Horovod's handle_average_backwards_compatibility (its words and warning
     category, so filters written for Horovod apply): both given is a
     ValueError (Horovod's text, then plait.torch's former words in
     parentheses, which its tests match); average alone is Average (True) or Sum (False), with a
-    DeprecationWarning; neither is Average; op alone is op (unchecked)."""
+    DeprecationWarning (stacklevel: 3 names the caller of the public call
+    that calls this); neither is Average; op alone is op (unchecked)."""
     if op is not None:
         if average is not None:
             raise ValueError("The op parameter supersedes average. Please provide only one "
@@ -69,14 +70,16 @@ def average_compat(op, average):
         return op
     if average is not None:
         warnings.warn("Parameter `average` has been replaced with `op` and will be removed "
-                      "in v1.0", DeprecationWarning, stacklevel=3)
+                      "in v1.0", DeprecationWarning, stacklevel=stacklevel)
         return Average if average else Sum
     return Average
 
 
 def resolve_op(op, average, where):
-    """The op an operation runs: average_compat, then check_op."""
-    return check_op(average_compat(op, average), where)
+    """The op an operation runs: average_compat, then check_op. Called from a
+    binding's own helper, called from the public call: the warning names the
+    line of the user's code that made that call."""
+    return check_op(average_compat(op, average, 5), where)
 
 
 # --------------------------------------------------------------------------
