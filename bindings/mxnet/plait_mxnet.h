@@ -4,7 +4,7 @@
  *
  * Used by plait.mxnet through ctypes (bindings/python/plait/mxnet/_engine.py);
  * not a public C API of plait. Built only when CMake finds an MXNet
- * (-DPLAIT_MXNET_PYTHON=<python with mxnet>), as libplait-mxnet.so beside
+ * (-DPLAIT_MXNET_PYTHON=<python with mxnet>), as libplait_mxnet.so beside
  * libplait.so.
  *
  * plait_mx_push() pushes one operation into MXNet's engine. The engine runs it

@@ -41,8 +41,9 @@ class BuildWithLibrary(build_py):
         shutil.copy2(os.path.realpath(lib), os.path.join(dest, "libplait.so"))
         for plugin in glob.glob(os.path.join(lib_dir, "libplait-transport-*.so")):
             shutil.copy2(plugin, dest)
-        # plait.mxnet's engine adapter, when the build made one (docs/mxnet.md)
-        for adapter in glob.glob(os.path.join(lib_dir, "libplait-mxnet.so")):
+        # the framework adapters the build made (libplait_tensorflow.so,
+        # libplait_mxnet.so): plait.common.library finds them here
+        for adapter in glob.glob(os.path.join(lib_dir, "libplait_*.so")):
             shutil.copy2(adapter, dest)
 
 

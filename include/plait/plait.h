@@ -253,6 +253,56 @@ PLAIT_API plait_result_t plait_transport_name(const char **name);
 PLAIT_API plait_result_t plait_transport_algorithm(const char *collective, uint64_t bytes,
                                                    const char **name);
 
+/*
+ * What plait_init would find for the transport plugin `name` ("gloo", "ofi",
+ * "nccl"): the query the language bindings use instead of loading plugins
+ * themselves. It searches as plait_init does (the folders of
+ * PLAIT_PLUGIN_PATH, then the folder of libplait.so), loads
+ * libplait-transport-<name>.so, checks its table as plait_init does, reads
+ * it and unloads it again; the plugin's init is never called.
+ *
+ * info->struct_size must be set by the caller (sizeof(plait_transport_info_t));
+ * the library writes only the fields that fit in it. On PLAIT_SUCCESS,
+ * info->found is 1 when the plugin is found and passes plait_init's checks
+ * (then the memory flags, caps, library_version and path are set), 0 when it is missing or
+ * broken (the other fields are then 0 or ""; plait_last_error says why).
+ * version_symbol (may be NULL) names a function `int fn(int *version)` that
+ * returns 0 on success (as ncclGetVersion does), looked up in the plugin and
+ * the libraries it links: library_version receives what it writes, 0 when
+ * it is absent or fails.
+ *
+ * Works before plait_init and after plait_shutdown; does not wait for other
+ * ranks (it loads a shared object: milliseconds); any thread. Errors:
+ * PLAIT_ERR_INVALID_ARGUMENT when name or info is NULL or info->struct_size
+ * is below PLAIT_TRANSPORT_INFO_SIZE_V1.
+ */
+typedef struct plait_transport_info {
+  size_t struct_size;   /* set by the caller: sizeof(plait_transport_info_t) */
+  int found;            /* 1: found and passes plait_init's checks; 0: not */
+  int host_memory;      /* 1: it handles host memory (PLAIT_CAP_HOST_MEMORY) */
+  int device_memory;    /* 1: it handles device (CUDA) memory (PLAIT_CAP_DEVICE_MEMORY) */
+  int library_version;  /* what version_symbol wrote (e.g. 21803), else 0 */
+  uint64_t caps;        /* the plugin's PLAIT_CAP_* bits (plait/transport.h) */
+  char path[4096];      /* the file plait_init would load */
+} plait_transport_info_t;
+
+#define PLAIT_TRANSPORT_INFO_SIZE_V1 sizeof(plait_transport_info_t)
+
+PLAIT_API plait_result_t plait_transport_query(const char *name, const char *version_symbol,
+                                               plait_transport_info_t *info);
+
+/*
+ * The names of the transport plugins installed where plait_init looks for
+ * them (the <name> of every libplait-transport-<name>.so in the folders of
+ * PLAIT_PLUGIN_PATH and the folder of libplait.so), sorted, without
+ * repeats, one per line, into buf (always NUL-terminated when buf_size > 0).
+ * A file is listed whether or not it loads: ask plait_transport_query.
+ * *needed (may be NULL) receives the bytes needed including the NUL;
+ * PLAIT_ERR_BUFFER_TOO_SMALL when buf_size is less (buf may then be NULL
+ * with buf_size 0). Works before plait_init; never blocks; any thread.
+ */
+PLAIT_API plait_result_t plait_transport_list(char *buf, size_t buf_size, size_t *needed);
+
 /* ------------------------------------------------------------------------ */
 /* Configuration                                                             */
 /* ------------------------------------------------------------------------ */

@@ -624,3 +624,35 @@ Test(api, transport_algorithm_of_gloo_and_ofi) {
   cr_expect_str_eq(name, "none (one rank)");
   plait_shutdown();
 }
+
+/* plait_transport_query: what plait_init would load, with no engine running
+ * (the bindings' build queries); plait_transport_list: the installed names. */
+Test(life, transport_query_and_list_need_no_engine) {
+  plait_transport_info_t info = {.struct_size = sizeof info};
+  cr_assert_eq(plait_transport_query("fixture", "no_such_version_fn", &info), PLAIT_SUCCESS, "%s",
+               plait_last_error());
+  cr_expect_eq(info.found, 1);
+  cr_expect_eq(info.host_memory, !!(info.caps & PLAIT_CAP_HOST_MEMORY));
+  cr_expect_eq(info.device_memory, !!(info.caps & PLAIT_CAP_DEVICE_MEMORY));
+  cr_expect(strstr(info.path, "/libplait-transport-fixture.so"), "%s", info.path);
+  cr_expect_eq(info.library_version, 0);
+  cr_assert_eq(plait_transport_query("nosuch", NULL, &info), PLAIT_SUCCESS);
+  cr_expect_eq(info.found, 0);
+  cr_expect_eq(info.caps, 0);
+  cr_expect_str_eq(info.path, "");
+  cr_expect(strstr(plait_last_error(), "'nosuch'"), "%s", plait_last_error());
+  info.struct_size = 8;
+  cr_expect_eq(plait_transport_query("fixture", NULL, &info), PLAIT_ERR_INVALID_ARGUMENT);
+  cr_expect_eq(plait_transport_query(NULL, NULL, &info), PLAIT_ERR_INVALID_ARGUMENT);
+  cr_expect_eq(plait_transport_query("fixture", NULL, NULL), PLAIT_ERR_INVALID_ARGUMENT);
+
+  size_t needed = 0;
+  cr_expect_eq(plait_transport_list(NULL, 0, &needed), PLAIT_ERR_BUFFER_TOO_SMALL);
+  char buf[4096];
+  cr_assert(needed > 1 && needed <= sizeof buf, "%zu", needed);
+  cr_assert_eq(plait_transport_list(buf, sizeof buf, &needed), PLAIT_SUCCESS, "%s",
+               plait_last_error());
+  cr_expect(strstr(buf, "fixture\n"), "%s", buf);
+  cr_expect_eq(strlen(buf) + 1, needed);
+  cr_expect_eq(plait_transport_list(NULL, 4, NULL), PLAIT_ERR_INVALID_ARGUMENT);
+}

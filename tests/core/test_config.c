@@ -439,7 +439,7 @@ Test(unknown, none) {
   setenv("PLAIT_LOG_LEVEL", "info", 1);
   setenv("PLAIT_OFI_PROVIDER", "tcp", 1);
   setenv("PLAIT_TENSORFLOW_LIBRARY", "/x/libplait_tensorflow.so", 1); /* plait.tensorflow's */
-  setenv("PLAIT_MXNET_LIBRARY", "/x/libplait-mxnet.so", 1);            /* plait.mxnet's */
+  setenv("PLAIT_MXNET_LIBRARY", "/x/libplait_mxnet.so", 1);            /* plait.mxnet's */
   char buf[64];
   memset(buf, 'Z', sizeof buf);
   cr_expect_eq(plait_config_unknown(buf, sizeof buf), 0);

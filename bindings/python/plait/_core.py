@@ -15,12 +15,12 @@ release_gil, and wait_gil for a wait of timeout 0: see there).
 
 import builtins
 import ctypes
-import ctypes.util
 import operator
 import os
 import threading
 import time
 
+from plait.common import library as _library
 from plait.common.exceptions import HorovodInternalError
 
 # The header's constants (checked against the header by the tests).
@@ -31,7 +31,7 @@ DEVICE_HOST = -1
 
 __all__ = [
     "ABI_VERSION", "MAX_DIMS", "MAX_NAME", "DEVICE_HOST", "PlaitError",
-    "Tensor", "OpOptions", "Stats", "Handle", "lib", "library_path",
+    "Tensor", "OpOptions", "Stats", "TransportInfo", "Handle", "lib", "library_path",
     "RESULTS", "DTYPES", "OPS", "dtype_code", "op_code", "check",
 ]
 
@@ -40,44 +40,14 @@ __all__ = [
 # Finding and loading the library
 # --------------------------------------------------------------------------
 
-def _candidates():
-    """Where libplait is looked for, in order, as (path, why) pairs."""
-    env = os.environ.get("PLAIT_LIBRARY", "")
-    if env:
-        return [(env, "PLAIT_LIBRARY")]
-    here = os.path.dirname(os.path.abspath(__file__))
-    found = [(os.path.join(here, "_lib", "libplait.so"), "bundled with the package")]
-    try:  # written by cmake --install
-        from plait._install_paths import LIBRARY_DIR_RELATIVE
-        found.append((os.path.normpath(os.path.join(here, LIBRARY_DIR_RELATIVE, "libplait.so")),
-                      "installed with the package"))
-    except ImportError:
-        pass
-    system = ctypes.util.find_library("plait")
-    if system:
-        found.append((system, "the system's library path"))
-    return found
+def _open(path):
+    return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
 
 
-def _load():
-    tried = []
-    for path, why in _candidates():
-        if why == "PLAIT_LIBRARY" or os.path.sep not in path or os.path.exists(path):
-            try:
-                return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL), path
-            except OSError as e:
-                tried.append("%s (%s): %s" % (path, why, e))
-                if why == "PLAIT_LIBRARY":
-                    break
-        else:
-            tried.append("%s (%s): no such file" % (path, why))
-    raise ImportError(
-        "plait: cannot load libplait.so; tried:\n  " + "\n  ".join(tried) +
-        "\nSet PLAIT_LIBRARY to the library's path, run under plaitrun (which "
-        "sets it), or install plait (docs/python.md).")
-
-
-lib, library_path = _load()
+lib, library_path = _library.load(
+    "libplait.so", "PLAIT_LIBRARY", _open, OSError, "plait",
+    "Set PLAIT_LIBRARY to the library's path, run under plaitrun (which "
+    "sets it), or install plait (docs/python.md).", system="plait")
 
 
 # --------------------------------------------------------------------------
@@ -135,6 +105,13 @@ class Stats(ctypes.Structure):
         return {n: getattr(self, n) for n, _ in self._fields_[1:]}
 
 
+class TransportInfo(ctypes.Structure):
+    """plait_transport_info_t: what plait_transport_query reports."""
+    _fields_ = [("struct_size", ctypes.c_size_t), ("found", ctypes.c_int),
+                ("host_memory", ctypes.c_int), ("device_memory", ctypes.c_int), ("library_version", ctypes.c_int),
+                ("caps", ctypes.c_uint64), ("path", ctypes.c_char * 4096)]
+
+
 # --------------------------------------------------------------------------
 # Function table: name -> (restype, argtypes). Every function gets both.
 # --------------------------------------------------------------------------
@@ -168,6 +145,8 @@ _FUNCTIONS = {
     "plait_cross_size": (_R, [_IP]),
     "plait_transport_name": (_R, [ctypes.POINTER(_S)]),
     "plait_transport_algorithm": (_R, [_S, ctypes.c_uint64, ctypes.POINTER(_S)]),
+    "plait_transport_query": (_R, [_S, _S, ctypes.POINTER(TransportInfo)]),
+    "plait_transport_list": (_R, [_P, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
     "plait_config_dump": (_R, [_P, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
     "plait_config_help": (_R, [_P, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
     "plait_config_set": (_R, [_S, _S]),
@@ -209,23 +188,37 @@ for _name, (_res, _args) in _FUNCTIONS.items():
 # Python. CDLL's release and re-take of the GIL, and the conversion of
 # pointer-typed arguments (addresses are passed as ints here), cost about
 # 0.6-0.7 us of the ~3 us a ctypes submission took (measured at 1 rank, 200
-# in-place allreduces a step): plait.torch's path for the
-# DistributedOptimizer's allreduce_async_, synchronize and Handle.release
+# in-place allreduces a step): plait.torch submits every operation through
+# them (plait.torch._handles.submit), and its synchronize and Handle.release
 # use them.
 # test_bindings.py checks they take the same arguments as their CDLL twins.
 _gil_lib = ctypes.PyDLL(library_path, mode=ctypes.RTLD_GLOBAL)
-allreduce_async_gil = _gil_lib.plait_allreduce_async
-allreduce_async_gil.restype = _R
-allreduce_async_gil.argtypes = [_S, _P, _P, ctypes.c_int, _P, _P]
-release_gil = _gil_lib.plait_release
-release_gil.restype = _R
-release_gil.argtypes = [_P]
-# plait_wait with timeout 0 only: it then never blocks (it answers
-# PLAIT_ERR_TIMEOUT while the operation runs); synchronize() tries it first,
-# since after a burst's first wait the others have finished.
-wait_gil = _gil_lib.plait_wait
-wait_gil.restype = _R
-wait_gil.argtypes = [_P, ctypes.c_double]
+
+
+def _gil_twin(name):
+    """The GIL-held twin of a library function: the same arguments, each
+    pointer as a c_void_p (an int address, byref() or an array)."""
+    fn = getattr(_gil_lib, name)
+    slow = getattr(lib, name)
+    fn.restype = slow.restype
+    fn.argtypes = [_P if issubclass(t, ctypes._Pointer) else t for t in slow.argtypes]
+    return fn
+
+
+class _Twins:
+    """gil.plait_allreduce_async, ...: every submission (plait_*_async only
+    enqueues: short internal locks, never a wait), plait_release, and
+    plait_wait (timeout 0 only: it then never blocks; it answers
+    PLAIT_ERR_TIMEOUT while the operation runs; synchronize() tries it first,
+    since after a burst's first wait the others have finished)."""
+
+
+gil = _Twins()
+for _name in [n for n in _FUNCTIONS if n.endswith("_async")] + ["plait_release", "plait_wait"]:
+    setattr(gil, _name, _gil_twin(_name))
+allreduce_async_gil = gil.plait_allreduce_async
+release_gil = gil.plait_release
+wait_gil = gil.plait_wait
 
 if lib.plait_abi_version() != ABI_VERSION:
     raise ImportError(
@@ -696,6 +689,23 @@ def transport_algorithm(collective, nbytes):
     nbytes = c_integer(nbytes, "plait.transport_algorithm: nbytes", UINT64_RANGE)
     check(lib.plait_transport_algorithm(str(collective).encode(), nbytes, ctypes.byref(s)))
     return _text(s.value)
+
+
+def transport_query(name, version_symbol=None):
+    """What plait_init would find for transport plugin name, as the library
+    reports it (plait_transport_query: Python loads no plugin itself): a
+    TransportInfo whose found is 1 when the plugin is there and loads."""
+    info = TransportInfo()
+    info.struct_size = ctypes.sizeof(TransportInfo)
+    check(lib.plait_transport_query(str(name).encode(),
+                                    version_symbol.encode() if version_symbol else None,
+                                    ctypes.byref(info)))
+    return info
+
+
+def transport_list():
+    """The names of the transport plugins installed where plait_init looks."""
+    return _text_call(lib.plait_transport_list).split()
 
 
 def _text_call(fn):

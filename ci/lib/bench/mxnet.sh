@@ -42,7 +42,7 @@ build=build/bench-mxnet
 if cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPLAIT_BUILD_TESTS=OFF \
       -DPLAIT_MXNET_PYTHON="$mxnet_python" >"$build.log" 2>&1 \
     && nice -n 5 cmake --build "$build" -j 2 >>"$build.log" 2>&1 \
-    && [ -e "$build/lib/libplait-mxnet.so" ]; then
+    && [ -e "$build/lib/libplait_mxnet.so" ]; then
   args+=(--plaitrun "$build/bin/plaitrun"
          --plait-env "PLAIT_LIBRARY=$PWD/$build/lib/libplait.so"
          --plait-env "PLAIT_PLUGIN_PATH=$PWD/$build/lib"

@@ -28,8 +28,9 @@ PROBE = r"""
 #define DTYPE(n, v, t, b) printf("\"%s\": [%d, %d],", t, v, b);
 #define OP(n, v, t) printf("\"%s\": %d,", t, v);
 int main(void) {
-  printf("{\"sizes\": {\"plait_tensor_t\": %zu, \"plait_op_options_t\": %zu, \"plait_stats_t\": %zu},",
-         sizeof(plait_tensor_t), sizeof(plait_op_options_t), sizeof(plait_stats_t));
+  printf("{\"sizes\": {\"plait_tensor_t\": %zu, \"plait_op_options_t\": %zu, \"plait_stats_t\": %zu, "
+         "\"plait_transport_info_t\": %zu},", sizeof(plait_tensor_t), sizeof(plait_op_options_t),
+         sizeof(plait_stats_t), sizeof(plait_transport_info_t));
   printf("\"constants\": {\"ABI_VERSION\": %d, \"MAX_DIMS\": %d, \"MAX_NAME\": %d, \"DEVICE_HOST\": %d},",
          PLAIT_ABI_VERSION, PLAIT_MAX_DIMS, PLAIT_MAX_NAME, PLAIT_DEVICE_HOST);
   printf("\"fields\": {");
@@ -46,7 +47,7 @@ int main(void) {
 """
 
 STRUCTS = {"plait_tensor_t": _core.Tensor, "plait_op_options_t": _core.OpOptions,
-           "plait_stats_t": _core.Stats}
+           "plait_stats_t": _core.Stats, "plait_transport_info_t": _core.TransportInfo}
 
 
 @pytest.fixture(scope="module")
@@ -102,8 +103,10 @@ def test_calls_made_with_the_gil_held_match_their_declarations():
     """The PyDLL twins (addresses as ints, the GIL held) take what the
     header's declaration takes, argument for argument: a pointer where it
     has a pointer, the same scalar types elsewhere."""
-    twins = {"plait_allreduce_async": _core.allreduce_async_gil,
-             "plait_release": _core.release_gil, "plait_wait": _core.wait_gil}
+    twins = {name: fn for name, fn in vars(_core.gil).items() if name.startswith("plait_")}
+    assert {"plait_release", "plait_wait", "plait_allreduce_async",
+            "plait_join_async"} <= set(twins)
+    assert twins["plait_allreduce_async"] is _core.allreduce_async_gil
     for name, fast in twins.items():
         fn = getattr(_core.lib, name)
         assert fast.restype is fn.restype, name
@@ -117,6 +120,51 @@ def test_calls_made_with_the_gil_held_match_their_declarations():
         # not the same function object: the twin holds the GIL, the other does not
         assert fast is not fn and fast._flags_ & ctypes._FUNCFLAG_PYTHONAPI, name
         assert not fn._flags_ & ctypes._FUNCFLAG_PYTHONAPI, name
+
+
+def test_transport_query_answers_as_plait_init_would_load():
+    """plait_transport_query: the library finds and checks the plugin (the
+    bindings load none themselves); a missing one is found == 0."""
+    names = _core.transport_list()
+    assert "gloo" in names and names == sorted(set(names))
+    info = _core.transport_query("gloo")
+    assert info.found == 1 and info.device_memory == 0
+    assert info.path.decode().endswith("/libplait-transport-gloo.so")
+    assert info.caps & 1 and info.host_memory == 1  # PLAIT_CAP_HOST_MEMORY
+    assert info.library_version == 0
+    missing = _core.transport_query("nosuch")
+    assert missing.found == 0 and missing.path == b"" and missing.caps == 0
+    assert "nosuch" in _core._text(_core.lib.plait_last_error())
+    assert _core.transport_query("Bad Name").found == 0
+    from plait.common import basics
+    assert basics.gloo_built() is True and basics.transport_built("nosuch") is False
+    assert basics.cuda_built() == any(_core.transport_query(n).device_memory for n in names)
+
+
+def test_transport_query_refuses_bad_arguments():
+    info = _core.TransportInfo()
+    info.struct_size = 8
+    with pytest.raises(plait.InvalidArgumentError, match="struct_size is 8"):
+        _core.check(_core.lib.plait_transport_query(b"gloo", None, ctypes.byref(info)))
+    with pytest.raises(plait.InvalidArgumentError, match="name is NULL"):
+        _core.check(_core.lib.plait_transport_query(None, None, ctypes.byref(info)))
+    with pytest.raises(plait.InvalidArgumentError, match="buf is NULL"):
+        _core.check(_core.lib.plait_transport_list(None, 4, None))
+
+
+def test_transport_list_follows_the_plugin_path(tmp_path):
+    """PLAIT_PLUGIN_PATH's folders come first; every libplait-transport-<name>.so
+    there is listed (loadable or not), and the query then refuses a broken one."""
+    (tmp_path / "libplait-transport-zzfake.so").write_bytes(b"not a library")
+    p = run_python("""
+        from plait import _core
+        print(_core.transport_list())
+        print(_core.transport_query("zzfake").found)
+        """, {"PLAIT_PLUGIN_PATH": str(tmp_path)})
+    assert p.returncode == 0, p.stderr
+    listed, found = p.stdout.split("\n")[:2]
+    assert "'zzfake'" in listed and "'gloo'" in listed
+    assert found == "0"
 
 
 def test_error_classes_named_from_library():

@@ -169,7 +169,7 @@ def suites(args):
                         {"PLAIT_TENSORFLOW_LIBRARY": tf_lib, "TF_CPP_MIN_LOG_LEVEL": "2",
                          "TF_NUM_INTEROP_THREADS": "2", "TF_NUM_INTRAOP_THREADS": "1"}, ["--tb=short"]))
     if "mx" in wanted:
-        mx_lib = os.path.join(lib, "libplait-mxnet.so")
+        mx_lib = os.path.join(lib, "libplait_mxnet.so")
         why = _probe(args.mx_python, "mxnet") or (
             None if os.path.exists(mx_lib) else "%s is not built" % mx_lib)
         if why:

@@ -16,8 +16,6 @@ As in Horovod 0.28.1 (horovod/common/basics.py, operations.cc):
 """
 
 import atexit
-import ctypes
-import glob
 import os
 import threading
 import warnings
@@ -229,78 +227,11 @@ def stop_timeline():
 # Build queries: what this installation of plait has
 # --------------------------------------------------------------------------
 
-_TRANSPORT_ABI_VERSION = 2            # include/plait/transport.h PLAIT_TRANSPORT_ABI_VERSION
-_TRANSPORT_SYMBOL = "plait_transport_v2"   # PLAIT_TRANSPORT_SYMBOL (transport_v2.h)
-_CAP_DEVICE_MEMORY = 1 << 1           # PLAIT_CAP_DEVICE_MEMORY
-
-
-class _TransportHead(ctypes.Structure):
-    """The first fields of plait_transport_t (the same in every ABI version)."""
-    _fields_ = [("abi_version", ctypes.c_uint32), ("struct_size", ctypes.c_uint32),
-                ("name", ctypes.c_char_p), ("caps", ctypes.c_uint64)]
-
-
-class _DlInfo(ctypes.Structure):
-    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
-                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
-
-
-def _library_folder():
-    """The folder of the libplait this process loaded (where plait_init looks
-    for plugins after PLAIT_PLUGIN_PATH)."""
-    try:
-        dladdr = ctypes.CDLL(None).dladdr
-        dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
-        info = _DlInfo()
-        addr = ctypes.cast(_core.lib.plait_version, ctypes.c_void_p).value
-        if dladdr(addr, ctypes.byref(info)) and info.dli_fname and b"/" in info.dli_fname:
-            return os.path.dirname(os.path.realpath(os.fsdecode(info.dli_fname)))
-    except (AttributeError, OSError):
-        pass
-    return os.path.dirname(os.path.realpath(_core.library_path))
-
-
-def _plugin_dirs():
-    """plait_init's search path: PLAIT_PLUGIN_PATH, then libplait's folder."""
-    dirs = [d for d in os.environ.get("PLAIT_PLUGIN_PATH", "").split(":") if d]
-    dirs.append(_library_folder())
-    return dirs
-
-
-def _load_plugin(name):
-    """The transport table and library handle plait_init would use for
-    transport name, as (head, dll); None when it would fail."""
-    for folder in _plugin_dirs():
-        path = os.path.join(folder, "libplait-transport-%s.so" % name)
-        if not os.path.exists(path):
-            continue
-        try:
-            dll = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
-        except OSError:
-            continue  # plait_init also goes on to the next folder
-        try:
-            head = _TransportHead.in_dll(dll, _TRANSPORT_SYMBOL)
-        except ValueError:
-            return None  # a broken plugin stops plait_init's search
-        if head.abi_version != _TRANSPORT_ABI_VERSION:
-            return None
-        return head, dll
-    return None
-
-
 def transport_built(name):
     """True when the transport plugin name (gloo, ofi, nccl) is found and
     loads as plait_init would load it (plait's own query; Horovod has one
-    per library)."""
-    return _load_plugin(name) is not None
-
-
-def _installed_transports():
-    names = set()
-    for folder in _plugin_dirs():
-        for path in glob.glob(os.path.join(folder, "libplait-transport-*.so")):
-            names.add(os.path.basename(path)[len("libplait-transport-"):-len(".so")])
-    return sorted(names)
+    per library). The library answers (plait_transport_query)."""
+    return bool(_core.transport_query(name).found)
 
 
 def mpi_threads_supported():
@@ -331,19 +262,10 @@ def gloo_built():
 def nccl_built():
     """As Horovod: the NCCL version code (e.g. 21803) when plait has its NCCL
     transport (the plugin is found and loads), else 0."""
-    found = _load_plugin("nccl")
-    if found is None:
+    info = _core.transport_query("nccl", "ncclGetVersion")
+    if not info.found:
         return 0
-    try:
-        get_version = found[1].ncclGetVersion
-    except AttributeError:
-        return 1
-    version = ctypes.c_int(0)
-    get_version.argtypes = [ctypes.POINTER(ctypes.c_int)]
-    get_version.restype = ctypes.c_int
-    if get_version(ctypes.byref(version)) != 0 or version.value <= 0:
-        return 1
-    return version.value
+    return info.library_version or 1
 
 
 def ddl_built():
@@ -358,11 +280,7 @@ def ccl_built():
 
 def cuda_built():
     """True when an installed transport plugin handles CUDA device memory."""
-    for name in _installed_transports():
-        found = _load_plugin(name)
-        if found is not None and found[0].caps & _CAP_DEVICE_MEMORY:
-            return True
-    return False
+    return any(_core.transport_query(name).device_memory for name in _core.transport_list())
 
 
 def rocm_built():

@@ -8,7 +8,7 @@
 Every operation on NDArrays runs inside MXNet's dependency engine
 (docs/mxnet.md): it is ordered against other work on the same arrays, and
 its result is there when MXNet reads it. Needs plait's MXNet adapter,
-libplait-mxnet.so, built by CMake with -DPLAIT_MXNET_PYTHON.
+libplait_mxnet.so, built by CMake with -DPLAIT_MXNET_PYTHON.
 """
 
 import warnings
@@ -19,6 +19,7 @@ import mxnet as mx
 from plait._core import PlaitError  # noqa: F401
 from plait import stats, stats_reset, transport_name, config_dump  # noqa: F401
 from plait import ERRORS as _ERRORS
+from plait.common import ops as _ops
 from plait.common.exceptions import HorovodInternalError  # noqa: F401
 from plait.mxnet.compression import Compression
 from plait.mxnet.functions import (  # noqa: F401
@@ -35,10 +36,7 @@ from plait.mxnet.mpi_ops import (  # noqa: F401
 )
 
 
-def split_list(l, n):  # noqa: E741 - Horovod's parameter names
-    """List l in n chunks of nearly equal length (the first ones one longer)."""
-    d, r = divmod(len(l), n)
-    return [l[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
+split_list = _ops.split_list  # Horovod's: n chunks of nearly equal length
 
 
 def _average_in_framework():

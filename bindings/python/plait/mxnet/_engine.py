@@ -1,5 +1,6 @@
 """The bridge to MXNet's dependency engine: loads plait's MXNet adapter
-(libplait-mxnet.so, bindings/mxnet/plait_mxnet.h) and pushes plait
+(libplait_mxnet.so, bindings/mxnet/plait_mxnet.h, found as plait.common.library
+finds every native library of plait) and pushes plait
 operations on NDArrays into MXNet's engine.
 
 An operation pushed here runs on an MXNet engine thread once every earlier
@@ -15,45 +16,21 @@ MismatchError: HorovodInternalError, a RuntimeError) and MXNet's MXNetError.
 """
 
 import ctypes
-import os
 
 import mxnet as mx
 import numpy as np
 
 from plait import _core
+from plait.common import library as _library
 
-_LIBRARY_NAME = "libplait-mxnet.so"
-
-
-def _candidates():
-    env = os.environ.get("PLAIT_MXNET_LIBRARY", "")
-    if env:
-        return [(env, "PLAIT_MXNET_LIBRARY")]
-    here = os.path.dirname(os.path.abspath(__file__))
-    return [(os.path.join(os.path.dirname(os.path.realpath(_core.library_path)), _LIBRARY_NAME),
-             "beside libplait (%s)" % _core.library_path),
-            (os.path.join(os.path.dirname(here), "_lib", _LIBRARY_NAME),
-             "bundled with the package")]
-
-
-def _load():
-    tried = []
-    for path, why in _candidates():
-        if not os.path.exists(path):
-            tried.append("%s (%s): no such file" % (path, why))
-            continue
-        try:
-            return ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
-        except OSError as e:
-            tried.append("%s (%s): %s" % (path, why, e))
-    raise ImportError(
-        "plait.mxnet: cannot load plait's MXNet adapter; tried:\n  " + "\n  ".join(tried) +
-        "\nIt is built with plait when CMake is given a python with mxnet: "
-        "cmake -DPLAIT_MXNET_PYTHON=/path/to/python ... (docs/mxnet.md); "
-        "set PLAIT_MXNET_LIBRARY to its path otherwise.")
-
-
-lib = _load()
+lib, library_path = _library.load(
+    "libplait_mxnet.so", "PLAIT_MXNET_LIBRARY",
+    lambda path: ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL),
+    OSError, "plait.mxnet",
+    "It is built with plait when CMake is given a python with mxnet: "
+    "cmake -DPLAIT_MXNET_PYTHON=/path/to/python ... (docs/mxnet.md); "
+    "set PLAIT_MXNET_LIBRARY to its path otherwise.",
+    what="plait's MXNet adapter", beside=_core.library_path)
 
 ALLREDUCE, BROADCAST, ALLGATHER, ALLTOALL, REDUCESCATTER = range(5)
 

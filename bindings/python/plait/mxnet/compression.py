@@ -1,47 +1,23 @@
-"""Gradient compression for DistributedTrainer (horovod.mxnet.compression)."""
+"""Gradient compression for DistributedTrainer (horovod.mxnet.compression):
+the compressors of plait.common.ops over MXNet's (numpy) dtypes."""
+
+from plait.common import ops as _ops
+from plait.common.ops import Compressor, NoneCompressor  # noqa: F401
 
 
-class Compressor(object):
-    """Interface: compress(tensor) -> (tensor, ctx); decompress(tensor, ctx)."""
-
-    @staticmethod
-    def compress(tensor):
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        raise NotImplementedError
-
-
-class NoneCompressor(Compressor):
-    """Sends gradients as they are (the default)."""
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
-
-
-class FP16Compressor(Compressor):
+class FP16Compressor(_ops.FP16Compressor):
     """Sends floating-point gradients as float16, cast back after."""
+    float16 = "float16"
 
     @staticmethod
-    def compress(tensor):
-        if "float" in str(tensor.dtype):
-            return tensor.astype("float16", copy=False), tensor.dtype
-        return tensor, tensor.dtype
+    def is_float(dtype):
+        return "float" in str(dtype)
 
     @staticmethod
-    def decompress(tensor, ctx):
-        if "float" in str(ctx):
-            return tensor.astype(ctx, copy=False)
-        return tensor
+    def cast(tensor, dtype):
+        return tensor.astype(dtype, copy=False)
 
 
-class Compression(object):
+class Compression(_ops.Compression):
     """Compression.none (default) and Compression.fp16."""
-    none = NoneCompressor
     fp16 = FP16Compressor

@@ -1,25 +1,15 @@
 """broadcast_object and allgather_object (horovod.mxnet.functions), and
 broadcast_parameters (horovod.mxnet)."""
 
-import io
-import pickle
 import types
 
 import mxnet as mx
 import numpy as np
 
+from plait.common import ops as _ops
 from plait.mxnet.mpi_ops import allgather, broadcast_, rank, size
 
-try:
-    import cloudpickle as _pickle
-except ImportError:  # Horovod requires cloudpickle; plain pickle serves most objects
-    _pickle = pickle
-
-
-def _to_bytes(obj):
-    b = io.BytesIO()
-    _pickle.dump(obj, b)
-    return b.getvalue()
+_to_bytes = _ops.dumps
 
 
 def broadcast_object(obj, root_rank=0, name=None):
@@ -38,7 +28,7 @@ def broadcast_object(obj, root_rank=0, name=None):
         t = mx.nd.empty(shape=(int(sz.asscalar()),), dtype="uint8")
     broadcast_(t, root_rank, name + ".t")
     if rank() != root_rank:
-        obj = _pickle.load(io.BytesIO(t.asnumpy().tobytes()))
+        obj = _ops.loads(t.asnumpy())
     else:
         t.wait_to_read()
     return obj
@@ -54,12 +44,7 @@ def allgather_object(obj, name=None):
     sz = mx.nd.array([t.size], dtype="int32")
     sizes = allgather(sz, name=name + ".sz").asnumpy()
     gathered = allgather(t, name=name + ".t").asnumpy()
-    out, start = [], 0
-    for i in range(size()):
-        end = start + int(sizes[i])
-        out.append(_pickle.load(io.BytesIO(gathered[start:end].tobytes())))
-        start = end
-    return out
+    return _ops.unpack(gathered, sizes[:size()])
 
 
 def _append_broadcast_init(param, root_rank, name):

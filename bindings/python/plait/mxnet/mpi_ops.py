@@ -21,6 +21,7 @@ import numpy as np
 
 from plait import _core
 from plait.common import basics as _basics
+from plait.common import ops as _ops
 from plait.common.basics import (  # noqa: F401
     init, shutdown, is_initialized, start_timeline, stop_timeline, size, local_size,
     cross_size, rank, local_rank, cross_rank, is_homogeneous, mpi_threads_supported,
@@ -33,9 +34,6 @@ from plait.common.process_sets import (  # noqa: F401
 )
 from plait.common.process_sets import _id as _process_set_id
 from plait.mxnet import _engine
-
-_OPS = (Average, Sum, Min, Max, Product)
-
 
 def _name_arg(name):
     """The user's name as a str (None: an automatic one), checked before
@@ -67,25 +65,8 @@ def _set_size(ps):
 
 
 def _resolve_op(op, average, what):
-    """Horovod's average/op rules (horovod.common.util)."""
-    if op is not None:
-        if average is not None:
-            raise ValueError("The op parameter supersedes average. Please provide only one "
-                             "of them.")
-    elif average is not None:
-        import warnings
-        warnings.warn("Parameter `average` has been replaced with `op` and will be removed "
-                      "in v1.0", DeprecationWarning, stacklevel=3)
-        op = Average if average else Sum
-    else:
-        op = Average
-    if op == Adasum:
-        raise NotImplementedError("plait.mxnet.%s: Adasum is not implemented by plait; use "
-                                  "Average or Sum" % what)
-    if op not in _OPS:
-        raise ValueError("plait.mxnet.%s: unknown op %r; use Sum, Average, Min, Max or "
-                         "Product" % (what, op))
-    return op
+    """Horovod's average/op rules (plait.common.ops)."""
+    return _ops.resolve_op(op, average, "plait.mxnet." + what)
 
 
 def _check(arr, what):
@@ -171,8 +152,7 @@ def allreduce_(tensor, average=None, name=None, priority=0, prescale_factor=1.0,
     return tensor
 
 
-def _group_names(base, n):
-    return ["%s_%dof%d" % (base, i + 1, n) for i in range(n)]
+_group_names = _ops.group_names
 
 
 def _group(tensors, what):
@@ -225,17 +205,7 @@ def grouped_allreduce_(tensors, average=None, name=None, priority=0, prescale_fa
 def _check_root(root_rank, ps, what):
     """root_rank is a rank of the job (as in Horovod, also on a process
     set), and a member of the set."""
-    if not isinstance(root_rank, int) or isinstance(root_rank, bool):
-        raise TypeError("plait.mxnet.%s: root_rank must be an int, not %r" % (what, root_rank))
-    n = size()
-    if not 0 <= root_rank < n:
-        raise _engine.invalid("plait.mxnet.%s: root_rank %d is not a rank of this job "
-                              "(0..%d)" % (what, root_rank, n - 1))
-    if ps != 0:
-        members = _core.process_set_ranks(ps)
-        if root_rank not in members:
-            raise _engine.invalid("plait.mxnet.%s: root_rank %d is not a member of process set "
-                                  "%d (ranks %s)" % (what, root_rank, ps, members))
+    _ops.check_root(root_rank, "plait.mxnet." + what, ps, _engine.invalid)
 
 
 def _check_broadcast(tensor, root_rank, priority, ps, what):
@@ -277,8 +247,7 @@ def broadcast(tensor, root_rank, name=None, priority=0, process_set=global_proce
 # --------------------------------------------------------------------------
 
 def _check_rows(tensor, what):
-    if tensor.ndim == 0 or tensor.shape == ():
-        raise ValueError("plait.mxnet.%s: a scalar has no first dimension" % what)
+    _ops.check_rows(0 if tensor.shape == () else tensor.ndim, "plait.mxnet." + what)
 
 
 def _submit_tickets(kind, label, tensors, codes, name, ps, priority, group, **kw):

@@ -18,6 +18,7 @@ import tensorflow as tf
 from plait._core import PlaitError  # noqa: F401
 from plait import stats, stats_reset, transport_name, config_dump  # noqa: F401
 from plait import ERRORS as _ERRORS
+from plait.common import ops as _ops
 from plait.common.exceptions import HorovodInternalError  # noqa: F401
 from plait.tensorflow import elastic  # noqa: F401
 from plait.tensorflow.compression import Compression
@@ -225,10 +226,7 @@ class BroadcastGlobalVariablesHook(tf.compat.v1.train.SessionRunHook):
         session.run(self.bcast_op)
 
 
-def split_list(l, n):  # noqa: E741 - Horovod's parameter name
-    """Horovod's split_list: n nearly equal consecutive parts."""
-    d, r = divmod(len(l), n)
-    return [l[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
+split_list = _ops.split_list  # Horovod's: n nearly equal consecutive parts
 
 
 @_cache
@@ -311,9 +309,6 @@ def gpu_available(ext_base_name, verbose=False):
 def _check_common(op, gradient_predivide_factor, num_groups, groups):
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError('gradient_predivide_factor not supported with op != Average')
-    if op == Adasum:
-        raise NotImplementedError("plait.tensorflow: Adasum is not implemented by plait; use "
-                                  "Average or Sum")
     _check_op(op, "DistributedOptimizer")
     if num_groups != 0:
         warnings.warn('Parameter `num_groups` has been replaced by `groups` '

@@ -7,52 +7,26 @@ is already in the process and the op library binds to that same one: one
 engine, and the transport plugins are found beside it as plait_init finds
 them (PLAIT_PLUGIN_PATH, then libplait's folder).
 
-The op library is looked up, in order: PLAIT_TENSORFLOW_LIBRARY; beside the
-libplait in use (the build tree's lib/ and the installed libdir both hold
-it); in this package's _lib folder.
+The op library, libplait_tensorflow.so, is looked up as every native
+library of plait is (plait.common.library): PLAIT_TENSORFLOW_LIBRARY; beside
+the libplait in use; in the package's plait/_lib folder.
 """
 
-import os
 import re
 
 import tensorflow as tf
 from tensorflow.python.eager import context
 
 from plait import _core
+from plait.common import library as _library
 from plait.tensorflow import _interrupt
 
-_NAME = "libplait_tensorflow.so"
-
-
-def _candidates():
-    env = os.environ.get("PLAIT_TENSORFLOW_LIBRARY", "")
-    if env:
-        return [(env, "PLAIT_TENSORFLOW_LIBRARY")]
-    here = os.path.dirname(os.path.abspath(__file__))
-    lib_dir = os.path.dirname(os.path.realpath(_core.library_path))
-    return [(os.path.join(lib_dir, _NAME), "beside %s" % _core.library_path),
-            (os.path.join(here, "_lib", _NAME), "bundled with the package")]
-
-
-def _load():
-    tried = []
-    for path, why in _candidates():
-        if not os.path.exists(path):
-            tried.append("%s (%s): no such file" % (path, why))
-            continue
-        try:
-            return tf.load_op_library(path), path
-        except (tf.errors.NotFoundError, OSError) as e:
-            tried.append("%s (%s): %s" % (path, why, e))
-    raise ImportError(
-        "plait.tensorflow: cannot load plait's TensorFlow op library; tried:\n  " +
-        "\n  ".join(tried) +
-        "\nBuild plait with -DPLAIT_TF_PYTHON=<python with tensorflow %s> (ci/test does), "
-        "or set PLAIT_TENSORFLOW_LIBRARY to the library's path (docs/tensorflow.md)."
-        % tf.__version__)
-
-
-LIB, library_path = _load()
+LIB, library_path = _library.load(
+    "libplait_tensorflow.so", "PLAIT_TENSORFLOW_LIBRARY", tf.load_op_library,
+    (tf.errors.NotFoundError, OSError), "plait.tensorflow",
+    "Build plait with -DPLAIT_TF_PYTHON=<python with tensorflow %s> (ci/test does), "
+    "or set PLAIT_TENSORFLOW_LIBRARY to the library's path (docs/tensorflow.md)."
+    % tf.__version__, what="plait's TensorFlow op library", beside=_core.library_path)
 
 
 def executing_eagerly():

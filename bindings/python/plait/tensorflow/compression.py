@@ -1,50 +1,25 @@
-"""Gradient compression for allreduce, as horovod.tensorflow.Compression."""
+"""Gradient compression for allreduce, as horovod.tensorflow.Compression: the
+compressors of plait.common.ops over TensorFlow's dtypes."""
 
 import tensorflow as tf
 
-
-class Compressor:
-    """Turns a tensor into what is sent, and back."""
-
-    @staticmethod
-    def compress(tensor):
-        """Returns (tensor to send, context for decompress)."""
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        raise NotImplementedError
+from plait.common import ops as _ops
+from plait.common.ops import Compressor, NoneCompressor  # noqa: F401
 
 
-class NoneCompressor(Compressor):
-    """Sends tensors as they are."""
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
-
-
-class FP16Compressor(Compressor):
+class FP16Compressor(_ops.FP16Compressor):
     """Sends floating-point tensors as float16 (others as they are)."""
+    float16 = tf.float16
 
     @staticmethod
-    def compress(tensor):
-        if tensor.dtype.is_floating:
-            return tf.cast(tensor, dtype=tf.float16), tensor.dtype
-        return tensor, tensor.dtype
+    def is_float(dtype):
+        return dtype.is_floating
 
     @staticmethod
-    def decompress(tensor, ctx):
-        if ctx.is_floating:
-            return tf.cast(tensor, dtype=ctx)
-        return tensor
+    def cast(tensor, dtype):
+        return tf.cast(tensor, dtype=dtype)
 
 
-class Compression:
+class Compression(_ops.Compression):
     """The compressors: Compression.none and Compression.fp16."""
-    none = NoneCompressor
     fp16 = FP16Compressor

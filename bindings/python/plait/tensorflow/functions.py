@@ -1,21 +1,13 @@
 """Broadcasts of variables and Python objects and allgather of objects, as
 horovod.tensorflow.functions."""
 
-import io
-import pickle
-
 import numpy as np
 import tensorflow as tf
 
+from plait.common import ops as _ops
 from plait.common.process_sets import global_process_set
 from plait.tensorflow.mpi_ops import allgather, broadcast, broadcast_, rank
 from plait.tensorflow.util import _make_subgraph, executing_eagerly
-
-try:  # Horovod pickles with cloudpickle (lambdas, local classes); plain pickle otherwise
-    import cloudpickle as _pickle
-except ImportError:  # pragma: no cover - depends on the environment
-    _pickle = pickle
-
 
 def _broadcast_group(variables, root_rank, process_set):
     if executing_eagerly():
@@ -53,10 +45,7 @@ def _to_numpy(v, session):
     return sess.run(v)
 
 
-def _dumps(obj):
-    b = io.BytesIO()
-    _pickle.dump(obj, b)
-    return b.getvalue()
+_dumps = _ops.dumps
 
 
 def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=global_process_set):
@@ -73,7 +62,7 @@ def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=glob
         t = tf.zeros(sz.tolist()[0], dtype=tf.uint8)
     t = _to_numpy(broadcast(t, root_rank, name + '.t', process_set=process_set), session)
     if rank() != root_rank:
-        obj = _pickle.loads(t.tobytes())
+        obj = _ops.loads(t)
     return obj
 
 
@@ -96,7 +85,7 @@ def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=global
             t_ = np.zeros(sz_, dtype=np.uint8)
         t_ = session.run(bcast_data, feed_dict={t: t_})
         if rank() != root_rank:
-            obj = _pickle.loads(t_.tobytes())
+            obj = _ops.loads(t_)
         return obj
     return _bcast
 
@@ -109,8 +98,4 @@ def allgather_object(obj, session=None, name=None, process_set=global_process_se
     sz = tf.convert_to_tensor([t.shape[0]], dtype=tf.int32)
     sizes = _to_numpy(allgather(sz, name=name + '.sz', process_set=process_set), session)
     gathered = _to_numpy(allgather(t, name=name + '.t', process_set=process_set), session)
-    out, start = [], 0
-    for n in sizes.tolist():
-        out.append(_pickle.loads(gathered[start:start + n].tobytes()))
-        start += n
-    return out
+    return _ops.unpack(gathered, sizes.tolist())

@@ -22,11 +22,11 @@ true gradient (docs/tensorflow.md).
 """
 
 import re
-import warnings
 
 import tensorflow as tf
 
 from plait import _core
+from plait.common import ops as _ops
 
 from plait.common import basics as _basics
 from plait.common.basics import (  # noqa: F401
@@ -55,37 +55,17 @@ def init(comm=None, process_sets=None):
     _interrupt.install(_library_path)
 
 
-_OPS = {Average: "Average", Sum: "Sum", Min: "Min", Max: "Max", Product: "Product"}
-
-
 def check_num_rank_power_of_2(num_rank):
     """Horovod's helper: True when num_rank is a power of 2."""
     return num_rank != 0 and (num_rank & (num_rank - 1)) == 0
 
 
-def handle_average_backwards_compatibility(op, average):
-    """Horovod's: op from the deprecated average argument; Average by default."""
-    if op is not None:
-        if average is not None:
-            raise ValueError("The op parameter supersedes average. Please provide only one of "
-                             "them.")
-        return op
-    if average is not None:
-        # Horovod 0.28's words and category, so filters written for it apply.
-        warnings.warn("Parameter `average` has been replaced with `op` and will be removed "
-                      "in v1.0", DeprecationWarning)
-        return Average if average else Sum
-    return Average
+# Horovod's: op from the deprecated average argument; Average by default.
+handle_average_backwards_compatibility = _ops.average_compat
 
 
 def _check_op(op, what):
-    if op == Adasum:
-        raise NotImplementedError("plait.tensorflow.%s: Adasum is not implemented by plait; "
-                                  "use Average or Sum" % what)
-    if op not in _OPS:
-        raise ValueError("plait.tensorflow.%s: unknown op %r; use Sum, Average, Min, Max or "
-                         "Product" % (what, op))
-    return op
+    return _ops.check_op(op, "plait.tensorflow." + what)
 
 
 def _normalize_name(name):
@@ -240,9 +220,7 @@ def _grouped_allreduce_grad(op, *grads):
 # --------------------------------------------------------------------------
 
 def _check_rows(tensor, what):
-    if tensor.shape.rank == 0:
-        raise ValueError("plait.tensorflow.%s: the tensor needs at least one dimension (got a "
-                         "scalar)" % what)
+    _ops.check_rows(tensor.shape.rank, "plait.tensorflow." + what)
 
 
 def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_process_set):
@@ -292,10 +270,7 @@ def _allgather_grad(op, grad):
 # --------------------------------------------------------------------------
 
 def _check_root(root_rank, what):
-    if isinstance(root_rank, bool) or not isinstance(root_rank, int):
-        raise TypeError("plait.tensorflow.%s: root_rank must be an int, not %s"
-                        % (what, type(root_rank).__name__))
-    _core.c_integer(root_rank, "plait.tensorflow.%s: root_rank" % what)  # the op's int32
+    _ops.check_root_type(root_rank, "plait.tensorflow." + what)  # the op's int32
 
 
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,

@@ -11,7 +11,7 @@ import torch
 from plait import _core
 from plait.torch import _cuda
 from plait.torch._groups import _grad_name, _op_name
-from plait.torch._handles import _Pending, _register, _then, synchronize
+from plait.torch._handles import _then, submit, synchronize
 from plait.torch._tensors import (
     _check_rows, _check_tensor, _describe, _movable, _op_options, _output, _staged,
 )
@@ -74,17 +74,16 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     view, code, back = _movable(src)
     tin = _describe(view, code)
     opts, stream = _op_options(src, pset=ps)
-    with _op_name("alltoall", name, ps) as name:
-        h = _core.submit(_core.lib.plait_alltoall_async, name,
-                         (src, view, tin, arr, opts, stream), _core.encode_name(name),
-                         ctypes.byref(tin), arr, opts)
 
     def finish(hh):
         out = _output(hh)
         if back is not None:
             out = back(out)
         return out, torch.tensor(hh.splits(n), dtype=split_dtype)
-    return _register(_Pending(h, finish))
+    with _op_name("alltoall", name, ps) as name:
+        return submit(_core.gil.plait_alltoall_async,
+                      (_core.encode_name(name), ctypes.byref(tin), arr, opts),
+                      (src, view, tin, arr, opts, stream), name, finish)
 
 
 class _Alltoall(torch.autograd.Function):

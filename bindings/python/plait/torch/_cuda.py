@@ -34,7 +34,6 @@ import torch.utils.dlpack
 from plait import _core
 from plait.common import basics as _basics
 
-_CAP_HOST_MEMORY = 1 << 0  # PLAIT_CAP_HOST_MEMORY
 _caps = {}  # transport name -> (takes host memory, takes device memory)
 _held = []          # (torch.cuda.Event, _core.Handle): outputs being copied
 _held_lock = threading.Lock()
@@ -44,14 +43,13 @@ def _memory():
     name = _core.transport_name()
     known = _caps.get(name)
     if known is None:
-        found = _basics._load_plugin(name)
-        if found is None:
-            # A plugin plait runs but this process cannot inspect: the core
+        info = _core.transport_query(name)  # the library answers (plait_transport_query)
+        if not info.found:
+            # A plugin plait runs but the query cannot find again: the core
             # decides (it refuses memory a transport does not take).
             known = (True, True)
         else:
-            caps = found[0].caps
-            known = (bool(caps & _CAP_HOST_MEMORY), bool(caps & _basics._CAP_DEVICE_MEMORY))
+            known = (bool(info.host_memory), bool(info.device_memory))
         _caps[name] = known
     return known
 

@@ -1,14 +1,14 @@
 """Horovod's operation names ('<kind>.<name>', '<kind>.noname.<n>',
 '<kind>.<name>_<i>of<n>' for a group) and groups of plait operations behind
-one integer handle, for the operations of plait.torch.mpi_ops."""
+one integer handle (plait.torch._handles), for plait.torch.mpi_ops."""
 
 import contextlib
 
 import torch
 
-from plait import _core
+from plait.common import ops as _ops
 from plait.common.names import AUTO_NAMES
-from plait.torch._handles import _Pending, _register, _take, synchronize
+from plait.torch._handles import _group, _take, synchronize
 from plait.torch._tensors import _check_tensor
 
 
@@ -36,42 +36,10 @@ def _grad_name(name):
     return None if name is None else name + ".grad"
 
 
-class _Group:
-    """Several plait operations behind one integer handle (grouped allgather
-    and reducescatter, which plait's core runs tensor by tensor)."""
-    __slots__ = ("parts",)
-
-    def __init__(self, parts):
-        self.parts = parts
-
-    def poll(self):
-        return all(p.handle.poll() for p in self.parts)
-
-    def wait(self):
-        error = None
-        for p in self.parts:  # all of them, so none is left in flight
-            try:
-                p.handle.wait()
-            except _core.PlaitError as e:  # the part failed: re-raised below
-                if error is None:
-                    error = e
-            # anything else (a signal handler's exception) propagates now
-        if error is not None:
-            raise error
-
-    def release(self):
-        for p in self.parts:
-            p.handle.release()
-
-
 def _register_group(handles):
     """One handle for several *_async handles; synchronize() returns the
-    list of their results."""
-    parts = [_take(h) for h in handles]
-
-    def finish(group):
-        return tuple(p.finish(p.handle) for p in group.parts)
-    return _register(_Pending(_Group(parts), finish))
+    tuple of their results."""
+    return _group([_take(h) for h in handles])
 
 
 def _check_group(tensors, what):
@@ -85,10 +53,7 @@ def _check_group(tensors, what):
     return tensors
 
 
-def _group_names(base, n):
-    """Horovod's names for a group of n: '<base>_<i>of<n>', i from 1 (base
-    from _op_name)."""
-    return ["%s_%dof%d" % (base, i + 1, n) for i in range(n)]
+_group_names = _ops.group_names  # '<base>_<i>of<n>', i from 1 (base from _op_name)
 
 
 def _submit_parts(tensors, kind, name, pset, submit):

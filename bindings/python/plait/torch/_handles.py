@@ -1,78 +1,163 @@
-"""Operations in flight: Horovod-style integer handles for plait handles,
-poll() and synchronize(). (Automatic names of unnamed operations:
-plait.common.names, through plait.torch._groups._op_name.)"""
+"""Operations in flight: plait.torch's one submission route (submit), its one
+handle record, and Horovod-style integer handles for poll() and
+synchronize(). (Automatic names of unnamed operations: plait.common.names,
+through plait.torch._groups._op_name.)
 
+Every operation of plait.torch, from the DistributedOptimizer's in-place
+allreduce to join, is submitted by submit() and recorded in _handles under
+its integer handle as one tuple, (ptr, keep, name, finish):
+
+    ptr     the core handle's address (an int); None for a group of
+            operations behind one handle (grouped allgather, reducescatter)
+    keep    what must live while the operation runs (tensors, structs); the
+            result itself when finish is None; a group's part records
+    name    the operation's name (messages)
+    finish  None: synchronize() returns keep (an in-place allreduce of a
+            contiguous tensor: no closure, no handle object); else
+            finish(handle) makes the result from a _core.Handle of the
+            finished operation (a group: finish(tuple of part results))
+
+One tuple is one object Python's collector tracks per operation in flight
+(more kept the collector scanning: ~0.5 ms of a 200-tensor step), and
+synchronize() of a finished in-place allreduce makes two GIL-held foreign
+calls (plait_wait with timeout 0, plait_release) and no other Python call.
+"""
+
+import ctypes
 import itertools
 import threading
 
 from plait import _core
 
-
-class _Pending:
-    """An operation in flight: the core handle and what turns it into the
-    Python result once it has finished."""
-    __slots__ = ("handle", "finish")
-
-    def __init__(self, handle, finish):
-        self.handle = handle
-        self.finish = finish
-
-
-def _kept(h):
-    """The finish of an operation whose result is the one object it keeps
-    (an in-place allreduce of a contiguous tensor): no closure to allocate."""
-    return h.keep
-
-
 _handles = {}
 _handle_ids = itertools.count(1)
 _handles_lock = threading.Lock()
 
+_error = _core.error
+_orphans = _core._orphans  # the list itself (_core changes it in place)
+_reap_orphans = _core._reap_orphans
 
-def _register(pending):
+# Where the library writes the new handle: one slot serves every submission,
+# since a submission holds the GIL from the call until the slot is read.
+_out = ctypes.c_void_p()
+_out_address = ctypes.addressof(_out)
+
+
+def submit(fn, args, keep, name, finish=None):
+    """The one submission route: calls fn, the GIL-held twin of a
+    plait_*_async function (_core.gil: a submission only enqueues), with args
+    and the handle's out pointer, records the operation and returns its
+    integer handle; raises the library's error (nothing recorded) when the
+    library refused it."""
+    if _orphans:  # cheap check first: submissions are on the hot path
+        _reap_orphans()
+    rc = fn(*args, _out_address)
+    if rc:
+        raise _error(rc)
     hid = next(_handle_ids)  # one step each under the GIL: no lock needed
-    _handles[hid] = pending
+    _handles[hid] = (_out.value, keep, name, finish)
     return hid
 
 
-# The fast path's record of an operation in flight (mpi_ops.allreduce_async_
-# for the DistributedOptimizer): a tuple (core handle address, the tensor,
-# the operation's name) rather than a _Pending and a _core.Handle: one
-# object per operation, and synchronize() makes two foreign calls for it
-# rather than six Python calls and three foreign ones. The general paths see
-# it as a _Pending (_pending).
+def run(fn, args, keep, name, finish=None):
+    """submit, then synchronize: the result. A signal handler's exception
+    during the wait leaves the operation to finish on its own (orphaned:
+    its memory is kept until then)."""
+    hid = submit(fn, args, keep, name, finish)
+    try:
+        return synchronize(hid)
+    except BaseException:
+        rec = _handles.pop(hid, None)
+        if rec is not None:
+            _release(rec)
+        raise
 
 
-def _pending(p):
-    """p as a _Pending (a fast path tuple becomes one)."""
-    if type(p) is tuple:
-        return _Pending(_core.Handle(*p), _kept)
-    return p
+def _group(records, finish=None):
+    """One integer handle for the records of several operations (taken out
+    of _handles by _take); synchronize() returns finish(tuple of their
+    results), or the tuple."""
+    hid = next(_handle_ids)
+    _handles[hid] = (None, tuple(records), "group", finish)
+    return hid
 
 
 def _take(handle):
-    pending = _handles.pop(handle, None)
-    if pending is None:
+    """The record of handle, taken out of _handles (for _group)."""
+    rec = _handles.pop(handle, None)
+    if rec is None:
         raise ValueError("plait.torch: %r is not a handle in flight (already "
                          "synchronized, or never returned by an *_async call)" % (handle,))
-    return _pending(pending)
+    return rec
+
+
+def _poll(rec):
+    if rec[0] is None:
+        return all(_poll(p) for p in rec[1])
+    return _core.poll_ptr(rec[0])
 
 
 def poll(handle):
     """True when the operation behind handle has finished; synchronize() then
     returns without waiting."""
-    pending = _handles.get(handle)
-    if pending is None:
+    rec = _handles.get(handle)
+    if rec is None:
         raise ValueError("plait.torch: %r is not a handle in flight" % (handle,))
-    if type(pending) is tuple:
-        return _core.poll_ptr(pending[0])
-    return pending.handle.poll()
+    return _poll(rec)
 
 
 _wait_gil = _core.wait_gil
 _wait_sliced = _core.wait_sliced
 _release_gil = _core.release_gil
 _TIMEOUT = _core.RESULTS["PLAIT_ERR_TIMEOUT"]
+_last_error = _core.lib.plait_last_error
+
+
+def _wait(ptr):
+    """plait_wait of ptr until it finishes: its result code. A signal
+    handler's exception propagates with the operation still in flight."""
+    rc = _wait_gil(ptr, 0.0)  # finished already (all but the first of a burst)
+    if rc == _TIMEOUT:
+        rc = _wait_sliced(ptr)
+    return rc
+
+
+def _finish(rec, rc):
+    """The result of a finished single operation (rc: its result code), its
+    core handle released; raises its error when it failed."""
+    ptr, keep, name, finish = rec
+    if rc:
+        msg = _core._text(_last_error())
+        _release_gil(ptr)
+        raise _error(rc, msg)
+    if finish is None:
+        _release_gil(ptr)
+        return keep
+    h = _core.Handle(ptr, keep, name)
+    h._result = (rc, None)
+    try:
+        return finish(h)
+    finally:
+        h.release()  # a no-op when finish kept the handle (_cuda._hold)
+
+
+def _wait_group(rec):
+    """Waits for every part of a group, then makes each part's result and
+    releases it (so none is left in flight) and returns the tuple of results,
+    or finish(tuple); raises the first part's error. A signal handler's
+    exception during the waits propagates with every part still held."""
+    codes = [_wait(part[0]) for part in rec[1]]
+    results, error = [], None
+    for part, rc in zip(rec[1], codes):
+        try:
+            results.append(_finish(part, rc))
+        except Exception as e:  # noqa: BLE001 - the first is raised below
+            if error is None:
+                error = e
+    if error is not None:
+        raise error
+    results = tuple(results)
+    return results if rec[3] is None else rec[3](results)
 
 
 def synchronize(handle):
@@ -84,56 +169,65 @@ def synchronize(handle):
     KeyboardInterrupt, SIGALRM, SIGTERM) raises here while the operation
     still runs. The handle then stays in flight, as Horovod's does: its
     memory is kept, and synchronize(handle) may be called again."""
-    pending = _handles.pop(handle, None)
-    if type(pending) is tuple:
-        ptr = pending[0]
-        # Finished already (all but the first of a burst): no GIL round trip.
-        rc = _wait_gil(ptr, 0.0)
-        if rc == _TIMEOUT:
-            try:
-                rc = _wait_sliced(ptr)
-            except BaseException:  # a signal handler raised: still in flight
-                _handles[handle] = pending
-                raise
-        if rc == 0:
-            _release_gil(ptr)
-            return pending[1]
-        pending = _pending(pending)  # failed: the general path raises its error
-    elif pending is None:
+    rec = _handles.pop(handle, None)
+    if rec is None:
         raise ValueError("plait.torch: %r is not a handle in flight (already "
                          "synchronized, or never returned by an *_async call)" % (handle,))
-    try:
-        pending.handle.wait()
-    except BaseException:
-        if not pending.handle.poll():  # a signal handler raised: still in flight
-            _handles[handle] = pending
-        else:
-            pending.handle.release()
-        raise
-    try:
-        return pending.finish(pending.handle)
-    finally:
-        pending.handle.release()
+    ptr = rec[0]
+    if ptr is None:
+        return _sync_group(handle, rec)
+    rc = _wait_gil(ptr, 0.0)  # finished already (all but the first of a burst)
+    if rc == _TIMEOUT:
+        try:
+            rc = _wait_sliced(ptr)
+        except BaseException:  # a signal handler raised: still in flight
+            _handles[handle] = rec
+            raise
+    if rc == 0 and rec[3] is None:  # the in-place allreduce: its tensor
+        _release_gil(ptr)
+        return rec[1]
+    return _finish(rec, rc)
+
+
+def _sync_group(handle, rec):
+    if not all(_poll(part) for part in rec[1]):
+        try:
+            for part in rec[1]:
+                _wait(part[0])
+        except BaseException:  # a signal handler raised: still in flight
+            _handles[handle] = rec
+            raise
+    return _wait_group(rec)
 
 
 def _then(hid, fn):
     """Makes synchronize(hid) return fn(result) instead of the result (the
     CUDA tensors staged through host memory go back to their device)."""
     with _handles_lock:
-        pending = _handles[hid] = _pending(_handles[hid])
-    inner = pending.finish
-
-    def finish(h):
-        return fn(inner(h))
-    pending.finish = finish
+        ptr, keep, name, inner = _handles[hid]
+        if ptr is None:
+            def finish(results):
+                return fn(results if inner is None else inner(results))
+        else:
+            def finish(h):
+                return fn(h.keep if inner is None else inner(h))
+        _handles[hid] = (ptr, keep, name, finish)
     return hid
+
+
+def _release(rec):
+    """Releases (or, while it runs, orphans) a record's core handles."""
+    if rec[0] is None:
+        for part in rec[1]:
+            _release(part)
+    else:
+        _core.Handle(rec[0], rec[1], rec[2]).release()
 
 
 def clear():
     """Forgets every handle (at shutdown: plait finishes the operations)."""
     with _handles_lock:
-        pending = list(_handles.values())
+        records = list(_handles.values())
         _handles.clear()
-    for p in pending:  # a fast path tuple's core handle is released (or orphaned)
-        if type(p) is tuple:
-            _core.Handle(*p).release()
+    for rec in records:
+        _release(rec)

@@ -3,14 +3,14 @@ the byte view for dtypes plait cannot reduce, outputs plait allocated, and
 argument checks shared by the operations."""
 
 import ctypes
-import warnings
 
 import torch
 
 from plait import _core
 from plait.torch import _cuda
+from plait.common import ops as _ops
 from plait.common.exceptions import HorovodInternalError
-from plait.torch.basics import Adasum, Average, Sum, _OP_NAMES
+from plait.torch.basics import Average, Sum, _OP_NAMES
 
 # torch dtype -> plait dtype code, for the dtypes plait can reduce.
 _REDUCIBLE = {
@@ -143,22 +143,7 @@ def _staged(t):
 
 
 def _resolve_op(op, average, what):
-    if average is not None:
-        if op is not None:
-            raise ValueError("plait.torch.%s: give op or average (deprecated), not both" % what)
-        # Horovod 0.28's words and category, so filters written for it apply.
-        warnings.warn("Parameter `average` has been replaced with `op` and will be removed "
-                      "in v1.0", DeprecationWarning)
-        return Average if average else Sum
-    if op is None:
-        return Average
-    if op == Adasum:
-        raise NotImplementedError("plait.torch.%s: Adasum is not implemented by plait; "
-                                  "use Average or Sum" % what)
-    if op not in _OP_NAMES:
-        raise ValueError("plait.torch.%s: unknown op %r; use Sum, Average, Min, Max "
-                         "or Product" % (what, op))
-    return op
+    return _ops.resolve_op(op, average, "plait.torch." + what)
 
 
 def _output(hh):
@@ -189,7 +174,4 @@ class ScalarAllgatherError(ValueError, HorovodInternalError):
 
 
 def _check_rows(x, what, error=ValueError):
-    if x.dim() == 0:
-        raise error("plait.torch.%s: the tensor needs at least one dimension "
-                  "(got a scalar)" % what)
-
+    _ops.check_rows(x.dim(), "plait.torch." + what, error)

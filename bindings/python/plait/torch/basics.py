@@ -7,6 +7,7 @@ operations in flight are forgotten at shutdown.
 """
 
 from plait.common import basics as _basics
+from plait.common import ops as _ops
 from plait.common.basics import (  # noqa: F401
     init, shutdown, is_initialized, start_timeline, stop_timeline, size, local_size,
     cross_size, rank, local_rank, cross_rank, is_homogeneous, mpi_threads_supported,
@@ -20,8 +21,7 @@ from plait.common.process_sets import (  # noqa: F401
 from plait.common.process_sets import _id as _process_set_id
 from plait.torch import _handles
 
-_OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max",
-             Product: "Product", Adasum: "Adasum"}
+_OP_NAMES = _ops.OP_NAMES
 
 # Operations in flight are finished by plait's shutdown; their handles go.
 _basics.add_shutdown_hook(_handles.clear)

@@ -1,49 +1,26 @@
-"""Gradient compression for allreduce, as in horovod.torch.Compression."""
+"""Gradient compression for allreduce, as in horovod.torch.Compression: the
+compressors of plait.common.ops over torch's dtypes."""
 
 import torch
 
-
-class Compressor:
-    """Turns a tensor into what is sent, and back."""
-
-    @staticmethod
-    def compress(tensor):
-        """Returns (tensor to send, context for decompress)."""
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        raise NotImplementedError
+from plait.common import ops as _ops
+from plait.common.ops import Compressor, NoneCompressor  # noqa: F401
 
 
-class NoneCompressor(Compressor):
-    """Sends tensors as they are."""
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
-
-
-class FP16Compressor(Compressor):
+class FP16Compressor(_ops.FP16Compressor):
     """Sends floating-point tensors as float16 (half the bytes); other dtypes
     as they are. The result comes back in the original dtype."""
+    float16 = torch.float16
 
     @staticmethod
-    def compress(tensor):
-        if tensor.dtype.is_floating_point and tensor.dtype != torch.float16:
-            return tensor.to(torch.float16), tensor.dtype
-        return tensor, None
+    def is_float(dtype):
+        return dtype.is_floating_point
 
     @staticmethod
-    def decompress(tensor, ctx):
-        return tensor.to(ctx) if ctx is not None else tensor
+    def cast(tensor, dtype):
+        return tensor.to(dtype)
 
 
-class Compression:
+class Compression(_ops.Compression):
     """Horovod's names: Compression.none and Compression.fp16."""
-    none = NoneCompressor
     fp16 = FP16Compressor

@@ -5,30 +5,19 @@ broadcast_object and allgather_object.
 Every function here is collective: all ranks call it, in the same order.
 """
 
-import pickle
 from collections.abc import Mapping
 
 import torch
 
 from plait.torch import _cuda
 from plait.torch._handles import synchronize
+from plait.common import ops as _ops
 from plait.common.process_sets import _id as _process_set_id
 from plait.torch.basics import Min, global_process_set, rank, size
 from plait.torch.mpi_ops import allgather_async, allreduce, broadcast_, broadcast_async_
 
-try:  # Horovod pickles with cloudpickle (lambdas, local classes); plain pickle otherwise.
-    import cloudpickle as _pickler
-except ImportError:  # pragma: no cover - depends on the environment
-    _pickler = pickle
-
-
 def _check_root(root_rank, what):
-    if not isinstance(root_rank, int) or isinstance(root_rank, bool):
-        raise TypeError("plait.torch.%s: root_rank must be an int, not %s"
-                        % (what, type(root_rank).__name__))
-    if not 0 <= root_rank < size():
-        raise ValueError("plait.torch.%s: root_rank %d is not a rank of this job (0..%d)"
-                         % (what, root_rank, size() - 1))
+    _ops.check_root(root_rank, "plait.torch." + what)
 
 
 def _check_process_set(process_set, what):
@@ -268,18 +257,16 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None):
 # Python objects
 # ----------------------------------------------------------------------------
 
-# The size a rank sends when its object could not be pickled: the others
-# then raise too, instead of one rank raising while the others wait for it.
-_NOT_PICKLED = -1
+_NOT_PICKLED = _ops.NOT_PICKLED
 
 
 def _to_bytes_tensor(obj):
-    data = bytearray(_pickler.dumps(obj))
+    data = bytearray(_ops.dumps(obj))
     return torch.frombuffer(data, dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8)
 
 
 def _from_bytes(t):
-    return pickle.loads(t.cpu().numpy().tobytes())
+    return _ops.loads(t.cpu().numpy())
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
@@ -345,8 +332,4 @@ def allgather_object(obj, name=None):
     if _NOT_PICKLED in sizes:
         raise ValueError("plait.torch.allgather_object: rank %d could not pickle its object "
                          "(it raised the reason)" % sizes.index(_NOT_PICKLED))
-    out, start = [], 0
-    for n in sizes:
-        out.append(_from_bytes(data[start:start + n]))
-        start += n
-    return out
+    return _ops.unpack(data.cpu().numpy(), sizes)

@@ -34,7 +34,7 @@ from plait.torch._groups import (
 from plait.torch import _cuda
 from plait.torch._alltoall import alltoall, alltoall_async  # noqa: F401 (its own module)
 from plait.torch._handles import (
-    _Pending, _handle_ids, _handles, _kept, _register, _then, synchronize,
+    _then, run, submit, synchronize,
 )
 from plait.torch._tensors import (
     _COMPLEX, _REDUCIBLE, ScalarAllgatherError, _check_rows, _check_tensor, _describe,
@@ -44,6 +44,7 @@ from plait.torch._tensors import (
 from plait.torch.basics import (
     Average, Max, Min, Product, Sum, _check_process_set, global_process_set, rank, size,
 )
+from plait.common import ops as _ops
 from plait.common.basics import c_op
 from plait.common.names import AUTO_NAMES
 from plait.torch.compression import Compression
@@ -77,18 +78,13 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
         # 200-tensor step, mostly full collections of torch's objects).
         tin = ctypes.byref(tin)
         with _op_name("allreduce", name, pset) as name:
-            h = _core.submit(_core.lib.plait_allreduce_async, name, tensor,
-                             _core.encode_name(name), tin, tin, c_op(op), None)
-        return _register(_Pending(h, _kept))
+            return submit(_core.gil.plait_allreduce_async,
+                          (_core.encode_name(name), tin, tin, c_op(op), None), tensor, name)
     if in_place:  # one description serves both
         dst, tout = src, tin
     else:
         dst = torch.empty_like(src, memory_format=torch.contiguous_format)
         tout = _describe(_reducible(dst, op, what)[0], code)
-    with _op_name("allreduce", name, pset) as name:
-        h = _core.submit(_core.lib.plait_allreduce_async, name,
-                         (src, dst, tin, tout, opts, stream), _core.encode_name(name),
-                         ctypes.byref(tin), ctypes.byref(tout), c_op(op), opts)
 
     def finish(_h):
         if in_place:
@@ -96,7 +92,10 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
                 tensor.copy_(src)
             return tensor
         return dst
-    return _register(_Pending(h, finish))
+    with _op_name("allreduce", name, pset) as name:
+        return submit(_core.gil.plait_allreduce_async,
+                      (_core.encode_name(name), ctypes.byref(tin), ctypes.byref(tout), c_op(op),
+                       opts), (src, dst, tin, tout, opts, stream), name, finish)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -116,8 +115,6 @@ _Tensor = torch.Tensor
 _strided = torch.strided
 _allreduce_c = _core.allreduce_async_gil  # addresses as ints, the GIL held
 _addressof = ctypes.addressof
-_byref = ctypes.byref
-_c_void_p = ctypes.c_void_p
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -139,16 +136,9 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
             if d is None:
                 d = _describe(tensor, code)
             full = "allreduce." + name
-            if _core._orphans:  # as _core.submit does
-                _core._reap_orphans()
             a = _addressof(d)  # d (local) keeps the struct alive through the call
-            h = _c_void_p()
-            rc = _allreduce_c(full.encode(), a, a, cop, None, _addressof(h))
-            if rc:
-                raise _core.error(rc)
-            hid = next(_handle_ids)  # _handles._register, inlined
-            _handles[hid] = (h.value, tensor, full)  # the fast record (_handles.py)
-            return hid
+            # the one route, through the GIL-held twin; the record's result is tensor
+            return submit(_allreduce_c, (full.encode(), a, a, cop, None), tensor, full)
     ps = _check_process_set(process_set, "allreduce_async_")
     op = _resolve_op(op, average, "allreduce_async_")
     return _allreduce_async(tensor, tensor, name, op, prescale_factor, postscale_factor,
@@ -279,12 +269,6 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, posts
         srcs.append(src)
         dsts.append(dst)
     opts, stream = _op_options(srcs[0], prescale_factor, postscale_factor, pset)
-    with _op_name("grouped_allreduce", name, pset) as base:
-        names = [_core.encode_name(nm) for nm in _group_names(base, n)]
-        cnames = (ctypes.c_char_p * n)(*names)
-        h = _core.submit(_core.lib.plait_grouped_allreduce_async, names[0].decode("utf-8"),
-                         (srcs, dsts, ins, outs, cnames, opts, stream), n, cnames, ins, outs,
-                         c_op(op), opts)
 
     def finish(_h):  # a tuple, as Horovod's synchronize() of a group
         if not in_place:
@@ -293,7 +277,13 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, posts
             if s.data_ptr() != t.data_ptr():
                 t.copy_(s)
         return tuple(tensors)
-    return _register(_Pending(h, finish))
+    with _op_name("grouped_allreduce", name, pset) as base:
+        names = [_core.encode_name(nm) for nm in _group_names(base, n)]
+        cnames = (ctypes.c_char_p * n)(*names)
+        return submit(_core.gil.plait_grouped_allreduce_async,
+                      (n, cnames, ins, outs, c_op(op), opts),
+                      (srcs, dsts, ins, outs, cnames, opts, stream), names[0].decode("utf-8"),
+                      finish)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -382,14 +372,14 @@ def _allgather_async(tensor, name, what, kind="allgather", pset=0):
     view, code, back = _movable(src)
     tin = _describe(view, code)
     opts, stream = _op_options(src, pset=pset)
-    with _op_name(kind, name, pset) as name:
-        h = _core.submit(_core.lib.plait_allgather_async, name, (src, view, tin, opts, stream),
-                         _core.encode_name(name), ctypes.byref(tin), opts)
 
     def finish(hh):
         out = _output(hh)
         return back(out) if back is not None else out
-    return _register(_Pending(h, finish))
+    with _op_name(kind, name, pset) as name:
+        return submit(_core.gil.plait_allgather_async,
+                      (_core.encode_name(name), ctypes.byref(tin), opts),
+                      (src, view, tin, opts, stream), name, finish)
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
@@ -488,12 +478,7 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 
 def _broadcast_async(tensor, in_place, root_rank, name, what, pset=0):
     _check_tensor(tensor, what)
-    if not isinstance(root_rank, int) or isinstance(root_rank, bool):
-        raise TypeError("plait.torch.%s: root_rank must be an int, not %s"
-                        % (what, type(root_rank).__name__))
-    if not 0 <= root_rank < size():  # also one ctypes would wrap (2**32 -> 0)
-        raise _core.invalid("plait.torch.%s: root_rank %d is not a rank of this job (0..%d)"
-                            % (what, root_rank, size() - 1))
+    _ops.check_root(root_rank, "plait.torch." + what)
     if _staged(tensor):  # Horovod's CUDA-on-CPU path
         host = _cuda.to_host(tensor)
         return _then(_broadcast_async(host, True, root_rank, name, what, pset),
@@ -503,9 +488,6 @@ def _broadcast_async(tensor, in_place, root_rank, name, what, pset=0):
     view, code, back = _movable(buf)
     t = _describe(view, code)
     opts, stream = _op_options(buf, pset=pset)
-    with _op_name("broadcast", name, pset) as name:
-        h = _core.submit(_core.lib.plait_broadcast_async, name, (buf, view, t, opts, stream),
-                         _core.encode_name(name), ctypes.byref(t), root_rank, opts)
 
     def finish(_h):
         if in_place:
@@ -513,7 +495,10 @@ def _broadcast_async(tensor, in_place, root_rank, name, what, pset=0):
                 tensor.copy_(buf)
             return tensor
         return buf
-    return _register(_Pending(h, finish))
+    with _op_name("broadcast", name, pset) as name:
+        return submit(_core.gil.plait_broadcast_async,
+                      (_core.encode_name(name), ctypes.byref(t), root_rank, opts),
+                      (buf, view, t, opts, stream), name, finish)
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
@@ -578,16 +563,15 @@ def _reducescatter_async(tensor, name, op, prescale_factor, postscale_factor, wh
     rsrc, code = _reducible(src, op, what)
     opts, stream = _op_options(src, prescale_factor, postscale_factor, pset)
     tin = _describe(rsrc, code)
-    with _op_name(kind, name, pset) as name:
-        h = _core.submit(_core.lib.plait_reducescatter_async, name,
-                         (src, rsrc, tin, opts, stream), _core.encode_name(name),
-                         ctypes.byref(tin), c_op(op), opts)
     is_complex = tensor.dtype in _COMPLEX
 
     def finish(hh):
         out = _output(hh)
         return torch.view_as_complex(out) if is_complex else out
-    return _register(_Pending(h, finish))
+    with _op_name(kind, name, pset) as name:
+        return submit(_core.gil.plait_reducescatter_async,
+                      (_core.encode_name(name), ctypes.byref(tin), c_op(op), opts),
+                      (src, rsrc, tin, opts, stream), name, finish)
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
@@ -749,12 +733,7 @@ def join(device=-1) -> int:
     """This rank has no more batches: it takes part in the other ranks'
     allreduces (with the op's identity) and allgathers (with no rows) until
     every rank has joined. Returns the last rank to join."""
-    h = _core.submit(_core.lib.plait_join_async, "join", None, None)
-    try:
-        h.wait()
-        last = h.join_rank()
-    finally:
-        h.release()
+    last = run(_core.gil.plait_join_async, (None,), None, "join", _join_rank)
     # Every rank returns from the same join, and the ranks issued different
     # numbers of operations before it (the joined ones none): every count of
     # unnamed operations starts again from 0 on every rank, so the next
@@ -767,8 +746,12 @@ def join(device=-1) -> int:
 def barrier(process_set=global_process_set):
     """Returns when every rank of process_set has reached the barrier."""
     opts = _options(pset=_check_process_set(process_set, "barrier"))
-    h = _core.submit(_core.lib.plait_barrier_async, "barrier", opts, opts)
-    try:
-        h.wait()
-    finally:
-        h.release()
+    run(_core.gil.plait_barrier_async, (opts,), opts, "barrier", _nothing)
+
+
+def _join_rank(h):
+    return h.join_rank()
+
+
+def _nothing(_h):
+    return None

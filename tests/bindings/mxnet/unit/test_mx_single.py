@@ -128,9 +128,9 @@ def _run(code, env_extra=None, args=None, timeout=120):
 
 
 def test_missing_adapter_is_a_clear_import_error():
-    p = _run("import plait.mxnet", {"PLAIT_MXNET_LIBRARY": "/nonexistent/libplait-mxnet.so"})
+    p = _run("import plait.mxnet", {"PLAIT_MXNET_LIBRARY": "/nonexistent/libplait_mxnet.so"})
     assert p.returncode != 0
-    assert "ImportError" in p.stderr and "/nonexistent/libplait-mxnet.so" in p.stderr
+    assert "ImportError" in p.stderr and "/nonexistent/libplait_mxnet.so" in p.stderr
     assert "PLAIT_MXNET_PYTHON" in p.stderr
 
 

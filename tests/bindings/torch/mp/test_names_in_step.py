@@ -56,17 +56,21 @@ def test_splits_lists_convert_as_horovods(hvd):
 
 def _refused(monkeypatch, fn_name):
     """Makes the C library's fn_name refuse the next submission on this rank
-    (as it refuses a bad argument: PLAIT_ERR_INVALID_ARGUMENT)."""
+    (as it refuses a bad argument: PLAIT_ERR_INVALID_ARGUMENT), whether it is
+    called through ctypes' CDLL function or its GIL-held twin (_core.gil,
+    plait.torch's submission route)."""
     code = _core.RESULTS["PLAIT_ERR_INVALID_ARGUMENT"]
-    real = getattr(_core.lib, fn_name)
     calls = []
 
-    def refuse(*args):
-        if not calls:
-            calls.append(args)
-            return code
-        return real(*args)
-    monkeypatch.setattr(_core.lib, fn_name, refuse)
+    def refusing(real):
+        def refuse(*args):
+            if not calls:
+                calls.append(args)
+                return code
+            return real(*args)
+        return refuse
+    for holder in (_core.lib, _core.gil):
+        monkeypatch.setattr(holder, fn_name, refusing(getattr(holder, fn_name)))
     return calls
 
 
