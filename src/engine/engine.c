@@ -207,11 +207,6 @@ int plait_engine_running(const plait_engine_t *e) {
   return e && atomic_load(&e->running) && !plait_engine_forked(e);
 }
 
-static _Thread_local plait_engine_t *bound;
-
-void plait_engine_bind_thread(plait_engine_t *e) { bound = e; }
-plait_engine_t *plait_engine_bound(void) { return bound; }
-
 void plait_engine_ref(plait_engine_t *e) { atomic_fetch_add(&e->refs, 1); }
 
 void plait_engine_unref(plait_engine_t *e) {

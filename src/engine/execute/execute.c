@@ -51,33 +51,7 @@ void plait_exec_free(plait_exec_t *x) {
   x->pending = NULL;
 }
 
-void *plait_exec_alloc_host(size_t bytes) {
-  void *p = NULL;
-  if (posix_memalign(&p, 64, bytes ? bytes : 64)) return NULL;
-  return p;
-}
 
-void plait_exec_finish(plait_exec_t *x, plait_entry_t *e, plait_result_t rc, const char *msg) {
-  char key[PLAIT_OP_KEY_MAX];
-  const char *k = plait_op_key(key, e->meta.pset, e->name);
-  plait_namemap_remove(x->local, k);
-  plait_table_forget(x->table, k);
-  if (rc != PLAIT_SUCCESS) { /* close whatever is open, innermost first */
-    plait_tl_end(x->tl, e->name, x->activity[e->meta.coll <= PLAIT_COLL_MAX_ ? e->meta.coll : 0]);
-    plait_tl_end(x->tl, e->name, plait_tl_name(PLAIT_TL_MEMCPY_IN));
-    plait_tl_end(x->tl, e->name, plait_tl_name(PLAIT_TL_MEMCPY_OUT));
-    plait_tl_end(x->tl, e->name, plait_tl_name(PLAIT_TL_QUEUE));
-  }
-  /* ends that close nothing are ignored */
-  plait_tl_end(x->tl, e->name, plait_tl_name(PLAIT_TL_NEGOTIATE));
-  plait_stats_t *s = plait_stats_lock(x->stats);
-  s->tensors++;
-  plait_stats_unlock(x->stats);
-  plait_handle_t *h = e->handle;
-  e->handle = NULL;
-  plait_entry_free(e);
-  plait_handle_finish(h, rc, msg);
-}
 
 /* A transport call failed: its message, with the operation's context. */
 static plait_result_t transport_error(plait_exec_t *x, plait_result_t rc, const char *what,
@@ -115,13 +89,6 @@ static void fill_identity(plait_dtype_t dt, plait_op_t op, void *dst, size_t cou
   if (op == PLAIT_OP_PRODUCT && dt == PLAIT_FLOAT16) v[0] = 0x00, v[1] = 0x3C;
   if (op == PLAIT_OP_PRODUCT && dt == PLAIT_BFLOAT16) v[0] = 0x80, v[1] = 0x3F;
   for (size_t i = 0; i < count; i++) memcpy((char *)dst + i * es, v, es);
-}
-
-/* The factor applied after the reduction: AVERAGE folds 1/size into the
- * postscale factor (postscale / size, in double), as Horovod 0.28 does, so
- * that the result is one scaling of the sum, bit for bit Horovod's. */
-double plait_exec_postscale(const plait_meta_t *m, int size) {
-  return m->op == PLAIT_OP_AVERAGE ? m->postscale / (double)size : m->postscale;
 }
 
 /* Whether the transport folds the copy and the postscale into its own

@@ -1,7 +1,9 @@
 /*
  * Internal to engine/execute/: what the executor's files share (execute.c,
  * execute_allgather.c, execute_alltoall.c, execute_reducescatter.c,
- * execute_device.c, pending.c). Nothing outside engine/execute/ includes it:
+ * execute_device.c, memory.c, finish.c, pending.c, fail_all.c). They call
+ * one another downward only: execute.c at the top, memory.c and finish.c
+ * at the bottom. Nothing outside engine/execute/ includes it:
  * the wing's interface is execute.h and pending.h.
  */
 #ifndef PLAIT_EXECUTE_INTERNAL_H
@@ -22,13 +24,19 @@ typedef struct plait_scratch {
 plait_result_t plait_exec_allgather(plait_exec_t *x, const plait_response_t *r, plait_entry_t *e);
 plait_result_t plait_exec_alltoall(plait_exec_t *x, const plait_response_t *r, plait_entry_t *e);
 plait_result_t plait_exec_reducescatter(plait_exec_t *x, plait_entry_t *e);
+/* A host buffer for an output plait allocates (memory.c). */
 void *plait_exec_alloc_host(size_t bytes);
 /* The factor a reduction's result is scaled by: the postscale factor, and
- * for AVERAGE postscale / size (Horovod's arithmetic). */
-double plait_exec_postscale(const plait_meta_t *m, int size);
+ * for AVERAGE postscale / size, in double, as Horovod 0.28 does, so that the
+ * result is one scaling of the sum, bit for bit Horovod's. Inline here (it
+ * was in execute.c) so that execute_reducescatter.c does not call back up. */
+static inline double plait_exec_postscale(const plait_meta_t *m, int size) {
+  return m->op == PLAIT_OP_AVERAGE ? m->postscale / (double)size : m->postscale;
+}
 
-/* ---- The device-memory path (execute_device.c): the core never touches
- * device memory; every copy, scaling and fill there is the transport's. */
+/* ---- The device-memory path (execute_device.c; the memory itself in
+ * memory.c): the core never touches device memory; every copy, scaling and
+ * fill there is the transport's. */
 
 /* Whether m describes device memory. */
 static inline int plait_exec_on_device(const plait_meta_t *m) { return m->device >= 0; }

@@ -18,34 +18,6 @@ enum {
   MESSAGE_CAP = 2048,
 };
 
-int plait_deadlock_init(plait_deadlock_t *d, int size) {
-  memset(d, 0, sizeof *d);
-  d->size = size;
-  d->moved = calloc((size_t)(size > 0 ? size : 1), sizeof *d->moved);
-  d->dirty = calloc((size_t)(size > 0 ? size : 1), 1);
-  if (d->moved && d->dirty) return 0;
-  plait_deadlock_free(d);
-  return -1;
-}
-
-void plait_deadlock_free(plait_deadlock_t *d) {
-  free(d->moved);
-  free(d->dirty);
-  memset(d, 0, sizeof *d);
-}
-
-void plait_deadlock_moved(plait_deadlock_t *d, int rank) {
-  if (!d->dirty || rank < 0 || rank >= d->size) return;
-  d->dirty[rank] = 1;
-  d->any_dirty = 1;
-}
-
-void plait_deadlock_moved_set(plait_deadlock_t *d, const uint8_t *member) {
-  if (!d->dirty) return;
-  for (int r = 0; r < d->size; r++) d->dirty[r] |= !member || member[r];
-  d->any_dirty = 1;
-}
-
 /* What moved since the last tick moved at now (rank -1 above: everyone). */
 static void note_moves(plait_deadlock_t *d, int everyone, double now) {
   if (!d->any_dirty && !everyone) return;

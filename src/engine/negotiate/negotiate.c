@@ -2,6 +2,7 @@
  * the tick that releases ready records to the fusion planner (fusion.c) and
  * the response list (responses.c). */
 #include "engine/negotiate/negotiate.h"
+#include "engine/negotiate/negotiate_internal.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -13,7 +14,6 @@
 #include "util/clock.h"
 #include "util/strdupf.h"
 #include "engine/transport/process_set.h"
-
 
 plait_result_t plait_neg_init(plait_negotiator_t *n, int size, const plait_config_t *cfg,
                               plait_cache_t *cache) {
@@ -39,83 +39,13 @@ plait_result_t plait_neg_init(plait_negotiator_t *n, int size, const plait_confi
   return PLAIT_SUCCESS;
 }
 
-void plait_record_free(plait_record_t *rec, int size) {
-  if (!rec) return;
-  for (int r = 0; r < size; r++)
-    if (rec->have[r]) plait_meta_free(&rec->metas[r]);
-  free(rec->metas);
-  free(rec->have);
-  free(rec->member);
-  if (rec->key != rec->name) free(rec->key);
-  free(rec->name);
-  free(rec->message);
-  free(rec);
-}
-
-int plait_record_ref(const plait_record_t *rec, int size) {
-  int r = 0;
-  while (r < size - 1 && !rec->have[r]) r++;
-  return r;
-}
-
 static void free_record_cb(const char *key, void *value, void *arg) {
   (void)key;
   plait_record_free(value, *(int *)arg);
 }
 
-typedef struct tombstone {
-  uint64_t list_no; /* the response list that carried the failure */
-  uint8_t *missing; /* ranks that had not announced the name then */
-} tombstone_t;
-
-static void free_tomb_cb(const char *key, void *value, void *arg) {
-  (void)key, (void)arg;
-  tombstone_t *t = value;
-  free(t->missing);
-  free(t);
-}
-
-int plait_neg_missing(const plait_negotiator_t *n, const plait_record_t *rec, int r) {
-  return rec->member && rec->member[r] && !rec->have[r] && !(rec->pset == 0 && n->joined[r]);
-}
-
-/* rec is failing before every rank announced it: remember who had not. */
-static void bury(plait_negotiator_t *n, const plait_record_t *rec) {
-  tombstone_t *t = malloc(sizeof *t);
-  if (!t || !(t->missing = calloc((size_t)n->size, 1))) {
-    free(t);
-    return; /* without it, a late announcement only lingers as a stall */
-  }
-  t->list_no = n->lists_sent + 1;
-  int any = 0;
-  for (int r = 0; r < n->size; r++) any |= t->missing[r] = (uint8_t)plait_neg_missing(n, rec, r);
-  tombstone_t *old = plait_namemap_get(&n->tombstones, rec->key);
-  if (!any || plait_namemap_put(&n->tombstones, rec->key, t)) {
-    free(t->missing);
-    free(t);
-    return;
-  }
-  if (old) free_tomb_cb(NULL, old, NULL);
-}
-
-/* 1 when rank's announcement of name was sent before it ran the list that
- * failed name (so that list already failed it there): drop it. */
-static int stale(plait_negotiator_t *n, int rank, const char *name, uint64_t acked) {
-  tombstone_t *t = plait_namemap_get(&n->tombstones, name);
-  if (!t || !t->missing[rank]) return 0;
-  t->missing[rank] = 0;
-  int left = 0;
-  for (int r = 0; r < n->size; r++) left |= t->missing[r];
-  int drop = acked < t->list_no;
-  if (!left) {
-    plait_namemap_remove(&n->tombstones, name);
-    free_tomb_cb(NULL, t, NULL);
-  }
-  return drop;
-}
-
 void plait_neg_free(plait_negotiator_t *n) {
-  plait_namemap_each(&n->tombstones, free_tomb_cb, NULL);
+  plait_namemap_each(&n->tombstones, plait_neg_free_tomb_cb, NULL);
   plait_namemap_free(&n->tombstones);
   plait_namemap_each(&n->records, free_record_cb, &n->size);
   plait_namemap_free(&n->records);
@@ -206,19 +136,6 @@ static int counts_joined(const plait_meta_t *m) {
          m->coll == PLAIT_COLL_BARRIER;
 }
 
-static plait_result_t push_ready(plait_negotiator_t *n, plait_record_t *rec) {
-  if (n->nready == n->cap) {
-    int cap = n->cap ? 2 * n->cap : 64;
-    plait_record_t **p = realloc(n->ready, sizeof *p * (size_t)cap);
-    if (!p) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory in negotiation");
-    n->ready = p;
-    n->cap = cap;
-  }
-  n->ready[n->nready++] = rec;
-  plait_deadlock_moved_set(&n->deadlock, rec->member); /* ready, or failed */
-  return PLAIT_SUCCESS;
-}
-
 static int first_have(const plait_negotiator_t *n, const plait_record_t *rec) {
   int r = 0;
   while (r < n->size - 1 && !rec->have[r]) r++;
@@ -237,7 +154,7 @@ static plait_result_t fail_outside_set(plait_negotiator_t *n, plait_record_t *re
     rec->message = plait_strdupf("'%s': rank %d is not a member of process set %d", rec->name,
                                  rank, (int)rec->pset);
   plait_namemap_remove(&n->records, rec->key);
-  return push_ready(n, rec);
+  return plait_neg_push_ready(n, rec);
 }
 
 /* A record is complete: agree, then hand it (or its whole group) on. */
@@ -246,7 +163,7 @@ static plait_result_t complete(plait_negotiator_t *n, plait_record_t *rec) {
   check_agreement(n, rec);
   if (!rec->status && rec->metas[first_have(n, rec)].coll == PLAIT_COLL_PSET_REMOVE)
     plait_neg_check_removal(n, rec);
-  PLAIT_CHECK(push_ready(n, rec));
+  PLAIT_CHECK(plait_neg_push_ready(n, rec));
   return PLAIT_SUCCESS;
 }
 
@@ -275,7 +192,7 @@ plait_result_t plait_neg_add(plait_negotiator_t *n, int rank, const char *name,
                              const plait_meta_t *meta, int cache_id, uint64_t acked) {
   char buf[PLAIT_OP_KEY_MAX];
   const char *key = plait_op_key(buf, meta->pset, name);
-  if (n->tombstones.count && stale(n, rank, key, acked)) return PLAIT_SUCCESS;
+  if (n->tombstones.count && plait_neg_stale(n, rank, key, acked)) return PLAIT_SUCCESS;
   plait_record_t *rec = plait_namemap_get(&n->records, key);
   if (!rec && !(rec = new_record(n, key, name, meta->pset, plait_now())))
     return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory recording '%s'", name);
@@ -346,7 +263,7 @@ static plait_result_t settle_joined(plait_negotiator_t *n, plait_record_t *rec) 
                                    "with join, as in Horovod)", coll, rec->name, who,
                                    nmissing == 1 ? "s" : "", coll);
       plait_namemap_remove(&n->records, rec->key);
-      rc = push_ready(n, rec);
+      rc = plait_neg_push_ready(n, rec);
     } else {
       rc = complete(n, rec);
     }
@@ -383,9 +300,9 @@ static plait_result_t fail_group(plait_negotiator_t *n, int32_t pset, const char
     rec->message = plait_strdupf("allreduce '%s' failed with its group '%s': %s", rec->name,
                                  group, why);
     rec->counted = 1; /* released with its group now, not counted towards it */
-    bury(n, rec);
+    plait_neg_bury(n, rec);
     plait_namemap_remove(&n->records, rec->key);
-    rc = push_ready(n, rec);
+    rc = plait_neg_push_ready(n, rec);
   }
   free(list);
   return rc;
@@ -446,16 +363,6 @@ static plait_result_t inspect_stalls(plait_negotiator_t *n, double now) {
   }
   free(list);
   return rc;
-}
-
-plait_result_t plait_neg_fail_record(plait_negotiator_t *n, plait_record_t *rec,
-                                     uint32_t status, char *message) {
-  rec->status = status;
-  free(rec->message);
-  rec->message = message;
-  bury(n, rec);
-  plait_namemap_remove(&n->records, rec->key);
-  return push_ready(n, rec);
 }
 
 /* Gives every member of a released group that has a failed member that
@@ -669,7 +576,7 @@ plait_result_t plait_neg_fail_all(plait_negotiator_t *n, plait_result_t rc, cons
     rec->status = rc;
     rec->message = plait_strdupf("'%s' was pending: %s", rec->name, why);
     plait_namemap_remove(&n->records, rec->key);
-    plait_result_t prc = push_ready(n, rec);
+    plait_result_t prc = plait_neg_push_ready(n, rec);
     if (prc) {
       free(list);
       return prc;

@@ -1,4 +1,5 @@
-/* Transport plugin loader: search path, dlopen, versioned symbol, checks. */
+/* Transport plugin loader: search path, dlopen, versioned symbol (the
+ * checks of a table in plugin_check.c). */
 #include "engine/transport/plugin.h"
 
 #include <dlfcn.h>

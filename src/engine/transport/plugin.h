@@ -29,6 +29,8 @@ plait_result_t plait_plugin_start(plait_plugin_t *p, const plait_transport_init_
 /* Finalizes (when started) and unloads. Safe on a zeroed struct. */
 void plait_plugin_unload(plait_plugin_t *p);
 
+/* ---- Checking a table (plugin_check.c). */
+
 /* Checks a table's head, any version: its abi_version is want and its
  * struct_size at least min; PLAIT_ERR_PLUGIN naming path and symbol. */
 plait_result_t plait_plugin_check_head(const char *path, const char *symbol, uint32_t version,

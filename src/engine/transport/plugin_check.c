@@ -1,8 +1,7 @@
-/* What a plugin's table must hold before the core calls anything in it: the
- * head every ABI version shares (version and size), and the current
- * version's names, memory spaces, traits and entries (plugin.h). The
- * loader (plugin.c) and the version-1 adapter (plugin_v1.c) both check
- * through here, so neither calls back into the other. */
+/* Checking a plugin's table (plugin.h): the head of any version, and a
+ * current table's name, memory space, allreduce flags, auto place and
+ * functions. Its own file so that the loader (plugin.c) and the version-1
+ * adapter (plugin_v1.c) both call it downward, not one back into the other. */
 #include "engine/transport/plugin.h"
 
 #include "util/error.h"
