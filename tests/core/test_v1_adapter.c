@@ -1,7 +1,7 @@
 /*
  * The core's v1 adapter (src/engine/plugin_v1.c) with real collectives: the
  * ofi plugin (ABI v2) and the same plugin behind frozen version-1 tables
- * (tests/plugins/older: ofi_v1s with allreduce, allreduce_scaled and
+ * (tests/plugins/fixtures/older: ofi_v1s with allreduce, allreduce_scaled and
  * allreduce_spans; ofi_v1 with allreduce only) run one workload through the
  * whole stack, on 2 ranks over shm: fused groups reduced where they are
  * (spans) or through the fusion buffer, lone tensors in and out of place,

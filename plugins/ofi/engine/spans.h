@@ -4,7 +4,7 @@
  * blocks into chunks, the chunks over spans into messages of at most
  * st->iov_limit pieces; and whether allreduce_spans runs the ring over the
  * spans where they are. Pure functions of lengths and settings, so that
- * every rank decides and cuts alike (tests/ofi/test_ofi_spans.c).
+ * every rank decides and cuts alike (tests/plugins/ofi/test_ofi_spans.c).
  */
 #ifndef PLAIT_OFI_SPANS_H
 #define PLAIT_OFI_SPANS_H
