@@ -12,7 +12,10 @@
 #   torch       horovod                      /usr/bin/python3, system packages  Debian's torch 1.13  ~8 min
 #   tensorflow  horovod-tf                   ${PLAIT_CI_VENV_PYTHON:-python3}   tensorflow-cpu 2.21  ~10 min
 #   mxnet       horovod-mxnet                /usr/bin/python3                   mxnet 1.9.1 (PyPI)   ~2 min
-# ($PLAIT_CI_VENV_DIR: ~/.cache/plait/venvs unless set, as ci/lib/venv.sh.)
+# ($PLAIT_CI_VENV_DIR: ~/.cache/plait/venvs unless set, as ci/lib/venv.sh. $PLAIT_CI_HOROVOD_DIR,
+# when set, holds the Horovod venvs, their logs and failure markers instead, leaving the
+# other venvs where they are: e.g. a folder with a horovod.failed marker to see what
+# ci/test does when Horovod cannot be had.)
 #
 # The recipe, the same for the three: Horovod's sdist with the Gloo controller and CPU
 # operations, that framework only (no MPI, no GPU operations); make -j1 (MAKEFLAGS, which also
@@ -85,7 +88,7 @@ _plait_horovod_tried() {
 plait_horovod_python() {
   local framework="${1:-torch}" venv what module base minutes
   _plait_horovod_framework "$framework" || return 1
-  local root="${PLAIT_CI_VENV_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/plait/venvs}"
+  local root="${PLAIT_CI_HOROVOD_DIR:-${PLAIT_CI_VENV_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/plait/venvs}}"
   local dir="$root/$venv" log="$root/$venv-build.log" marker="$root/$venv.failed" tried reason
   if _plait_horovod_usable "$dir/bin/python" "$module"; then
     echo "$dir/bin/python"

@@ -17,7 +17,8 @@ transport. The seed is printed; --seed replays the same trials.
     tests/faults/chaos/chaos.py --build-dir build/dev --bounded   # what ctest runs
 
 Exit status: 0 when no trial hung, crashed or blamed wrongly (and, with
---fail-late, none was late); 1 otherwise; 2 bad usage or nothing could run.
+--fail-late, none was late; with --fail-no-start, every trial started;
+--bounded sets both); 1 otherwise; 2 bad usage or nothing could run.
 """
 import argparse
 import glob
@@ -352,10 +353,7 @@ def summarize(args, records):
             count("late"), 100.0 * right / len(surv) if surv else 0.0,
             max(ttes) if ttes else 0.0, args.timeout + args.margin))
     failed = [r for r in records if r["outcome"] != "ok"]
-    hard = [r for r in failed if r["outcome"] in ("hang", "crash", "wrong data", "blame", "early")
-            or (args.fail_late and r["outcome"] == "late")]
-    nostart = [r for r in records if r["outcome"] == "no-start"]
-    bad = bool(hard) or len(nostart) == len(records)
+    bad = bool(failing(args, records))
     lines.append("time to error: from the signal to the survivor's failed operation; "
                  "bound = PLAIT_TIMEOUT_S %g + margin %g s" % (args.timeout, args.margin))
     for r in failed:
@@ -367,6 +365,21 @@ def summarize(args, records):
         if r["outcome"] == "no-start":
             lines[-1] += ": " + r.get("why", "")[:400]
     return "\n".join(lines), bad
+
+
+def failing(args, records):
+    """The trials that fail the run: every hang, crash, wrong data, wrong
+    blame or early error; a late error with --fail-late, a trial that never
+    started with --fail-no-start (--bounded sets both: in CI a trial that did
+    not run or ran late is a failure, not a note); and without them, every
+    trial when none started."""
+    hard = ("hang", "crash", "wrong data", "blame", "early")
+    out = [r for r in records if r["outcome"] in hard
+           or (args.fail_late and r["outcome"] == "late")
+           or (args.fail_no_start and r["outcome"] == "no-start")]
+    if not out and records and all(r["outcome"] == "no-start" for r in records):
+        out = list(records)
+    return out
 
 
 def r_victim(ran, s):
@@ -389,7 +402,8 @@ def parse(argv):
     a.add_argument("trials", nargs="?", type=int, default=3, help="trials per transport")
     a.add_argument("--bounded", action="store_true",
                    help="the CI version: 2 trials per transport, C and Python, "
-                        "kill and stop of rank 0 and another")
+                        "kill and stop of rank 0 and another; --fail-late and "
+                        "--fail-no-start")
     a.add_argument("--build-dir", default=os.path.join(ROOT, "build", "chaos"))
     a.add_argument("--seed", type=int, help="replays a run (printed at the start)")
     a.add_argument("--transports", default="gloo,ofi-shm,ofi-tcp")
@@ -416,7 +430,11 @@ def parse(argv):
                    "in this folder (default: a new folder under /tmp, printed)")
     a.add_argument("--json", help="also append the JSON lines to this file")
     a.add_argument("--fail-late", action="store_true", help="a late error fails the run too")
+    a.add_argument("--fail-no-start", action="store_true",
+                   help="a trial whose ranks never all started fails the run too")
     args = a.parse_args(argv)
+    if args.bounded:
+        args.fail_late = args.fail_no_start = True
     args.transports = [x for x in args.transports.split(",") if x]
     args.langs = [x for x in args.langs.split(",") if x]
     args.faults = [x for x in args.faults.split(",") if x]

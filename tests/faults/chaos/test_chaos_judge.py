@@ -86,3 +86,47 @@ def test_plans_replay_from_the_seed():
     assert {(t["fault"], t["victim"] == 0) for t in bp} == {
         ("kill", True), ("kill", False), ("stop", True), ("stop", False)}
     assert {t["lang"] for t in bp} == {"c", "python"}
+
+
+def record(i, outcome, transport="gloo"):
+    """A trial's record as run_trial returns it: 'ok', 'late' (one survivor
+    late, with the right blame) or 'no-start'."""
+    r = {"trial": i, "transport": transport, "lang": "c", "fault": "kill", "victim": 0,
+         "moment": 0.5, "outcome": outcome}
+    if outcome == "no-start":
+        r["why"] = "rank 1: exited 1 plait_init: PLAIT_ERR_TIMEOUT"
+        return r
+    late = outcome == "late"
+    r["survivors"] = [{"rank": k, "result": "PLAIT_ERR_PEER_LOST", "blamed": [0],
+                       "time_to_error": 9.5 if late and k == 1 else 2.0,
+                       "problems": ["late: 9.5 s > PLAIT_TIMEOUT_S 3 + margin 5"]
+                       if late and k == 1 else []} for k in (1, 2)]
+    return r
+
+
+def run_verdict(argv, outcomes):
+    a = chaos.parse(argv)
+    records = [record(i, o, a.transports[i % len(a.transports)]) for i, o in enumerate(outcomes)]
+    text, bad = chaos.summarize(a, records)
+    return bad, text
+
+
+def test_bounded_fails_on_one_trial_that_never_started():
+    bad, text = run_verdict(["--bounded"], ["ok"] * 5 + ["no-start"])
+    assert bad and "no-start" in text
+    # the full run (ci/chaos) only notes it, unless asked
+    assert not run_verdict([], ["ok"] * 5 + ["no-start"])[0]
+    assert run_verdict(["--fail-no-start"], ["ok"] * 5 + ["no-start"])[0]
+
+
+def test_bounded_fails_on_a_late_error():
+    bad, text = run_verdict(["--bounded"], ["ok"] * 5 + ["late"])
+    assert bad and "late: 9.5 s" in text
+    assert not run_verdict([], ["ok"] * 5 + ["late"])[0]
+    assert run_verdict(["--fail-late"], ["ok"] * 5 + ["late"])[0]
+
+
+def test_bounded_passes_only_when_every_trial_ran_clean():
+    assert not run_verdict(["--bounded"], ["ok"] * 6)[0]
+    # and, as before, nothing started at all fails any run
+    assert run_verdict([], ["no-start"] * 6)[0]
