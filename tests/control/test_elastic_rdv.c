@@ -325,6 +325,55 @@ Test(elastic_rdv, poll_and_lost_ranks, .timeout = 60) {
   plaitrun_rdv_close(R);
 }
 
+/* Reduces until the job fails (a worker was killed), then asks again. */
+static int survive(int w, void *arg) {
+  shared_t *sh = arg;
+  int rank = w, size = 0;
+  EXPECT_OK(plait_init());
+  atomic_fetch_add(&sh->count, 1);
+  plait_result_t rc = PLAIT_SUCCESS;
+  for (int it = 0; it < 100000 && rc == PLAIT_SUCCESS; it++) {
+    float x[4] = {1, 2, 3, 4};
+    rc = allreduce_wait("step", x, 4, 30);
+  }
+  EXPECT_ERR(rc, PLAIT_ERR_PEER_LOST, "rank 2");
+  plait_shutdown(); /* after a failure: releases everything, whatever it says */
+  EXPECT_OK(plait_init());
+  uint64_t epoch = 0;
+  EXPECT_OK(plait_elastic_epoch(&epoch));
+  EXPECT_OK(plait_rank(&rank));
+  EXPECT_OK(plait_size(&size));
+  if (epoch != 2 || size != 2) FAIL("epoch %llu, size %d", (unsigned long long)epoch, size);
+  if (reduce_once(rank, size, "after")) return 1;
+  EXPECT_OK(plait_shutdown());
+  return 0;
+}
+
+Test(elastic_rdv, survivors_rejoin_naming_the_lost_rank, .timeout = 120) {
+  open_driver();
+  shared_t *sh = shared_new();
+  pid_t pid[3];
+  for (int w = 0; w < 3; w++) pid[w] = spawn(w, survive, sh, NULL);
+  plaitrun_rdv_join_t j[MAX_W];
+  await_joins(3, j);
+  assign(j, 3, 1, (int[]){0, 1, 2});
+  double until = now() + 30;
+  while (atomic_load(&sh->count) < 3 && now() < until) pump(0.02);
+  cr_assert_eq(atomic_load(&sh->count), 3, "the job of epoch 1 started");
+  pump(0.2); /* a few steps */
+  kill(pid[2], SIGKILL);
+  cr_expect_eq(reap(pid[2], 10), -1);
+  await_joins(2, j);
+  for (int i = 0; i < 2; i++) {
+    cr_expect_eq(j[i].last_epoch, 1, "%s", j[i].worker);
+    cr_expect(j[i].n_lost == 1 && j[i].lost[0] == 2, "%s names %d lost rank(s), first %d",
+              j[i].worker, j[i].n_lost, j[i].lost[0]);
+  }
+  assign(j, 2, 2, (int[]){0, 1});
+  for (int w = 0; w < 2; w++) cr_expect_eq(reap(pid[w], 60), 0, "worker %d", w);
+  plaitrun_rdv_close(R);
+}
+
 static int driver_gone(int w, void *arg) {
   (void)arg;
   int rank = w;
