@@ -291,13 +291,18 @@ Test(elastic_rdv, a_process_of_another_epoch_is_refused, .timeout = 90) {
 
 /* A job of one: POLL's answer, and the lost ranks noted for the next JOIN. */
 static int poll_and_note(int w, void *arg) {
-  (void)arg;
+  shared_t *sh = arg;
   int rank = w;
   EXPECT_OK(plait_init());
   uint64_t ts = 0;
   unsigned up = 0;
   EXPECT_OK(plait_elastic_host_updates(&ts, &up));
   if (ts != 7 || up != PLAIT_HOSTS_ADDED) FAIL("POLL gave %llu/%u", (unsigned long long)ts, up);
+  atomic_store(&sh->flag[0], 1);
+  if (!await_flag(&sh->flag[1], 1, 20)) FAIL("the driver did not move on");
+  EXPECT_OK(plait_elastic_host_updates(&ts, &up)); /* the driver's job is epoch 2 now */
+  if (ts != 8 || up != PLAIT_HOSTS_REMOVED)
+    FAIL("POLL of an old epoch gave %llu/%u", (unsigned long long)ts, up);
   /* what plait_control_fail notes when a job of 4 fails naming ranks */
   plait_el_note_failure(1, 4, "ranks 1, 3 were lost: silent for 9.0 s (PLAIT_TIMEOUT_S=9)");
   plait_el_note_failure(1, 4, "rank 2 was lost: connection closed; rank 9 was lost");
@@ -310,11 +315,16 @@ static int poll_and_note(int w, void *arg) {
 
 Test(elastic_rdv, poll_and_lost_ranks, .timeout = 60) {
   open_driver();
+  shared_t *sh = shared_new();
   plaitrun_rdv_set_updates(R, 1, 7, PLAIT_HOSTS_ADDED);
-  pid_t pid = spawn(0, poll_and_note, NULL, NULL);
+  pid_t pid = spawn(0, poll_and_note, sh, NULL);
   plaitrun_rdv_join_t j[MAX_W];
   await_joins(1, j);
   assign(j, 1, 1, (int[]){0});
+  double until = now() + 30;
+  while (!atomic_load(&sh->flag[0]) && now() < until) pump(0.02);
+  plaitrun_rdv_set_updates(R, 2, 8, 0);
+  atomic_store(&sh->flag[1], 1);
   await_joins(1, j);
   cr_expect_eq(j[0].last_epoch, 1);
   cr_assert_eq(j[0].n_lost, 3);
