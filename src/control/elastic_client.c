@@ -270,6 +270,14 @@ plait_result_t plait_el_join(const plait_config_t *cfg, plait_topology_t *t) {
     goto out;
   }
   PLAIT_CHECK_GOTO(rc, take_answer(cfg, &f, who, t), out);
+  char given[PLAIT_HOST_MAX + 16];
+  plait_net_format_hostport(t->rendezvous_host, t->rendezvous_port, given, sizeof given);
+  if (t->rank == 0 && strcmp(given, addr)) { /* the others would knock at another door */
+    rc = plait_error(PLAIT_ERR_PROTOCOL, "%s made worker %s rank 0 of epoch %llu with the "
+                     "rendezvous %s, but it listens on %s (the address its JOIN sent)", who,
+                     cfg->elastic_worker, (unsigned long long)t->epoch, given, addr);
+    goto out;
+  }
   if (t->rank == 0) {
     t->listen_fd = lfd; /* the control plane's listener now */
     lfd = -1;

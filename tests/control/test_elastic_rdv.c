@@ -384,6 +384,26 @@ Test(elastic_rdv, survivors_rejoin_naming_the_lost_rank, .timeout = 120) {
   plaitrun_rdv_close(R);
 }
 
+static int wrong_door(int w, void *arg) {
+  (void)arg;
+  int rank = w;
+  plait_result_t rc = plait_init();
+  EXPECT_ERR(rc, PLAIT_ERR_PROTOCOL, "made worker host/0 rank 0 of epoch 1",
+             "rendezvous 127.0.0.1:1,", "but it listens on 127.0.0.1:");
+  return 0;
+}
+
+Test(elastic_rdv, rank_0_must_be_given_its_own_address, .timeout = 60) {
+  open_driver();
+  pid_t pid = spawn(0, wrong_door, NULL, NULL);
+  plaitrun_rdv_join_t j[MAX_W];
+  await_joins(1, j);
+  plaitrun_rdv_assign_t a = {1, 0, 1, 0, 1, 0, 1, "127.0.0.1:1"};
+  cr_assert_eq(plaitrun_rdv_assign(R, "host/0", &a), 0);
+  cr_expect_eq(reap(pid, 30), 0);
+  plaitrun_rdv_close(R);
+}
+
 static int driver_gone(int w, void *arg) {
   (void)arg;
   int rank = w;
