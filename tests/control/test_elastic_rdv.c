@@ -33,11 +33,13 @@ TestSuite(elastic_rdv, .init = clean_plait_env);
 static plaitrun_rdv_t *R;
 static char secret[65];
 
-static void open_driver(void) {
+static void open_driver_on(const char *host) {
   char err[256];
   plait_test_make_secret(secret);
-  cr_assert_eq(plaitrun_rdv_open(&R, "127.0.0.1", secret, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(plaitrun_rdv_open(&R, host, secret, err, sizeof err), 0, "%s", err);
 }
+
+static void open_driver(void) { open_driver_on("127.0.0.1"); }
 
 /* Polls and services the rendezvous for up to s seconds. */
 static void pump(double s) {
@@ -200,6 +202,36 @@ Test(elastic_rdv, two_workers_two_epochs, .timeout = 120) {
   cr_expect_eq(j[0].n_lost + j[1].n_lost, 0);
   assign(j, 2, 2, (int[]){1, 0}); /* the other worker's socket is rank 0's now */
   for (int w = 0; w < 2; w++) cr_expect_eq(reap(pid[w], 60), 0, "worker %d", w);
+  plaitrun_rdv_close(R);
+}
+
+/* One epoch over IPv6: the driver's address, the JOIN's and the control
+ * plane's are all "[::1]:port". */
+static int one_epoch(int w, void *arg) {
+  (void)arg;
+  int rank = w, size = 0;
+  EXPECT_OK(plait_init());
+  EXPECT_OK(plait_rank(&rank));
+  EXPECT_OK(plait_size(&size));
+  if (reduce_once(rank, size, "v6")) return 1;
+  EXPECT_OK(plait_shutdown());
+  return 0;
+}
+
+Test(elastic_rdv, over_ipv6, .timeout = 60) {
+  int probe = -1;
+  if (plait_net_listen("::1", 0, &probe) != PLAIT_SUCCESS)
+    cr_skip_test("no IPv6 loopback here: %s", plait_last_error());
+  plait_net_close(&probe);
+  open_driver_on("::1");
+  cr_assert(!strncmp(plaitrun_rdv_address(R), "[::1]:", 6), "%s", plaitrun_rdv_address(R));
+  pid_t pid[2];
+  for (int w = 0; w < 2; w++) pid[w] = spawn(w, one_epoch, NULL, NULL);
+  plaitrun_rdv_join_t j[MAX_W];
+  await_joins(2, j);
+  cr_expect(!strncmp(j[1].rendezvous, "[::1]:", 6), "%s", j[1].rendezvous);
+  assign(j, 2, 1, (int[]){1, 0});
+  for (int w = 0; w < 2; w++) cr_expect_eq(reap(pid[w], 40), 0, "worker %d", w);
   plaitrun_rdv_close(R);
 }
 
