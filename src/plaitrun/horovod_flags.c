@@ -1,5 +1,7 @@
 #include "horovod_flags.h"
 
+#include "hostnames.h"
+
 #include <plait/plait.h>
 
 #include <ctype.h>
@@ -48,7 +50,6 @@ typedef struct {
   const char *why;      /* H_NOOP / H_REFUSE */
 } hflag_t;
 
-#define ELASTIC_WHY "plait has no elastic mode: a lost rank fails the job, naming the rank"
 #define ONE_HOST_WHY "ranks choose their addresses themselves"
 
 static const hflag_t FLAGS[] = {
@@ -84,14 +85,6 @@ static const hflag_t FLAGS[] = {
     {{"--autotune-gaussian-process-noise"}, H_REFUSE, V_ANY, 0, 0, {0},
      "plait's autotuner searches a grid by coordinate descent with medians of repeated "
      "samples; it has no Gaussian process (leave the flag out)"},
-    /* elastic */
-    {{"--min-np", "--min-num-proc"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
-    {{"--max-np", "--max-num-proc"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
-    {{"--slots-per-host"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
-    {{"--elastic-timeout"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
-    {{"--reset-limit"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
-    {{"--blacklist-cooldown-range"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
-    {{"--host-discovery-script"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
     /* timeline */
     {{"--timeline-filename"}, H_ENV, V_TEXT, "HOROVOD_TIMELINE", 0, {"PLAIT_TIMELINE"}, 0},
     {{"--timeline-mark-cycles"}, H_ENV, V_NONE, "HOROVOD_TIMELINE_MARK_CYCLES", "1", {0}, 0},
@@ -250,27 +243,6 @@ static int check_value(const hflag_t *h, const char *flag, const char *v, char *
   return -1;
 }
 
-static int is_this_host(const char *name) {
-  if (!strcmp(name, "localhost") || !strncmp(name, "127.", 4) || !strcmp(name, "::1") ||
-      !strcmp(name, "localhost.localdomain"))
-    return 1;
-  char me[256];
-  if (gethostname(me, sizeof me) != 0) return 0;
-  me[sizeof me - 1] = '\0';
-  if (!strcmp(name, me)) return 1;
-  size_t short_len = strcspn(me, ".");
-  return strlen(name) == short_len && !strncmp(name, me, short_len);
-}
-
-/* A name ssh and the resolver can take: letters, digits, '.', '-', '_', ':'
- * (IPv6), '[' ']', not starting with '-' (it would read as an ssh option). */
-static int valid_host_name(const char *name) {
-  if (!name[0] || name[0] == '-' || strlen(name) >= PLAITRUN_HOST_NAME_MAX) return 0;
-  for (const char *c = name; *c; c++)
-    if (!isalnum((unsigned char)*c) && !strchr(".-_:[]", *c)) return 0;
-  return 1;
-}
-
 /* One "host:slots" (or "host slots=N" from a host file, already rewritten). */
 static int take_host(const char *flag, const char *host, const char *slots_text,
                      plaitrun_options_t *o, char *err, size_t err_size) {
@@ -280,7 +252,7 @@ static int take_host(const char *flag, const char *host, const char *slots_text,
             "localhost:2)", flag, host, PLAITRUN_MAX_RANKS);
     return -1;
   }
-  if (!valid_host_name(host)) {
+  if (!plaitrun_valid_host_name(host)) {
     set_err(err, err_size, "%s: '%s' is not a host name (letters, digits, '.', '-', '_', ':'; "
             "not starting with '-')", flag, host);
     return -1;
@@ -292,7 +264,7 @@ static int take_host(const char *flag, const char *host, const char *slots_text,
   plaitrun_host_t *h = &o->hosts[o->n_hosts++];
   snprintf(h->name, sizeof h->name, "%s", host);
   h->slots = (int)slots;
-  h->local = is_this_host(host);
+  h->local = plaitrun_is_this_host(host);
   if (!h->local) o->remote = 1;
   if (o->slots + slots > PLAITRUN_MAX_RANKS) {
     set_err(err, err_size, "%s: more than %d slots in all", flag, PLAITRUN_MAX_RANKS);

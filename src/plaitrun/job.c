@@ -333,7 +333,8 @@ static int start_one(job_t *job, int i) {
     }
     stdin_fd = in[0];
   }
-  plaitrun_spawn_spec_t spec = {i, local_rank, local_size, argv, stdin_fd, &job->child_nofile};
+  plaitrun_spawn_spec_t spec = {i, local_rank, local_size, argv, stdin_fd, &job->child_nofile,
+                               NULL, NULL};
   plaitrun_child_t child;
   int rc = plaitrun_spawn_rank(&spec, &child, err, sizeof err);
   if (rc > 0)

@@ -109,6 +109,11 @@ int main(int argc, char **argv) {
   case PLAITRUN_ACTION_RUN:
     break;
   }
+  if (opts.elastic) { /* until the rendezvous server (elastic/rendezvous.c) is merged */
+    fprintf(stderr, "plaitrun: elastic mode is not in this build yet: the driver's rendezvous "
+            "server is missing\n");
+    return PLAITRUN_EXIT_INTERNAL;
+  }
   ensure_std_fds();
   if (plaitrun_horovod_apply_env(&opts, err, sizeof err) != 0) {
     fprintf(stderr, "plaitrun: %s\n", err);

@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include "elastic/flags.h"
 #include "horovod_flags.h"
 
 #include <errno.h>
@@ -193,7 +194,8 @@ static int parse_one(int argc, char **argv, int *i, plaitrun_options_t *opts,
   size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
   const opt_def_t *def = find_option(arg, name_len);
   if (def == NULL) {
-    int taken = plaitrun_horovod_flag(argc, argv, i, opts, err, err_size);
+    int taken = plaitrun_elastic_flag(argc, argv, i, opts, err, err_size);
+    if (taken == 0) taken = plaitrun_horovod_flag(argc, argv, i, opts, err, err_size);
     if (taken != 0) return taken < 0 ? -1 : 0;
     set_err(err, err_size, "unknown option '%s'", arg);
     return -1;
@@ -221,6 +223,7 @@ int plaitrun_parse_args(int argc, char **argv, plaitrun_options_t *opts,
   opts->action = PLAITRUN_ACTION_RUN;
   opts->grace_s = PLAITRUN_DEFAULT_GRACE_S;
   opts->prefix = 1;
+  plaitrun_elastic_defaults(opts);
   int i = 1;
   while (i < argc) {
     const char *arg = argv[i];
@@ -232,7 +235,7 @@ int plaitrun_parse_args(int argc, char **argv, plaitrun_options_t *opts,
     if (parse_one(argc, argv, &i, opts, err, err_size) != 0) return -1;
     if (opts->action != PLAITRUN_ACTION_RUN) return 0;
   }
-  if (opts->nranks == 0) {
+  if (opts->nranks == 0 && !opts->elastic) {
     set_err(err, err_size, "missing -np N: how many ranks to start (1 to %d)",
             PLAITRUN_MAX_RANKS);
     return -1;
@@ -242,5 +245,6 @@ int plaitrun_parse_args(int argc, char **argv, plaitrun_options_t *opts,
     return -1;
   }
   opts->command = &argv[i];
+  if (plaitrun_elastic_check(opts, err, err_size) != 0) return -1;
   return plaitrun_horovod_check(opts, err, err_size);
 }

@@ -66,6 +66,16 @@ typedef struct plaitrun_options {
   const char *ssh_identity; /* -i / --ssh-identity-file; NULL: ssh's default */
   int n_env;
   plaitrun_env_t env[PLAITRUN_MAX_ENV];
+  /* elastic mode (elastic/flags.c): on when --min-np, --max-np or
+   * --host-discovery-script is given */
+  int elastic;
+  int min_np, max_np;            /* 0 when not given (max: no cap but the slots) */
+  const char *discovery_script;  /* --host-discovery-script; NULL: the hosts of -H */
+  int slots_per_host;            /* slots of a discovered host without ":slots"; 0: not given */
+  int elastic_timeout_s;         /* --elastic-timeout, default 600 */
+  int reset_limit;               /* --reset-limit; -1: none */
+  int cooldown_min_s, cooldown_max_s; /* --blacklist-cooldown-range; 0 0: none */
+  const char *elastic_only_flag; /* an elastic flag seen (for the error without elastic mode) */
 } plaitrun_options_t;
 
 /*
