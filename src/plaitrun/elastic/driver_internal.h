@@ -32,6 +32,7 @@ typedef struct worker {
   int rank;                            /* in its epoch; -1 before its first */
   uint64_t epoch;                      /* the epoch it was placed in; 0: none */
   int stopped;                         /* told to go (STOP, killed, the end): status ignored */
+  int told;                            /* answered STOP: it exits by itself */
   double kill_at;                      /* stopped: SIGKILL then; 0: none */
   int joined;                          /* it has a JOIN waiting for an answer */
   uint64_t join_epoch;                 /* that JOIN's last_epoch */
@@ -85,8 +86,10 @@ void plaitrun_workers_drain_all(driver_t *d);
 /* A worker the driver gives up on (named lost, straggler): SIGKILL to its
  * process group, counted as a failure of its host. */
 void plaitrun_workers_kill_failed(driver_t *d, worker_t *w, const char *why);
-/* The driver wants w gone (its status is then ignored); signo 0: none now. */
+/* The driver wants w gone (its status is then ignored); signo 0: it was
+ * answered STOP, and exits by itself (SIGKILL after PLAITRUN_ELASTIC_STOPPED_S). */
 void plaitrun_workers_stop(driver_t *d, worker_t *w, int signo);
+/* signo to every worker but those answered STOP (unless SIGKILL). */
 void plaitrun_workers_signal_all(driver_t *d, int signo);
 void plaitrun_workers_check_stopped(driver_t *d, double now);
 void plaitrun_workers_free(driver_t *d);

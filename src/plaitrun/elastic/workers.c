@@ -177,6 +177,7 @@ static void close_stdin(worker_t *w) {
 void plaitrun_workers_stop(driver_t *d, worker_t *w, int signo) {
   (void)d;
   w->stopped = 1;
+  if (!signo) w->told = 1;
   if (w->kill_at == 0) w->kill_at = plaitrun_elastic_now() + PLAITRUN_ELASTIC_STOPPED_S;
   if (signo) {
     close_stdin(w);
@@ -187,6 +188,7 @@ void plaitrun_workers_stop(driver_t *d, worker_t *w, int signo) {
 void plaitrun_workers_signal_all(driver_t *d, int signo) {
   for (int i = 0; i < d->n_workers; i++) {
     d->w[i].stopped = 1;
+    if (d->w[i].told && signo != SIGKILL) continue;
     close_stdin(&d->w[i]);
     signal_worker(&d->w[i], signo);
   }

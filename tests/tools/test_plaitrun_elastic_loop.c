@@ -1,0 +1,266 @@
+/*
+ * plaitrun's elastic driver loop (src/plaitrun/elastic/driver.c, workers.c,
+ * epoch.c) with real worker processes, against a test double of the
+ * rendezvous server (tests/tools/elastic/rdv_double.c: plain text over TCP,
+ * spoken by tests/tools/elastic/fake_worker.sh). What the real server adds
+ * (authentication, the wire format) is lane rdv's tests'; the loop's rules
+ * are these: epochs formed, a failure blacklisting its host and re-forming
+ * with the survivors, hosts added and removed, --min-np with
+ * --elastic-timeout, --reset-limit, a failing discovery script, Ctrl-C.
+ */
+#include <criterion/criterion.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "plaitrun/elastic/driver.h"
+#include "plaitrun/options.h"
+
+#define WORKER PLAIT_SOURCE_DIR "/tests/tools/elastic/fake_worker.sh"
+
+typedef struct {
+  char dir[64];
+  char log[96];
+  pid_t pid;
+  int status;
+} run_t;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void write_hosts(const run_t *run, const char *text);
+
+/* Starts the driver in a child, in a folder of its own holding "hosts" (for
+ * a discovery script "cat hosts"), its output in run->log, with args (then
+ * the fake worker and the folder). */
+static void start(run_t *run, const char *const *args, const char *hosts) {
+  snprintf(run->dir, sizeof run->dir, "/tmp/plaitrun_elastic_XXXXXX");
+  cr_assert_not_null(mkdtemp(run->dir));
+  snprintf(run->log, sizeof run->log, "%s/log", run->dir);
+  write_hosts(run, hosts);
+  run->pid = fork();
+  cr_assert_geq(run->pid, 0);
+  if (run->pid > 0) return;
+  if (chdir(run->dir) != 0) _exit(99);
+  int fd = open(run->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  dup2(fd, 1);
+  dup2(fd, 2);
+  setvbuf(stderr, NULL, _IONBF, 0);
+  char *argv[32];
+  int n = 0;
+  argv[n++] = "plaitrun";
+  for (int k = 0; args[k]; k++) argv[n++] = (char *)args[k];
+  argv[n++] = WORKER;
+  argv[n++] = run->dir;
+  argv[n] = NULL;
+  unsetenv("PLAIT_SECRET");
+  plaitrun_options_t opts;
+  char err[512];
+  if (plaitrun_parse_args(n, argv, &opts, err, sizeof err) != 0) {
+    fprintf(stderr, "usage: %s\n", err);
+    _exit(2);
+  }
+  _exit(plaitrun_elastic_run(&opts));
+}
+
+static char *read_log(const run_t *run) {
+  static char text[1 << 16];
+  FILE *f = fopen(run->log, "r");
+  size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+  if (f) fclose(f);
+  text[n] = '\0';
+  return text;
+}
+
+/* (Criterion's message arguments run read_log again: test in one call.) */
+static int log_has(const run_t *run, const char *text) {
+  return strstr(read_log(run), text) != NULL;
+}
+
+/* Waits (generously) until the log holds text. */
+static void wait_for(const run_t *run, const char *text) {
+  double end = now_s() + 60;
+  while (!strstr(read_log(run), text)) {
+    cr_assert(now_s() < end, "no '%s' in the driver's output:\n%s", text, read_log(run));
+    usleep(50 * 1000);
+  }
+}
+
+/* Waits for the driver to exit; returns its exit status. */
+static int finish(run_t *run) {
+  double end = now_s() + 60;
+  while (waitpid(run->pid, &run->status, WNOHANG) == 0) {
+    if (now_s() > end) {
+      kill(run->pid, SIGKILL);
+      waitpid(run->pid, &run->status, 0);
+      cr_assert_fail("the driver did not exit:\n%s", read_log(run));
+    }
+    usleep(50 * 1000);
+  }
+  cr_assert(WIFEXITED(run->status), "driver killed:\n%s", read_log(run));
+  return WEXITSTATUS(run->status);
+}
+
+static void touch(const run_t *run, const char *name) {
+  char path[160];
+  snprintf(path, sizeof path, "%s/%s", run->dir, name);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fclose(f);
+}
+
+static void write_hosts(const run_t *run, const char *text) {
+  char path[160], tmp[170];
+  snprintf(path, sizeof path, "%s/hosts", run->dir);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  cr_assert_not_null(f);
+  fputs(text, f);
+  fclose(f);
+  rename(tmp, path);
+}
+
+static pid_t worker_pid(const run_t *run, const char *file) {
+  char path[160];
+  snprintf(path, sizeof path, "%s/%s", run->dir, file);
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f, "no %s", path);
+  int pid = 0;
+  cr_assert_eq(fscanf(f, "%d", &pid), 1);
+  fclose(f);
+  return pid;
+}
+
+static void cleanup(run_t *run) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", run->dir);
+  cr_expect_eq(system(cmd), 0);
+}
+
+Test(elastic_loop, kill_9_of_one_worker_forms_epoch_2_with_the_3_others, .timeout = 120) {
+  run_t run;
+  start(&run, (const char *[]){"--min-np", "2", "--max-np", "4", "--host-discovery-script",
+                               "printf '127.0.0.1:2\n127.0.0.2:2\n'", NULL}, "");
+  wait_for(&run, "epoch 1 formed: 4 workers on 2 hosts (127.0.0.1:2 127.0.0.2:2)");
+  wait_for(&run, "[3]: epoch 1 rank 3 size 4");
+  kill(worker_pid(&run, "pid.127.0.0.2_1"), SIGKILL);
+  wait_for(&run, "worker 127.0.0.2/1 (rank 3 of epoch 1) was killed by signal 9 (Killed): host "
+                 "127.0.0.2 blacklisted for good");
+  touch(&run, "broken.1");
+  wait_for(&run, "epoch 2 formed: 3 workers on 2 hosts (127.0.0.1:2 127.0.0.2:1)");
+  wait_for(&run, "[2]: epoch 2 rank 2 size 3");
+  touch(&run, "done");
+  cr_expect_eq(finish(&run), 0, "%s", read_log(&run));
+  cr_expect(log_has(&run, "[127.0.0.1/0]: hello from 127.0.0.1/0"),
+            "before its first epoch a worker's lines carry its name:\n%s",
+                     read_log(&run));
+  cleanup(&run);
+}
+
+Test(elastic_loop, added_host_joins_at_the_next_epoch_and_removed_host_leaves, .timeout = 120) {
+  run_t run;
+  start(&run, (const char *[]){"--min-np", "2", "--max-np", "4", "--host-discovery-script",
+                               "cat hosts", NULL}, "127.0.0.1:2\n");
+  wait_for(&run, "epoch 1 formed: 2 workers on 1 host (127.0.0.1:2)");
+  write_hosts(&run, "127.0.0.1:2\n127.0.0.3:2\n");
+  wait_for(&run, "host 127.0.0.3 added (2 slots)");
+  touch(&run, "added.1"); /* the workers ask for host updates, and come back */
+  wait_for(&run, "epoch 2 formed: 4 workers on 2 hosts (127.0.0.1:2 127.0.0.3:2)");
+  write_hosts(&run, "127.0.0.3:2\n");
+  wait_for(&run, "host 127.0.0.1 removed from the host list");
+  touch(&run, "added.2");
+  wait_for(&run, "worker 127.0.0.1/0 stopped: its host left the host list");
+  wait_for(&run, "epoch 3 formed: 2 workers on 1 host (127.0.0.3:2)");
+  touch(&run, "done");
+  cr_expect_eq(finish(&run), 0, "%s", read_log(&run));
+  cleanup(&run);
+}
+
+Test(elastic_loop, below_min_np_for_the_elastic_timeout_fails_naming_it, .timeout = 120) {
+  run_t run;
+  start(&run, (const char *[]){"--min-np", "3", "--elastic-timeout", "2",
+                               "--host-discovery-script", "cat hosts", NULL}, "127.0.0.1:2\n");
+  cr_expect_eq(finish(&run), 1, "%s", read_log(&run));
+  cr_expect(log_has(&run, "fewer than --min-np 3 slots for 2 seconds"), "%s",
+                     read_log(&run));
+  cleanup(&run);
+}
+
+Test(elastic_loop, survivors_below_min_np_form_a_job_when_workers_come_back, .timeout = 120) {
+  /* Horovod #3494's schedule: below --min-np, then a host comes back */
+  run_t run;
+  start(&run, (const char *[]){"--min-np", "2", "--max-np", "2", "--host-discovery-script",
+                               "cat hosts", NULL}, "127.0.0.1:1\n127.0.0.2:1\n");
+  wait_for(&run, "epoch 1 formed: 2 workers on 2 hosts");
+  kill(worker_pid(&run, "pid.127.0.0.2_0"), SIGKILL);
+  touch(&run, "broken.1");
+  wait_for(&run, "1 worker ready, below --min-np 2");
+  write_hosts(&run, "127.0.0.1:1\n127.0.0.3:1\n");
+  wait_for(&run, "epoch 2 formed: 2 workers on 2 hosts (127.0.0.1:1 127.0.0.3:1)");
+  touch(&run, "done");
+  cr_expect_eq(finish(&run), 0, "%s", read_log(&run));
+  cleanup(&run);
+}
+
+Test(elastic_loop, reset_limit_ends_the_job_naming_it, .timeout = 120) {
+  run_t run;
+  start(&run, (const char *[]){"--min-np", "1", "--reset-limit", "0", "--host-discovery-script",
+                               "cat hosts", NULL}, "127.0.0.1:2\n");
+  wait_for(&run, "epoch 1 formed: 2 workers");
+  kill(worker_pid(&run, "pid.127.0.0.1_1"), SIGKILL);
+  touch(&run, "broken.1");
+  cr_expect_eq(finish(&run), 1, "%s", read_log(&run));
+  cr_expect(log_has(&run, "the job was reset 0 times: --reset-limit 0 reached"),
+                     "%s", read_log(&run));
+  cr_expect(log_has(&run, "stopped: the job was reset 0 times"),
+                     "the survivor's JOIN is answered STOP with the reason:\n%s", read_log(&run));
+  cleanup(&run);
+}
+
+Test(elastic_loop, discovery_script_failing_at_the_start_fails_the_job, .timeout = 60) {
+  run_t run;
+  start(&run, (const char *[]){"--min-np", "1", "--host-discovery-script",
+                               "echo boom >&2; exit 3", NULL}, "");
+  cr_expect_eq(finish(&run), 1, "%s", read_log(&run));
+  cr_expect(log_has(&run, "the discovery script 'echo boom >&2; exit 3' "
+                            "failed: exit status 3; its stderr: boom"), "%s", read_log(&run));
+  cleanup(&run);
+}
+
+Test(elastic_loop, discovery_failing_later_keeps_the_last_list_and_warns_once, .timeout = 120) {
+  run_t run;
+  start(&run, (const char *[]){"--min-np", "1", "--host-discovery-script", "cat hosts", NULL},
+        "127.0.0.1:1\n");
+  wait_for(&run, "epoch 1 formed: 1 worker on 1 host");
+  write_hosts(&run, "not a host\n");
+  wait_for(&run, "warning: the discovery script 'cat hosts' failed: line 1 'not a host'");
+  write_hosts(&run, "127.0.0.1:1\n");
+  wait_for(&run, "the discovery script works again");
+  touch(&run, "done");
+  cr_expect_eq(finish(&run), 0, "%s", read_log(&run));
+  const char *log = read_log(&run);
+  const char *first = strstr(log, "warning: the discovery script");
+  cr_expect_null(strstr(first + 1, "warning: the discovery script"), "warned twice:\n%s", log);
+  cleanup(&run);
+}
+
+Test(elastic_loop, sigint_is_forwarded_and_exits_130, .timeout = 60) {
+  run_t run;
+  start(&run, (const char *[]){"--min-np", "2", "-H", "localhost:2", NULL}, "");
+  wait_for(&run, "epoch 1 formed: 2 workers on 1 host (localhost:2)");
+  kill(run.pid, SIGINT);
+  cr_expect_eq(finish(&run), 130, "%s", read_log(&run));
+  cr_expect(log_has(&run, "got SIGINT; forwarding it to the workers"), "%s",
+                     read_log(&run));
+  cleanup(&run);
+}
