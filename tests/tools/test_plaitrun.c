@@ -446,7 +446,10 @@ Test(plaitrun, help_lists_every_option, .timeout = 90) {
   run_plaitrun(&run);
   cr_assert_eq(run.exit_code, 0);
   const char *options[] = {"-np N", "-n N", "--np N", "--grace", "--no-prefix",
-                           "--prefix=", "--help-env", "--version", "--help"};
+                           "--prefix=", "--help-env", "--version", "--help", "--min-np N",
+                           "--max-np N", "--host-discovery-script", "--slots-per-host",
+                           "--elastic-timeout", "--reset-limit",
+                           "--blacklist-cooldown-range MIN MAX"};
   for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
     cr_assert_not_null(strstr(run.out.data, options[i]), "--help lacks %s", options[i]);
   run_free(&run);

@@ -48,6 +48,14 @@ static void kill_named_lost(driver_t *d, const plaitrun_rdv_join_t *j) {
     }
 }
 
+/* Why a waiting worker has no seat in the next epoch; NULL: it has one. */
+static const char *no_seat(const driver_t *d, const worker_t *w) {
+  const plaitrun_host_state_t *h = &d->hosts->hosts[w->host];
+  if (h->slots == 0) return "its host left the host list";
+  if (w->slot >= h->slots) return "its host has fewer slots now";
+  return NULL;
+}
+
 static void take_join(driver_t *d, const plaitrun_rdv_join_t *j, double now) {
   worker_t *w = find_running(d, j->worker);
   if (!w || w->stopped) {
@@ -57,6 +65,13 @@ static void take_join(driver_t *d, const plaitrun_rdv_join_t *j, double now) {
   }
   if (d->phase != D_RUNNING) {
     plaitrun_rdv_stop(d->rdv, j->worker, "training already ended");
+    plaitrun_workers_stop(d, w, 0);
+    return;
+  }
+  const char *why = no_seat(d, w);
+  if (why && w->epoch != d->epoch) { /* not in the job: no need to wait for a forming */
+    fprintf(stderr, "plaitrun elastic: worker %s stopped: %s\n", w->name, why);
+    plaitrun_rdv_stop(d->rdv, w->name, why);
     plaitrun_workers_stop(d, w, 0);
     return;
   }
@@ -113,14 +128,6 @@ static int forming_done(driver_t *d, double now) {
     }
   }
   return 1;
-}
-
-/* Why a waiting worker has no seat in the next epoch; NULL: it has one. */
-static const char *no_seat(const driver_t *d, const worker_t *w) {
-  const plaitrun_host_state_t *h = &d->hosts->hosts[w->host];
-  if (h->slots == 0) return "its host left the host list";
-  if (w->slot >= h->slots) return "its host has fewer slots now";
-  return NULL;
 }
 
 /* Candidates: workers with a JOIN waiting and a seat; the others get STOP. */
