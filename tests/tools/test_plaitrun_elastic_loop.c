@@ -39,6 +39,24 @@ static double now_s(void) {
 }
 
 static void write_hosts(const run_t *run, const char *text);
+static int with_fake_ssh; /* start(): workers of other hosts through a fake ssh */
+
+/* A fake ssh in the run's folder: logs its arguments to argv, skips its
+ * options up to "--" and the host, and runs the remote command with sh
+ * without PLAIT_SECRET (the secret must come on stdin). */
+static void make_fake_ssh(const run_t *run) {
+  char path[160];
+  snprintf(path, sizeof path, "%s/fake_ssh", run->dir);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fprintf(f, "#!/bin/sh\nprintf '%%s\\n' \"$*\" >> %s/argv\n"
+             "while [ \"$1\" != -- ]; do shift; done\nshift; shift\n"
+             "exec env -u PLAIT_SECRET sh -c \"$1\"\n",
+          run->dir);
+  fclose(f);
+  cr_assert_eq(chmod(path, 0755), 0);
+}
+
 
 /* Starts the driver in a child, in a folder of its own holding "hosts" (for
  * a discovery script "cat hosts"), its output in run->log, with args (then
@@ -48,10 +66,14 @@ static void start(run_t *run, const char *const *args, const char *hosts) {
   cr_assert_not_null(mkdtemp(run->dir));
   snprintf(run->log, sizeof run->log, "%s/log", run->dir);
   write_hosts(run, hosts);
+  if (with_fake_ssh) make_fake_ssh(run);
   run->pid = fork();
   cr_assert_geq(run->pid, 0);
   if (run->pid > 0) return;
   if (chdir(run->dir) != 0) _exit(99);
+  char ssh[160];
+  snprintf(ssh, sizeof ssh, "%s/fake_ssh", run->dir);
+  if (access(ssh, X_OK) == 0) setenv("PLAITRUN_SSH", ssh, 1);
   int fd = open(run->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   dup2(fd, 1);
   dup2(fd, 2);
@@ -63,7 +85,7 @@ static void start(run_t *run, const char *const *args, const char *hosts) {
   argv[n++] = WORKER;
   argv[n++] = run->dir;
   argv[n] = NULL;
-  unsetenv("PLAIT_SECRET");
+  if (!with_fake_ssh) unsetenv("PLAIT_SECRET");
   plaitrun_options_t opts;
   char err[512];
   if (plaitrun_parse_args(n, argv, &opts, err, sizeof err) != 0) {
@@ -251,6 +273,31 @@ Test(elastic_loop, discovery_failing_later_keeps_the_last_list_and_warns_once, .
   const char *log = read_log(&run);
   const char *first = strstr(log, "warning: the discovery script");
   cr_expect_null(strstr(first + 1, "warning: the discovery script"), "warned twice:\n%s", log);
+  cleanup(&run);
+}
+
+Test(elastic_loop, other_hosts_get_workers_over_ssh_with_the_secret_on_stdin, .timeout = 120) {
+  run_t run;
+  with_fake_ssh = 1;
+  setenv("PLAIT_SECRET", "0123456789abcdef0123456789abcdef", 1);
+  start(&run, (const char *[]){"--min-np", "2", "--host-discovery-script", "cat hosts", NULL},
+        "127.0.0.1:1\nnode-b:1\n");
+  wait_for(&run, "epoch 1 formed: 2 workers on 2 hosts (127.0.0.1:1 node-b:1)");
+  wait_for(&run, "[node-b/0]: hello from node-b/0 secret 0123");
+  touch(&run, "done");
+  cr_expect_eq(finish(&run), 0, "%s", read_log(&run));
+  char path[160];
+  snprintf(path, sizeof path, "%s/argv", run.dir);
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f);
+  char argv_log[8192];
+  size_t n = fread(argv_log, 1, sizeof argv_log - 1, f);
+  fclose(f);
+  argv_log[n] = '\0';
+  cr_expect(strstr(argv_log, "-T -o BatchMode=yes -- node-b ") != NULL, "%s", argv_log);
+  cr_expect(strstr(argv_log, "PLAIT_ELASTIC_WORKER=node-b/0 PLAIT_ELASTIC_DRIVER=") != NULL,
+            "%s", argv_log);
+  cr_expect(strstr(argv_log, "0123456789abcdef") == NULL, "the secret is on ssh's command line");
   cleanup(&run);
 }
 

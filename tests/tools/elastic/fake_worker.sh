@@ -12,7 +12,7 @@ name=${PLAIT_ELASTIC_WORKER:?no PLAIT_ELASTIC_WORKER}
 host=${PLAIT_ELASTIC_DRIVER%:*}
 port=${PLAIT_ELASTIC_DRIVER##*:}
 echo $$ > "$dir/pid.${name/\//_}"
-echo "hello from $name"
+echo "hello from $name secret ${PLAIT_SECRET:0:4}"
 epoch=0
 while :; do
   exec 3<>"/dev/tcp/$host/$port" || exit 3
