@@ -1,6 +1,9 @@
 #include "remote.h"
 
+#include "jobenv.h"
+
 #include <ctype.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +145,19 @@ static char *remote_command(const plaitrun_options_t *o, const char *vars) {
     return NULL;
   }
   return b.s;
+}
+
+void plaitrun_remote_send_secret(int fd) {
+  const char *secret = getenv("PLAIT_SECRET");
+  char line[PLAITRUN_SECRET_HEX_LEN * 4 + 2]; /* room for a longer secret of the user's */
+  int n = snprintf(line, sizeof line, "%s\n", secret ? secret : "");
+  if (n > 0 && (size_t)n < sizeof line) {
+    ssize_t w;
+    do {
+      w = write(fd, line, (size_t)n);
+    } while (w < 0 && errno == EINTR);
+  }
+  memset(line, 0, sizeof line);
 }
 
 void plaitrun_remote_argv_free(char **argv) {

@@ -50,4 +50,10 @@ char **plaitrun_remote_argv_for(const plaitrun_options_t *opts, const char *host
                                 const char *what, char *err, size_t err_size);
 void plaitrun_remote_argv_free(char **argv);
 
+/* Writes PLAIT_SECRET (plaitrun's) and a newline to fd, the stdin of a rank
+ * or worker started over ssh; a failed write shows as that process's failure
+ * (the wrapper exits 255). The pipe stays open until the process is told to
+ * stop. */
+void plaitrun_remote_send_secret(int fd);
+
 #endif

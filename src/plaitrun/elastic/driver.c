@@ -39,16 +39,6 @@ double plaitrun_elastic_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static const char *signal_name(int signo) {
-  switch (signo) {
-  case SIGINT: return "SIGINT";
-  case SIGTERM: return "SIGTERM";
-  case SIGHUP: return "SIGHUP";
-  case SIGQUIT: return "SIGQUIT";
-  default: return "a signal";
-  }
-}
-
 void plaitrun_driver_end(driver_t *d, int exit_code, int signo, const char *reason) {
   if (d->phase == D_STOPPING || d->phase == D_KILLED) return;
   if (d->exit_code < 0 || exit_code != 0) d->exit_code = exit_code;
@@ -61,14 +51,14 @@ void plaitrun_driver_end(driver_t *d, int exit_code, int signo, const char *reas
 static void on_signal(driver_t *d, int signo) {
   if (d->phase == D_RUNNING || d->phase == D_FINISHING) {
     char why[64];
-    snprintf(why, sizeof why, "plaitrun got %s", signal_name(signo));
+    snprintf(why, sizeof why, "plaitrun got %s", plaitrun_signal_name(signo));
     if (d->running > 0)
-      fprintf(stderr, "plaitrun: got %s; forwarding it to the workers\n", signal_name(signo));
+      fprintf(stderr, "plaitrun: got %s; forwarding it to the workers\n", plaitrun_signal_name(signo));
     d->exit_code = 128 + signo;
     plaitrun_driver_end(d, 128 + signo, signo, why);
   } else if (d->phase == D_STOPPING) {
     if (d->running > 0)
-      fprintf(stderr, "plaitrun: got %s again; killing the workers\n", signal_name(signo));
+      fprintf(stderr, "plaitrun: got %s again; killing the workers\n", plaitrun_signal_name(signo));
     d->phase = D_KILLED;
     d->give_up_at = plaitrun_elastic_now() + 5.0;
     plaitrun_workers_signal_all(d, SIGKILL);

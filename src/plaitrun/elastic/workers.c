@@ -55,19 +55,6 @@ static worker_t *new_worker(driver_t *d) {
   return w;
 }
 
-/* Over ssh: the secret as the first line of stdin, never on a command line. */
-static void send_secret(worker_t *w, int fd) {
-  const char *secret = getenv("PLAIT_SECRET");
-  char line[PLAITRUN_SECRET_HEX_LEN * 4 + 2];
-  int n = snprintf(line, sizeof line, "%s\n", secret ? secret : "");
-  if (n > 0 && (size_t)n < sizeof line) {
-    ssize_t wr;
-    PLAIT_RETRY_EINTR(wr, write(fd, line, (size_t)n));
-    (void)wr; /* a failed write shows as the worker's failure (status 255) */
-  }
-  memset(line, 0, sizeof line);
-  w->stdin_w = fd;
-}
 
 /* Spawns w (name, host, slot set). 0, or -1 after saying why. */
 static int spawn_worker(driver_t *d, worker_t *w) {
@@ -107,7 +94,10 @@ static int spawn_worker(driver_t *d, worker_t *w) {
   w->running = 1;
   w->fds[0] = child.out_fd;
   w->fds[1] = child.err_fd;
-  if (!h->local) send_secret(w, in[1]);
+  if (!h->local) { /* the secret on stdin, never on a command line */
+    plaitrun_remote_send_secret(in[1]);
+    w->stdin_w = in[1];
+  }
   d->running++;
   d->open_fds += 2;
   return 0;
