@@ -109,14 +109,22 @@ static int log_has(const run_t *run, const char *text) {
   return strstr(read_log(run), text) != NULL;
 }
 
-/* Waits (generously) until the log holds text. */
-static void wait_for(const run_t *run, const char *text) {
+static int count_of(const run_t *run, const char *text) {
+  int n = 0;
+  for (const char *p = read_log(run); (p = strstr(p, text)) != NULL; p++) n++;
+  return n;
+}
+
+/* Waits (generously) until the log holds text n times. */
+static void wait_for_n(const run_t *run, const char *text, int n) {
   double end = now_s() + 60;
-  while (!strstr(read_log(run), text)) {
-    cr_assert(now_s() < end, "no '%s' in the driver's output:\n%s", text, read_log(run));
+  while (count_of(run, text) < n) {
+    cr_assert(now_s() < end, "not %d '%s' in the driver's output:\n%s", n, text, read_log(run));
     usleep(50 * 1000);
   }
 }
+
+static void wait_for(const run_t *run, const char *text) { wait_for_n(run, text, 1); }
 
 /* Waits for the driver to exit; returns its exit status. */
 static int finish(run_t *run) {
@@ -229,6 +237,28 @@ Test(elastic_loop, survivors_below_min_np_form_a_job_when_workers_come_back, .ti
   wait_for(&run, "1 worker ready, below --min-np 2");
   write_hosts(&run, "127.0.0.1:1\n127.0.0.3:1\n");
   wait_for(&run, "epoch 2 formed: 2 workers on 2 hosts (127.0.0.1:1 127.0.0.3:1)");
+  touch(&run, "done");
+  cr_expect_eq(finish(&run), 0, "%s", read_log(&run));
+  cleanup(&run);
+}
+
+Test(elastic_loop, straggler_killed_after_the_grace_and_its_host_back_after_cooldown,
+     .timeout = 120) {
+  run_t run;
+  setenv("PLAIT_ELASTIC_JOIN_GRACE_S", "0.5", 1);
+  start(&run, (const char *[]){"--min-np", "1", "--blacklist-cooldown-range", "1", "1",
+                               "--host-discovery-script", "cat hosts", NULL}, "127.0.0.1:3\n");
+  unsetenv("PLAIT_ELASTIC_JOIN_GRACE_S");
+  wait_for(&run, "epoch 1 formed: 3 workers on 1 host (127.0.0.1:3)");
+  touch(&run, "deaf.127.0.0.1_2");
+  touch(&run, "broken.1");
+  wait_for(&run, "worker 127.0.0.1/2 (rank 2 of epoch 1) did not come to re-form within 0.5 s "
+                 "(PLAIT_ELASTIC_JOIN_GRACE_S): killed: host 127.0.0.1 blacklisted for 1 s");
+  wait_for(&run, "epoch 2 formed: 2 workers on 1 host (127.0.0.1:2)");
+  wait_for(&run, "host 127.0.0.1 back from the blacklist (cooldown over)");
+  wait_for_n(&run, "[127.0.0.1/2]: hello from 127.0.0.1/2", 2); /* a new worker in the slot */
+  touch(&run, "added.2");
+  wait_for(&run, "epoch 3 formed: 3 workers on 1 host (127.0.0.1:3)");
   touch(&run, "done");
   cr_expect_eq(finish(&run), 0, "%s", read_log(&run));
   cleanup(&run);

@@ -107,8 +107,8 @@ void plaitrun_epoch_stop_all_joins(driver_t *d, const char *reason) {
 }
 
 /* 1 when the forming may end now: every running worker of the current epoch
- * has JOINed (at the start: every running worker), or the grace is over and
- * the stragglers were killed. */
+ * has JOINed (at the start: every running worker), or the grace (at the
+ * start: --elastic-timeout) is over and the stragglers were killed. */
 static int forming_done(driver_t *d, double now) {
   int waiting = 0;
   for (int i = 0; i < d->n_workers; i++) {
@@ -117,13 +117,19 @@ static int forming_done(driver_t *d, double now) {
       waiting++;
   }
   if (waiting == 0) return 1;
-  if (d->epoch == 0 || d->grace_at == 0 || now < d->grace_at) return 0;
+  /* the first epoch: workers may take long to start, up to --elastic-timeout */
+  double deadline = d->epoch == 0 ? d->start_time + d->opts->elastic_timeout_s : d->grace_at;
+  if (deadline == 0 || now < deadline) return 0;
   for (int i = 0; i < d->n_workers; i++) {
     worker_t *w = &d->w[i];
-    if (w->running && !w->stopped && !w->joined && w->epoch == d->epoch) {
-      char why[96];
-      snprintf(why, sizeof why, "did not come to re-form within %.1f s "
-               "(PLAIT_ELASTIC_JOIN_GRACE_S): killed", d->join_grace_s);
+    if (w->running && !w->stopped && !w->joined && (d->epoch == 0 || w->epoch == d->epoch)) {
+      char why[128];
+      if (d->epoch == 0)
+        snprintf(why, sizeof why, "did not ask for its place within %d s (--elastic-timeout): "
+                 "killed", d->opts->elastic_timeout_s);
+      else
+        snprintf(why, sizeof why, "did not come to re-form within %.1f s "
+                 "(PLAIT_ELASTIC_JOIN_GRACE_S): killed", d->join_grace_s);
       plaitrun_workers_kill_failed(d, w, why);
     }
   }

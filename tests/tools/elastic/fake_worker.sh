@@ -5,6 +5,7 @@
 #   broken.<epoch>  the job of that epoch failed: come back (JOIN again)
 #   added.<epoch>   ask the driver for host updates (POLL); rejoin on any
 #   done            finish with status 0
+#   deaf.<name>     (name with / as _) never come back after broken.<epoch>
 dir=$1
 name=${PLAIT_ELASTIC_WORKER:?no PLAIT_ELASTIC_WORKER}
 [ -z "$PLAIT_RANK$PLAIT_SIZE$PLAIT_RENDEZVOUS" ] || { echo "fixed layout in elastic mode"; exit 5; }
@@ -25,7 +26,7 @@ while :; do
   echo "epoch $e rank $rank size $size"
   while :; do
     [ -e "$dir/done" ] && exit 0
-    [ -e "$dir/broken.$epoch" ] && break
+    [ -e "$dir/broken.$epoch" ] && [ ! -e "$dir/deaf.${name/\//_}" ] && break
     if [ -e "$dir/added.$epoch" ]; then
       exec 3<>"/dev/tcp/$host/$port" || exit 3
       echo POLL >&3
