@@ -1,6 +1,6 @@
 #include "options.h"
 
-#include "elastic/flags.h"
+#include "plaitrun/elastic/flags.h"
 #include "horovod_flags.h"
 
 #include <errno.h>
