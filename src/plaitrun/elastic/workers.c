@@ -167,7 +167,11 @@ static void close_stdin(worker_t *w) {
 void plaitrun_workers_stop(driver_t *d, worker_t *w, int signo) {
   (void)d;
   w->stopped = 1;
-  if (!signo) w->told = 1;
+  if (!signo) { /* answered STOP: no rank any more, its lines carry its name */
+    w->told = 1;
+    plaitrun_linebuf_set_label(&w->lines[0], w->name);
+    plaitrun_linebuf_set_label(&w->lines[1], w->name);
+  }
   if (w->kill_at == 0) w->kill_at = plaitrun_elastic_now() + PLAITRUN_ELASTIC_STOPPED_S;
   if (signo) {
     close_stdin(w);

@@ -1,8 +1,9 @@
 /*
  * A tiny elastic worker for plaitrun's end-to-end elastic test (e2e.sh):
  * plait_init asks the driver for a place; then it allreduces a 1 every
- * 50 ms and checks the sum is the job's size. A failed step (a peer lost):
- * shutdown and init again, which re-joins the driver for the next epoch.
+ * 50 ms and checks the sum is the job's size. A failed step (a peer lost),
+ * or host updates from the driver: shutdown and init again, which re-joins
+ * the driver for the next epoch.
  * Answered STOP (plait_elastic_removed): prints the reason, exits 0. It ends
  * with status 0 once the file named by argv[1] exists.
  */
@@ -13,13 +14,19 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-/* One job: steps until a step fails (returns 1) or done appears (returns 0). */
-static int train(const char *done, int size) {
+/* One job: steps until a step fails or the hosts changed (returns 1) or done
+ * appears (returns 0). Each step sums {1, rank 0's host updates}: every rank
+ * learns of a host change in the same step, as Horovod's State.commit(). */
+static int train(const char *done, int rank, int size) {
   for (long step = 0;; step++) {
-    float x = 1;
+    float x[2] = {1, 0};
+    uint64_t timestamp = 0;
+    unsigned update = 0;
+    if (rank == 0 && plait_elastic_host_updates(&timestamp, &update) == PLAIT_SUCCESS)
+      x[1] = (float)update;
     plait_tensor_t t;
     plait_handle_t *h = NULL;
-    plait_result_t rc = plait_tensor_1d(&t, &x, 1, PLAIT_FLOAT32);
+    plait_result_t rc = plait_tensor_1d(&t, x, 2, PLAIT_FLOAT32);
     if (rc == PLAIT_SUCCESS) rc = plait_allreduce_async("x", &t, &t, PLAIT_OP_SUM, NULL, &h);
     if (rc == PLAIT_SUCCESS) rc = plait_wait(h, -1);
     if (h) plait_release(h);
@@ -27,9 +34,13 @@ static int train(const char *done, int size) {
       printf("step %ld failed: %s: %s\n", step, plait_result_name(rc), plait_last_error());
       return 1;
     }
-    if (x != (float)size) {
-      printf("step %ld: sum %g, expected %d\n", step, x, size);
+    if (x[0] != (float)size) {
+      printf("step %ld: sum %g, expected %d\n", step, x[0], size);
       exit(3);
+    }
+    if (x[1] != 0) {
+      printf("step %ld: hosts changed (update %g): re-forming\n", step, x[1]);
+      return 1;
     }
     if (done && access(done, F_OK) == 0) return 0;
     usleep(50 * 1000);
@@ -55,7 +66,7 @@ int main(int argc, char **argv) {
     plait_size(&size);
     printf("epoch %llu rank %d size %d pid %d\n", (unsigned long long)epoch, rank, size,
            (int)getpid());
-    int again = train(done, size);
+    int again = train(done, rank, size);
     plait_shutdown();
     if (!again) return 0;
   }
