@@ -4,6 +4,8 @@
 # discovery script. Usage: e2e.sh PLAITRUN WORKER SCENARIO
 #   kill:  127.0.0.1:2 and 127.0.0.2:2; kill -9 of one worker; the 3 others
 #          re-form epoch 2 and train on
+#   stop:  the same with SIGSTOP: the survivors name the silent rank lost
+#          (after PLAIT_TIMEOUT_S), the driver kills it, epoch 2 of 3
 #   hosts: 127.0.0.1:2; 127.0.0.3:2 added: its workers join at epoch 2 (the
 #          running ones learn it from plait_elastic_host_updates); then
 #          127.0.0.1 removed: its workers are stopped, epoch 3 on 127.0.0.3
@@ -15,8 +17,8 @@ trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null; rm -rf "$dir"' EXIT
 printf '#!/bin/sh\ncat "%s/hosts"\n' "$dir" > "$dir/discover.sh"
 chmod +x "$dir/discover.sh"
 set_hosts() { printf "$1" > "$dir/hosts.tmp" && mv "$dir/hosts.tmp" "$dir/hosts"; }
-if [ "$scenario" = kill ]; then set_hosts '127.0.0.1:2\n127.0.0.2:2\n'; else set_hosts '127.0.0.1:2\n'; fi
-export PLAIT_TIMEOUT_S=${PLAIT_TIMEOUT_S:-10} PLAIT_TRANSPORT=${PLAIT_TRANSPORT:-gloo}
+if [ "$scenario" != hosts ]; then set_hosts '127.0.0.1:2\n127.0.0.2:2\n'; else set_hosts '127.0.0.1:2\n'; fi
+export PLAIT_TIMEOUT_S=${PLAIT_TIMEOUT_S:-5} PLAIT_TRANSPORT=${PLAIT_TRANSPORT:-gloo}
 "$plaitrun" --min-np 2 --max-np 4 --host-discovery-script "$dir/discover.sh" \
   "$worker" "$dir/done" > "$dir/out" 2>&1 &
 pid=$!
@@ -31,12 +33,17 @@ wait_for() { # text, seconds
   done
 }
 
-if [ "$scenario" = kill ]; then
+if [ "$scenario" != hosts ]; then
   wait_for "epoch 1 formed: 4 workers on 2 hosts (127.0.0.1:2 127.0.0.2:2)" 120
   wait_for "[3]: epoch 1 rank 3 size 4 pid" 60
   victim=$(grep -F "[3]: epoch 1 rank 3 size 4 pid" "$dir/out" | sed 's/.* pid //')
-  kill -9 "$victim"
-  wait_for "was killed by signal 9" 30
+  if [ "$scenario" = kill ]; then
+    kill -9 "$victim"
+    wait_for "was killed by signal 9" 30
+  else
+    kill -STOP "$victim"
+    wait_for "worker 127.0.0.2/1 (rank 3 of epoch 1) was named lost by" 60
+  fi
   wait_for "epoch 2 formed: 3 workers on 2 hosts" 120
   wait_for "[2]: epoch 2 rank 2 size 3" 60
 else
