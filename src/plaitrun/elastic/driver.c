@@ -324,20 +324,24 @@ static int prepare_env(driver_t *d) {
   return 0;
 }
 
-/* The rendezvous server: on 127.0.0.1 when every host is this one, else on
- * this host's name (what other hosts reach it at, as `plaitrun -H`'s
- * rendezvous). */
+/* The rendezvous server: on PLAITRUN_ELASTIC_HOST when set; else on
+ * 127.0.0.1 when every host is this one, else on this host's name (what other
+ * hosts reach it at, as `plaitrun -H`'s rendezvous). */
 static int open_rendezvous(driver_t *d) {
   int all_local = !d->opts->discovery_script;
   for (int k = 0; k < d->opts->n_hosts; k++) all_local &= d->opts->hosts[k].local;
   char bind_host[PLAITRUN_HOST_NAME_MAX] = "127.0.0.1", err[512];
-  if (!all_local && (gethostname(bind_host, sizeof bind_host) != 0 || !bind_host[0])) {
-    fprintf(stderr, "plaitrun: this host has no name for the workers to reach plaitrun at\n");
+  const char *chosen = getenv("PLAITRUN_ELASTIC_HOST");
+  if (chosen && *chosen) {
+    snprintf(bind_host, sizeof bind_host, "%.*s", PLAITRUN_HOST_NAME_MAX - 1, chosen);
+  } else if (!all_local && (gethostname(bind_host, sizeof bind_host) != 0 || !bind_host[0])) {
+    fprintf(stderr, "plaitrun: this host has no name for the workers to reach plaitrun at "
+            "(set PLAITRUN_ELASTIC_HOST)\n");
     return -1;
   }
   bind_host[sizeof bind_host - 1] = '\0';
   if (plaitrun_rdv_open(&d->rdv, bind_host, getenv("PLAIT_SECRET"), err, sizeof err) != 0) {
-    fprintf(stderr, "plaitrun: cannot open the elastic rendezvous on %s: %s\n", bind_host, err);
+    fprintf(stderr, "plaitrun: cannot open the elastic driver's rendezvous: %s\n", err);
     return -1;
   }
   const char *addr = plaitrun_rdv_address(d->rdv);
@@ -372,6 +376,9 @@ static int driver_init(driver_t *d, const plaitrun_options_t *opts) {
     fprintf(stderr, "plaitrun: cannot install signal handlers: %s\n", strerror(errno));
     return -1;
   }
+  fprintf(stderr, "plaitrun elastic: driver at %s; --min-np %d, -np %d, --max-np %d\n",
+          d->local_driver, opts->min_np, opts->nranks,
+          opts->max_np ? opts->max_np : PLAITRUN_MAX_RANKS);
   return first_discovery(d);
 }
 
@@ -387,12 +394,7 @@ static void driver_free(driver_t *d) {
 int plaitrun_elastic_run(const plaitrun_options_t *opts) {
   driver_t d;
   int rc = PLAITRUN_EXIT_INTERNAL;
-  if (driver_init(&d, opts) == 0) {
-    fprintf(stderr, "plaitrun elastic: driver at %s; --min-np %d, -np %d, --max-np %d\n",
-            d.local_driver, opts->min_np, opts->nranks,
-            opts->max_np ? opts->max_np : PLAITRUN_MAX_RANKS);
-    rc = run_loop(&d);
-  }
+  if (driver_init(&d, opts) == 0) rc = run_loop(&d);
   driver_free(&d);
   return rc;
 }

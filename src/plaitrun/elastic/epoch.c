@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define JOINS_MAX (4 * PLAITRUN_MAX_RANKS)
+#define JOINS_MAX PLAITRUN_MAX_RANKS /* workers running at once: at most --max-np */
 
 static worker_t *find_running(driver_t *d, const char *name) {
   for (int i = 0; i < d->n_workers; i++)

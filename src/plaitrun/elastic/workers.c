@@ -27,6 +27,15 @@ static double uniform01(driver_t *d) {
   return (double)((d->rng * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
 }
 
+/* Blacklists host now; says for how long in text ("for good", "for 23 s"). */
+static void blacklist(driver_t *d, int host, char *text, size_t cap) {
+  double cd = plaitrun_hosts_blacklist(d->hosts, host, plaitrun_elastic_now(), uniform01(d));
+  if (cd < 0)
+    snprintf(text, cap, "for good");
+  else
+    snprintf(text, cap, "for %.0f s", cd);
+}
+
 static worker_t *new_worker(driver_t *d) {
   if (d->n_workers == d->cap_workers) { /* forget workers that are all done */
     int k = 0;
@@ -142,11 +151,10 @@ void plaitrun_workers_start_missing(driver_t *d) {
     for (int slot = 0; slot < d->hosts->hosts[host].slots && d->running < cap; slot++) {
       if (slot_taken(d, host, slot)) continue;
       if (start_one(d, host, slot) != 0) {
-        double cd = plaitrun_hosts_blacklist(d->hosts, host, plaitrun_elastic_now(),
-                                             uniform01(d));
-        fprintf(stderr, "plaitrun elastic: host %s blacklisted %s%.0f%s\n",
-                d->hosts->hosts[host].name, cd < 0 ? "for good" : "for ", cd < 0 ? 0 : cd,
-                cd < 0 ? "" : " s");
+        char cool[48];
+        blacklist(d, host, cool, sizeof cool);
+        fprintf(stderr, "plaitrun elastic: host %s blacklisted %s\n", d->hosts->hosts[host].name,
+                cool);
         break;
       }
     }
@@ -191,12 +199,10 @@ void plaitrun_workers_signal_all(driver_t *d, int signo) {
 /* A failure of w: blacklist its host, and the epoch it is in needs re-forming. */
 static void failed(driver_t *d, worker_t *w, const char *what) {
   double now = plaitrun_elastic_now();
-  double cd = plaitrun_hosts_blacklist(d->hosts, w->host, now, uniform01(d));
-  char rank[32] = "";
+  char rank[48] = "", cool[48];
+  blacklist(d, w->host, cool, sizeof cool);
   if (w->rank >= 0) snprintf(rank, sizeof rank, " (rank %d of epoch %llu)", w->rank,
                              (unsigned long long)w->epoch);
-  char cool[48];
-  snprintf(cool, sizeof cool, cd < 0 ? "for good" : "for %.0f s", cd);
   fprintf(stderr, "plaitrun elastic: worker %s%s %s: host %s blacklisted %s\n", w->name, rank,
           what, d->hosts->hosts[w->host].name, cool);
   d->failures++;
@@ -218,9 +224,10 @@ static void on_exit_status(driver_t *d, worker_t *w, int status) {
   if (w->stopped) return; /* the driver asked for it */
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
     if (d->phase == D_RUNNING) {
-      fprintf(stderr, "plaitrun elastic: worker %s (rank %d) finished with status 0: no more "
-              "epochs; the others get %.0f s to finish\n", w->name, w->rank,
-              PLAITRUN_ELASTIC_FINISH_S);
+      char rank[32] = "";
+      if (w->rank >= 0) snprintf(rank, sizeof rank, " (rank %d)", w->rank);
+      fprintf(stderr, "plaitrun elastic: worker %s%s finished with status 0: no more epochs; the "
+              "others get %.0f s to finish\n", w->name, rank, PLAITRUN_ELASTIC_FINISH_S);
       d->phase = D_FINISHING;
       d->exit_code = 0;
       d->finish_at = plaitrun_elastic_now() + PLAITRUN_ELASTIC_FINISH_S;
