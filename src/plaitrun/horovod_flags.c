@@ -8,7 +8,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,15 +141,6 @@ static const hflag_t FLAGS[] = {
 };
 #define N_FLAGS (sizeof FLAGS / sizeof FLAGS[0])
 
-static void set_err(char *err, size_t err_size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t err_size, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, err_size, fmt, ap);
-  va_end(ap);
-}
-
 static const hflag_t *find(const char *arg, size_t len) {
   for (size_t f = 0; f < N_FLAGS; f++)
     for (int k = 0; k < 3 && FLAGS[f].names[k]; k++)
@@ -169,7 +159,7 @@ static int add_env(plaitrun_options_t *o, const char *flag, const char *name, co
       return 0;
     }
   if (o->n_env >= PLAITRUN_MAX_ENV || strlen(value ? value : "") >= sizeof o->env[0].value) {
-    set_err(err, err_size, "%s: too many or too long settings", flag);
+    plaitrun_set_err(err, err_size, "%s: too many or too long settings", flag);
     return -1;
   }
   plaitrun_env_t *e = &o->env[o->n_env++];
@@ -222,24 +212,25 @@ static int check_value(const hflag_t *h, const char *flag, const char *v, char *
         snprintf(out, cap, "%s", levels[k]);
         return 0;
       }
-    set_err(err, err_size, "%s '%s': expected one of TRACE, DEBUG, INFO, WARNING, ERROR, FATAL",
-            flag, v);
+    plaitrun_set_err(err, err_size,
+                     "%s '%s': expected one of TRACE, DEBUG, INFO, WARNING, ERROR, FATAL",
+                     flag, v);
     return -1;
   }
   case V_TEXT:
   case V_ANY:
     if (!*v) {
-      set_err(err, err_size, "%s: the value is empty", flag);
+      plaitrun_set_err(err, err_size, "%s: the value is empty", flag);
       return -1;
     }
     snprintf(out, cap, "%s", v);
     return 0;
   }
-  set_err(err, err_size, "%s '%s': expected %s", flag, v,
-          h->val == V_FLOAT ? "a number of milliseconds >= 0 (e.g. 1 or 2.5)"
-          : h->val == V_MB  ? "a whole number of MiB >= 0 (0 disables fusion)"
-          : h->val == V_INT_POS ? "a whole number of seconds > 0"
-                                : "a whole number >= 0");
+  plaitrun_set_err(err, err_size, "%s '%s': expected %s", flag, v,
+                   h->val == V_FLOAT ? "a number of milliseconds >= 0 (e.g. 1 or 2.5)"
+                   : h->val == V_MB  ? "a whole number of MiB >= 0 (0 disables fusion)"
+                   : h->val == V_INT_POS ? "a whole number of seconds > 0"
+                   : "a whole number >= 0");
   return -1;
 }
 
@@ -248,17 +239,19 @@ static int take_host(const char *flag, const char *host, const char *slots_text,
                      plaitrun_options_t *o, char *err, size_t err_size) {
   long long slots;
   if (!slots_text || parse_whole(slots_text, 1, &slots) || slots > PLAITRUN_MAX_RANKS) {
-    set_err(err, err_size, "%s: '%s' has no slot count from 1 to %d (expected host:slots, e.g. "
-            "localhost:2)", flag, host, PLAITRUN_MAX_RANKS);
+    plaitrun_set_err(err, err_size,
+                     "%s: '%s' has no slot count from 1 to %d (expected host:slots, e.g. "
+                     "localhost:2)", flag, host, PLAITRUN_MAX_RANKS);
     return -1;
   }
   if (!plaitrun_valid_host_name(host)) {
-    set_err(err, err_size, "%s: '%s' is not a host name (letters, digits, '.', '-', '_', ':'; "
-            "not starting with '-')", flag, host);
+    plaitrun_set_err(err, err_size,
+                     "%s: '%s' is not a host name (letters, digits, '.', '-', '_', ':'; "
+                     "not starting with '-')", flag, host);
     return -1;
   }
   if (o->n_hosts >= PLAITRUN_MAX_HOSTS) {
-    set_err(err, err_size, "%s: more than %d hosts", flag, PLAITRUN_MAX_HOSTS);
+    plaitrun_set_err(err, err_size, "%s: more than %d hosts", flag, PLAITRUN_MAX_HOSTS);
     return -1;
   }
   plaitrun_host_t *h = &o->hosts[o->n_hosts++];
@@ -267,7 +260,7 @@ static int take_host(const char *flag, const char *host, const char *slots_text,
   h->local = plaitrun_is_this_host(host);
   if (!h->local) o->remote = 1;
   if (o->slots + slots > PLAITRUN_MAX_RANKS) {
-    set_err(err, err_size, "%s: more than %d slots in all", flag, PLAITRUN_MAX_RANKS);
+    plaitrun_set_err(err, err_size, "%s: more than %d slots in all", flag, PLAITRUN_MAX_RANKS);
     return -1;
   }
   o->slots += (int)slots;
@@ -278,7 +271,7 @@ static int take_hosts(const char *flag, const char *list, plaitrun_options_t *o,
                       size_t err_size) {
   char copy[4096];
   if (snprintf(copy, sizeof copy, "%s", list) >= (int)sizeof copy) {
-    set_err(err, err_size, "%s: the host list is too long", flag);
+    plaitrun_set_err(err, err_size, "%s: the host list is too long", flag);
     return -1;
   }
   o->slots = 0;
@@ -293,8 +286,9 @@ static int take_hosts(const char *flag, const char *list, plaitrun_options_t *o,
     n++;
   }
   if (!n) {
-    set_err(err, err_size, "%s: no host in '%s' (expected host:slots, e.g. localhost:2)", flag,
-            list);
+    plaitrun_set_err(err, err_size,
+                     "%s: no host in '%s' (expected host:slots, e.g. localhost:2)", flag,
+                     list);
     return -1;
   }
   return 0;
@@ -304,7 +298,7 @@ static int take_hostfile(const char *flag, const char *path, plaitrun_options_t 
                          size_t err_size) {
   FILE *f = fopen(path, "r");
   if (!f) {
-    set_err(err, err_size, "%s %s: %s", flag, path, strerror(errno));
+    plaitrun_set_err(err, err_size, "%s %s: %s", flag, path, strerror(errno));
     return -1;
   }
   o->slots = 0;
@@ -319,8 +313,9 @@ static int take_hostfile(const char *flag, const char *path, plaitrun_options_t 
     if (!*p || *p == '#') continue;
     if (sscanf(p, "%511s slots=%63s", host, slots) != 2) {
       line[strcspn(line, "\n")] = '\0';
-      set_err(err, err_size, "%s %s: line '%s' is not '<hostname> slots=<slots>'", flag, path,
-              line);
+      plaitrun_set_err(err, err_size,
+                       "%s %s: line '%s' is not '<hostname> slots=<slots>'", flag, path,
+                       line);
       rc = -1;
       break;
     }
@@ -329,7 +324,7 @@ static int take_hostfile(const char *flag, const char *path, plaitrun_options_t 
   }
   fclose(f);
   if (rc == 0 && n == 0) {
-    set_err(err, err_size, "%s %s: no host in the file", flag, path);
+    plaitrun_set_err(err, err_size, "%s %s: no host in the file", flag, path);
     rc = -1;
   }
   return rc;
@@ -347,16 +342,16 @@ int plaitrun_horovod_flag(int argc, char **argv, int *i, plaitrun_options_t *o, 
     if (strlen(h->names[k]) == len && !strncmp(h->names[k], arg, len)) flag = h->names[k];
   const char *value = eq ? eq + 1 : NULL;
   if (h->val == V_NONE && value) {
-    set_err(err, err_size, "option '%s' takes no value", flag);
+    plaitrun_set_err(err, err_size, "option '%s' takes no value", flag);
     return -1;
   }
   if (h->how == H_REFUSE) {
-    set_err(err, err_size, "%s is not supported: %s", flag, h->why);
+    plaitrun_set_err(err, err_size, "%s is not supported: %s", flag, h->why);
     return -1;
   }
   if (h->val != V_NONE && !value) {
     if (*i + 1 >= argc) {
-      set_err(err, err_size, "option '%s' needs a value", flag);
+      plaitrun_set_err(err, err_size, "option '%s' needs a value", flag);
       return -1;
     }
     *i += 1;
@@ -376,14 +371,14 @@ int plaitrun_horovod_flag(int argc, char **argv, int *i, plaitrun_options_t *o, 
     return 1;
   case H_SSH_IDENTITY:
     if (!*value || value[0] == '-') {
-      set_err(err, err_size, "%s '%s': expected the path of a key file", flag, value);
+      plaitrun_set_err(err, err_size, "%s '%s': expected the path of a key file", flag, value);
       return -1;
     }
     o->ssh_identity = value;
     return 1;
   case H_OUTPUT:
     if (!*value) {
-      set_err(err, err_size, "%s: the folder name is empty", flag);
+      plaitrun_set_err(err, err_size, "%s: the folder name is empty", flag);
       return -1;
     }
     o->output_dir = value;
@@ -404,8 +399,9 @@ int plaitrun_horovod_flag(int argc, char **argv, int *i, plaitrun_options_t *o, 
 
 int plaitrun_horovod_check(const plaitrun_options_t *o, char *err, size_t err_size) {
   if (o->slots && o->nranks > o->slots) {
-    set_err(err, err_size, "-np %d is more than the %d slot%s the hosts give (-H/--hostfile)",
-            o->nranks, o->slots, o->slots == 1 ? "" : "s");
+    plaitrun_set_err(err, err_size,
+                     "-np %d is more than the %d slot%s the hosts give (-H/--hostfile)",
+                     o->nranks, o->slots, o->slots == 1 ? "" : "s");
     return -1;
   }
   return 0;
@@ -422,7 +418,7 @@ int plaitrun_horovod_apply_env(const plaitrun_options_t *o, char *err, size_t er
       else if (before)
         fprintf(stderr, "plaitrun: %s overrides %s=%s\n", e->flag, e->name, before);
       if (unsetenv(e->name) != 0) {
-        set_err(err, err_size, "unsetenv %s: %s", e->name, strerror(errno));
+        plaitrun_set_err(err, err_size, "unsetenv %s: %s", e->name, strerror(errno));
         return -1;
       }
       continue;
@@ -432,7 +428,7 @@ int plaitrun_horovod_apply_env(const plaitrun_options_t *o, char *err, size_t er
     else if (before && strcmp(before, e->value))
       fprintf(stderr, "plaitrun: %s overrides %s=%s\n", e->flag, e->name, before);
     if (setenv(e->name, e->value, 1) != 0) {
-      set_err(err, err_size, "setenv %s: %s", e->name, strerror(errno));
+      plaitrun_set_err(err, err_size, "setenv %s: %s", e->name, strerror(errno));
       return -1;
     }
   }

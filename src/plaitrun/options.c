@@ -112,18 +112,14 @@ void plaitrun_print_usage(FILE *out) {
       out);
 }
 
-static void set_err(char *err, size_t err_size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t err_size, const char *fmt, ...) {
+void plaitrun_set_err(char *err, size_t err_size, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(err, err_size, fmt, ap);
   va_end(ap);
 }
 
-/* Whole decimal number in [lo, hi], digits only. */
-static int parse_int_in(const char *text, long lo, long hi, int *out) {
+int plaitrun_parse_whole(const char *text, long lo, long hi, int *out) {
   if (text[0] < '0' || text[0] > '9') return -1;
   errno = 0;
   char *end = NULL;
@@ -160,19 +156,19 @@ static int apply_option(const opt_def_t *def, const char *name, const char *valu
   switch (def->id) {
   case OPT_NP:
     if (opts->nranks != 0) {
-      set_err(err, err_size, "the number of ranks is given twice (%s %s)", name, value);
+      plaitrun_set_err(err, err_size, "the number of ranks is given twice (%s %s)", name, value);
       return -1;
     }
-    if (parse_int_in(value, 1, PLAITRUN_MAX_RANKS, &opts->nranks) != 0) {
-      set_err(err, err_size, "%s '%s': expected a whole number of ranks from 1 to %d",
-              name, value, PLAITRUN_MAX_RANKS);
+    if (plaitrun_parse_whole(value, 1, PLAITRUN_MAX_RANKS, &opts->nranks) != 0) {
+      plaitrun_set_err(err, err_size, "%s '%s': expected a whole number of ranks from 1 to %d",
+                       name, value, PLAITRUN_MAX_RANKS);
       return -1;
     }
     return 0;
   case OPT_GRACE:
     if (parse_seconds(value, PLAITRUN_MAX_GRACE_S, &opts->grace_s) != 0) {
-      set_err(err, err_size, "%s '%s': expected a number of seconds from 0 to %.0f "
-              "(e.g. 2 or 0.5)", name, value, PLAITRUN_MAX_GRACE_S);
+      plaitrun_set_err(err, err_size, "%s '%s': expected a number of seconds from 0 to %.0f "
+                       "(e.g. 2 or 0.5)", name, value, PLAITRUN_MAX_GRACE_S);
       return -1;
     }
     return 0;
@@ -182,7 +178,7 @@ static int apply_option(const opt_def_t *def, const char *name, const char *valu
     } else if (strcmp(value, "0") == 0) {
       opts->prefix = 0;
     } else {
-      set_err(err, err_size, "%s='%s': expected 0 or 1", name, value);
+      plaitrun_set_err(err, err_size, "%s='%s': expected 0 or 1", name, value);
       return -1;
     }
     return 0;
@@ -216,17 +212,17 @@ static int parse_one(int argc, char **argv, int *i, plaitrun_options_t *opts,
     int taken = plaitrun_elastic_flag(argc, argv, i, opts, err, err_size);
     if (taken == 0) taken = plaitrun_horovod_flag(argc, argv, i, opts, err, err_size);
     if (taken != 0) return taken < 0 ? -1 : 0;
-    set_err(err, err_size, "unknown option '%s'", arg);
+    plaitrun_set_err(err, err_size, "unknown option '%s'", arg);
     return -1;
   }
   const char *value = eq ? eq + 1 : NULL;
   if (def->arg == ARG_NONE && value != NULL) {
-    set_err(err, err_size, "option '%s' takes no value", def->name);
+    plaitrun_set_err(err, err_size, "option '%s' takes no value", def->name);
     return -1;
   }
   if (def->arg == ARG_REQUIRED && value == NULL) {
     if (*i + 1 >= argc) {
-      set_err(err, err_size, "option '%s' needs a value", def->name);
+      plaitrun_set_err(err, err_size, "option '%s' needs a value", def->name);
       return -1;
     }
     *i += 1;
@@ -255,12 +251,12 @@ int plaitrun_parse_args(int argc, char **argv, plaitrun_options_t *opts,
     if (opts->action != PLAITRUN_ACTION_RUN) return 0;
   }
   if (opts->nranks == 0 && !opts->elastic) {
-    set_err(err, err_size, "missing -np N: how many ranks to start (1 to %d)",
-            PLAITRUN_MAX_RANKS);
+    plaitrun_set_err(err, err_size, "missing -np N: how many ranks to start (1 to %d)",
+                     PLAITRUN_MAX_RANKS);
     return -1;
   }
   if (i >= argc) {
-    set_err(err, err_size, "missing the command to run after the options");
+    plaitrun_set_err(err, err_size, "missing the command to run after the options");
     return -1;
   }
   opts->command = &argv[i];

@@ -90,4 +90,11 @@ int plaitrun_parse_args(int argc, char **argv, plaitrun_options_t *opts,
 /* The text of --help. */
 void plaitrun_print_usage(FILE *out);
 
+/* What the flag parsers share (options.c, horovod_flags.c, elastic/flags.c):
+ * a message into err, and a whole decimal number in [lo, hi], digits only
+ * (0, or -1). */
+void plaitrun_set_err(char *err, size_t err_size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int plaitrun_parse_whole(const char *text, long lo, long hi, int *out);
+
 #endif

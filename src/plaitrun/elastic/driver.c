@@ -53,7 +53,8 @@ static void on_signal(driver_t *d, int signo) {
     char why[64];
     snprintf(why, sizeof why, "plaitrun got %s", plaitrun_signal_name(signo));
     if (d->running > 0)
-      fprintf(stderr, "plaitrun: got %s; forwarding it to the workers\n", plaitrun_signal_name(signo));
+      fprintf(stderr, "plaitrun: got %s; forwarding it to the workers\n",
+              plaitrun_signal_name(signo));
     d->exit_code = 128 + signo;
     plaitrun_driver_end(d, 128 + signo, signo, why);
   } else if (d->phase == D_STOPPING) {

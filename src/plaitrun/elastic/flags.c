@@ -1,8 +1,5 @@
 #include "flags.h"
 
-#include <ctype.h>
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,15 +22,6 @@ static const edef_t EFLAGS[] = {
 };
 #define N_EFLAGS (sizeof EFLAGS / sizeof EFLAGS[0])
 
-static void set_err(char *err, size_t err_size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t err_size, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, err_size, fmt, ap);
-  va_end(ap);
-}
-
 void plaitrun_elastic_defaults(plaitrun_options_t *o) {
   o->elastic = 0;
   o->min_np = o->max_np = 0;
@@ -45,35 +33,24 @@ void plaitrun_elastic_defaults(plaitrun_options_t *o) {
   o->elastic_only_flag = NULL;
 }
 
-/* A whole decimal number in [lo, hi], digits only. */
-static int whole(const char *v, long lo, long hi, int *out) {
-  if (!isdigit((unsigned char)v[0])) return -1;
-  errno = 0;
-  char *end = NULL;
-  long x = strtol(v, &end, 10);
-  if (errno || *end || x < lo || x > hi) return -1;
-  *out = (int)x;
-  return 0;
-}
-
 static int take_count(const char *flag, const char *v, long lo, long hi, const char *what,
                       int *out, char *err, size_t err_size) {
-  if (whole(v, lo, hi, out) == 0) return 0;
-  set_err(err, err_size, "%s '%s': expected %s from %ld to %ld", flag, v, what, lo, hi);
+  if (plaitrun_parse_whole(v, lo, hi, out) == 0) return 0;
+  plaitrun_set_err(err, err_size, "%s '%s': expected %s from %ld to %ld", flag, v, what, lo, hi);
   return -1;
 }
 
 static int take_cooldown(const char *flag, const char *lo, const char *hi, plaitrun_options_t *o,
                          char *err, size_t err_size) {
-  if (whole(lo, PLAITRUN_COOLDOWN_LOWEST_S, PLAITRUN_COOLDOWN_HIGHEST_S, &o->cooldown_min_s) ||
-      whole(hi, PLAITRUN_COOLDOWN_LOWEST_S, PLAITRUN_COOLDOWN_HIGHEST_S, &o->cooldown_max_s)) {
-    set_err(err, err_size, "%s '%s' '%s': expected two whole numbers of seconds MIN MAX from %d "
-            "to %d (Horovod's bounds)", flag, lo, hi, PLAITRUN_COOLDOWN_LOWEST_S,
-            PLAITRUN_COOLDOWN_HIGHEST_S);
+  const long low = PLAITRUN_COOLDOWN_LOWEST_S, high = PLAITRUN_COOLDOWN_HIGHEST_S;
+  if (plaitrun_parse_whole(lo, low, high, &o->cooldown_min_s) ||
+      plaitrun_parse_whole(hi, low, high, &o->cooldown_max_s)) {
+    plaitrun_set_err(err, err_size, "%s '%s' '%s': expected two whole numbers of seconds MIN MAX "
+                     "from %ld to %ld (Horovod's bounds)", flag, lo, hi, low, high);
     return -1;
   }
   if (o->cooldown_min_s > o->cooldown_max_s) {
-    set_err(err, err_size, "%s %s %s: MIN is above MAX", flag, lo, hi);
+    plaitrun_set_err(err, err_size, "%s %s %s: MIN is above MAX", flag, lo, hi);
     return -1;
   }
   return 0;
@@ -93,7 +70,7 @@ static int apply(const edef_t *d, const char *flag, const char *v, const char *v
   case E_SCRIPT:
     o->elastic = 1;
     if (!*v) {
-      set_err(err, err_size, "%s: the script is empty", flag);
+      plaitrun_set_err(err, err_size, "%s: the script is empty", flag);
       return -1;
     }
     o->discovery_script = v;
@@ -136,8 +113,8 @@ int plaitrun_elastic_flag(int argc, char **argv, int *i, plaitrun_options_t *o, 
   int next = *i + 1;
   for (int k = values[0] ? 1 : 0; k < need; k++) {
     if (next >= argc) {
-      set_err(err, err_size, "option '%s' needs %s", flag,
-              need == 2 ? "two values (MIN MAX seconds)" : "a value");
+      plaitrun_set_err(err, err_size, "option '%s' needs %s", flag,
+                       need == 2 ? "two values (MIN MAX seconds)" : "a value");
       return -1;
     }
     values[k] = argv[next++];
@@ -149,40 +126,44 @@ int plaitrun_elastic_flag(int argc, char **argv, int *i, plaitrun_options_t *o, 
 int plaitrun_elastic_check(plaitrun_options_t *o, char *err, size_t err_size) {
   if (!o->elastic) {
     if (o->elastic_only_flag) {
-      set_err(err, err_size, "%s needs elastic mode: give --min-np, --max-np or "
-              "--host-discovery-script too", o->elastic_only_flag);
+      plaitrun_set_err(err, err_size, "%s needs elastic mode: give --min-np, --max-np or "
+                       "--host-discovery-script too", o->elastic_only_flag);
       return -1;
     }
     return 0;
   }
   if (o->min_np == 0) o->min_np = o->nranks;
   if (o->min_np == 0) {
-    set_err(err, err_size, "elastic mode needs --min-np N (or -np N): the fewest workers a job "
-            "may run with");
+    plaitrun_set_err(err, err_size,
+                     "elastic mode needs --min-np N (or -np N): the fewest workers a job "
+                     "may run with");
     return -1;
   }
   if (o->nranks == 0) o->nranks = o->min_np;
   if (o->nranks < o->min_np) {
-    set_err(err, err_size, "-np %d is below --min-np %d", o->nranks, o->min_np);
+    plaitrun_set_err(err, err_size, "-np %d is below --min-np %d", o->nranks, o->min_np);
     return -1;
   }
   if (o->max_np && o->max_np < o->nranks) {
-    set_err(err, err_size, "--max-np %d is below %s %d", o->max_np,
-            o->nranks == o->min_np ? "--min-np" : "-np", o->nranks);
+    plaitrun_set_err(err, err_size, "--max-np %d is below %s %d", o->max_np,
+                     o->nranks == o->min_np ? "--min-np" : "-np", o->nranks);
     return -1;
   }
   if (!o->discovery_script && o->n_hosts == 0) {
-    set_err(err, err_size, "elastic mode needs --host-discovery-script PATH or -H/--hostfile: "
-            "where workers may run");
+    plaitrun_set_err(err, err_size,
+                     "elastic mode needs --host-discovery-script PATH or -H/--hostfile: "
+                     "where workers may run");
     return -1;
   }
   if (o->discovery_script && o->n_hosts) {
-    set_err(err, err_size, "give either --host-discovery-script or -H/--hostfile, not both");
+    plaitrun_set_err(err, err_size,
+                     "give either --host-discovery-script or -H/--hostfile, not both");
     return -1;
   }
   if (o->output_dir) {
-    set_err(err, err_size, "--output-filename is not supported in elastic mode: a worker's rank "
-            "changes from one epoch to the next");
+    plaitrun_set_err(err, err_size,
+                     "--output-filename is not supported in elastic mode: a worker's rank "
+                     "changes from one epoch to the next");
     return -1;
   }
   return 0;
