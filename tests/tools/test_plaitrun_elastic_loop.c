@@ -331,6 +331,21 @@ Test(elastic_loop, other_hosts_get_workers_over_ssh_with_the_secret_on_stdin, .t
   cleanup(&run);
 }
 
+Test(elastic_loop, discovery_failing_for_the_elastic_timeout_fails_naming_the_script,
+     .timeout = 120) {
+  run_t run;
+  start(&run, (const char *[]){"--min-np", "2", "--slots-per-host", "2", "--elastic-timeout",
+                               "2", "--host-discovery-script", "cat hosts", NULL},
+        "127.0.0.1\n"); /* no ":slots": --slots-per-host */
+  wait_for(&run, "epoch 1 formed: 2 workers on 1 host (127.0.0.1:2)");
+  write_hosts(&run, "127.0.0.1:zero\n");
+  cr_expect_eq(finish(&run), 1, "%s", read_log(&run));
+  cr_expect(log_has(&run, "the discovery script 'cat hosts' failed for 2 s (--elastic-timeout); "
+                          "last: line 1 '127.0.0.1:zero': the slots 'zero'"),
+            "%s", read_log(&run));
+  cleanup(&run);
+}
+
 Test(elastic_loop, sigint_is_forwarded_and_exits_130, .timeout = 60) {
   run_t run;
   start(&run, (const char *[]){"--min-np", "2", "-H", "localhost:2", NULL}, "");
