@@ -24,13 +24,6 @@ static char transport_name[80];
 
 void plait_core_test_without_coordinator(int on) { without_coordinator = on; }
 
-#define REQUIRE_OUT(p)                                                         \
-  do {                                                                         \
-    if (!(p))                                                                  \
-      return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "%s: " #p " is NULL",     \
-                         __func__);                                            \
-  } while (0)
-
 /* The configuration and topology from the environment, then the engine. */
 static plait_result_t init_locked(void) {
   plait_config_t cfg;

@@ -8,13 +8,6 @@
 #include "control/elastic_client.h"
 #include "util/error.h"
 
-#define REQUIRE_OUT(p)                                                         \
-  do {                                                                         \
-    if (!(p))                                                                  \
-      return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "%s: " #p " is NULL",     \
-                         __func__);                                            \
-  } while (0)
-
 PLAIT_API plait_result_t plait_elastic_enabled(int *enabled) {
   REQUIRE_OUT(enabled);
   *enabled = plait_el_driver_valid(getenv("PLAIT_ELASTIC_DRIVER"));

@@ -291,13 +291,18 @@ Test(elastic_rdv, a_process_of_another_epoch_is_refused, .timeout = 90) {
 
 /* A job of one: POLL's answer, and the lost ranks noted for the next JOIN. */
 static int poll_and_note(int w, void *arg) {
-  (void)arg;
+  shared_t *sh = arg;
   int rank = w;
   EXPECT_OK(plait_init());
   uint64_t ts = 0;
   unsigned up = 0;
   EXPECT_OK(plait_elastic_host_updates(&ts, &up));
   if (ts != 7 || up != PLAIT_HOSTS_ADDED) FAIL("POLL gave %llu/%u", (unsigned long long)ts, up);
+  atomic_store(&sh->flag[0], 1);
+  if (!await_flag(&sh->flag[1], 1, 20)) FAIL("the driver did not move on");
+  EXPECT_OK(plait_elastic_host_updates(&ts, &up)); /* the driver's job is epoch 2 now */
+  if (ts != 8 || up != PLAIT_HOSTS_REMOVED)
+    FAIL("POLL of an old epoch gave %llu/%u", (unsigned long long)ts, up);
   /* what plait_control_fail notes when a job of 4 fails naming ranks */
   plait_el_note_failure(1, 4, "ranks 1, 3 were lost: silent for 9.0 s (PLAIT_TIMEOUT_S=9)");
   plait_el_note_failure(1, 4, "rank 2 was lost: connection closed; rank 9 was lost");
@@ -310,11 +315,16 @@ static int poll_and_note(int w, void *arg) {
 
 Test(elastic_rdv, poll_and_lost_ranks, .timeout = 60) {
   open_driver();
+  shared_t *sh = shared_new();
   plaitrun_rdv_set_updates(R, 1, 7, PLAIT_HOSTS_ADDED);
-  pid_t pid = spawn(0, poll_and_note, NULL, NULL);
+  pid_t pid = spawn(0, poll_and_note, sh, NULL);
   plaitrun_rdv_join_t j[MAX_W];
   await_joins(1, j);
   assign(j, 1, 1, (int[]){0});
+  double until = now() + 30;
+  while (!atomic_load(&sh->flag[0]) && now() < until) pump(0.02);
+  plaitrun_rdv_set_updates(R, 2, 8, 0);
+  atomic_store(&sh->flag[1], 1);
   await_joins(1, j);
   cr_expect_eq(j[0].last_epoch, 1);
   cr_assert_eq(j[0].n_lost, 3);
@@ -322,6 +332,55 @@ Test(elastic_rdv, poll_and_lost_ranks, .timeout = 60) {
             j[0].lost[0], j[0].lost[1], j[0].lost[2]);
   assign(j, 1, 2, (int[]){0});
   cr_expect_eq(reap(pid, 30), 0);
+  plaitrun_rdv_close(R);
+}
+
+/* Reduces until the job fails (a worker was killed), then asks again. */
+static int survive(int w, void *arg) {
+  shared_t *sh = arg;
+  int rank = w, size = 0;
+  EXPECT_OK(plait_init());
+  atomic_fetch_add(&sh->count, 1);
+  plait_result_t rc = PLAIT_SUCCESS;
+  for (int it = 0; it < 100000 && rc == PLAIT_SUCCESS; it++) {
+    float x[4] = {1, 2, 3, 4};
+    rc = allreduce_wait("step", x, 4, 30);
+  }
+  EXPECT_ERR(rc, PLAIT_ERR_PEER_LOST, "rank 2");
+  plait_shutdown(); /* after a failure: releases everything, whatever it says */
+  EXPECT_OK(plait_init());
+  uint64_t epoch = 0;
+  EXPECT_OK(plait_elastic_epoch(&epoch));
+  EXPECT_OK(plait_rank(&rank));
+  EXPECT_OK(plait_size(&size));
+  if (epoch != 2 || size != 2) FAIL("epoch %llu, size %d", (unsigned long long)epoch, size);
+  if (reduce_once(rank, size, "after")) return 1;
+  EXPECT_OK(plait_shutdown());
+  return 0;
+}
+
+Test(elastic_rdv, survivors_rejoin_naming_the_lost_rank, .timeout = 120) {
+  open_driver();
+  shared_t *sh = shared_new();
+  pid_t pid[3];
+  for (int w = 0; w < 3; w++) pid[w] = spawn(w, survive, sh, NULL);
+  plaitrun_rdv_join_t j[MAX_W];
+  await_joins(3, j);
+  assign(j, 3, 1, (int[]){0, 1, 2});
+  double until = now() + 30;
+  while (atomic_load(&sh->count) < 3 && now() < until) pump(0.02);
+  cr_assert_eq(atomic_load(&sh->count), 3, "the job of epoch 1 started");
+  pump(0.2); /* a few steps */
+  kill(pid[2], SIGKILL);
+  cr_expect_eq(reap(pid[2], 10), -1);
+  await_joins(2, j);
+  for (int i = 0; i < 2; i++) {
+    cr_expect_eq(j[i].last_epoch, 1, "%s", j[i].worker);
+    cr_expect(j[i].n_lost == 1 && j[i].lost[0] == 2, "%s names %d lost rank(s), first %d",
+              j[i].worker, j[i].n_lost, j[i].lost[0]);
+  }
+  assign(j, 2, 2, (int[]){0, 1});
+  for (int w = 0; w < 2; w++) cr_expect_eq(reap(pid[w], 60), 0, "worker %d", w);
   plaitrun_rdv_close(R);
 }
 
