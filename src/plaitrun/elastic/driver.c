@@ -366,7 +366,17 @@ static int driver_init(driver_t *d, const plaitrun_options_t *opts) {
     return -1;
   }
   plaitrun_hosts_init(d->hosts, opts->cooldown_min_s, opts->cooldown_max_s);
-  getrlimit(RLIMIT_NOFILE, &d->child_nofile);
+  /* 3 fds per worker and the rendezvous's connections: raise the soft limit
+   * (workers get the original one back) */
+  struct rlimit lim;
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0) {
+    d->child_nofile = lim;
+    rlim_t need = (rlim_t)(opts->max_np ? opts->max_np : PLAITRUN_MAX_RANKS) * 4 + 64;
+    if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < need) {
+      lim.rlim_cur = lim.rlim_max != RLIM_INFINITY && lim.rlim_max < need ? lim.rlim_max : need;
+      setrlimit(RLIMIT_NOFILE, &lim); /* best effort: accept() then fails, named, past it */
+    }
+  }
   d->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (d->devnull < 0) {
     fprintf(stderr, "plaitrun: cannot open /dev/null: %s\n", strerror(errno));
