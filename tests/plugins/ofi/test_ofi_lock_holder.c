@@ -56,17 +56,22 @@ typedef struct {
   shared_t *sh;
 } holder_t;
 
+/* 1 when plait_init's rc says the ofi transport with shm cannot start here
+ * (the reason printed, flag[0] set: the test is skipped). */
+static int cannot_start(int rank, holder_t *h, plait_result_t rc) {
+  if (rc != PLAIT_ERR_UNSUPPORTED && rc != PLAIT_ERR_PLUGIN) return 0;
+  plait_test_say(rank, "SKIP: the ofi transport with FI_PROVIDER=shm cannot start here: %s",
+                 plait_last_error());
+  atomic_store(&h->sh->flag[0], 1);
+  return 1;
+}
+
 static int run(int rank, int n, void *arg) {
   holder_t *h = arg;
   float *x = calloc(ELEMS, sizeof *x);
   if (!x) FAIL("out of memory");
   plait_result_t rc = plait_init();
-  if (rc == PLAIT_ERR_UNSUPPORTED || rc == PLAIT_ERR_PLUGIN) {
-    plait_test_say(rank, "SKIP: the ofi transport with FI_PROVIDER=shm cannot start here: %s",
-                   plait_last_error());
-    atomic_store(&h->sh->flag[0], 1);
-    return 0;
-  }
+  if (cannot_start(rank, h, rc)) return 0;
   EXPECT_OK(rc);
   for (int i = 0; i < 2; i++) EXPECT_OK(allreduce_wait("grad", x, ELEMS, 60));
   if (rank == 1) {
@@ -117,12 +122,7 @@ static int paused_run(int rank, int n, void *arg) {
   float *x = malloc(ELEMS * sizeof *x);
   if (!x) FAIL("out of memory");
   plait_result_t rc = plait_init();
-  if (rc == PLAIT_ERR_UNSUPPORTED || rc == PLAIT_ERR_PLUGIN) {
-    plait_test_say(rank, "SKIP: the ofi transport with FI_PROVIDER=shm cannot start here: %s",
-                   plait_last_error());
-    atomic_store(&h->sh->flag[0], 1);
-    return 0;
-  }
+  if (cannot_start(rank, h, rc)) return 0;
   EXPECT_OK(rc);
   for (int i = 0; i < 2 + AFTER; i++) {
     if (i == 2 && rank == 1) {

@@ -23,19 +23,19 @@
 #include "ranks.h"
 #include "plait/plait.h"
 
-static int stale_then_allreduce(int rank, int nranks, void *arg) {
+/* A region file /dev/shm/<pid>:<ep>:0 of size bytes; 0 when made. */
+static int make_region(pid_t pid, int ep, off_t size, char *path, size_t cap) {
+  snprintf(path, cap, "/dev/shm/%d:%d:0", (int)pid, ep);
+  int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+  if (fd < 0) return -1;
+  int rc = size ? ftruncate(fd, size) : 0;
+  close(fd);
+  return rc;
+}
+
+/* plait_init, one allreduce of (rank + 1) checked, plait_shutdown; 0 when right. */
+static int allreduce_once(int rank, int nranks, void *arg) {
   (void)arg;
-  for (int ep = 0; ep < 2; ep++) { /* as a killed process leaves them: empty or not */
-    char path[64];
-    snprintf(path, sizeof path, "/dev/shm/%d:%d:0", (int)getpid(), ep);
-    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
-    if (fd < 0) {
-      plait_test_say(rank, "cannot create %s", path);
-      return 1;
-    }
-    if (ep == 1 && ftruncate(fd, 1 << 20) != 0) return 1;
-    close(fd);
-  }
   if (plait_init() != PLAIT_SUCCESS) {
     plait_test_say(rank, "plait_init: %s", plait_last_error());
     return 1;
@@ -44,7 +44,7 @@ static int stale_then_allreduce(int rank, int nranks, void *arg) {
   plait_tensor_t t;
   plait_handle_t *h = NULL;
   plait_result_t rc = plait_tensor_1d(&t, &x, 1, PLAIT_FLOAT32);
-  if (rc == PLAIT_SUCCESS) rc = plait_allreduce_async("stale.shm", &t, &t, PLAIT_OP_SUM, NULL, &h);
+  if (rc == PLAIT_SUCCESS) rc = plait_allreduce_async("dead.shm", &t, &t, PLAIT_OP_SUM, NULL, &h);
   if (rc == PLAIT_SUCCESS) rc = plait_wait(h, 60);
   plait_release(h);
   if (rc != PLAIT_SUCCESS) plait_test_say(rank, "allreduce: %s", plait_last_error());
@@ -57,55 +57,37 @@ static int stale_then_allreduce(int rank, int nranks, void *arg) {
   return rc != PLAIT_SUCCESS;
 }
 
-Test(ofi_stale_shm, regions_left_under_this_pid_do_not_stop_a_rank, .timeout = 120) {
+static int stale_then_allreduce(int rank, int nranks, void *arg) {
+  for (int ep = 0; ep < 2; ep++) { /* as a killed process leaves them: empty or not */
+    char path[64];
+    if (make_region(getpid(), ep, ep == 1 ? 1 << 20 : 0, path, sizeof path) != 0) {
+      plait_test_say(rank, "cannot create %s", path);
+      return 1;
+    }
+  }
+  return allreduce_once(rank, nranks, arg);
+}
+
+/* Skips the test when the ofi plugin was not built; a clean environment. */
+static void require_ofi(void) {
   FILE *f = fopen(PLAIT_TEST_LIB_DIR "/libplait-transport-ofi.so", "rb");
   if (!f) cr_skip_test("the ofi transport plugin was not built: no " PLAIT_TEST_LIB_DIR
                        "/libplait-transport-ofi.so");
   fclose(f);
   plait_test_clear_env();
   plait_test_set_plugin_path();
+}
+
+Test(ofi_stale_shm, regions_left_under_this_pid_do_not_stop_a_rank, .timeout = 120) {
+  require_ofi();
   const char *env[] = {"PLAIT_TRANSPORT=ofi", "FI_PROVIDER=shm", "PLAIT_TIMEOUT_S=20", NULL};
   plait_test_job_t job = {.nranks = 2, .timeout_s = 90, .env = env};
   cr_assert_eq(plait_test_run_ranks(&job, stale_then_allreduce, NULL), 0,
                "a rank failed with stale /dev/shm regions under its pid (messages above)");
 }
 
-/* A region file /dev/shm/<pid>:<ep>:0 of size bytes; 0 when made. */
-static int make_region(pid_t pid, int ep, off_t size, char *path, size_t cap) {
-  snprintf(path, cap, "/dev/shm/%d:%d:0", (int)pid, ep);
-  int fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0600);
-  if (fd < 0) return -1;
-  int rc = size ? ftruncate(fd, size) : 0;
-  close(fd);
-  return rc;
-}
-
-static int allreduce_once(int rank, int nranks, void *arg) {
-  (void)arg;
-  if (plait_init() != PLAIT_SUCCESS) {
-    plait_test_say(rank, "plait_init: %s", plait_last_error());
-    return 1;
-  }
-  float x = 1;
-  plait_tensor_t t;
-  plait_handle_t *h = NULL;
-  plait_result_t rc = plait_tensor_1d(&t, &x, 1, PLAIT_FLOAT32);
-  if (rc == PLAIT_SUCCESS) rc = plait_allreduce_async("dead.shm", &t, &t, PLAIT_OP_SUM, NULL, &h);
-  if (rc == PLAIT_SUCCESS) rc = plait_wait(h, 60);
-  plait_release(h);
-  if (rc != PLAIT_SUCCESS) plait_test_say(rank, "allreduce: %s", plait_last_error());
-  if (rc == PLAIT_SUCCESS && x != (float)nranks) rc = PLAIT_ERR_INTERNAL;
-  plait_shutdown();
-  return rc != PLAIT_SUCCESS;
-}
-
 Test(ofi_stale_shm, regions_of_dead_pids_go_and_a_live_process_s_stay, .timeout = 120) {
-  FILE *f = fopen(PLAIT_TEST_LIB_DIR "/libplait-transport-ofi.so", "rb");
-  if (!f) cr_skip_test("the ofi transport plugin was not built: no " PLAIT_TEST_LIB_DIR
-                       "/libplait-transport-ofi.so");
-  fclose(f);
-  plait_test_clear_env();
-  plait_test_set_plugin_path();
+  require_ofi();
   /* a dead process: a child that exited and was reaped; its pid is free */
   pid_t dead = fork();
   cr_assert(dead >= 0, "fork");
