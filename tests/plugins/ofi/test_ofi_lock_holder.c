@@ -19,6 +19,7 @@
  * survivors spin meanwhile, and must wait for it instead of abandoning the
  * endpoint (the watchdog rescued them after 0.5 s of spinning, failing the
  * job with "stuck inside libfabric"); every allreduce after it is right.
+ * One that is never continued is named lost within PLAIT_TIMEOUT_S + 5 s.
  */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
@@ -54,7 +55,10 @@ int pthread_spin_lock(pthread_spinlock_t *lock) {
 typedef struct {
   int locks;
   shared_t *sh;
+  int for_good; /* stopped holding the lock and never continued */
 } holder_t;
+
+#define STOP_T_S 5 /* PLAIT_TIMEOUT_S when the victim stays stopped */
 
 /* 1 when plait_init's rc says the ofi transport with shm cannot start here
  * (the reason printed, flag[0] set: the test is skipped). */
@@ -97,7 +101,7 @@ static int run(int rank, int n, void *arg) {
 
 static void killed_holding_lock(int locks) {
   const char *env[] = {"PLAIT_TRANSPORT=ofi", "FI_PROVIDER=shm", "PLAIT_TIMEOUT_S=5", NULL};
-  holder_t h = {locks, shared_new()};
+  holder_t h = {locks, shared_new(), 0};
   plait_test_job_t job = {.nranks = 3, .timeout_s = LIMIT_S + 20, .env = env};
   plait_test_run_ranks(&job, run, &h);
   if (atomic_load(&h.sh->flag[0])) {
@@ -133,6 +137,16 @@ static int paused_run(int rank, int n, void *arg) {
     for (size_t k = 0; k < ELEMS; k++) x[k] = (float)((rank + 1) * (i + 1) + (int)(k % 5));
     double t0 = now();
     rc = allreduce_wait("grad", x, ELEMS, 120);
+    if (h->for_good && i == 2) { /* rank 1 is named, within T + margin */
+      double took = now() - t0;
+      plait_test_say(rank, "failed after %.2f s: %s", took, plait_last_error());
+      EXPECT_ERR(rc, PLAIT_ERR_PEER_LOST, "rank 1");
+      if (took > STOP_T_S + 5) FAIL("took %.1f s (PLAIT_TIMEOUT_S=%d + 5 s)", took, STOP_T_S);
+      atomic_fetch_add(&h->sh->count, 1);
+      plait_shutdown();
+      free(x);
+      return 0;
+    }
     if (rc != PLAIT_SUCCESS)
       FAIL("allreduce %d failed after %.2f s (rank 1 stopped %s): %s: %s", i, now() - t0,
            atomic_load(&h->sh->flag[1]) ? "meanwhile" : "not yet", plait_result_name(rc),
@@ -149,22 +163,27 @@ static int paused_run(int rank, int n, void *arg) {
   return 0;
 }
 
-/* The continuer: once the victim stopped itself, SIGCONT PAUSE_S later. */
-static void continuer(shared_t *sh) {
+/* The continuer: once the victim stopped itself, SIGCONT PAUSE_S later; for
+ * good: SIGKILL once both survivors are done. */
+static void continuer(shared_t *sh, int for_good) {
   double end = now() + LIMIT_S + 60;
   while (!atomic_load(&sh->flag[1]) && now() < end) usleep(2000);
   if (!atomic_load(&sh->flag[1])) _exit(1);
-  usleep((useconds_t)(PAUSE_S * 1e6));
-  kill((pid_t)atomic_load(&sh->flag[2]), SIGCONT);
+  if (for_good)
+    while (atomic_load(&sh->count) < 2 && now() < end) usleep(10000);
+  else
+    usleep((useconds_t)(PAUSE_S * 1e6));
+  kill((pid_t)atomic_load(&sh->flag[2]), for_good ? SIGKILL : SIGCONT);
   _exit(0);
 }
 
-static void stopped_holding_lock(int locks) {
-  const char *env[] = {"PLAIT_TRANSPORT=ofi", "FI_PROVIDER=shm", "PLAIT_TIMEOUT_S=15", NULL};
-  holder_t h = {locks, shared_new()};
+static void stopped_holding_lock(int locks, int for_good) {
+  const char *env[] = {"PLAIT_TRANSPORT=ofi", "FI_PROVIDER=shm",
+                       for_good ? "PLAIT_TIMEOUT_S=5" : "PLAIT_TIMEOUT_S=15", NULL};
+  holder_t h = {locks, shared_new(), for_good};
   pid_t cont = fork();
   cr_assert(cont >= 0, "fork");
-  if (cont == 0) continuer(h.sh);
+  if (cont == 0) continuer(h.sh, for_good);
   plait_test_job_t job = {.nranks = 3, .timeout_s = LIMIT_S + 60, .env = env};
   int rc = plait_test_run_ranks(&job, paused_run, &h);
   kill(cont, SIGKILL);
@@ -173,13 +192,22 @@ static void stopped_holding_lock(int locks) {
   munmap(h.sh, sizeof *h.sh);
   if (skipped) cr_skip("the ofi transport with FI_PROVIDER=shm cannot start here (printed above)");
   cr_assert(stopped, "rank 1 was never stopped holding its lock #%d", locks);
-  cr_assert_eq(rc, 0, "a rank failed after rank 1 was stopped holding its lock #%d for %.0f s "
-               "(see above)", locks, PAUSE_S);
+  if (for_good)
+    for (int r = 0; r < 3; r += 2)
+      cr_expect_eq(job.exit_code[r], 0, "rank %d (victim stopped for good after its lock #%d)", r,
+                   locks);
+  else
+    cr_assert_eq(rc, 0, "a rank failed after rank 1 was stopped holding its lock #%d for %.0f s "
+                 "(see above)", locks, PAUSE_S);
 }
 
 Test(ofi_lock_holder, stopped_2s_after_its_10th_lock_then_continued, .timeout = 180) {
-  stopped_holding_lock(10); /* failed before: both survivors rescued after 0.5 s */
+  stopped_holding_lock(10, 0); /* failed before: both survivors rescued after 0.5 s */
 }
 Test(ofi_lock_holder, stopped_2s_after_its_20th_lock_then_continued, .timeout = 180) {
-  stopped_holding_lock(20);
+  stopped_holding_lock(20, 0);
+}
+/* stopped for good: the survivors stop waiting for the lock at the timeout */
+Test(ofi_lock_holder, stopped_for_good_after_its_10th_lock_is_named, .timeout = 180) {
+  stopped_holding_lock(10, 1);
 }
