@@ -356,10 +356,9 @@ static int poll_timeout_ms(plait_coord_t *c) {
   /* operations wait for companions (rank 0: ready ones; others: announce.h): until then */
   double until = c->rank == 0 ? plait_neg_hold_until(&c->neg)
                               : plait_announce_until(&c->ann, c->tune.cycle_time_ms * 1e-3);
-  if (until > 0) {
-    double left = until - plait_now();
-    int hold = left <= 0 ? 0 : (int)(left * 1000) + 1;
-    if (hold < ms) ms = hold;
+  if (until > 0) { /* compared as a double: a day's hold does not fit an int of ms */
+    double left_ms = (until - plait_now()) * 1000;
+    if (left_ms < ms) ms = left_ms <= 0 ? 0 : (int)left_ms + 1;
   }
   return ms;
 }

@@ -32,7 +32,7 @@
   X(fusion_max_tensor, "PLAIT_FUSION_MAX_TENSOR", SIZE, "0", "0..1T",          \
     "allreduce tensors larger than this skip the fusion buffer and are "       \
     "reduced alone, in place; 0: no limit besides the threshold")              \
-  X(cycle_time_ms, "PLAIT_CYCLE_TIME_MS", POSITIVE, "1", "0.01..10000",        \
+  X(cycle_time_ms, "PLAIT_CYCLE_TIME_MS", POSITIVE, "1", "0.01..86400000",     \
     "longest hold, in milliseconds, of ready allreduces waiting for the "      \
     "ones that ran with them last time")                                       \
   X(spin_us, "PLAIT_SPIN_US", COUNT, "100", "0..1000000",                      \

@@ -130,20 +130,20 @@ static plait_result_t poll_cq(ofi_state_t *st, int *got) {
   }
 }
 
-/* The ranks this rank waits on (receives first), as text. */
+/* The ranks of the job this rank waits on (receives first), as text. */
 static void waited_ranks(ofi_state_t *st, char *buf, size_t len, int *first) {
   int ranks[5], n = 0, more = 0;
   for (int pass = 0; pass < 2; pass++)
     for (ofi_req_t *r = st->outstanding; r; r = r->next) {
       if (r->is_send != pass) continue;
-      int seen = 0;
-      for (int i = 0; i < n; i++) seen |= ranks[i] == r->peer;
+      int seen = 0, peer = job_rank(st, r->peer); /* a set numbers its members from 0 */
+      for (int i = 0; i < n; i++) seen |= ranks[i] == peer;
       if (seen) continue;
       if (n == 5) {
         more = 1;
         continue;
       }
-      ranks[n++] = r->peer;
+      ranks[n++] = peer;
     }
   *first = n ? ranks[0] : -1;
   size_t o = 0;

@@ -83,6 +83,13 @@ void ofi_self_identity(int64_t *pid, uint64_t *start_time, uint64_t *kernel_id) 
   *kernel_id = h ? h : 1;
 }
 
+int ofi_process_start(int64_t pid, uint64_t *start_ticks) {
+  char state = 0;
+  int rc = read_stat(pid, &state, start_ticks);
+  if (rc == STAT_UNKNOWN) return -1;
+  return rc == STAT_NO_PROCESS || state == 'Z' || state == 'X' ? 0 : 1;
+}
+
 int ofi_peer_gone(const ofi_state_t *st, int peer, char *why, size_t why_len) {
   if (!st->peers || peer < 0 || peer >= st->nranks) return 0;
   const ofi_peer_t *p = &st->peers[peer];

@@ -16,6 +16,11 @@
 /* This process: pid, start time, and a hash of boot id + pid namespace. */
 void ofi_self_identity(int64_t *pid, uint64_t *start_time, uint64_t *kernel_id);
 
+/* Whether process pid on this host runs: 1 (and its start time, field 22 of
+ * /proc/<pid>/stat, in clock ticks after boot), 0 when there is no such
+ * process or it has exited (a zombie), -1 when it cannot be told. */
+int ofi_process_start(int64_t pid, uint64_t *start_ticks);
+
 /* 1 (and why) when peer is known to have exited. */
 int ofi_peer_gone(const ofi_state_t *st, int peer, char *why, size_t why_len);
 

@@ -101,11 +101,37 @@ static void rescue(ofi_state_t *st, double cpu_s) {
   }
 }
 
+static double wall_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Whether a peer on this host is known to have exited: then the lock it
+ * held stays held for ever. */
+static int a_local_peer_died(const ofi_state_t *st) {
+  for (int r = 0; r < st->nranks; r++) {
+    char why[128];
+    if (r != st->rank && ofi_peer_gone(st, r, why, sizeof why)) return 1;
+  }
+  return 0;
+}
+
+/* Spinning past OFI_RESCUE_CPU_S: rescue at once when a local peer died
+ * holding the lock; otherwise the holder may only be stopped or starved
+ * (SIGSTOP, a debugger, a loaded machine) and will let go when it runs
+ * again, so wait for it up to the operation timeout (PLAIT_TIMEOUT_S) of
+ * spinning, as for any silent peer. */
+static int must_rescue(const ofi_state_t *st, double spun_cpu_s, double spun_wall_s) {
+  if (spun_cpu_s <= OFI_RESCUE_CPU_S) return 0;
+  return spun_wall_s > st->timeout_s || a_local_peer_died(st);
+}
+
 static void *watch(void *arg) {
   ofi_state_t *st = arg;
   uint64_t last = 0;
   unsigned seq = 0;
-  double cpu_mark = 0;
+  double cpu_mark = 0, wall_mark = 0;
   int watching = 0;
   while (!atomic_load(&st->rescue_stop)) {
     struct timespec ts = {0, 50 * 1000 * 1000};
@@ -124,9 +150,10 @@ static void *watch(void *arg) {
       last = turns;
       seq = now_seq;
       cpu_mark = cpu;
+      wall_mark = wall_s();
       continue;
     }
-    if (cpu - cpu_mark > OFI_RESCUE_CPU_S) rescue(st, cpu - cpu_mark);
+    if (must_rescue(st, cpu - cpu_mark, wall_s() - wall_mark)) rescue(st, cpu - cpu_mark);
   }
   return NULL;
 }

@@ -13,7 +13,12 @@
  * layer OFI_GUARDED). A watchdog thread per state looks every 50 ms at the
  * guarded thread: when it has used more than OFI_RESCUE_CPU_S of CPU time
  * in user space since the plugin's progress loop last turned, it is spinning
- * inside libfabric. Time in the kernel does
+ * inside libfabric. It is got out at once when a peer on this host has
+ * exited (the lock stays held for ever), else only after PLAIT_TIMEOUT_S of
+ * spinning: a peer stopped holding the lock (SIGSTOP, a debugger) lets go
+ * when it runs again, and a pause shorter than the timeout is no loss
+ * (issue 38, defect 5: rescued after 0.5 s before, failing the job;
+ * tests/plugins/ofi/test_ofi_lock_holder.c). Time in the kernel does
  * not count (a lock is spun on in user space; page faults that compact
  * memory for huge pages, and CMA copies, can take long on a loaded machine
  * and are not stuck); where /proc cannot tell user time, all of it counts. The watchdog then sends it OFI_RESCUE_SIGNAL,

@@ -1,0 +1,182 @@
+/*
+ * A rank paused for well under PLAIT_TIMEOUT_S (SIGSTOP, then SIGCONT 2 s
+ * later; the timeout is 15 s) leaves the job running and correct. 3 ranks
+ * run 40 steps of collectives, each checked for its values: 8 small fused
+ * allreduces, one of 4 MiB, a broadcast from a root that moves round and an
+ * allgather. At step 12 the victim asks a pauser process (forked by the test
+ * before the job) to stop it, and goes on submitting: it is stopped inside
+ * whatever it is doing (often a collective), the others wait in theirs, and
+ * after SIGCONT every step, before, during and after the pause, must be
+ * right and nobody named lost. Rank 0 (the coordinator) and rank 1 are
+ * paused, in separate jobs. On gloo here; tests/plugins/ofi/CMakeLists.txt
+ * runs it again on ofi shm and tcp (PLAIT_TEST_TRANSPORT).
+ */
+#include <criterion/criterion.h>
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ops_util.h"
+
+#define STEPS 40
+#define PAUSE_AT 12
+#define PAUSE_S 2.0
+#define SMALL 8
+#define SMALL_LEN 257
+#define BIG_LEN ((size_t)1 << 20) /* floats: 4 MiB */
+#define BCAST_LEN 1000
+#define GATHER_LEN 100
+
+typedef struct {
+  int victim;
+  atomic_int victim_pid; /* set by the victim when it wants to be paused */
+  atomic_int paused;     /* the pauser: 1 stopped it, 2 continued it */
+  double stopped_at, resumed_at;
+  double step_at[STEPS]; /* when rank 0 finished each step */
+} pause_t;
+
+static float value(int rank, int step, int i) { return (float)((rank + 1) * 1000 + step * 10 + i); }
+
+/* The expected sum over the ranks of value(r, step, i). */
+static float sum_of(int nranks, int step, int i) {
+  float s = 0;
+  for (int r = 0; r < nranks; r++) s += value(r, step, i);
+  return s;
+}
+
+typedef struct {
+  float small[SMALL][SMALL_LEN];
+  float *big;
+  int32_t bcast[BCAST_LEN];
+  float gather[GATHER_LEN];
+  plait_handle_t *h[SMALL + 3];
+} step_bufs_t;
+
+static int submit_step(int rank, int step, step_bufs_t *b) {
+  plait_tensor_t t;
+  for (int i = 0; i < SMALL; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "pr/small/%d", i);
+    for (int k = 0; k < SMALL_LEN; k++) b->small[i][k] = value(rank, step, i);
+    OK(plait_tensor_1d(&t, b->small[i], SMALL_LEN, PLAIT_FLOAT32));
+    OK(plait_allreduce_async(name, &t, &t, PLAIT_OP_SUM, NULL, &b->h[i]));
+  }
+  for (size_t k = 0; k < BIG_LEN; k++) b->big[k] = value(rank, step, SMALL) + (float)(k % 7);
+  OK(plait_tensor_1d(&t, b->big, (int64_t)BIG_LEN, PLAIT_FLOAT32));
+  OK(plait_allreduce_async("pr/big", &t, &t, PLAIT_OP_SUM, NULL, &b->h[SMALL]));
+  for (int k = 0; k < BCAST_LEN; k++) b->bcast[k] = rank * 100000 + step * 100 + k % 100;
+  OK(plait_tensor_1d(&t, b->bcast, BCAST_LEN, PLAIT_INT32));
+  int n = 0;
+  OK(plait_size(&n));
+  OK(plait_broadcast_async("pr/bcast", &t, step % n, NULL, &b->h[SMALL + 1]));
+  for (int k = 0; k < GATHER_LEN; k++) b->gather[k] = value(rank, step, k);
+  OK(plait_tensor_1d(&t, b->gather, GATHER_LEN, PLAIT_FLOAT32));
+  OK(plait_allgather_async("pr/gather", &t, NULL, &b->h[SMALL + 2]));
+  return 0;
+}
+
+static int check_step(int rank, int nranks, int step, step_bufs_t *b) {
+  for (int i = 0; i < SMALL + 3; i++) {
+    plait_result_t rc = plait_wait(b->h[i], 120);
+    if (rc) FAILF("step %d, operation %d: %s: %s", step, i, plait_result_name(rc),
+                  plait_last_error());
+  }
+  for (int i = 0; i < SMALL; i++)
+    for (int k = 0; k < SMALL_LEN; k++)
+      CHECK(b->small[i][k] == sum_of(nranks, step, i), "step %d: pr/small/%d[%d] is %g, "
+            "expected %g", step, i, k, b->small[i][k], sum_of(nranks, step, i));
+  for (size_t k = 0; k < BIG_LEN; k++) {
+    float want = sum_of(nranks, step, SMALL) + (float)(nranks * (int)(k % 7));
+    CHECK(b->big[k] == want, "step %d: pr/big[%zu] is %g, expected %g", step, k, b->big[k], want);
+  }
+  int root = step % nranks;
+  for (int k = 0; k < BCAST_LEN; k++)
+    CHECK(b->bcast[k] == root * 100000 + step * 100 + k % 100, "step %d: pr/bcast[%d] is %d "
+          "(root %d)", step, k, (int)b->bcast[k], root);
+  plait_tensor_t out;
+  OK(plait_handle_output(b->h[SMALL + 2], &out));
+  CHECK(out.shape[0] == (int64_t)nranks * GATHER_LEN, "step %d: allgather gave %lld rows", step,
+        (long long)out.shape[0]);
+  const float *g = out.data;
+  for (int r = 0; r < nranks; r++)
+    for (int k = 0; k < GATHER_LEN; k++)
+      CHECK(g[r * GATHER_LEN + k] == value(r, step, k), "step %d: allgather row %d from rank %d "
+            "is %g", step, k, r, g[r * GATHER_LEN + k]);
+  for (int i = 0; i < SMALL + 3; i++) plait_release(b->h[i]);
+  return 0;
+}
+
+static int body(int rank, int nranks, void *arg) {
+  pause_t *p = arg;
+  step_bufs_t *b = calloc(1, sizeof *b);
+  CHECK(b && (b->big = malloc(BIG_LEN * sizeof *b->big)), "out of memory");
+  const char *tr = NULL, *want = getenv("PLAIT_TRANSPORT");
+  OK(plait_transport_name(&tr));
+  CHECK(!want || !strcmp(tr, want), "the job runs on %s, not on %s", tr, want);
+  if (rank == 0) plait_test_say(rank, "on %s (FI_PROVIDER=%s)", tr, getenv("FI_PROVIDER") ?
+                                getenv("FI_PROVIDER") : "-");
+  int fails = 0;
+  for (int step = 0; step < STEPS && !fails; step++) {
+    fails = submit_step(rank, step, b);
+    if (!fails && step == PAUSE_AT && rank == p->victim)
+      atomic_store(&p->victim_pid, (int)getpid()); /* stopped from now on, in flight */
+    if (!fails) fails = check_step(rank, nranks, step, b);
+    if (rank == 0) p->step_at[step] = ops_now();
+  }
+  free(b->big);
+  free(b);
+  if (!fails && rank == p->victim)
+    CHECK(atomic_load(&p->paused) == 2, "the victim was never paused and resumed");
+  return fails;
+}
+
+/* The pauser: waits for the victim's pid, stops it, continues it PAUSE_S later. */
+static void pauser(pause_t *p) {
+  double end = ops_now() + 200;
+  int pid = 0;
+  while (!(pid = atomic_load(&p->victim_pid)) && ops_now() < end) ops_sleep(0.002);
+  if (!pid) _exit(1);
+  p->stopped_at = ops_now();
+  kill(pid, SIGSTOP);
+  atomic_store(&p->paused, 1);
+  ops_sleep(PAUSE_S);
+  p->resumed_at = ops_now();
+  kill(pid, SIGCONT);
+  atomic_store(&p->paused, 2);
+  _exit(0);
+}
+
+static void run(int victim) {
+  OPS_REQUIRE_GLOO();
+  plait_test_clear_env();
+  plait_test_set_plugin_path();
+  pause_t *p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  cr_assert(p != MAP_FAILED, "mmap");
+  memset(p, 0, sizeof *p);
+  p->victim = victim;
+  pid_t pz = fork();
+  cr_assert(pz >= 0, "fork");
+  if (pz == 0) pauser(p);
+  /* PLAIT_TIMEOUT_S 15: the pause is 2 s, the margin generous on a loaded machine */
+  int rc = ops_run(3, NULL, 300, body, p);
+  int st = 0;
+  if (waitpid(pz, &st, WNOHANG) == 0) { /* the job ended without asking for the pause */
+    kill(pz, SIGKILL);
+    waitpid(pz, &st, 0);
+  }
+  double stopped = p->resumed_at - p->stopped_at;
+  double during = p->step_at[PAUSE_AT + 1] - p->step_at[PAUSE_AT > 0 ? PAUSE_AT - 1 : 0];
+  int paused = atomic_load(&p->paused);
+  munmap(p, sizeof *p);
+  cr_assert_eq(rc, 0, "a rank failed after rank %d was paused (see above)", victim);
+  cr_assert_eq(paused, 2, "rank %d was not paused and resumed", victim);
+  cr_assert_geq(stopped, PAUSE_S, "rank %d was stopped %.2f s, not %.1f", victim, stopped, PAUSE_S);
+  cr_log_info("rank %d stopped %.2f s; steps %d..%d took %.2f s on rank 0", victim, stopped,
+              PAUSE_AT, PAUSE_AT + 1, during);
+}
+
+Test(pause_resume, rank1_stopped_2s_then_continued_3ranks, .timeout = 320) { run(1); }
+Test(pause_resume, rank0_stopped_2s_then_continued_3ranks, .timeout = 320) { run(0); }
