@@ -1,5 +1,7 @@
 #include "workload.h"
 
+#include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,6 +15,7 @@
 #define BIG (256 * 1024)      /* floats: 1 MiB, a ring or direct reads */
 #define BCAST (16 * 1024)     /* floats */
 #define DOOM_LOOPS 5000       /* the failure loop's bound */
+#define LOCKED (4 * 1024 * 1024) /* floats: 16 MiB, sent in pieces over shm (spin locks) */
 #define WAIT_S 60.0
 
 typedef struct ctx {
@@ -133,6 +136,19 @@ static int broadcast_step(ctx_t *c, int root) {
   return 0;
 }
 
+static volatile int die_after = -1; /* spin locks still to take before dying; -1: never */
+
+/* The executable's own pthread_spin_lock (linked with ENABLE_EXPORTS), which
+ * libfabric's shm provider calls: the victim can die holding one, as in
+ * tests/plugins/ofi/test_ofi_lock_holder.c. */
+int pthread_spin_lock(pthread_spinlock_t *lock) {
+  static int (*real)(pthread_spinlock_t *);
+  if (!real) *(void **)&real = dlsym(RTLD_NEXT, "pthread_spin_lock");
+  int rc = real(lock);
+  if (die_after >= 0 && die_after-- == 0) raise(SIGKILL); /* holding it */
+  return rc;
+}
+
 static void spin_us(int us) {
   struct timespec a, b;
   clock_gettime(CLOCK_MONOTONIC, &a);
@@ -140,22 +156,26 @@ static void spin_us(int us) {
   while ((b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000 < us);
 }
 
-/* 1 MiB allreduces until one fails; the victim dies inside one. The others
- * must fail with PLAIT_ERR_PEER_LOST naming it. */
+/* 1 MiB allreduces (16 MiB to die in a lock) until one fails; the victim
+ * dies inside one. The others must fail with PLAIT_ERR_PEER_LOST naming it. */
 static int doom_step(ctx_t *c, const cycle_plan_t *p) {
-  float *x = malloc(BIG * sizeof *x);
+  size_t n = p->in_lock ? LOCKED : BIG;
+  float *x = calloc(n, sizeof *x);
   if (!x) return fail(c, "out of memory");
   plait_result_t rc = PLAIT_SUCCESS;
   int i;
   for (i = 0; i < DOOM_LOOPS && rc == PLAIT_SUCCESS; i++) {
     plait_handle_t *h = NULL;
-    rc = allreduce("doom", x, BIG, &h);
+    rc = allreduce("doom", x, n, &h);
     if (rc != PLAIT_SUCCESS) break;
-    if (c->rank == p->victim && i == p->kill_at) {
+    int dies = c->rank == p->victim && i == p->kill_at;
+    if (dies && p->in_lock) die_after = 5 + p->kill_us % 16;
+    if (dies && !p->in_lock) {
       spin_us(p->kill_us);
       raise(SIGKILL);
     }
     rc = finish(h);
+    if (dies) raise(SIGKILL); /* took too few locks (another provider) */
   }
   free(x);
   char named[32];

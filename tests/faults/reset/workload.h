@@ -16,6 +16,9 @@ typedef struct cycle_plan {
   int kill_at;   /* the victim dies after this many allreduces of the failure loop */
   int kill_us;   /* ... and this many microseconds into the next one */
   int root;      /* the broadcast's root */
+  int in_lock;   /* the victim dies holding a spin lock of libfabric's (the
+                  * kill_us-th it takes from then on): over shm the survivors
+                  * spin on it and the ofi plugin's watchdog rescues them */
 } cycle_plan_t;
 
 /* Runs the cycle on this rank. 0 when all went as planned (for the victim:
