@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 /* Allowances (gauges.h): memory in KiB. */
-#define RSS_SLACK_KIB (8 * 1024)
+#define RSS_SLACK_KIB (64 * 1024)
 #define HEAP_SLACK_KIB 128
 
 static long count_dir(const char *path) {
@@ -90,4 +90,35 @@ int gauges_grew(const gauges_t *first, const gauges_t *last, char *why, size_t l
     if (k > 0 && (size_t)k < len - o) o += (size_t)k;
   }
   return bad;
+}
+
+void gauges_print_rss_maps(FILE *out, int n) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (!f) return;
+  struct {
+    long kib;
+    char name[160];
+  } top[16] = {{0, ""}};
+  if (n > 16) n = 16;
+  char line[512], name[160] = "";
+  while (fgets(line, sizeof line, f)) {
+    long kib;
+    if (sscanf(line, "Rss: %ld kB", &kib) == 1) {
+      for (int i = 0; i < n; i++) {
+        if (kib <= top[i].kib) continue;
+        memmove(&top[i + 1], &top[i], (size_t)(n - 1 - i) * sizeof top[0]);
+        top[i].kib = kib;
+        snprintf(top[i].name, sizeof top[i].name, "%s", name);
+        break;
+      }
+    } else if (strchr(line, '-') && strchr(line, ' ') && line[0] != ' ' &&
+               strspn(line, "0123456789abcdef-") > 8) {
+      size_t len = strcspn(line, "\n");
+      if (len >= sizeof name) len = sizeof name - 1;
+      memcpy(name, line, len);
+      name[len] = '\0';
+    }
+  }
+  fclose(f);
+  for (int i = 0; i < n && top[i].kib; i++) fprintf(out, "  %8ld KiB  %s\n", top[i].kib, top[i].name);
 }

@@ -41,6 +41,7 @@
 #define MAX_RANKS 8
 #define WARMUP 4           /* cycles before the first measurement: a clean and a failed one twice */
 #define PEER_WAIT_S 90.0   /* a peer still running after this long is a hang */
+#define RSS_FLOOR 5        /* the last cycles whose lowest RSS is compared (gauges.h) */
 
 typedef struct opts {
   const char *transport;
@@ -235,10 +236,12 @@ int main(int argc, char **argv) {
   gauges_t first = {0}, g;
   char line[256];
   int failed = 0;
+  long rss[RSS_FLOOR];
   for (int c = 0; c < o.cycles && !failed; c++) {
     double took = 0;
     failed = cycle(&o, c, &took);
     gauges_read(&g);
+    rss[c % RSS_FLOOR] = g.rss_kib;
     gauges_format(&g, line, sizeof line);
     printf("cycle %3d %-5s %5.2f s  %s\n", c, c % 2 ? "kill" : "clean", took, line);
     fflush(stdout);
@@ -251,12 +254,16 @@ int main(int argc, char **argv) {
   char a[256], b[256], why[1024];
   gauges_format(&first, a, sizeof a);
   gauges_format(&g, b, sizeof b);
+  for (int i = 0; i < RSS_FLOOR; i++)
+    if (rss[i] < g.rss_kib) g.rss_kib = rss[i];
   printf("reset_cycles %s, %d ranks, %d cycles: after warm-up (cycle %d): %s\n", o.transport,
          o.ranks, o.cycles, WARMUP - 1, a);
-  printf("reset_cycles %s, %d ranks, %d cycles: after the last cycle:      %s\n", o.transport,
-         o.ranks, o.cycles, b);
+  printf("reset_cycles %s, %d ranks, %d cycles: after the last cycle:      %s (lowest RSS of "
+         "the last %d: %ld KiB)\n", o.transport, o.ranks, o.cycles, b, RSS_FLOOR, g.rss_kib);
+  if (getenv("PLAIT_RESET_SHOW_MAPS")) gauges_print_rss_maps(stdout, 8);
   if (gauges_grew(&first, &g, why, sizeof why)) {
-    printf("reset_cycles %s: FAILED: %s\n", o.transport, why);
+    printf("reset_cycles %s: FAILED: %s; the mappings with most RSS now:\n", o.transport, why);
+    gauges_print_rss_maps(stdout, 8);
     return 1;
   }
   printf("reset_cycles %s: PASS\n", o.transport);
