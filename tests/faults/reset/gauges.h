@@ -36,7 +36,8 @@ void gauges_format(const gauges_t *g, char *buf, size_t len);
  * (up to 40 MiB) and libfabric tcp's memory move it by tens of MiB between
  * cycles without a leak (over tcp it rose from 8 to 30 MiB in the first 16
  * of 200 cycles, then stayed, with steps to 48 and 62 MiB and back: free
- * memory of the coordinator thread's malloc arena, in huge pages, that
+ * memory in a non-main malloc arena (2 MiB-aligned anonymous mappings in its
+ * 64 MiB heap, smaps), that
  * malloc_trim does not give back), so the caller passes the lowest RSS of
  * the last cycles and the allowance is 64 MiB: one leaked rxm endpoint per
  * failed cycle still fails within a cycle or two, smaller leaks show in the
