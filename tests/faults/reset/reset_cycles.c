@@ -23,7 +23,6 @@
  * failed (a cycle went wrong or a gauge grew, said on the last line); 2: bad
  * arguments.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -124,24 +123,6 @@ static int run_peer(char **argv) {
   return bad;
 }
 
-/* A killed peer's libfabric shm regions (/dev/shm/<pid>:*, 16 MiB each)
- * stay until someone removes them (issue 38 item 2): removed as the test
- * harness does (tests/harness/ranks.c). Only the peer's, never the
- * survivor's, which the gauges count. */
-static void remove_regions_of(pid_t pid) {
-  char prefix[32];
-  int n = snprintf(prefix, sizeof prefix, "%d:", (int)pid);
-  DIR *d = opendir("/dev/shm");
-  if (!d) return;
-  for (struct dirent *e; (e = readdir(d)) != NULL;) {
-    if (strncmp(e->d_name, prefix, (size_t)n) != 0) continue;
-    char path[300];
-    snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
-    unlink(path);
-  }
-  closedir(d);
-}
-
 /* Waits (bounded) for the peers; 0 when each ended as planned: the victim
  * killed by SIGKILL, the others exit 0. A peer still there is killed. */
 static int reap_peers(pid_t *pids, int ranks, int survivor, const cycle_plan_t *p, char *why,
@@ -161,7 +142,9 @@ static int reap_peers(pid_t *pids, int ranks, int survivor, const cycle_plan_t *
                      PEER_WAIT_S) > 0;
       continue;
     }
-    if (WIFSIGNALED(st)) remove_regions_of(pids[r]);
+    /* a killed peer's shm regions stay until someone removes them (issue 38
+     * item 2): removed as the harness does; the survivor's are counted */
+    if (WIFSIGNALED(st)) plait_test_remove_shm_regions(pids[r]);
     int want_kill = r == p->victim;
     int ok = want_kill ? WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL
                        : WIFEXITED(st) && WEXITSTATUS(st) == 0;
