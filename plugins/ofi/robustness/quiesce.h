@@ -14,6 +14,9 @@
  * completed (cancelled, failed or done) or a bound passes. The state is then
  * closed when the call returns (plugin.c's guarded entry layer: ofi_teardown),
  * guarded too, so a close that spins on a dead peer's lock is rescued.
+ * rxm cannot cancel sends: when some stay posted to a peer not known to be
+ * gone (stopped, or on another host), closing crashed libfabric 1.17 in
+ * fi_close(ep) (test_blame_ofi_tcp), so the state is abandoned instead.
  *
  * Not for a rescued state (rescue.h): there libfabric's locks may be held and
  * it is never called again (abandoned, left open).
@@ -28,7 +31,8 @@
 
 /* Cancels st's posted requests and drains the queue (bounded); logs at
  * debug level what it did. Never fails: what stays posted (a send the
- * provider cannot cancel) goes with the endpoint's close. */
+ * provider cannot cancel) goes with the endpoint's close when its peer is
+ * gone; otherwise the state is marked abandoned (never closed). */
 void ofi_quiesce(ofi_state_t *st);
 
 #endif
