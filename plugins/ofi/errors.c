@@ -1,5 +1,7 @@
 #include "errors.h"
 
+#include "robustness/quiesce.h"
+
 #include <errno.h>
 #include <rdma/fi_errno.h>
 #include <stdarg.h>
@@ -30,22 +32,19 @@ plait_result_t ofi_break(ofi_state_t *st, plait_result_t code, const char *fmt, 
     st->broken = code;
     memcpy(st->broken_msg, st->err, sizeof st->broken_msg);
     OFI_WARN(st, "%s", st->err);
-    /* Only recorded here: the endpoint is abandoned, never touched again,
-     * and plugin.c's guarded entry layer tears the state down (ofi_teardown
-     * forgets its libfabric objects, leaving them open) when the call
-     * returns. Closing it with operations still posted crashed libfabric
-     * 1.17's rxm in fi_close (even after fi_cancel and draining the
-     * completion queue, when a peer was stopped). Nothing still in flight
-     * touches the caller's buffers: the providers progress only when this
-     * plugin reads the queue. */
-    st->abandoned = 1;
-    /* A subset shares its parent's endpoint: what breaks one breaks both. */
+    /* The collective's requests are cancelled and the queue drained now,
+     * while they and the caller's buffers are alive (quiesce.h); plugin.c's
+     * guarded entry layer closes the endpoint when the call returns. A
+     * rescued state (abandoned) is never touched: libfabric's locks may be
+     * held. A subset shares its parent's endpoint: what breaks one breaks
+     * both. */
+    ofi_quiesce(st);
     if (st->parent && st->parent->broken == PLAIT_SUCCESS) {
       st->parent->broken = code;
       memcpy(st->parent->broken_msg, st->broken_msg, sizeof st->parent->broken_msg);
-      st->parent->abandoned = 1;
     }
   }
+  if (st->abandoned && st->parent) st->parent->abandoned = 1;
   return code;
 }
 

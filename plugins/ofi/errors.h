@@ -25,10 +25,11 @@ plait_result_t ofi_fail(ofi_state_t *st, plait_result_t code, const char *fmt, .
     __attribute__((format(printf, 3, 4)));
 
 /* As ofi_fail, and marks the state broken: the ranks may be out of step, so
- * every later collective fails at once. Marks it abandoned too (libfabric is
- * never called on it again; a subset's parent with it) and logs the failure
- * once, at warn level. It only records: the collective returns the code up
- * to its entry point, whose guarded layer (plugin.c) tears the state down. */
+ * every later collective fails at once (a subset's parent with it). Logs the
+ * failure once, at warn level, and quiesces the endpoint (quiesce.h: cancels
+ * and drains the collective's posted requests) unless the state was rescued
+ * (abandoned). The collective returns the code up to its entry point, whose
+ * guarded layer (plugin.c) closes the endpoint. */
 plait_result_t ofi_break(ofi_state_t *st, plait_result_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

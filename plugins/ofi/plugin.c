@@ -4,7 +4,7 @@
  * state (after a failure inside a collective every later one fails at once),
  * then the algorithm (coll.h), guarded (OFI_GUARDED): the rescue from a spin
  * inside libfabric (rescue.h), and the teardown of a state that broke during
- * the call (errors.c only records the failure).
+ * the call (errors.c records the failure and quiesces the endpoint).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -43,12 +43,20 @@ static plait_result_t null_state(const char *what) {
                     "the ofi endpoint failed earlier and cannot be used: %s",  \
                     st->broken_msg);
 
-/* The end of a guarded call: a state that broke in it (ofi_break, or the
- * rescue) is torn down here, once its collective has returned: its libfabric
- * objects are forgotten, left open (it is abandoned). Safe on a state torn
- * down before. */
+/* The end of a guarded call: a state that broke in it (ofi_break, which
+ * quiesced it, or the rescue) is torn down here, once its collective has
+ * returned: its libfabric objects are closed, guarded too (a close that
+ * spins on a dead peer's lock is rescued, and the rest is left open), or,
+ * rescued, forgotten and left open (abandoned). The call's message is kept.
+ * Safe on a state torn down before. */
 static plait_result_t settle(ofi_state_t *st, plait_result_t rc) {
-  if (st->broken != PLAIT_SUCCESS) ofi_teardown(st);
+  if (st->broken == PLAIT_SUCCESS) return rc;
+  char msg[sizeof st->err];
+  memcpy(msg, st->err, sizeof msg);
+  plait_result_t closed = PLAIT_SUCCESS;
+  OFI_RESCUABLE(st, closed, (ofi_teardown(st), PLAIT_SUCCESS));
+  (void)closed;
+  memcpy(st->err, msg, sizeof msg);
   return rc;
 }
 

@@ -406,7 +406,7 @@ void ofi_teardown(ofi_state_t *st) {
     st->ep = NULL, st->av = NULL, st->cq = NULL, st->domain = NULL, st->fabric = NULL;
     st->info = NULL;
   }
-  if (st->abandoned) { /* broken or rescued: left open, never touched again */
+  if (st->abandoned) { /* rescued: left open, never touched again (rescue.h) */
     st->ep = NULL, st->av = NULL, st->cq = NULL, st->domain = NULL, st->fabric = NULL;
     for (ofi_mr_t *m = st->mrs; m; m = m->next) m->mr = NULL;
   }

@@ -16,8 +16,9 @@ plait_result_t ofi_start(const plait_transport_init_args_t *args, ofi_state_t **
  * (fi_getinfo only; nothing opened, the bootstrap not used), or why none. */
 plait_result_t ofi_probe(const plait_transport_init_args_t *args, char *detail, size_t len);
 
-/* Closes every libfabric object (in-flight transfers are abandoned); the
- * state stays, with no endpoint. Safe to call twice. */
+/* Closes every libfabric object (a broken state's transfers were cancelled
+ * and drained first: quiesce.h; a rescued state's are forgotten, left open);
+ * the state stays, with no endpoint. Safe to call twice. */
 void ofi_teardown(ofi_state_t *st);
 
 /* ofi_teardown, then frees the state. NULL is harmless. */

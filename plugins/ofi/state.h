@@ -127,7 +127,7 @@ typedef struct ofi_state {
   atomic_int caller_tid; /* its kernel thread id, for its user CPU time */
   atomic_uint guard_seq; /* guarded sessions begun: the watchdog starts over on each */
   double stuck_cpu_s;
-  int abandoned; /* broken or rescued: libfabric never called again on it */
+  int abandoned; /* rescued: libfabric never called again on it */
   char err[1536]; /* message of the last failure: last_error() */
 } ofi_state_t;
 

@@ -105,7 +105,7 @@ void plait_test_make_secret(char out[65]) {
 /* libfabric's shm provider keeps each endpoint's region in /dev/shm/<pid>:...
  * and removes it when the endpoint closes; a rank killed (or _exit()ing)
  * before that leaves it behind. */
-static void remove_shm_regions(pid_t pid) {
+void plait_test_remove_shm_regions(pid_t pid) {
   if (pid <= 0) return;
   DIR *d = opendir("/dev/shm");
   if (!d) return;
@@ -194,7 +194,7 @@ int plait_test_run_ranks(plait_test_job_t *job, plait_test_rank_fn fn, void *arg
     if (!any) usleep(2000);
   }
 
-  for (int r = 0; r < n; r++) remove_shm_regions(pids_all[r]);
+  for (int r = 0; r < n; r++) plait_test_remove_shm_regions(pids_all[r]);
   int fails = 0;
   for (int r = 0; r < n; r++) {
     if (job->exit_code[r] != 0) {

@@ -19,6 +19,7 @@
 #define PLAIT_TEST_RANKS_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #define PLAIT_TEST_MAX_RANKS 16
 
@@ -48,6 +49,9 @@ void plait_test_make_secret(char out[65]);
  * or change plait's configuration: PLAIT_*, HOROVOD_*, the Open MPI, PMI, PMIx and Slurm
  * ones, and torchrun's. Tests may well run inside an MPI or Slurm job. */
 void plait_test_clear_env(void);
+
+/* Removes /dev/shm/<pid>:*, the libfabric shm regions a killed process left. */
+void plait_test_remove_shm_regions(pid_t pid);
 
 /* Sets PLAIT_PLUGIN_PATH for tests run in this process. */
 void plait_test_set_plugin_path(void);

@@ -83,8 +83,8 @@ static plait_result_t read_error(ofi_state_t *st) {
                      fi_strerror((int)-n), st->provider);
   }
   ofi_req_t *r = (ofi_req_t *)e.op_context;
-  /* This plugin never calls fi_cancel: a cancelled transfer is one the
-   * provider gave up (tcp flushes what a closed connection still had), and
+  /* This plugin calls fi_cancel only on a broken state (quiesce.h), which
+   * reads no result: a cancelled transfer here is one the provider gave up (tcp flushes what a closed connection still had), and
    * its buffer holds no result. Completing it as done reduced stale bytes
    * into a result reported as a success (ci/chaos, a kill over tcp). */
   if (e.err == FI_ECANCELED && r != NULL)
