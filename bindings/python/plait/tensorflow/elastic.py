@@ -40,6 +40,7 @@ from plait.common.elastic import ObjectState, run_fn
 from plait.tensorflow import _lib
 from plait.tensorflow.functions import broadcast_object, broadcast_object_fn, broadcast_variables
 from plait.tensorflow.mpi_ops import init, rank, shutdown
+from plait.tensorflow.util import variables_of
 
 __all__ = ["TensorFlowKerasState", "TensorFlowState", "run"]
 
@@ -85,16 +86,6 @@ def _executing_eagerly():
     return _lib.executing_eagerly()
 
 
-def _variables_of(obj):
-    """obj's variables as a list: a property in Keras 3, a method in tf_keras."""
-    v = getattr(obj, "variables", None)
-    if v is None:
-        return []
-    if callable(v) and not isinstance(v, (list, tuple)):
-        v = v()
-    return list(v)
-
-
 def _build_optimizer(optimizer, var_list):
     """Creates optimizer's variables (slots, iterations) for var_list if they
     do not exist yet: Keras 3 (built), tf_keras (_built), tf_keras's legacy
@@ -130,7 +121,25 @@ def _global_variables():
     return tf.compat.v1.global_variables()
 
 
-class TensorFlowKerasState(ObjectState):
+class _VariablesState(ObjectState):
+    """ObjectState plus variables: _save_model, _load_model and _broadcast
+    (rank 0's variables everywhere) are the subclass's."""
+
+    def save(self):
+        self._save_model()
+        super().save()
+
+    def restore(self):
+        self._load_model()
+        super().restore()
+
+    def sync(self):
+        self._broadcast()
+        self._save_model()
+        super().sync()
+
+
+class TensorFlowKerasState(_VariablesState):
     """The elastic state of a Keras model and its optimizer (Keras 3 or
     tf_keras), plus the keyword properties (picklable objects, attributes of
     the state).
@@ -161,11 +170,11 @@ class TensorFlowKerasState(ObjectState):
             session = backend.get_session()
             # Built once, as Horovod: a graph grows with every op made.
             bcast_op = broadcast_variables(_global_variables(), root_rank=0)
-            self._bcast_model = lambda: _run_in(session, bcast_op)
+            self._broadcast = lambda: _run_in(session, bcast_op)
             bcast_object = broadcast_object_fn(session=session)
         else:
             _build_optimizer(self.optimizer, model.trainable_variables)
-            self._bcast_model = self._broadcast_eager
+            self._broadcast = self._broadcast_eager
             bcast_object = broadcast_object
         self._save_model()
         super().__init__(bcast_object, rank, **kwargs)
@@ -174,25 +183,12 @@ class TensorFlowKerasState(ObjectState):
         return list(self.model.variables)
 
     def _optimizer_variables(self):
-        return _variables_of(self.optimizer)
+        return variables_of(self.optimizer)
 
     def _broadcast_eager(self):
         with _plait_errors():
             broadcast_variables(self._model_variables() + self._optimizer_variables(),
                                 root_rank=0)
-
-    def save(self):
-        self._save_model()
-        super().save()
-
-    def restore(self):
-        self._load_model()
-        super().restore()
-
-    def sync(self):
-        self._bcast_model()
-        self._save_model()
-        super().sync()
 
     def reset(self):
         """After a reset: Keras traces train/test/predict again at the next
@@ -221,7 +217,7 @@ class TensorFlowKerasState(ObjectState):
             _assign_all(self._optimizer_variables(), self._saved_optimizer_state, "optimizer")
 
 
-class TensorFlowState(ObjectState):
+class TensorFlowState(_VariablesState):
     """The elastic state of a list of TensorFlow variables, plus the keyword
     properties.
 
@@ -266,23 +262,13 @@ class TensorFlowState(ObjectState):
         self._save_model()
         super().__init__(bcast_object, rank, **kwargs)
 
-    def save(self):
-        self._save_model()
-        super().save()
-
-    def restore(self):
-        self._load_model()
-        super().restore()
-
-    def sync(self):
+    def _broadcast(self):
         if self._eager:
             if self.variables:
                 with _plait_errors():
                     broadcast_variables(self.variables, root_rank=0)
         else:
             _run_in(self.session, self._bcast_op)
-        self._save_model()
-        super().sync()
 
     def _save_model(self):
         if self._eager:
