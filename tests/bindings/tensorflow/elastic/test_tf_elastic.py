@@ -175,3 +175,27 @@ def test_run_after_hosts_updated_keeps_uncommitted_values():
 
     assert train(state)
     assert calls == [0.0, 7.0]
+
+
+def traced_op_types(fn, *specs):
+    return {op.type for op in fn.get_concrete_function(*specs).graph.get_operations()}
+
+
+@pytest.mark.parametrize("variable", ["PLAIT_ELASTIC_DRIVER", "HOROVOD_ELASTIC"])
+def test_elastic_mode_reads_the_size_when_a_traced_step_runs(monkeypatch, variable):
+    # A step traced at one size runs on after the job changed size: in
+    # elastic mode (plaitrun's elastic driver sets PLAIT_ELASTIC_DRIVER; or
+    # Horovod's HOROVOD_ELASTIC=1) Average of sparse gradients divides by
+    # the size read when it runs, as Horovod under HOROVOD_ELASTIC.
+    def step(x):
+        sparse = tf.IndexedSlices(x, tf.constant([RANK]), tf.constant([SIZE, 2]))
+        return tf.convert_to_tensor(hvd.allreduce(sparse, op=hvd.Average,
+                                                  name="elastic_test.sparse"))
+
+    spec = tf.TensorSpec([1, 2], tf.float32)
+    assert "PlaitQuery" not in traced_op_types(tf.function(step), spec)
+    monkeypatch.setenv(variable, "127.0.0.1:1" if variable == "PLAIT_ELASTIC_DRIVER" else "1")
+    f = tf.function(step)
+    assert "PlaitQuery" in traced_op_types(f, spec)
+    got = f(tf.constant([[RANK + 1.0, 2.0]])).numpy()
+    np.testing.assert_allclose(got, [[(r + 1.0) / SIZE, 2.0 / SIZE] for r in range(SIZE)])
