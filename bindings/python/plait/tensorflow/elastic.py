@@ -196,9 +196,7 @@ class TensorFlowKerasState(_VariablesState):
         for attr in ("train_function", "test_function", "predict_function"):
             if getattr(self.model, attr, None) is not None:
                 setattr(self.model, attr, None)
-        parent = getattr(super(), "reset", None)
-        if parent is not None:
-            parent()
+        super().reset()
 
     def _save_model(self):
         if self._graph:

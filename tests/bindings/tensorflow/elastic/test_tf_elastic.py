@@ -123,6 +123,35 @@ def test_run_turns_plait_errors_of_tensorflow_ops_into_horovod_internal_error(el
     assert len(calls) == 2
 
 
+def test_run_recovers_from_a_real_collective_failure_inside_a_tf_function(elastic_job):
+    # Shapes that differ across ranks: plait refuses the allreduce on every
+    # rank (a mismatch); from a tf.function it is a TensorFlow error, which
+    # run turns into plait's MismatchError (a HorovodInternalError).
+    v = [tf.Variable([float(RANK)])]
+    state = hvd.elastic.TensorFlowState(v)
+    errors = []
+
+    @tf.function
+    def mismatched():
+        return hvd.allreduce(tf.zeros([RANK + 1]), name="elastic_test.mismatch")
+
+    @hvd.elastic.run
+    def train(state):
+        if not errors:
+            v[0].assign([5.0])
+            try:
+                mismatched()
+            except Exception as e:          # noqa: BLE001 - recorded, then raised again
+                errors.append(e)
+                raise
+        return v[0].numpy()[0]
+
+    assert train(state) == 0.0               # rank 0's value at the first sync
+    assert len(errors) == 1
+    assert isinstance(errors[0], tf.errors.FailedPreconditionError)
+    assert not isinstance(errors[0], HorovodInternalError)
+
+
 def test_run_on_fixed_ranks_raises_a_failed_collective():
     # Not elastic (plaitrun -np 2): no rank can come back; the error goes to
     # the caller and the values stay as they were when it happened.
