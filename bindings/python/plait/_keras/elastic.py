@@ -62,9 +62,10 @@ class CommitStateCallbackImpl:
 
 
 class UpdateBatchStateCallbackImpl:
-    """Keeps state.batch: the last batch done in this epoch (0 at its end).
-    With a known number of steps per epoch, the first epoch after a reset is
-    reported shortened by the batches already done (params['steps'])."""
+    """Keeps state.batch: the index of the last batch done in this epoch (0
+    at its end). With a known number of steps per epoch, the first epoch
+    after a reset has params['steps'] = steps - state.batch (Horovod's
+    formula; what callbacks are told, not what Keras runs)."""
 
     def __init__(self, backend, state):
         super().__init__()

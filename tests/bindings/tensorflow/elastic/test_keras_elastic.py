@@ -180,16 +180,26 @@ def test_elastic_fit_fails_once_and_resumes_from_the_last_commit(elastic_job):
             if len(calls) == 1 and state.epoch == 1 and batch == 2:
                 raise HorovodInternalError("a rank was lost (raised by the test)")
 
+    class StepsSeen(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            steps_seen.append(self.params.get("steps"))
+
+    steps_seen = []
+
     @el.run
     def train(state):
         calls.append((state.epoch, state.batch, values(m.variables)))
         m.fit(xl, yl, batch_size=B, epochs=epochs - state.epoch, shuffle=False, verbose=0,
-              callbacks=[el.UpdateBatchStateCallback(state), el.UpdateEpochStateCallback(state),
+              callbacks=[el.UpdateBatchStateCallback(state), StepsSeen(),
+                         el.UpdateEpochStateCallback(state),
                          el.CommitStateCallback(state, batches_per_commit=2), FailOnce()])
         return state.epoch
 
     assert train(state) == epochs
     assert len(calls) == 2 and resets == [(SIZE, None)]
+    # The first epoch after the reset is told it has the batches not done yet
+    # (Horovod's UpdateBatchStateCallback): 4 - 1; then 4 again.
+    assert steps_seen == [steps, steps, steps - 1, steps]
     # The second call started from the commit after batch 1 of epoch 1.
     epoch, batch, weights = calls[1]
     assert (epoch, batch) == (1, 1)
