@@ -55,17 +55,13 @@ class HostUpdateResult(enum.IntFlag):
     mixed = removed | added
 
 
-# include/plait/elastic.h's PLAIT_HOSTS_* bits -> Horovod's values.
-_C_ADDED = 1
-_C_REMOVED = 2
-
-
 def host_update_result(bits):
-    """The HostUpdateResult for plait_elastic_host_updates' PLAIT_HOSTS_* bits."""
+    """The HostUpdateResult for plait_elastic_host_updates' PLAIT_HOSTS_*
+    bits (plait numbers them the other way round)."""
     res = HostUpdateResult.no_update
-    if bits & _C_ADDED:
+    if bits & _core.HOSTS_ADDED:
         res |= HostUpdateResult.added
-    if bits & _C_REMOVED:
+    if bits & _core.HOSTS_REMOVED:
         res |= HostUpdateResult.removed
     return res
 
@@ -95,8 +91,7 @@ def leave_if_removed(error):
     Otherwise returns, and the caller raises error."""
     if not removed():
         return
-    print("plait elastic: this worker has no place in the next job: %s; exiting (status 0)"
-          % error, file=sys.stderr, flush=True)
+    print("plait elastic: %s; this worker exits (status 0)" % error, file=sys.stderr, flush=True)
     sys.exit(0)
 
 
