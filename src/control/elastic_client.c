@@ -100,9 +100,12 @@ static plait_result_t connect_driver(const char *driver, double deadline, int *f
     plait_result_t rc = plait_net_connect(host, port, now + 5.0 < give_up ? now + 5.0 : give_up,
                                           fd, &transient);
     if (rc == PLAIT_SUCCESS) return PLAIT_SUCCESS;
-    if (!transient || plait_now() + backoff >= give_up)
+    if (!transient || plait_now() + backoff >= give_up) {
+      char why[256]; /* a copy: plait_error writes where plait_last_error points */
+      snprintf(why, sizeof why, "%s", plait_last_error());
       return plait_error(PLAIT_ERR_PEER_LOST, "cannot reach the elastic driver at %s "
-                         "(PLAIT_ELASTIC_DRIVER): %s", driver, plait_last_error());
+                         "(PLAIT_ELASTIC_DRIVER): %s", driver, why);
+    }
     sleep_s(backoff);
     backoff = backoff * 2 > 1.0 ? 1.0 : backoff * 2;
   }

@@ -237,15 +237,3 @@ def run_fn(func, reset):
             state.on_reset()
     return wrapper
 
-
-# plait.tensorflow and plait._keras refuse elastic training until they have
-# theirs (issue 33); plait.torch.elastic has it.
-MISSING = ("elastic training is not implemented in plait for this framework yet "
-           "(plait.torch.elastic has it); train with fixed ranks, saving checkpoints to "
-           "restart from")
-
-
-def refuse(what):
-    """The NotImplementedError for using what of an elastic module that
-    plait does not have yet."""
-    return NotImplementedError("%s: %s" % (what, MISSING))

@@ -17,22 +17,7 @@ plait_job, hvd, pytest_report_header = job_fixtures("plait.tensorflow", "tensorf
 
 import pytest  # noqa: E402
 
-from plait import _core  # noqa: E402
 import plait.common.elastic as common_elastic  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def elastic_c_api(monkeypatch):
-    """Until include/plait/elastic.h's calls are in this build (lane rdv),
-    plait._core's wrappers of them give what the header says they answer
-    without a driver: not elastic, no host update. Once they are, nothing is
-    replaced."""
-    if not hasattr(_core, "elastic_enabled"):
-        monkeypatch.setattr(_core, "elastic_enabled", lambda: False, raising=False)
-    if not hasattr(_core, "elastic_host_updates"):
-        monkeypatch.setattr(_core, "elastic_host_updates", lambda: (0, 0), raising=False)
-    if not hasattr(_core, "elastic_removed"):
-        monkeypatch.setattr(_core, "elastic_removed", lambda: False, raising=False)
 
 
 @pytest.fixture
