@@ -26,7 +26,8 @@
 #                    10 days ahead: the job goes on (see docs/chaos.md on why
 #                    a jump of a running process's clocks cannot be made)
 # TRANSPORT gloo | ofi (libfabric "tcp;ofi_rxm")
-# Env: HOST_WORKER (path; ctest sets it).
+# Env: HOST_WORKER (path; ctest sets it); for longer runs MATRIX_RUN_S (7),
+# MATRIX_HANG_S (the run + 30), MATRIX_SLOW_FLOATS (262144: 1 MiB).
 #
 # Every check: no hang (the runner kills what still runs HANG_S after the
 # fault and fails), the right rank named, errors within PLAIT_TIMEOUT_S plus
@@ -63,9 +64,9 @@ fi
 
 TIMEOUT_S=5 # PLAIT_TIMEOUT_S
 MARGIN_S=5  # docs/design.md's margin
-RUN_S=7     # how long (rank 0's clock) a job that goes on runs
+RUN_S="${MATRIX_RUN_S:-7}" # how long (rank 0's clock) a job that goes on runs
 FLAP_S=2
-HANG_S=$((RUN_S + TIMEOUT_S + MARGIN_S + 20))
+HANG_S="${MATRIX_HANG_S:-$((RUN_S + TIMEOUT_S + MARGIN_S + 20))}" # then a rank hangs
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 hosts_require
@@ -103,7 +104,7 @@ start_job() {
   for r in 0 1 2 3; do
     n=$((r / 2 + 1))
     extra=()
-    [ "$fault" = slow ] && extra+=(HOST_WORKER_FLOATS=262144)
+    [ "$fault" = slow ] && extra+=(HOST_WORKER_FLOATS="${MATRIX_SLOW_FLOATS:-262144}")
     [ "$fault" = timeline ] && extra+=(PLAIT_TIMELINE="$tl_dir/timeline.%r.json")
     if [ $r = 3 ] && { [ "$fault" = fds ] || [ "$fault" = mem ]; }; then
       extra+=(HOST_WORKER_FAULT="$fault" HOST_WORKER_TRIGGER="$tmp/trigger")
