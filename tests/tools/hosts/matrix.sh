@@ -5,6 +5,7 @@
 #
 #   tests/tools/hosts/matrix.sh FAULT TRANSPORT [ROUNDS]  (ctest: hosts_matrix_*, 1 round)
 #   tests/tools/hosts/matrix.sh all [ROUNDS]              every cell; a markdown table
+#                                                          (exit 1 when a cell failed)
 #
 # FAULT    oneway    host 2's egress dropped (tc: pfifo limit 0 on its eth0),
 #                    its ingress untouched: every rank fails naming a rank of
@@ -42,11 +43,14 @@ if [ "${1:-}" = all ]; then # every cell, ROUNDS rounds; a table of the RESULT l
   rounds="${2:-1}"
   echo "| fault | transport | outcome | time | detail |"
   echo "|---|---|---|---|---|"
+  failed=""
   for f in $FAULTS; do
     for t in gloo ofi; do
-      "$here/matrix.sh" "$f" "$t" "$rounds" 2>&1 | grep '^RESULT |' | sed 's/^RESULT //' || true
+      out="$("$here/matrix.sh" "$f" "$t" "$rounds" 2>&1)" || failed+=" $f:$t"
+      echo "$out" | grep '^RESULT |' | sed 's/^RESULT //' || echo "| $f | $t | no result: $(echo "$out" | tail -n 1) | | |"
     done
   done
+  [ -z "$failed" ] || { echo "FAIL:$failed" >&2; exit 1; }
   exit 0
 fi
 
