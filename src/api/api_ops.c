@@ -190,9 +190,12 @@ static plait_result_t submit_as(const char *fn, plait_engine_t *e, plait_entry_t
                                 plait_coll_t coll, const plait_op_options_t *opts,
                                 plait_handle_t **handle) {
   plait_handle_t *h = plait_handle_new(coll, n, opts);
-  plait_result_t rc = h ? PLAIT_SUCCESS : plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+  plait_result_t rc = h ? PLAIT_SUCCESS
+                        : plait_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory for the "
+                                      "operation's handle (%d tensors)", fn, n);
   for (int i = 0; i < n && rc == PLAIT_SUCCESS; i++) {
-    if (!es[i]) rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    if (!es[i])
+      rc = plait_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory for tensor %d of %d", fn, i, n);
     else es[i]->handle = h, es[i]->index = i, es[i]->stream = opts ? opts->stream : NULL;
   }
   if (rc == PLAIT_SUCCESS && (rc = plait_engine_submit(e, es, n)) != PLAIT_SUCCESS &&
@@ -277,7 +280,7 @@ PLAIT_API plait_result_t plait_grouped_allreduce_async(size_t count, const char 
   if (!names || !inputs || !outputs)
     return BAD("%s: %s is NULL", fn, !names ? "names" : !inputs ? "inputs" : "outputs");
   plait_entry_t **es = calloc(count, sizeof *es);
-  if (!es) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+  if (!es) return plait_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory for a group of %zu", fn, count);
   plait_result_t rc = PLAIT_SUCCESS;
   /* A group is known by its smallest member name, so ranks may list the
    * members in any order. */
@@ -292,7 +295,8 @@ PLAIT_API plait_result_t plait_grouped_allreduce_async(size_t count, const char 
                            plait_tensor_at(outputs, i), op, opts, &es[i]);
     if (rc) plait_error_context(rc, "member %zu", i);
     else if (es[i] && !(es[i]->meta.group = strdup(key)))
-      rc = plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+      rc = plait_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory for member %zu ('%s')", fn, i,
+                       names[i] ? names[i] : "(unnamed)");
     if (es[i]) es[i]->meta.group_size = (uint32_t)count;
   }
   if (rc == PLAIT_SUCCESS) rc = submit(es, (int)count, PLAIT_COLL_ALLREDUCE, opts, handle);
@@ -370,7 +374,9 @@ PLAIT_API plait_result_t plait_alltoall_async(const char *name, const plait_tens
   meta.coll = PLAIT_COLL_ALLTOALL;
   meta.nsplits = (uint32_t)size;
   meta.splits = malloc(sizeof(int64_t) * (size_t)size);
-  if (!meta.splits) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+  if (!meta.splits)
+    return plait_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory for the %d splits of '%s'", fn, size,
+                       name ? name : "(unnamed)");
   for (int r = 0; r < size; r++) {
     meta.splits[r] = splits ? splits[r] : rows / size;
     if (meta.splits[r] < 0) {
