@@ -33,6 +33,7 @@ The states of the frameworks build on State: plait.torch.elastic.TorchState,
 plait.tensorflow.elastic's and the Keras states.
 """
 
+import ctypes
 import enum
 import functools
 import queue
@@ -204,14 +205,46 @@ class ObjectState(State):
             setattr(self, name, value)
 
 
+# How many resets in a row may fail while the driver forms the next job
+# (each names the worker lost meanwhile) before the error is raised.
+RESET_TRIES = 10
+
+
 def _reset_or_leave(reset):
-    """reset(); a worker the driver removed exits there (leave_if_removed)."""
-    try:
-        reset()
-    except Exception as e:  # noqa: BLE001 - re-raised unless the driver removed us
-        if enabled():
+    """reset(); a worker the driver removed exits there (leave_if_removed).
+    A job that loses a worker while it forms (init fails naming the lost
+    rank) is no end: this worker joins the job the driver forms next, as
+    after any failed collective; the driver itself unreachable, or
+    RESET_TRIES failures in a row, raise."""
+    for attempt in range(1, RESET_TRIES + 1):
+        try:
+            reset()
+            return
+        except Exception as e:  # noqa: BLE001 - re-raised unless removed or retried
+            if not enabled():
+                raise
             leave_if_removed(e)
-        raise
+            if (not isinstance(e, HorovodInternalError) or "elastic driver" in str(e)
+                    or attempt == RESET_TRIES):
+                raise
+            print("plait elastic: the next job failed while forming (%s: %s); joining the one "
+                  "after it" % (type(e).__name__, e), file=sys.stderr, flush=True)
+
+
+def _all_ranks_agree(flag):
+    """True on every rank when flag is true on every rank of the job (one
+    int32 reduced with min): a rank that must sync (a new worker, or one
+    that restored its last commit) makes every rank sync."""
+    value = (ctypes.c_int32 * 1)(1 if flag else 0)
+    t = _core.make_tensor(ctypes.addressof(value), _core.DTYPES["int32"], (1,))
+    h = _core.submit(_core.lib.plait_allreduce_async, "elastic.skip_sync", value,
+                     _core.encode_name("elastic.skip_sync"), ctypes.byref(t), ctypes.byref(t),
+                     _core.OPS["min"], None)
+    try:
+        h.wait()
+    finally:
+        h.release()
+    return bool(value[0])
 
 
 def run_fn(func, reset):
@@ -223,6 +256,13 @@ def run_fn(func, reset):
         skip_sync = False
         while True:
             try:
+                # Skip the sync only when every rank may: a worker new to
+                # this job (its first pass here) or one that restored its
+                # commit must get rank 0's state, and a sync run by some
+                # ranks only would never match (Horovod issue 3494's
+                # schedule: survivors skip, a new worker waits in the sync).
+                if enabled():
+                    skip_sync = _all_ranks_agree(skip_sync)
                 if not skip_sync:
                     state.sync()
                 return func(state, *args, **kwargs)
