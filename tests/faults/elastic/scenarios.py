@@ -282,8 +282,8 @@ def s_horovod_torch(ctx, tmp):
     # Horovod's elastic synthetic benchmark in shape (its calls, plait's
     # import): a worker killed mid-benchmark; the benchmark ends on the others.
     job = Job(ctx.plaitrun, tmp, [H1 + ":1", H2 + ":1", H3 + ":1"],
-              ["--num-iters", "8", "--num-batches-per-iter", "5", "--num-warmup-batches", "3",
-               "--batch-size", "16"], fixed3(), ctx.timeout_s, ctx.transport, HOROVOD_TORCH)
+              ["--num-iters", "20", "--num-batches-per-iter", "10", "--num-warmup-batches", "3",
+               "--batch-size", "64"], fixed3(), ctx.timeout_s, ctx.transport, HOROVOD_TORCH)
     try:
         job.start()
         i, _, _ = job.wait_line(r"^\[0\]: Iter #2:", 300, 0, "iteration 2")
