@@ -9,6 +9,8 @@ the job while it trains (docs/elastic.md, "What is tested"):
   sigstop          SIGSTOP of rank 1 (a silent worker): found, killed, the others go on
   host-killed      every worker of one host (2 of 4) killed: the other host goes on
   host-added       a host added by the discovery script joins (2 -> 3 workers)
+  join-stopped     the worker of an added host is stopped (SIGSTOP) as soon as the job with it
+                   formed: the state broadcast does not stall, the job re-forms without it
   host-removed     a host removed from the discovery script leaves (3 -> 2 workers)
   below-min-rejoin Horovod issue 3494's schedule: a host leaves, the survivor is below
                    --min-np and waits; a new host comes; a job forms again and trains
@@ -167,6 +169,30 @@ def s_host_added(ctx, tmp):
         recovery(ctx, job, "host-added", "host added", t, mark, want_size=3)
     training(ctx, tmp, "host-added", [H1 + ":1", H2 + ":1"],
              ["-np", "2", "--min-np", "2", "--max-np", "3"], 3, action, epochs=10)
+
+
+def s_join_stopped(ctx, tmp):
+    # A joining worker that goes silent while the new job forms and syncs
+    # (SIGSTOP as soon as the driver formed the job with it): the job must
+    # not stall in the state broadcast; it re-forms without it, bounded.
+    def action(job):
+        job.wait_step(0, 3, 300)
+        mark = job.mark()
+        job.set_hosts([H1 + ":1", H2 + ":1", H3 + ":1"])
+        print("%7.2f >>> %s added to the discovery script's hosts" % (job.now(), H3), flush=True)
+        i = mark
+        while True:
+            i, _, m = job.wait_line(FORMED, 300, i, "a job formed with the new worker")
+            if int(m.group(2)) == 3:
+                break
+            i += 1
+        new = {n: p for n, p in job.running_workers().items() if n.startswith(H3 + "/")}
+        if len(new) != 1:
+            raise Failed("expected one worker on %s, found %s" % (H3, new))
+        t = job.signal(list(new.values())[0], signal.SIGSTOP)
+        recovery(ctx, job, "join-stopped", "stop", t, i + 1, want_size=2)
+    training(ctx, tmp, "join-stopped", [H1 + ":1", H2 + ":1"],
+             ["-np", "2", "--min-np", "2", "--max-np", "3"], 2, action, epochs=10)
 
 
 def s_host_removed(ctx, tmp):
@@ -348,7 +374,8 @@ def s_horovod_keras(ctx, tmp):
 
 SCENARIOS = {
     "kill9": s_kill9, "kill9-rank0": s_kill9_rank0, "sigstop": s_sigstop,
-    "host-killed": s_host_killed, "host-added": s_host_added, "host-removed": s_host_removed,
+    "host-killed": s_host_killed, "host-added": s_host_added, "join-stopped": s_join_stopped,
+    "host-removed": s_host_removed,
     "below-min-rejoin": s_below_min_rejoin, "reset-limit": s_reset_limit,
     "discovery-fail-start": s_discovery_fail_start, "discovery-fail-mid": s_discovery_fail_mid,
     "horovod-torch": s_horovod_torch, "keras-kill": s_keras_kill,
