@@ -294,40 +294,35 @@ def probe(plaitrun, build_dir):
         said = [l for l in text.splitlines() if "elastic" in l or "option" in l] or [text]
         raise Skip("plaitrun has no elastic driver: 'plaitrun --min-np 1 --max-np 1 ...' says: "
                    + said[0].strip())
+    _probe_python(PYTHON, build_dir, "plait.torch.elastic", "ElasticSampler(list(range(4)))")
+    return True
+
+
+def _probe_python(python, build_dir, module, make):
+    """Skip when `module`.`make` raises NotImplementedError (the refusing
+    names of before elastic training); any other outcome means it is there
+    (making it without init may fail otherwise). Failed if the import fails."""
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python"),
-               PLAIT_LIBRARY=os.path.join(build_dir, "lib", "libplait.so"))
-    code = ("import plait.torch.elastic as e\n"
-            "try:\n    e.ElasticSampler(list(range(4)))\n"
+               PLAIT_LIBRARY=os.path.join(build_dir, "lib", "libplait.so"),
+               TF_CPP_MIN_LOG_LEVEL="2")
+    code = ("import %s as e\n"
+            "try:\n    e.%s\n"
             "except NotImplementedError as x:\n    print('REFUSED', x)\n"
-            "except Exception:\n    pass\n")
-    r = subprocess.run([PYTHON, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       env=env, timeout=120)
+            "except Exception:\n    pass\n" % (module, make))
+    r = subprocess.run([python, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       env=env, timeout=300)
     text = r.stdout.decode(errors="replace")
     if "REFUSED" in text:
-        raise Skip("plait.torch.elastic refuses: " + text.strip()[:200])
+        raise Skip("%s refuses: %s" % (module, text.strip()[:200]))
     if r.returncode != 0:
-        raise Failed("import plait.torch.elastic failed: " + text.strip())
-    return True
+        raise Failed("import %s failed: %s" % (module, text.strip()[-2000:]))
 
 
 def probe_tf(python, build_dir):
     """Skip unless `python` has TensorFlow and plait's elastic Keras state."""
     if not python:
         raise Skip("no Python with TensorFlow given (--tf-python; CMake: -DPLAIT_TF_PYTHON)")
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python"),
-               PLAIT_LIBRARY=os.path.join(build_dir, "lib", "libplait.so"),
-               TF_CPP_MIN_LOG_LEVEL="2")
-    code = ("import plait.tensorflow.keras.elastic as e\n"
-            "try:\n    e.KerasState(None)\n"
-            "except NotImplementedError as x:\n    print('REFUSED', x)\n"
-            "except Exception:\n    pass\n")
-    r = subprocess.run([python, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       env=env, timeout=300)
-    text = r.stdout.decode(errors="replace")
-    if "REFUSED" in text:
-        raise Skip("plait.tensorflow.keras.elastic refuses: " + text.strip()[:200])
-    if r.returncode != 0:
-        raise Failed("import plait.tensorflow.keras.elastic failed: " + text.strip()[-2000:])
+    _probe_python(python, build_dir, "plait.tensorflow.keras.elastic", "KerasState(None)")
 
 
 if __name__ == "__main__":

@@ -159,13 +159,20 @@ def s_host_killed(ctx, tmp):
              ["-np", "4", "--min-np", "2", "--max-np", "4"], 2, action)
 
 
+def add_third_host(job):
+    """Once rank 0 trains, 127.0.0.3 joins the discovery script's hosts:
+    (the line index then, the time then)."""
+    job.wait_step(0, 3, 300)
+    mark = job.mark()
+    job.set_hosts([H1 + ":1", H2 + ":1", H3 + ":1"])
+    t = job.now()
+    print("%7.2f >>> %s added to the discovery script's hosts" % (t, H3), flush=True)
+    return mark, t
+
+
 def s_host_added(ctx, tmp):
     def action(job):
-        job.wait_step(0, 3, 300)
-        mark = job.mark()
-        job.set_hosts([H1 + ":1", H2 + ":1", H3 + ":1"])
-        t = job.now()
-        print("%7.2f >>> %s added to the discovery script's hosts" % (t, H3), flush=True)
+        mark, t = add_third_host(job)
         recovery(ctx, job, "host-added", "host added", t, mark, want_size=3)
     training(ctx, tmp, "host-added", [H1 + ":1", H2 + ":1"],
              ["-np", "2", "--min-np", "2", "--max-np", "3"], 3, action, epochs=10)
@@ -176,11 +183,7 @@ def s_join_stopped(ctx, tmp):
     # (SIGSTOP as soon as the driver formed the job with it): the job must
     # not stall in the state broadcast; it re-forms without it, bounded.
     def action(job):
-        job.wait_step(0, 3, 300)
-        mark = job.mark()
-        job.set_hosts([H1 + ":1", H2 + ":1", H3 + ":1"])
-        print("%7.2f >>> %s added to the discovery script's hosts" % (job.now(), H3), flush=True)
-        i = mark
+        i, _ = add_third_host(job)
         while True:
             i, _, m = job.wait_line(FORMED, 300, i, "a job formed with the new worker")
             if int(m.group(2)) == 3:
