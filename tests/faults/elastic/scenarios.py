@@ -49,10 +49,15 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from elastic_job import (DISCOVERY_FAILS, FORMED, STEP, Failed, Job, Skip,  # noqa: E402
-                         compare_params, probe, probe_tf, run_reference)
+from elastic_job import (DISCOVERY_FAILS, FORMED, PYTHON, STEP, Failed, Job,  # noqa: E402
+                         Skip, compare_params, probe, probe_tf, run_reference)
 
 H1, H2, H3 = "127.0.0.1", "127.0.0.2", "127.0.0.3"
+HERE = os.path.dirname(os.path.abspath(__file__))
+KERAS_EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))),
+                             "examples", "elastic_keras.py")
+HOROVOD_TORCH = os.path.join(HERE, "horovod", "pytorch_synthetic_benchmark_elastic.py")
+HOROVOD_KERAS = os.path.join(HERE, "horovod", "tensorflow2_keras_mnist_elastic.py")
 TRAIN = ["--samples", "384", "--batch-size", "8", "--commit-every", "3", "--step-delay", "0.1"]
 END_S = 300  # a job still running this long after its last event has hung
 
@@ -303,48 +308,12 @@ def s_discovery_fail_mid(ctx, tmp):
              action, epochs=6)
 
 
-HOROVOD_TORCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "horovod",
-                             "pytorch_synthetic_benchmark_elastic.py")
-
-
-def s_horovod_torch(ctx, tmp):
-    # Horovod's elastic synthetic benchmark in shape (its calls, plait's
-    # import): a worker killed mid-benchmark; the benchmark ends on the others.
-    job = Job(ctx.plaitrun, tmp, [H1 + ":1", H2 + ":1", H3 + ":1"],
-              ["--num-iters", "20", "--num-batches-per-iter", "10", "--num-warmup-batches", "3",
-               "--batch-size", "64"], fixed3(), ctx.timeout_s, ctx.transport, HOROVOD_TORCH)
-    try:
-        job.start()
-        i, _, _ = job.wait_line(r"^\[0\]: Iter #2:", 300, 0, "iteration 2")
-        victims = {n: p for n, p in job.running_workers().items() if n.startswith(H2 + "/")}
-        if len(victims) != 1:
-            raise Failed("expected one worker on %s, found %s" % (H2, victims))
-        mark = job.mark()
-        t = job.signal(list(victims.values())[0], signal.SIGKILL)
-        i, t_formed, _ = job.wait_line(FORMED, 120, mark, "a new epoch after the kill")
-        print("recovery: kill: epoch formed %.2f s after it" % (t_formed - t), flush=True)
-        rc = job.finish(END_S)
-        if rc != 0:
-            raise Failed("plaitrun exited %d, expected 0 (the benchmark finished)" % rc)
-        job.wait_line(r"Total img/sec on 2 CPU", 5, i, "the results on the 2 workers left")
-        print("PASS horovod-torch: Horovod's elastic synthetic benchmark went on after a kill",
-              flush=True)
-    finally:
-        job.stop()
-
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-KERAS_EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))),
-                             "examples", "elastic_keras.py")
-HOROVOD_KERAS = os.path.join(HERE, "horovod", "tensorflow2_keras_mnist_elastic.py")
-
-
-def keras_kill(ctx, tmp, name, script, train, ready, done):
-    """A Keras script under the driver on 3 workers; once `ready` is printed
-    the worker of 127.0.0.2 is killed; the job must end 0 printing `done`."""
-    probe_tf(ctx.tf_python, ctx.build_dir)
+def script_kill(ctx, tmp, name, script, python, train, ready, done):
+    """`script` (any elastic training script) under the driver on 3 workers;
+    once a line matches `ready` the worker of 127.0.0.2 is killed; the job
+    must form a new epoch, end with status 0 and print `done` after it."""
     job = Job(ctx.plaitrun, tmp, [H1 + ":1", H2 + ":1", H3 + ":1"], train, fixed3(),
-              ctx.timeout_s, ctx.transport, script, ctx.tf_python)
+              ctx.timeout_s, ctx.transport, script, python)
     try:
         job.start()
         job.wait_line(ready, 600, 0, "the training under way")
@@ -364,15 +333,25 @@ def keras_kill(ctx, tmp, name, script, train, ready, done):
         job.stop()
 
 
+def s_horovod_torch(ctx, tmp):
+    # Horovod's elastic synthetic benchmark in shape (its calls, plait's import)
+    script_kill(ctx, tmp, "horovod-torch", HOROVOD_TORCH, PYTHON,
+                ["--num-iters", "20", "--num-batches-per-iter", "10", "--num-warmup-batches", "3",
+                 "--batch-size", "64"], r"^\[0\]: Iter #2:", r"Total img/sec on 2 CPU")
+
+
 def s_keras_kill(ctx, tmp):
-    keras_kill(ctx, tmp, "keras-kill", KERAS_EXAMPLE,
-               ["--epochs", "6", "--steps", "24", "--step-delay", "0.1"], r"^\[0\]: epoch 1:",
-               r"the same weights on all 2 ranks")
+    probe_tf(ctx.tf_python, ctx.build_dir)
+    script_kill(ctx, tmp, "keras-kill", KERAS_EXAMPLE, ctx.tf_python,
+                ["--epochs", "6", "--steps", "24", "--step-delay", "0.1"], r"^\[0\]: epoch 1:",
+                r"the same weights on all 2 ranks")
 
 
 def s_horovod_keras(ctx, tmp):
-    keras_kill(ctx, tmp, "horovod-keras", HOROVOD_KERAS, ["--steps", "60", "--epochs", "6"],
-               r"^\[0\]: Epoch 2/", r"trained 6 epochs, the last ones on 2 workers")
+    probe_tf(ctx.tf_python, ctx.build_dir)
+    script_kill(ctx, tmp, "horovod-keras", HOROVOD_KERAS, ctx.tf_python,
+                ["--steps", "60", "--epochs", "6"], r"^\[0\]: Epoch 2/",
+                r"trained 6 epochs, the last ones on 2 workers")
 
 
 SCENARIOS = {
