@@ -224,8 +224,13 @@ def s_below_min_rejoin(ctx, tmp):
         t = job.now()
         print("%7.2f >>> %s removed: 1 worker left, --min-np 2" % (t, H2), flush=True)
         # the survivor stops training (it must wait for a second worker)
+        since = job.mark()
         time.sleep(ctx.timeout_s + 3)
         mark = job.mark()
+        below = [l for l in job.output()[since:mark] if FORMED.search(l)
+                 and int(FORMED.search(l).group(2)) < 2]
+        if below:
+            raise Failed("a job formed below --min-np 2: %s" % below[0])
         job.set_hosts([H1 + ":1", H3 + ":1"])
         t = job.now()
         print("%7.2f >>> %s added: 2 workers again" % (t, H3), flush=True)
