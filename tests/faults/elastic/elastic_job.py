@@ -61,7 +61,8 @@ class Job:
                     % (self.fail_file, DISCOVERY_FAILS, self.hosts_file))
         os.chmod(self.script, 0o755)
         self.env = dict(os.environ, PLAIT_TIMEOUT_S=str(timeout_s), PLAIT_TRANSPORT=transport,
-                        PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
+                        PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1",
+                        PLAIT_ELASTIC_TEST_JOB=tmp)  # marks this job's workers in /proc
         # the worker: the example (its parameters to out), or `script` with train_args
         self.program = script or EXAMPLE
         worker = [python, self.program] + ([] if script else ["--out", self.out])
@@ -150,9 +151,11 @@ class Job:
             return {n: p for n, p in self.pids.items() if host is None or n.split("/")[0] == host}
 
     def running_workers(self):
-        """{PLAIT_ELASTIC_WORKER: pid} of the processes running the worker
-        program now, from /proc (for programs that do not print their pid)."""
+        """{PLAIT_ELASTIC_WORKER: pid} of this job's processes running the
+        worker program now, from /proc (for programs that do not print their
+        pid): those with this job's PLAIT_ELASTIC_TEST_JOB."""
         found = {}
+        mark = ("PLAIT_ELASTIC_TEST_JOB=" + self.tmp).encode()
         for entry in os.listdir("/proc"):
             if not entry.isdigit() or not _runs(int(entry), self.program):
                 continue
@@ -160,6 +163,8 @@ class Job:
                 with open("/proc/%s/environ" % entry, "rb") as f:
                     env = f.read().split(b"\0")
             except OSError:
+                continue
+            if mark not in env:
                 continue
             for kv in env:
                 if kv.startswith(b"PLAIT_ELASTIC_WORKER="):
@@ -200,7 +205,8 @@ class Job:
 
     def stop(self):
         """Ends everything this job started: plaitrun's session, and every
-        worker pid it reported (a stopped one is continued first)."""
+        worker it reported or /proc shows (a stopped one is continued first)."""
+        self.running_workers()
         for pid in list(self.pids.values()):
             if _runs(pid, self.program):
                 for sig in (signal.SIGCONT, signal.SIGKILL):
