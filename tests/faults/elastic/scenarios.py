@@ -17,6 +17,7 @@ the job while it trains (docs/elastic.md, "What is tested"):
   reset-limit      --reset-limit 1 and two failures: the job ends non-zero, naming the limit
   discovery-fail-start  a discovery script that fails at start: the job fails, saying why
   discovery-fail-mid    a discovery script that fails while training: one warning, the job goes on
+  discovery-fail-long   it keeps failing past --elastic-timeout: the job ends non-zero, naming it
   horovod-torch    Horovod's elastic synthetic benchmark in shape (tests/faults/elastic/horovod/),
                    import changed: a worker killed, the benchmark ends on the others
   keras-kill       examples/elastic_keras.py (--tf-python): a worker killed, model.fit goes on
@@ -313,6 +314,31 @@ def s_discovery_fail_mid(ctx, tmp):
              action, epochs=6)
 
 
+def s_discovery_fail_long(ctx, tmp):
+    # failing for longer than --elastic-timeout: the job ends, naming the script
+    job = Job(ctx.plaitrun, tmp, [H1 + ":1", H2 + ":1", H3 + ":1"], ["--epochs", "40"] + TRAIN,
+              fixed3() + ["--elastic-timeout", "15"], ctx.timeout_s, ctx.transport)
+    try:
+        job.start()
+        job.wait_step(0, 3, 300)
+        job.fail_discovery(True)
+        t = job.now()
+        print("%7.2f >>> the discovery script fails from now on" % t, flush=True)
+        rc = job.finish(120)
+        took = job.now() - t
+        if rc == 0:
+            raise Failed("plaitrun exited 0 although discovery failed for %.0f s" % took)
+        said = [l for l in job.output() if "discover.sh" in l and "warning" not in l]
+        if not said:
+            raise Failed("plaitrun exited %d without a line naming the script" % rc)
+        if took < 15:
+            raise Failed("plaitrun gave up after %.1f s, before --elastic-timeout 15" % took)
+        print("PASS discovery-fail-long: plaitrun exited %d %.1f s after the script began to "
+              "fail: %s" % (rc, took, said[-1]), flush=True)
+    finally:
+        job.stop()
+
+
 def script_kill(ctx, tmp, name, script, python, train, ready, done):
     """`script` (any elastic training script) under the driver on 3 workers;
     once a line matches `ready` the worker of 127.0.0.2 is killed; the job
@@ -365,7 +391,7 @@ SCENARIOS = {
     "host-removed": s_host_removed,
     "below-min-rejoin": s_below_min_rejoin, "reset-limit": s_reset_limit,
     "discovery-fail-start": s_discovery_fail_start, "discovery-fail-mid": s_discovery_fail_mid,
-    "horovod-torch": s_horovod_torch, "keras-kill": s_keras_kill,
+    "discovery-fail-long": s_discovery_fail_long, "horovod-torch": s_horovod_torch, "keras-kill": s_keras_kill,
     "horovod-keras": s_horovod_keras,
 }
 
