@@ -321,7 +321,7 @@ except elastic_job.Failed as e:
     print(e); sys.exit(1)' "$root/tests/faults/elastic" "$PLAITRUN" "$(dirname "$PLAITRUN")/.." \
     >"$tmp/probe" 2>&1 || { rc=$?; [ $rc = 77 ] && skip "$(cat "$tmp/probe")"; die "$(cat "$tmp/probe")"; }
   start_sshds
-  train=(--epochs 8 --samples 384 --batch-size 8 --commit-every 3 --step-delay 0.1)
+  train=(--epochs 12 --samples 384 --batch-size 8 --commit-every 3 --step-delay 0.1)
   "$python" "$root/examples/elastic_torch.py" --reference --out "$tmp/ref" "${train[@]}" >/dev/null
   printf '10.77.0.1:2\n' >"$tmp/hosts"
   [ "$scenario" = elastic-host-killed ] && printf '10.77.0.1:2\n10.77.0.2:2\n' >"$tmp/hosts"
