@@ -193,7 +193,10 @@ PLAIT_API size_t plait_dtype_size(plait_dtype_t dtype);
  * rank 0 over the authenticated control plane, and loads and starts the
  * transport plugin named by PLAIT_TRANSPORT (unset: "auto", the fastest one
  * every rank can start, chosen alike on every rank). A rank that cannot start
- * it makes the call fail on every rank, naming that rank.
+ * it makes the call fail on every rank, naming that rank. A worker started by
+ * plaitrun's elastic driver (PLAIT_ELASTIC_DRIVER set) asks the driver for
+ * its rank layout instead (plait/elastic.h); then also PLAIT_ERR_SHUTDOWN:
+ * the driver has no place for it.
  *
  * Blocks until every rank has joined, or fails after PLAIT_START_TIMEOUT_S
  * (PLAIT_ERR_TIMEOUT naming the ranks that did not arrive). A rank lost while

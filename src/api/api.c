@@ -9,6 +9,7 @@
 #include "api/core.h"
 #include "api/current.h"
 #include "api/process_set_api.h"
+#include "control/elastic_client.h"
 #include "engine/engine.h"
 #include "util/config.h"
 #include "util/config_horovod.h"
@@ -23,13 +24,6 @@ static char transport_name[80];
 
 void plait_core_test_without_coordinator(int on) { without_coordinator = on; }
 
-#define REQUIRE_OUT(p)                                                         \
-  do {                                                                         \
-    if (!(p))                                                                  \
-      return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "%s: " #p " is NULL",     \
-                         __func__);                                            \
-  } while (0)
-
 /* The configuration and topology from the environment, then the engine. */
 static plait_result_t init_locked(void) {
   plait_config_t cfg;
@@ -37,7 +31,9 @@ static plait_result_t init_locked(void) {
   plait_log_set_level(cfg.log_level);
   plait_topology_t topo;
   memset(&topo, 0, sizeof topo);
-  plait_result_t rc = plait_topology_from_env(&cfg, &topo);
+  /* an elastic worker asks its driver (control/elastic_client.h) */
+  plait_result_t rc = cfg.elastic_driver && *cfg.elastic_driver ? plait_el_join(&cfg, &topo)
+                                                                : plait_topology_from_env(&cfg, &topo);
   if (rc) {
     plait_config_free(&cfg);
     return rc;

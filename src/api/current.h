@@ -21,6 +21,15 @@ void plait_api_release(plait_engine_t **e);
 #define PLAIT_API_ENGINE(e)                                                    \
   plait_engine_t *e __attribute__((cleanup(plait_api_release))) = plait_api_acquire()
 
+/* A public call's out-pointer p must not be NULL: else it returns
+ * PLAIT_ERR_INVALID_ARGUMENT naming the call and p (util/error.h). */
+#define REQUIRE_OUT(p)                                                         \
+  do {                                                                         \
+    if (!(p))                                                                  \
+      return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "%s: " #p " is NULL",     \
+                         __func__);                                            \
+  } while (0)
+
 /* PLAIT_SUCCESS when e runs in this process; else PLAIT_ERR_NOT_INITIALIZED
  * naming fn, and saying so when this process is a fork of e's. */
 plait_result_t plait_api_check(const char *fn, const plait_engine_t *e);

@@ -10,6 +10,7 @@
 
 #include "util/error.h"
 #include "util/log.h"
+#include "control/elastic_client.h"
 #include "control/messages.h"
 #include "control/net.h"
 
@@ -66,6 +67,8 @@ plait_result_t plait_control_fail(plait_control_t *c, plait_result_t rc) {
   c->failed = rc;
   snprintf(c->fail_msg, sizeof c->fail_msg, "%s", plait_last_error());
   PLAIT_WARN("ctrl", "job failed: %s", c->fail_msg);
+  if (rc == PLAIT_ERR_PEER_LOST) /* an elastic job's next JOIN names them */
+    plait_el_note_failure(c->epoch, c->size, c->fail_msg);
   if (c->rank != 0 || !c->fds) return rc;
   plait_writer_t w = {0};
   if (plait_msg_encode_abort(&w, (uint32_t)rc, c->fail_msg) == PLAIT_SUCCESS) {
@@ -278,18 +281,26 @@ plait_result_t plait_control_start(plait_control_t *c, plait_topology_t *t,
   c->start_deadline = plait_now() + cfg->start_timeout_s;
   c->secret = cfg->secret;
   c->listen_fd = -1;
+  c->epoch = t->epoch;
+  if (t->epoch && t->rank == 0) { /* bound before the driver was asked: ours now */
+    c->listen_fd = t->listen_fd;
+    t->listen_fd = -1;
+  }
   plait_net_format_hostport(t->rendezvous_host, t->rendezvous_port, c->rendezvous,
                             sizeof c->rendezvous);
   if (t->size == 1) {
+    plait_net_close(&c->listen_fd);
     snprintf(c->local_ip, sizeof c->local_ip, "127.0.0.1");
     return PLAIT_SUCCESS;
   }
-  if (!c->secret || !*c->secret)
+  if (!c->secret || !*c->secret) {
+    plait_net_close(&c->listen_fd);
     return plait_error(PLAIT_ERR_CONFIG,
                        "PLAIT_SECRET is not set: a job of %d ranks needs a shared secret. plaitrun "
                        "sets one; under mpirun/srun/torchrun export the same value on every rank, "
                        "e.g. export PLAIT_SECRET=$(openssl rand -hex 32)",
                        t->size);
+  }
   if (strlen(c->secret) < 16)
     PLAIT_WARN("ctrl", "PLAIT_SECRET is only %zu characters; use at least 32 random ones",
                strlen(c->secret));
@@ -313,7 +324,12 @@ plait_result_t plait_control_start(plait_control_t *c, plait_topology_t *t,
     PLAIT_CHECK_GOTO(rc, plait_control_join(c, t), out);
   }
   PLAIT_CHECK_GOTO(rc, share_topology(c, hosts, lr, ls), out);
+  int cross_rank = t->cross_rank, cross_size = t->cross_size;
   PLAIT_CHECK_GOTO(rc, plait_topology_derive(t, hosts, lr, ls), out);
+  if (t->epoch) { /* the driver's (Horovod's definition), not derived */
+    t->cross_rank = cross_rank;
+    t->cross_size = cross_size;
+  }
   PLAIT_DEBUG("ctrl", "%d ranks joined at %s in %.1f ms", c->size, c->rendezvous,
               (plait_now() - t0) * 1e3);
 out:

@@ -35,6 +35,7 @@ typedef struct plait_control {
   double timeout_s;
   double start_deadline;
   const char *secret;
+  uint64_t epoch; /* the elastic job's; 0: not elastic (auth.h: the MAC covers it) */
   int listen_fd;
   int *fds; /* rank 0: fds[r] for r > 0; others: fds[0] */
   char local_ip[64];
@@ -44,7 +45,8 @@ typedef struct plait_control {
 } plait_control_t;
 
 /* Connects the job: rank 0 accepts and authenticates size-1 peers; the others
- * join rank 0. Then every rank learns every rank's host and fills t's local
+ * join rank 0 (in an elastic job, t->epoch, rank 0 takes t->listen_fd and a
+ * process of another epoch is refused naming both). Then every rank learns every rank's host and fills t's local
  * and cross values. Fails within the start timeout, never hangs. On failure
  * everything is closed. */
 plait_result_t plait_control_start(plait_control_t *c, plait_topology_t *t,

@@ -114,7 +114,16 @@ static void process_auth(plait_control_t *c, pending_t *p, admit_t *a) {
   }
   uint32_t rank = m.rank, size = m.size;
   const uint8_t *cnonce = m.nonce;
-  if (!plait_auth_verify(c->secret, PLAIT_AUTH_CLIENT, p->nonce, cnonce, rank, size, m.mac)) {
+  if (m.epoch != c->epoch) {
+    snprintf(why, sizeof why, "elastic epoch mismatch: the client is of epoch %llu, rank 0 of "
+             "epoch %llu (%s)", (unsigned long long)m.epoch, (unsigned long long)c->epoch,
+             m.epoch < c->epoch ? "a late worker of an earlier elastic job"
+                                : "rank 0 is of an earlier elastic job");
+    refuse(a, p, 1, why);
+    return;
+  }
+  if (!plait_auth_verify_epoch(c->secret, PLAIT_AUTH_CLIENT, p->nonce, cnonce, rank, size,
+                               c->epoch, m.mac)) {
     refuse(a, p, 1, "authentication failed: the client does not know this job's PLAIT_SECRET");
     return;
   }
@@ -136,8 +145,8 @@ static void process_auth(plait_control_t *c, pending_t *p, admit_t *a) {
   }
   plait_msg_welcome_t welcome;
   plait_writer_t w = {0};
-  int ok = plait_auth_mac(c->secret, PLAIT_AUTH_SERVER, p->nonce, cnonce, rank, size,
-                          welcome.mac) == PLAIT_SUCCESS &&
+  int ok = plait_auth_mac_epoch(c->secret, PLAIT_AUTH_SERVER, p->nonce, cnonce, rank, size,
+                                c->epoch, welcome.mac) == PLAIT_SUCCESS &&
            plait_msg_encode_welcome(&w, &welcome) == PLAIT_SUCCESS &&
        plait_net_write_full(p->fd, w.data, w.len, plait_now() + 1.0) == PLAIT_IO_OK;
   plait_wr_free(&w);
@@ -269,7 +278,8 @@ plait_result_t plait_control_accept_all(plait_control_t *c, char (*hosts)[PLAIT_
   int port;
   PLAIT_CHECK(plait_net_parse_hostport(c->rendezvous, "rendezvous address", host, sizeof host,
                                        &port));
-  PLAIT_CHECK(plait_net_listen(host, port, &c->listen_fd));
+  if (c->listen_fd < 0) /* an elastic rank 0 bound it before asking the driver */
+    PLAIT_CHECK(plait_net_listen(host, port, &c->listen_fd));
   snprintf(c->local_ip, sizeof c->local_ip, "%.63s", host);
   plait_net_local_ip(c->listen_fd, c->local_ip, sizeof c->local_ip);
   PLAIT_DEBUG("ctrl", "rank 0 listening on %s for %d ranks", c->rendezvous, c->size - 1);

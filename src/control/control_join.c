@@ -24,7 +24,9 @@ static plait_result_t send_auth(plait_control_t *c, int fd, const plait_topology
   m.size = (uint32_t)c->size;
   PLAIT_CHECK(plait_auth_nonce(m.nonce));
   memcpy(cnonce, m.nonce, sizeof m.nonce);
-  PLAIT_CHECK(plait_auth_mac(c->secret, PLAIT_AUTH_CLIENT, snonce, cnonce, m.rank, m.size, m.mac));
+  m.epoch = c->epoch;
+  PLAIT_CHECK(plait_auth_mac_epoch(c->secret, PLAIT_AUTH_CLIENT, snonce, cnonce, m.rank, m.size,
+                                   m.epoch, m.mac));
   snprintf(m.host, sizeof m.host, "%s", t->host);
   m.local_rank = t->local_rank;
   m.local_size = t->local_size;
@@ -52,8 +54,8 @@ static plait_result_t read_verdict(plait_control_t *c, int fd, const uint8_t *sn
     plait_msg_welcome_t welcome;
     rc = plait_msg_decode_welcome(f.payload, f.length, &welcome);
     if (rc == PLAIT_SUCCESS &&
-        !plait_auth_verify(c->secret, PLAIT_AUTH_SERVER, snonce, cnonce, (uint32_t)c->rank,
-                           (uint32_t)c->size, welcome.mac))
+        !plait_auth_verify_epoch(c->secret, PLAIT_AUTH_SERVER, snonce, cnonce, (uint32_t)c->rank,
+                                 (uint32_t)c->size, c->epoch, welcome.mac))
       rc = plait_error(PLAIT_ERR_AUTH, "the process at %s could not prove it knows this job's "
                        "PLAIT_SECRET: it is not this job's rank 0", c->rendezvous);
   } else {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control/elastic_wire.h"
 #include "util/error.h"
 
 plait_result_t plait_msg_encode_hello(plait_writer_t *w, const plait_msg_hello_t *m) {
@@ -21,6 +22,7 @@ plait_result_t plait_msg_encode_auth(plait_writer_t *w, const plait_msg_auth_t *
   plait_wr_str(w, m->host);
   plait_wr_i32(w, m->local_rank);
   plait_wr_i32(w, m->local_size);
+  if (m->epoch) plait_wr_u64(w, m->epoch);
   return plait_wr_end(w);
 }
 
@@ -96,6 +98,8 @@ plait_result_t plait_msg_decode_auth(const uint8_t *p, size_t n, plait_msg_auth_
   plait_rd_str(&r, m->host, sizeof m->host);
   m->local_rank = plait_rd_i32(&r);
   m->local_size = plait_rd_i32(&r);
+  m->epoch = 0;
+  if (!r.bad && r.len - r.pos == 8) m->epoch = plait_rd_u64(&r); /* an elastic job's */
   return plait_rd_finish(&r, "authentication message");
 }
 
@@ -194,6 +198,12 @@ plait_result_t plait_msg_decode_frame(const uint8_t *frame, size_t len) {
   case PLAIT_MSG_TOPOLOGY: return decode_any_topology(p, h.length);
   case PLAIT_MSG_BOOT_DATA: return plait_msg_decode_boot_data(p, h.length, &u.boot);
   case PLAIT_MSG_BOOT_RESULT: return plait_msg_decode_boot_result(p, h.length, &u.result);
+  case PLAIT_MSG_EL_JOIN:
+  case PLAIT_MSG_EL_ASSIGN:
+  case PLAIT_MSG_EL_STOP:
+  case PLAIT_MSG_EL_POLL:
+  case PLAIT_MSG_EL_UPDATES:
+    return plait_el_decode_any(h.type, p, h.length);
   case PLAIT_MSG_REQUESTS:
   case PLAIT_MSG_RESPONSES:
     return plait_error(PLAIT_ERR_PROTOCOL, "message type %u carries negotiation, which the "

@@ -23,6 +23,8 @@ typedef struct {
   uint8_t mac[PLAIT_WIRE_MAC_SIZE];
   char host[PLAIT_HOST_MAX];
   int32_t local_rank, local_size; /* from the launcher; -1 unknown */
+  uint64_t epoch; /* elastic job's epoch; 0: not elastic, and not on the wire (the frame of
+                     old, byte for byte), else a trailing u64 */
 } plait_msg_auth_t;
 
 typedef struct {

@@ -238,6 +238,15 @@ plait_result_t plait_net_local_ip(int fd, char *buf, size_t cap) {
   return PLAIT_SUCCESS;
 }
 
+int plait_net_local_port(int fd) {
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof ss;
+  if (getsockname(fd, (struct sockaddr *)&ss, &len)) return 0;
+  if (ss.ss_family == AF_INET) return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  if (ss.ss_family == AF_INET6) return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+  return 0;
+}
+
 void plait_net_close(int *fd) {
   if (*fd >= 0) close(*fd);
   *fd = -1;

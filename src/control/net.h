@@ -44,6 +44,8 @@ plait_io_t plait_net_write_full(int fd, const void *buf, size_t n, double deadli
 
 /* Numeric IP of the local end of a connected socket. */
 plait_result_t plait_net_local_ip(int fd, char *buf, size_t cap);
+/* Port of the local end of a bound socket; 0 when it cannot be read. */
+int plait_net_local_port(int fd);
 /* Numeric "ip:port" of the remote end. */
 void plait_net_peer_name(int fd, char *buf, size_t cap);
 

@@ -178,6 +178,15 @@ static plait_result_t find_rendezvous(const plait_config_t *cfg, plait_topology_
   return PLAIT_SUCCESS;
 }
 
+static void host_identity(const plait_config_t *cfg, plait_topology_t *t) {
+  if (cfg->hostname && *cfg->hostname) {
+    snprintf(t->host, sizeof t->host, "%s", cfg->hostname);
+  } else if (gethostname(t->host, sizeof t->host - 1)) {
+    snprintf(t->host, sizeof t->host, "localhost");
+  }
+  t->host[sizeof t->host - 1] = '\0';
+}
+
 plait_result_t plait_topology_from_env(const plait_config_t *cfg, plait_topology_t *t) {
   memset(t, 0, sizeof *t);
   t->local_rank = t->local_size = -1;
@@ -192,12 +201,7 @@ plait_result_t plait_topology_from_env(const plait_config_t *cfg, plait_topology
                              t->local_rank >= t->local_size))
     return plait_error(PLAIT_ERR_CONFIG, "local rank %d (from %s) is not below the local size %d",
                        t->local_rank, t->source, t->local_size);
-  if (cfg->hostname && *cfg->hostname) {
-    snprintf(t->host, sizeof t->host, "%s", cfg->hostname);
-  } else if (gethostname(t->host, sizeof t->host - 1)) {
-    snprintf(t->host, sizeof t->host, "localhost");
-  }
-  t->host[sizeof t->host - 1] = '\0';
+  host_identity(cfg, t);
   PLAIT_CHECK(find_rendezvous(cfg, t));
   if (t->size > 1 && !t->rendezvous_port)
     return plait_error(PLAIT_ERR_CONFIG,
@@ -242,4 +246,26 @@ plait_result_t plait_topology_derive(plait_topology_t *t, char (*hosts)[PLAIT_HO
   }
   free(lr);
   return PLAIT_SUCCESS;
+}
+
+plait_result_t plait_topology_from_elastic(const plait_config_t *cfg, const plait_el_assign_t *a,
+                                           plait_topology_t *t) {
+  /* one engine per process, so one source text; it names the epoch */
+  static char source[64];
+  memset(t, 0, sizeof *t);
+  snprintf(source, sizeof source, "elastic driver, epoch %llu", (unsigned long long)a->epoch);
+  t->source = source;
+  t->rank_var = t->size_var = "the elastic driver's assignment";
+  t->rank = a->rank;
+  t->size = a->size;
+  t->local_rank = a->local_rank;
+  t->local_size = a->local_size;
+  t->cross_rank = a->cross_rank;
+  t->cross_size = a->cross_size;
+  t->epoch = a->epoch;
+  t->listen_fd = -1;
+  host_identity(cfg, t);
+  return plait_net_parse_hostport(a->rendezvous, "the elastic driver's rendezvous address",
+                                  t->rendezvous_host, sizeof t->rendezvous_host,
+                                  &t->rendezvous_port);
 }

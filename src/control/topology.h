@@ -2,6 +2,9 @@
 #ifndef PLAIT_TOPOLOGY_H
 #define PLAIT_TOPOLOGY_H
 
+#include <stdint.h>
+
+#include "control/elastic_wire.h"
 #include "util/config.h"
 #include "plait/plait.h"
 
@@ -16,6 +19,11 @@ typedef struct plait_topology {
   char host[PLAIT_HOST_MAX];  /* this host's identity (PLAIT_HOSTNAME or hostname) */
   char rendezvous_host[PLAIT_HOST_MAX];
   int rendezvous_port; /* 0 when none was found */
+  /* An elastic job's (control/elastic_client.h): its epoch (0: not elastic,
+   * and the fields below are unused); on rank 0, the listening socket bound
+   * before it asked the driver, which plait_control_start takes over. */
+  uint64_t epoch;
+  int listen_fd;
 } plait_topology_t;
 
 /* Reads rank, size, local rank/size and the rendezvous address from the
@@ -23,6 +31,13 @@ typedef struct plait_topology {
  * torchrun; none of them: one rank. PLAIT_ERR_CONFIG naming the variable on
  * a bad or inconsistent value. */
 plait_result_t plait_topology_from_env(const plait_config_t *cfg, plait_topology_t *t);
+
+/* The layout the elastic driver assigned (control/elastic_client.h): rank,
+ * size, local and cross values and rank 0's address from a, the host
+ * identity as plait_topology_from_env finds it; source "elastic driver,
+ * epoch N". PLAIT_ERR_CONFIG on a rendezvous address that does not parse. */
+plait_result_t plait_topology_from_elastic(const plait_config_t *cfg, const plait_el_assign_t *a,
+                                           plait_topology_t *t);
 
 /* Fills local and cross values from every rank's host identity and
  * environment-given local rank/size (-1 where not given), indexed by rank. */

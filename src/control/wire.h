@@ -35,7 +35,13 @@ typedef enum plait_msg_type {
   PLAIT_MSG_REQUESTS = 9,    /* peer -> rank 0: operations ready on the peer */
   PLAIT_MSG_RESPONSES = 10,  /* rank 0 -> peer: what every rank runs, in order */
   PLAIT_MSG_ALIVE = 11,      /* either way, empty: sent while the coordinator is away */
-  PLAIT_MSG_TYPE_MAX_ = 11
+  /* elastic rendezvous, worker <-> plaitrun's driver (control/elastic_wire.h) */
+  PLAIT_MSG_EL_JOIN = 12,    /* worker -> driver: place me in the next job */
+  PLAIT_MSG_EL_ASSIGN = 13,  /* driver -> worker: your place (epoch, rank, ...) */
+  PLAIT_MSG_EL_STOP = 14,    /* driver -> worker: no place, and why */
+  PLAIT_MSG_EL_POLL = 15,    /* worker -> driver: host updates since my epoch? */
+  PLAIT_MSG_EL_UPDATES = 16, /* driver -> worker: the answer to POLL */
+  PLAIT_MSG_TYPE_MAX_ = 16
 } plait_msg_type_t;
 
 typedef struct plait_frame_header {

@@ -82,7 +82,9 @@ static const unsupported_t UNSUPPORTED[] = {
      "plait has no hierarchical allgather: each collective runs over all ranks at once"},
     {"HOROVOD_TORUS_ALLREDUCE", W_GT0, "plait has no torus allreduce"},
     {"HOROVOD_ELASTIC", W_GT0,
-     "plait has no elastic mode: a lost rank fails every pending operation, naming the rank"},
+     "plait's elastic workers are started by plaitrun's elastic driver (--min-np, --max-np, "
+     "--host-discovery-script), which sets PLAIT_ELASTIC_DRIVER; horovodrun's is not "
+     "supported, and this variable changes nothing"},
     {"HOROVOD_DISABLE_GROUP_FUSION", W_GT0,
      "plait has no switch to keep grouped tensors out of other fused buffers"},
     {"HOROVOD_NUM_NCCL_STREAMS", W_ANY, "plait's nccl plugin runs one stream per device"},

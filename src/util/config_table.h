@@ -102,6 +102,19 @@
     "process sets plait_init adds, ids 1, 2, ... in order: ranks separated "   \
     "by commas, sets by semicolons (\"0,1;1,2,3\"); the same on every rank")   \
   X(dynamic_process_sets, "PLAIT_DYNAMIC_PROCESS_SETS", BOOL, "0", "",         \
-    "allow plait_process_set_add/remove while plait runs (collective calls)")
+    "allow plait_process_set_add/remove while plait runs (collective calls)")  \
+  X(elastic_driver, "PLAIT_ELASTIC_DRIVER", TEXT, "", "",                      \
+    "host:port of the elastic driver that started this worker (set by "        \
+    "plaitrun --min-np/--max-np/--host-discovery-script): plait_init asks it " \
+    "for this worker's rank, size and rendezvous; empty: not elastic")         \
+  X(elastic_worker, "PLAIT_ELASTIC_WORKER", TEXT, "", "",                      \
+    "this worker's stable name, host/slot (set by plaitrun's elastic driver)") \
+  X(elastic_timeout_s, "PLAIT_ELASTIC_TIMEOUT_S", SECONDS, "600", "0..604800", \
+    "seconds the driver waits for --min-np slots (plaitrun --elastic-timeout)" \
+    "; plait_init waits for its place that long and 30 s more")               \
+  X(elastic_join_grace_s, "PLAIT_ELASTIC_JOIN_GRACE_S", SECONDS, "5",          \
+    "0..3600", "read by plaitrun's elastic driver: seconds it waits, after "   \
+    "the first worker of a job asks to re-form it, for the others before "     \
+    "killing them")
 
 #endif

@@ -1,25 +1,18 @@
-/* Result codes, their names and texts, and the per-thread last error. */
+/* The per-thread last error (the public calls that read it and name result
+ * codes are util/error_abi.c: this file also goes into plaitrun, through
+ * plait_base, which must not define public symbols). */
 #include "util/error.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "plait/dtypes.h"
 
 #define PLAIT_ERROR_MAX 2048
 
 static _Thread_local char last_error[PLAIT_ERROR_MAX];
 
-PLAIT_API const char *plait_strerror(plait_result_t result) {
-  return plait_strerror_inline(result);
-}
-
-PLAIT_API const char *plait_result_name(plait_result_t result) {
-  return plait_result_name_inline(result);
-}
-
-PLAIT_API const char *plait_last_error(void) { return last_error; }
+const char *plait_error_message(void) { return last_error; }
 
 int plait_format_ranks(char *buf, size_t cap, int n, const unsigned char *pick) {
   int count = 0, listed = 0;

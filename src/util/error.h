@@ -8,6 +8,10 @@
 plait_result_t plait_error(plait_result_t result, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* This thread's last error: what plait_last_error() returns in libplait; code
+ * linked into plaitrun (plait_base) reads its own copy with this. */
+const char *plait_error_message(void);
+
 /* Prefixes this thread's last error with "fmt...: " (adds context on the way
  * up) and returns result. */
 plait_result_t plait_error_context(plait_result_t result, const char *fmt, ...)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control/elastic_wire.h"
 #include "control/messages.h"
 #include "engine/negotiate/messages.h"
 #include "control/wire.h"
@@ -176,6 +177,15 @@ static size_t make_seeds(uint8_t **seeds, size_t *lens) {
   SEED(plait_msg_encode_topology(&w, &t));
   SEED(plait_msg_encode_boot_data(&w, &d));
   SEED(plait_msg_encode_boot_result(&w, &r));
+  /* the elastic rendezvous's (control/elastic_wire.h) */
+  plait_el_join_t ej = {"h/0", 2, "127.0.0.1:5000", 2, {1, 3}};
+  plait_el_assign_t ea = {3, 1, 4, 1, 2, 0, 2, "127.0.0.1:5000"};
+  plait_el_updates_t eu = {9, PLAIT_EL_UPDATE_BITS};
+  SEED(plait_el_encode_join(&w, &ej));
+  SEED(plait_el_encode_assign(&w, &ea));
+  SEED(plait_el_encode_stop(&w, "its host was removed"));
+  SEED(plait_el_encode_poll(&w, 3));
+  SEED(plait_el_encode_updates(&w, &eu));
   /* negotiation: a full request, a cached one, responses with every extra */
   plait_meta_t m;
   memset(&m, 0, sizeof m);
@@ -323,8 +333,8 @@ Test(wire, cached_ids_as_bit_vector_or_list) {
 }
 
 Test(wire, fuzz_every_decoder, .timeout = 120) {
-  uint8_t *seeds[16];
-  size_t lens[16];
+  uint8_t *seeds[24];
+  size_t lens[24];
   size_t nseeds = make_seeds(seeds, lens);
   for (size_t i = 0; i < nseeds; i++)
     cr_assert_eq(plait_neg_decode_frame(seeds[i], lens[i]), PLAIT_SUCCESS, "seed %zu", i);

@@ -10,6 +10,7 @@
  * must give the same bytes (the encoders and decoders agree on every value
  * the decoders let through). Run with ci/fuzz; seeds in tests/fuzz/corpus/wire.
  */
+#include "control/elastic_wire.h"
 #include "control/messages.h"
 #include "control/wire.h"
 #include "engine/negotiate/messages.h"
@@ -67,6 +68,36 @@ static plait_result_t reencode_negotiation(uint16_t type, const uint8_t *p, size
   return rc;
 }
 
+/* The elastic rendezvous's messages (control/elastic_wire.h). */
+static plait_result_t reencode_elastic(uint16_t type, const uint8_t *p, size_t n,
+                                       plait_writer_t *w) {
+  union {
+    plait_el_join_t join;
+    plait_el_assign_t assign;
+    plait_el_updates_t updates;
+    char reason[PLAIT_EL_TEXT_MAX];
+    uint64_t epoch;
+  } u;
+  plait_result_t rc;
+  switch (type) {
+  case PLAIT_MSG_EL_JOIN:
+    rc = plait_el_decode_join(p, n, &u.join);
+    return rc ? rc : plait_el_encode_join(w, &u.join);
+  case PLAIT_MSG_EL_ASSIGN:
+    rc = plait_el_decode_assign(p, n, &u.assign);
+    return rc ? rc : plait_el_encode_assign(w, &u.assign);
+  case PLAIT_MSG_EL_STOP:
+    rc = plait_el_decode_stop(p, n, u.reason);
+    return rc ? rc : plait_el_encode_stop(w, u.reason);
+  case PLAIT_MSG_EL_POLL:
+    rc = plait_el_decode_poll(p, n, &u.epoch);
+    return rc ? rc : plait_el_encode_poll(w, u.epoch);
+  default:
+    rc = plait_el_decode_updates(p, n, &u.updates);
+    return rc ? rc : plait_el_encode_updates(w, &u.updates);
+  }
+}
+
 /* A message type added after this harness: decoded, not encoded again. */
 #define NOT_COVERED ((plait_result_t)-1)
 
@@ -111,6 +142,11 @@ static plait_result_t reencode(const uint8_t *frame, size_t len, plait_writer_t 
     return rc ? rc : plait_msg_encode_boot_result(w, &u.result);
   case PLAIT_MSG_REQUESTS:
   case PLAIT_MSG_RESPONSES: return reencode_negotiation(h.type, p, n, w);
+  case PLAIT_MSG_EL_JOIN:
+  case PLAIT_MSG_EL_ASSIGN:
+  case PLAIT_MSG_EL_STOP:
+  case PLAIT_MSG_EL_POLL:
+  case PLAIT_MSG_EL_UPDATES: return reencode_elastic(h.type, p, n, w);
   }
   return NOT_COVERED;
 }

@@ -7,6 +7,7 @@
  *
  *   fuzz_make_seeds <corpus-dir>
  */
+#include "control/elastic_wire.h"
 #include "control/messages.h"
 #include "engine/negotiate/messages.h"
 
@@ -63,6 +64,21 @@ static void control_messages(void) {
   frame("boot_data", &w, plait_msg_encode_boot_data(&w, &boot));
   plait_msg_boot_result_t result = {7, 0, "", bytes, sizeof bytes};
   frame("boot_result", &w, plait_msg_encode_boot_result(&w, &result));
+  plait_msg_auth_t elastic_auth = auth; /* an elastic job's: the epoch at the end */
+  elastic_auth.epoch = 3;
+  frame("auth_epoch", &w, plait_msg_encode_auth(&w, &elastic_auth));
+}
+
+static void elastic_messages(void) {
+  plait_writer_t w = {0};
+  plait_el_join_t join = {"10.0.0.2/1", 2, "10.0.0.2:40123", 2, {1, 3}};
+  frame("el_join", &w, plait_el_encode_join(&w, &join));
+  plait_el_assign_t assign = {3, 1, 4, 1, 2, 0, 2, "10.0.0.1:40000"};
+  frame("el_assign", &w, plait_el_encode_assign(&w, &assign));
+  frame("el_stop", &w, plait_el_encode_stop(&w, "its host was removed from the host list"));
+  frame("el_poll", &w, plait_el_encode_poll(&w, 3));
+  plait_el_updates_t updates = {5, 1};
+  frame("el_updates", &w, plait_el_encode_updates(&w, &updates));
 }
 
 static void negotiation_messages(void) {
@@ -174,6 +190,7 @@ int main(int argc, char **argv) {
   }
   control_messages();
   negotiation_messages();
+  elastic_messages();
   config_values();
   plaitrun_args();
   return g_failed;

@@ -17,6 +17,13 @@
  *    (or the worker gives up: the join disappears from pending).
  *  - POLL: host updates since the worker's epoch, answered at once from
  *    set_updates (plait_elastic_host_updates).
+ *
+ * Bounds (rendezvous.c): a connection must authenticate and send its request
+ * within 5 s; frames are at most 4 KiB; at most 256 connections are open
+ * (pending JOINs included; a new one displaces the oldest handshake). A
+ * refusal is written to stderr on one line, "plaitrun elastic: refused
+ * connection from ADDR:PORT: WHY" (the first 20 of them, then every 100th).
+ * Single-threaded: every call from the driver's loop.
  */
 #ifndef PLAITRUN_ELASTIC_RENDEZVOUS_H
 #define PLAITRUN_ELASTIC_RENDEZVOUS_H
