@@ -1,12 +1,13 @@
 #include "horovod_flags.h"
 
+#include "hostnames.h"
+
 #include <plait/plait.h>
 
 #include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,6 @@ typedef struct {
   const char *why;      /* H_NOOP / H_REFUSE */
 } hflag_t;
 
-#define ELASTIC_WHY "plait has no elastic mode: a lost rank fails the job, naming the rank"
 #define ONE_HOST_WHY "ranks choose their addresses themselves"
 
 static const hflag_t FLAGS[] = {
@@ -84,14 +84,6 @@ static const hflag_t FLAGS[] = {
     {{"--autotune-gaussian-process-noise"}, H_REFUSE, V_ANY, 0, 0, {0},
      "plait's autotuner searches a grid by coordinate descent with medians of repeated "
      "samples; it has no Gaussian process (leave the flag out)"},
-    /* elastic */
-    {{"--min-np", "--min-num-proc"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
-    {{"--max-np", "--max-num-proc"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
-    {{"--slots-per-host"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
-    {{"--elastic-timeout"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
-    {{"--reset-limit"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
-    {{"--blacklist-cooldown-range"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
-    {{"--host-discovery-script"}, H_REFUSE, V_ANY, 0, 0, {0}, ELASTIC_WHY},
     /* timeline */
     {{"--timeline-filename"}, H_ENV, V_TEXT, "HOROVOD_TIMELINE", 0, {"PLAIT_TIMELINE"}, 0},
     {{"--timeline-mark-cycles"}, H_ENV, V_NONE, "HOROVOD_TIMELINE_MARK_CYCLES", "1", {0}, 0},
@@ -149,15 +141,6 @@ static const hflag_t FLAGS[] = {
 };
 #define N_FLAGS (sizeof FLAGS / sizeof FLAGS[0])
 
-static void set_err(char *err, size_t err_size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t err_size, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, err_size, fmt, ap);
-  va_end(ap);
-}
-
 static const hflag_t *find(const char *arg, size_t len) {
   for (size_t f = 0; f < N_FLAGS; f++)
     for (int k = 0; k < 3 && FLAGS[f].names[k]; k++)
@@ -176,7 +159,7 @@ static int add_env(plaitrun_options_t *o, const char *flag, const char *name, co
       return 0;
     }
   if (o->n_env >= PLAITRUN_MAX_ENV || strlen(value ? value : "") >= sizeof o->env[0].value) {
-    set_err(err, err_size, "%s: too many or too long settings", flag);
+    plaitrun_set_err(err, err_size, "%s: too many or too long settings", flag);
     return -1;
   }
   plaitrun_env_t *e = &o->env[o->n_env++];
@@ -229,46 +212,26 @@ static int check_value(const hflag_t *h, const char *flag, const char *v, char *
         snprintf(out, cap, "%s", levels[k]);
         return 0;
       }
-    set_err(err, err_size, "%s '%s': expected one of TRACE, DEBUG, INFO, WARNING, ERROR, FATAL",
-            flag, v);
+    plaitrun_set_err(err, err_size,
+                     "%s '%s': expected one of TRACE, DEBUG, INFO, WARNING, ERROR, FATAL",
+                     flag, v);
     return -1;
   }
   case V_TEXT:
   case V_ANY:
     if (!*v) {
-      set_err(err, err_size, "%s: the value is empty", flag);
+      plaitrun_set_err(err, err_size, "%s: the value is empty", flag);
       return -1;
     }
     snprintf(out, cap, "%s", v);
     return 0;
   }
-  set_err(err, err_size, "%s '%s': expected %s", flag, v,
-          h->val == V_FLOAT ? "a number of milliseconds >= 0 (e.g. 1 or 2.5)"
-          : h->val == V_MB  ? "a whole number of MiB >= 0 (0 disables fusion)"
-          : h->val == V_INT_POS ? "a whole number of seconds > 0"
-                                : "a whole number >= 0");
+  plaitrun_set_err(err, err_size, "%s '%s': expected %s", flag, v,
+                   h->val == V_FLOAT ? "a number of milliseconds >= 0 (e.g. 1 or 2.5)"
+                   : h->val == V_MB  ? "a whole number of MiB >= 0 (0 disables fusion)"
+                   : h->val == V_INT_POS ? "a whole number of seconds > 0"
+                   : "a whole number >= 0");
   return -1;
-}
-
-static int is_this_host(const char *name) {
-  if (!strcmp(name, "localhost") || !strncmp(name, "127.", 4) || !strcmp(name, "::1") ||
-      !strcmp(name, "localhost.localdomain"))
-    return 1;
-  char me[256];
-  if (gethostname(me, sizeof me) != 0) return 0;
-  me[sizeof me - 1] = '\0';
-  if (!strcmp(name, me)) return 1;
-  size_t short_len = strcspn(me, ".");
-  return strlen(name) == short_len && !strncmp(name, me, short_len);
-}
-
-/* A name ssh and the resolver can take: letters, digits, '.', '-', '_', ':'
- * (IPv6), '[' ']', not starting with '-' (it would read as an ssh option). */
-static int valid_host_name(const char *name) {
-  if (!name[0] || name[0] == '-' || strlen(name) >= PLAITRUN_HOST_NAME_MAX) return 0;
-  for (const char *c = name; *c; c++)
-    if (!isalnum((unsigned char)*c) && !strchr(".-_:[]", *c)) return 0;
-  return 1;
 }
 
 /* One "host:slots" (or "host slots=N" from a host file, already rewritten). */
@@ -276,26 +239,28 @@ static int take_host(const char *flag, const char *host, const char *slots_text,
                      plaitrun_options_t *o, char *err, size_t err_size) {
   long long slots;
   if (!slots_text || parse_whole(slots_text, 1, &slots) || slots > PLAITRUN_MAX_RANKS) {
-    set_err(err, err_size, "%s: '%s' has no slot count from 1 to %d (expected host:slots, e.g. "
-            "localhost:2)", flag, host, PLAITRUN_MAX_RANKS);
+    plaitrun_set_err(err, err_size,
+                     "%s: '%s' has no slot count from 1 to %d (expected host:slots, e.g. "
+                     "localhost:2)", flag, host, PLAITRUN_MAX_RANKS);
     return -1;
   }
-  if (!valid_host_name(host)) {
-    set_err(err, err_size, "%s: '%s' is not a host name (letters, digits, '.', '-', '_', ':'; "
-            "not starting with '-')", flag, host);
+  if (!plaitrun_valid_host_name(host)) {
+    plaitrun_set_err(err, err_size,
+                     "%s: '%s' is not a host name (letters, digits, '.', '-', '_', ':'; "
+                     "not starting with '-')", flag, host);
     return -1;
   }
   if (o->n_hosts >= PLAITRUN_MAX_HOSTS) {
-    set_err(err, err_size, "%s: more than %d hosts", flag, PLAITRUN_MAX_HOSTS);
+    plaitrun_set_err(err, err_size, "%s: more than %d hosts", flag, PLAITRUN_MAX_HOSTS);
     return -1;
   }
   plaitrun_host_t *h = &o->hosts[o->n_hosts++];
   snprintf(h->name, sizeof h->name, "%s", host);
   h->slots = (int)slots;
-  h->local = is_this_host(host);
+  h->local = plaitrun_is_this_host(host);
   if (!h->local) o->remote = 1;
   if (o->slots + slots > PLAITRUN_MAX_RANKS) {
-    set_err(err, err_size, "%s: more than %d slots in all", flag, PLAITRUN_MAX_RANKS);
+    plaitrun_set_err(err, err_size, "%s: more than %d slots in all", flag, PLAITRUN_MAX_RANKS);
     return -1;
   }
   o->slots += (int)slots;
@@ -306,7 +271,7 @@ static int take_hosts(const char *flag, const char *list, plaitrun_options_t *o,
                       size_t err_size) {
   char copy[4096];
   if (snprintf(copy, sizeof copy, "%s", list) >= (int)sizeof copy) {
-    set_err(err, err_size, "%s: the host list is too long", flag);
+    plaitrun_set_err(err, err_size, "%s: the host list is too long", flag);
     return -1;
   }
   o->slots = 0;
@@ -321,8 +286,9 @@ static int take_hosts(const char *flag, const char *list, plaitrun_options_t *o,
     n++;
   }
   if (!n) {
-    set_err(err, err_size, "%s: no host in '%s' (expected host:slots, e.g. localhost:2)", flag,
-            list);
+    plaitrun_set_err(err, err_size,
+                     "%s: no host in '%s' (expected host:slots, e.g. localhost:2)", flag,
+                     list);
     return -1;
   }
   return 0;
@@ -332,7 +298,7 @@ static int take_hostfile(const char *flag, const char *path, plaitrun_options_t 
                          size_t err_size) {
   FILE *f = fopen(path, "r");
   if (!f) {
-    set_err(err, err_size, "%s %s: %s", flag, path, strerror(errno));
+    plaitrun_set_err(err, err_size, "%s %s: %s", flag, path, strerror(errno));
     return -1;
   }
   o->slots = 0;
@@ -347,8 +313,9 @@ static int take_hostfile(const char *flag, const char *path, plaitrun_options_t 
     if (!*p || *p == '#') continue;
     if (sscanf(p, "%511s slots=%63s", host, slots) != 2) {
       line[strcspn(line, "\n")] = '\0';
-      set_err(err, err_size, "%s %s: line '%s' is not '<hostname> slots=<slots>'", flag, path,
-              line);
+      plaitrun_set_err(err, err_size,
+                       "%s %s: line '%s' is not '<hostname> slots=<slots>'", flag, path,
+                       line);
       rc = -1;
       break;
     }
@@ -357,7 +324,7 @@ static int take_hostfile(const char *flag, const char *path, plaitrun_options_t 
   }
   fclose(f);
   if (rc == 0 && n == 0) {
-    set_err(err, err_size, "%s %s: no host in the file", flag, path);
+    plaitrun_set_err(err, err_size, "%s %s: no host in the file", flag, path);
     rc = -1;
   }
   return rc;
@@ -375,16 +342,16 @@ int plaitrun_horovod_flag(int argc, char **argv, int *i, plaitrun_options_t *o, 
     if (strlen(h->names[k]) == len && !strncmp(h->names[k], arg, len)) flag = h->names[k];
   const char *value = eq ? eq + 1 : NULL;
   if (h->val == V_NONE && value) {
-    set_err(err, err_size, "option '%s' takes no value", flag);
+    plaitrun_set_err(err, err_size, "option '%s' takes no value", flag);
     return -1;
   }
   if (h->how == H_REFUSE) {
-    set_err(err, err_size, "%s is not supported: %s", flag, h->why);
+    plaitrun_set_err(err, err_size, "%s is not supported: %s", flag, h->why);
     return -1;
   }
   if (h->val != V_NONE && !value) {
     if (*i + 1 >= argc) {
-      set_err(err, err_size, "option '%s' needs a value", flag);
+      plaitrun_set_err(err, err_size, "option '%s' needs a value", flag);
       return -1;
     }
     *i += 1;
@@ -404,14 +371,14 @@ int plaitrun_horovod_flag(int argc, char **argv, int *i, plaitrun_options_t *o, 
     return 1;
   case H_SSH_IDENTITY:
     if (!*value || value[0] == '-') {
-      set_err(err, err_size, "%s '%s': expected the path of a key file", flag, value);
+      plaitrun_set_err(err, err_size, "%s '%s': expected the path of a key file", flag, value);
       return -1;
     }
     o->ssh_identity = value;
     return 1;
   case H_OUTPUT:
     if (!*value) {
-      set_err(err, err_size, "%s: the folder name is empty", flag);
+      plaitrun_set_err(err, err_size, "%s: the folder name is empty", flag);
       return -1;
     }
     o->output_dir = value;
@@ -432,8 +399,9 @@ int plaitrun_horovod_flag(int argc, char **argv, int *i, plaitrun_options_t *o, 
 
 int plaitrun_horovod_check(const plaitrun_options_t *o, char *err, size_t err_size) {
   if (o->slots && o->nranks > o->slots) {
-    set_err(err, err_size, "-np %d is more than the %d slot%s the hosts give (-H/--hostfile)",
-            o->nranks, o->slots, o->slots == 1 ? "" : "s");
+    plaitrun_set_err(err, err_size,
+                     "-np %d is more than the %d slot%s the hosts give (-H/--hostfile)",
+                     o->nranks, o->slots, o->slots == 1 ? "" : "s");
     return -1;
   }
   return 0;
@@ -450,7 +418,7 @@ int plaitrun_horovod_apply_env(const plaitrun_options_t *o, char *err, size_t er
       else if (before)
         fprintf(stderr, "plaitrun: %s overrides %s=%s\n", e->flag, e->name, before);
       if (unsetenv(e->name) != 0) {
-        set_err(err, err_size, "unsetenv %s: %s", e->name, strerror(errno));
+        plaitrun_set_err(err, err_size, "unsetenv %s: %s", e->name, strerror(errno));
         return -1;
       }
       continue;
@@ -460,7 +428,7 @@ int plaitrun_horovod_apply_env(const plaitrun_options_t *o, char *err, size_t er
     else if (before && strcmp(before, e->value))
       fprintf(stderr, "plaitrun: %s overrides %s=%s\n", e->flag, e->name, before);
     if (setenv(e->name, e->value, 1) != 0) {
-      set_err(err, err_size, "setenv %s: %s", e->name, strerror(errno));
+      plaitrun_set_err(err, err_size, "setenv %s: %s", e->name, strerror(errno));
       return -1;
     }
   }

@@ -13,7 +13,8 @@
  *  - accepted with no effect, where it cannot change what a plait job does
  *    (--disable-cache, --no-hierarchical-allreduce, ...);
  *  - refused (usage error, exit 2) with the flag and the reason, where plait
- *    cannot do what it asks (--mpi, --autotune, elastic flags).
+ *    cannot do what it asks (--mpi, --autotune-gaussian-process-noise, ...).
+ * The elastic flags are elastic/flags.h's.
  */
 #ifndef PLAITRUN_HOROVOD_FLAGS_H
 #define PLAITRUN_HOROVOD_FLAGS_H

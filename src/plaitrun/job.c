@@ -56,17 +56,6 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static const char *signal_name(int signo) {
-  switch (signo) {
-  case SIGINT: return "SIGINT";
-  case SIGTERM: return "SIGTERM";
-  case SIGHUP: return "SIGHUP";
-  case SIGQUIT: return "SIGQUIT";
-  case SIGKILL: return "SIGKILL";
-  default: return "a signal";
-  }
-}
-
 /* Sends signo to everything rank r started: its process group, and the rank
  * itself should it have left that group. */
 static void signal_rank(rank_proc_t *r, int signo) {
@@ -104,12 +93,12 @@ static void job_kill_all(job_t *job) {
 static void on_forwarded_signal(job_t *job, int signo) {
   if (job->phase == PHASE_RUNNING) {
     if (job->running > 0)
-      fprintf(stderr, "plaitrun: got %s; forwarding it to the ranks\n", signal_name(signo));
+      fprintf(stderr, "plaitrun: got %s; forwarding it to the ranks\n", plaitrun_signal_name(signo));
     job_stop(job, 128 + signo, signo);
   } else if (job->phase == PHASE_STOPPING) {
     if (job->exit_code < 0) job->exit_code = 128 + signo;
     if (job->running > 0)
-      fprintf(stderr, "plaitrun: got %s again; killing the ranks\n", signal_name(signo));
+      fprintf(stderr, "plaitrun: got %s again; killing the ranks\n", plaitrun_signal_name(signo));
     job_kill_all(job);
   }
 }
@@ -300,16 +289,7 @@ static int raise_fd_limit(job_t *job) {
 /* Over ssh: the secret as the first line of the rank's stdin (never on a
  * command line); the pipe stays open until the job stops. */
 static void send_secret(rank_proc_t *r, int fd) {
-  const char *secret = getenv("PLAIT_SECRET");
-  char line[PLAITRUN_SECRET_HEX_LEN * 4 + 2];
-  int n = snprintf(line, sizeof line, "%s\n", secret ? secret : "");
-  if (n > 0 && (size_t)n < sizeof line) {
-    ssize_t w;
-    do {
-      w = write(fd, line, (size_t)n);
-    } while (w < 0 && errno == EINTR);
-  } /* a failed write shows as the rank's failure: the wrapper exits 255 */
-  memset(line, 0, sizeof line);
+  plaitrun_remote_send_secret(fd);
   r->stdin_w = fd;
 }
 
@@ -333,7 +313,8 @@ static int start_one(job_t *job, int i) {
     }
     stdin_fd = in[0];
   }
-  plaitrun_spawn_spec_t spec = {i, local_rank, local_size, argv, stdin_fd, &job->child_nofile};
+  plaitrun_spawn_spec_t spec = {i, local_rank, local_size, argv, stdin_fd, &job->child_nofile,
+                               NULL, NULL};
   plaitrun_child_t child;
   int rc = plaitrun_spawn_rank(&spec, &child, err, sizeof err);
   if (rc > 0)

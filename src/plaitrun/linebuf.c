@@ -18,6 +18,11 @@ void plaitrun_linebuf_init(plaitrun_linebuf_t *lb, int out_fd, int rank, int pre
   lb->prefix_len = n > 0 ? (size_t)n : 0;
 }
 
+void plaitrun_linebuf_set_label(plaitrun_linebuf_t *lb, const char *label) {
+  int n = snprintf(lb->prefix, sizeof lb->prefix, "[%.*s]: ", PLAITRUN_LINE_PREFIX_MAX - 8, label);
+  lb->prefix_len = n > 0 ? (size_t)n : 0;
+}
+
 void plaitrun_linebuf_free(plaitrun_linebuf_t *lb) {
   free(lb->pending);
   lb->pending = NULL;

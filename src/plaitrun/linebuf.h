@@ -18,11 +18,12 @@
 #include <stddef.h>
 
 #define PLAITRUN_LINE_MAX 65536
+#define PLAITRUN_LINE_PREFIX_MAX 300
 
 typedef struct plaitrun_linebuf {
   int out_fd;
   int prefix_enabled;
-  char prefix[24]; /* "[1023]: " */
+  char prefix[PLAITRUN_LINE_PREFIX_MAX]; /* "[1023]: ", "[host/slot]: " */
   size_t prefix_len;
   char *pending; /* start of the current line, not yet written */
   size_t len;
@@ -31,6 +32,9 @@ typedef struct plaitrun_linebuf {
 } plaitrun_linebuf_t;
 
 void plaitrun_linebuf_init(plaitrun_linebuf_t *lb, int out_fd, int rank, int prefix_enabled);
+/* Lines from now on are prefixed "[label]: " (the elastic driver: a worker's
+ * name before its first epoch, then its rank in each epoch). */
+void plaitrun_linebuf_set_label(plaitrun_linebuf_t *lb, const char *label);
 void plaitrun_linebuf_feed(plaitrun_linebuf_t *lb, const char *data, size_t n);
 /* Writes a pending partial line (adding '\n'). */
 void plaitrun_linebuf_finish(plaitrun_linebuf_t *lb);

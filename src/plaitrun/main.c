@@ -1,6 +1,8 @@
 /*
- * plaitrun: starts N local ranks of a plait job. See docs/plaitrun.md.
+ * plaitrun: starts N local ranks of a plait job, or (elastic mode) is the
+ * elastic driver of workers that come and go. See docs/plaitrun.md.
  */
+#include "plaitrun/elastic/driver.h"
 #include "horovod_flags.h"
 #include "job.h"
 #include "jobenv.h"
@@ -113,6 +115,13 @@ int main(int argc, char **argv) {
   if (plaitrun_horovod_apply_env(&opts, err, sizeof err) != 0) {
     fprintf(stderr, "plaitrun: %s\n", err);
     return PLAITRUN_EXIT_INTERNAL;
+  }
+  if (opts.elastic) {
+    if (plaitrun_jobenv_python(err, sizeof err) != 0) {
+      fprintf(stderr, "plaitrun: %s\n", err);
+      return PLAITRUN_EXIT_INTERNAL;
+    }
+    return plaitrun_elastic_run(&opts);
   }
   char rendezvous_host[PLAITRUN_HOST_NAME_MAX + 2];
   if (opts.remote && plaitrun_rendezvous_host(&opts, rendezvous_host, sizeof rendezvous_host,

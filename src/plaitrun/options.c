@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include "plaitrun/elastic/flags.h"
 #include "horovod_flags.h"
 
 #include <errno.h>
@@ -47,6 +48,8 @@ static const opt_def_t OPTION_TABLE[] = {
 void plaitrun_print_usage(FILE *out) {
   fputs(
       "Usage: plaitrun -np N [options] [--] command [args...]\n"
+      "       plaitrun --min-np N [--max-np M] --host-discovery-script CMD [options]\n"
+      "                [--] command [args...]\n"
       "\n"
       "Starts N copies of command on this host (or on the hosts of -H, over ssh)\n"
       "as the ranks of one plait job.\n"
@@ -75,8 +78,25 @@ void plaitrun_print_usage(FILE *out) {
       "--fusion-threshold-mb, --cycle-time-ms, --cache-capacity, --autotune,\n"
       "--timeline-filename, --log-level, --start-timeout, --no-stall-check,\n"
       "--gloo, --output-filename DIR, --verbose, -cb/--check-build, ...; the ones\n"
-      "plait cannot honour (--mpi, elastic ones) are refused with the\n"
-      "reason. See docs/plaitrun.md for the full list.\n"
+      "plait cannot honour (--mpi, ...) are refused with the reason. See\n"
+      "docs/plaitrun.md for the full list.\n"
+      "\n"
+      "Elastic mode (docs/plaitrun.md, \"Elastic mode\"): with --min-np, --max-np or\n"
+      "--host-discovery-script, plaitrun is an elastic driver: it starts workers on\n"
+      "the hosts' slots and forms a new job (epoch) when workers fail or hosts come\n"
+      "and go, with the survivors and the new ones.\n"
+      "  --min-np N           the fewest workers a job runs with (default -np)\n"
+      "  --max-np N           the most workers (default: no cap but the slots)\n"
+      "  -np N                slots to wait for before starting (default --min-np)\n"
+      "  --host-discovery-script CMD\n"
+      "                       run every second; prints host or host:slots lines\n"
+      "                       (else -H/--hostfile is the fixed host list)\n"
+      "  --slots-per-host N   slots of a host printed without :slots (default 1)\n"
+      "  --elastic-timeout S  how long to wait for --min-np workers (default 600)\n"
+      "  --reset-limit N      end the job when it would re-form more than N times\n"
+      "  --blacklist-cooldown-range MIN MAX\n"
+      "                       a failing host comes back after MIN..MAX seconds\n"
+      "                       (exponential back-off); without it, never\n"
       "\n"
       "When a rank exits non-zero or is killed, the other ranks get SIGTERM and,\n"
       "after the grace time, SIGKILL. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent\n"
@@ -92,18 +112,14 @@ void plaitrun_print_usage(FILE *out) {
       out);
 }
 
-static void set_err(char *err, size_t err_size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t err_size, const char *fmt, ...) {
+void plaitrun_set_err(char *err, size_t err_size, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(err, err_size, fmt, ap);
   va_end(ap);
 }
 
-/* Whole decimal number in [lo, hi], digits only. */
-static int parse_int_in(const char *text, long lo, long hi, int *out) {
+int plaitrun_parse_whole(const char *text, long lo, long hi, int *out) {
   if (text[0] < '0' || text[0] > '9') return -1;
   errno = 0;
   char *end = NULL;
@@ -140,19 +156,19 @@ static int apply_option(const opt_def_t *def, const char *name, const char *valu
   switch (def->id) {
   case OPT_NP:
     if (opts->nranks != 0) {
-      set_err(err, err_size, "the number of ranks is given twice (%s %s)", name, value);
+      plaitrun_set_err(err, err_size, "the number of ranks is given twice (%s %s)", name, value);
       return -1;
     }
-    if (parse_int_in(value, 1, PLAITRUN_MAX_RANKS, &opts->nranks) != 0) {
-      set_err(err, err_size, "%s '%s': expected a whole number of ranks from 1 to %d",
-              name, value, PLAITRUN_MAX_RANKS);
+    if (plaitrun_parse_whole(value, 1, PLAITRUN_MAX_RANKS, &opts->nranks) != 0) {
+      plaitrun_set_err(err, err_size, "%s '%s': expected a whole number of ranks from 1 to %d",
+                       name, value, PLAITRUN_MAX_RANKS);
       return -1;
     }
     return 0;
   case OPT_GRACE:
     if (parse_seconds(value, PLAITRUN_MAX_GRACE_S, &opts->grace_s) != 0) {
-      set_err(err, err_size, "%s '%s': expected a number of seconds from 0 to %.0f "
-              "(e.g. 2 or 0.5)", name, value, PLAITRUN_MAX_GRACE_S);
+      plaitrun_set_err(err, err_size, "%s '%s': expected a number of seconds from 0 to %.0f "
+                       "(e.g. 2 or 0.5)", name, value, PLAITRUN_MAX_GRACE_S);
       return -1;
     }
     return 0;
@@ -162,7 +178,7 @@ static int apply_option(const opt_def_t *def, const char *name, const char *valu
     } else if (strcmp(value, "0") == 0) {
       opts->prefix = 0;
     } else {
-      set_err(err, err_size, "%s='%s': expected 0 or 1", name, value);
+      plaitrun_set_err(err, err_size, "%s='%s': expected 0 or 1", name, value);
       return -1;
     }
     return 0;
@@ -193,19 +209,20 @@ static int parse_one(int argc, char **argv, int *i, plaitrun_options_t *opts,
   size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
   const opt_def_t *def = find_option(arg, name_len);
   if (def == NULL) {
-    int taken = plaitrun_horovod_flag(argc, argv, i, opts, err, err_size);
+    int taken = plaitrun_elastic_flag(argc, argv, i, opts, err, err_size);
+    if (taken == 0) taken = plaitrun_horovod_flag(argc, argv, i, opts, err, err_size);
     if (taken != 0) return taken < 0 ? -1 : 0;
-    set_err(err, err_size, "unknown option '%s'", arg);
+    plaitrun_set_err(err, err_size, "unknown option '%s'", arg);
     return -1;
   }
   const char *value = eq ? eq + 1 : NULL;
   if (def->arg == ARG_NONE && value != NULL) {
-    set_err(err, err_size, "option '%s' takes no value", def->name);
+    plaitrun_set_err(err, err_size, "option '%s' takes no value", def->name);
     return -1;
   }
   if (def->arg == ARG_REQUIRED && value == NULL) {
     if (*i + 1 >= argc) {
-      set_err(err, err_size, "option '%s' needs a value", def->name);
+      plaitrun_set_err(err, err_size, "option '%s' needs a value", def->name);
       return -1;
     }
     *i += 1;
@@ -221,6 +238,7 @@ int plaitrun_parse_args(int argc, char **argv, plaitrun_options_t *opts,
   opts->action = PLAITRUN_ACTION_RUN;
   opts->grace_s = PLAITRUN_DEFAULT_GRACE_S;
   opts->prefix = 1;
+  plaitrun_elastic_defaults(opts);
   int i = 1;
   while (i < argc) {
     const char *arg = argv[i];
@@ -232,15 +250,16 @@ int plaitrun_parse_args(int argc, char **argv, plaitrun_options_t *opts,
     if (parse_one(argc, argv, &i, opts, err, err_size) != 0) return -1;
     if (opts->action != PLAITRUN_ACTION_RUN) return 0;
   }
-  if (opts->nranks == 0) {
-    set_err(err, err_size, "missing -np N: how many ranks to start (1 to %d)",
-            PLAITRUN_MAX_RANKS);
+  if (opts->nranks == 0 && !opts->elastic) {
+    plaitrun_set_err(err, err_size, "missing -np N: how many ranks to start (1 to %d)",
+                     PLAITRUN_MAX_RANKS);
     return -1;
   }
   if (i >= argc) {
-    set_err(err, err_size, "missing the command to run after the options");
+    plaitrun_set_err(err, err_size, "missing the command to run after the options");
     return -1;
   }
   opts->command = &argv[i];
+  if (plaitrun_elastic_check(opts, err, err_size) != 0) return -1;
   return plaitrun_horovod_check(opts, err, err_size);
 }

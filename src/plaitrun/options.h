@@ -66,6 +66,16 @@ typedef struct plaitrun_options {
   const char *ssh_identity; /* -i / --ssh-identity-file; NULL: ssh's default */
   int n_env;
   plaitrun_env_t env[PLAITRUN_MAX_ENV];
+  /* elastic mode (elastic/flags.c): on when --min-np, --max-np or
+   * --host-discovery-script is given */
+  int elastic;
+  int min_np, max_np;            /* 0 when not given (max: no cap but the slots) */
+  const char *discovery_script;  /* --host-discovery-script; NULL: the hosts of -H */
+  int slots_per_host;            /* slots of a discovered host without ":slots"; 0: not given */
+  int elastic_timeout_s;         /* --elastic-timeout, default 600 */
+  int reset_limit;               /* --reset-limit; -1: none */
+  int cooldown_min_s, cooldown_max_s; /* --blacklist-cooldown-range; 0 0: none */
+  const char *elastic_only_flag; /* an elastic flag seen (for the error without elastic mode) */
 } plaitrun_options_t;
 
 /*
@@ -79,5 +89,12 @@ int plaitrun_parse_args(int argc, char **argv, plaitrun_options_t *opts,
 
 /* The text of --help. */
 void plaitrun_print_usage(FILE *out);
+
+/* What the flag parsers share (options.c, horovod_flags.c, elastic/flags.c):
+ * a message into err, and a whole decimal number in [lo, hi], digits only
+ * (0, or -1). */
+void plaitrun_set_err(char *err, size_t err_size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int plaitrun_parse_whole(const char *text, long lo, long hi, int *out);
 
 #endif

@@ -1,6 +1,9 @@
 #include "remote.h"
 
+#include "jobenv.h"
+
 #include <ctype.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,7 +107,8 @@ static int forwarded(const char *entry) {
   static const char *const prefixes[] = {"PLAIT_", "HOROVOD_", "FI_"};
   static const char *const names[] = {"PATH", "LD_LIBRARY_PATH", "PYTHONPATH"};
   static const char *const own[] = {"PLAIT_SECRET", "PLAIT_RANK", "PLAIT_LOCAL_RANK",
-                                    "PLAIT_LOCAL_SIZE"};
+                                    "PLAIT_LOCAL_SIZE", "PLAIT_ELASTIC_WORKER",
+                                    "PLAIT_ELASTIC_DRIVER"};
   size_t len = strcspn(entry, "=");
   if (entry[len] != '=' || len == 0) return 0;
   for (size_t i = 0; i < len; i++)
@@ -118,9 +122,8 @@ static int forwarded(const char *entry) {
   return 0;
 }
 
-/* The command line the remote shell runs. */
-static char *remote_command(const plaitrun_options_t *o, int rank, int local_rank,
-                            int local_size) {
+/* The command line the remote shell runs; vars: "NAME=value ..." of its own. */
+static char *remote_command(const plaitrun_options_t *o, const char *vars) {
   sbuf_t b = {0};
   char cwd[PATH_MAX], text[512];
   if (getcwd(cwd, sizeof cwd)) {
@@ -131,9 +134,8 @@ static char *remote_command(const plaitrun_options_t *o, int rank, int local_ran
   puts_(&b, "exec env ");
   for (char **e = environ; e && *e; e++)
     if (forwarded(*e)) put_quoted(&b, *e);
-  snprintf(text, sizeof text, "PLAIT_RANK=%d PLAIT_LOCAL_RANK=%d PLAIT_LOCAL_SIZE=%d sh -c ",
-           rank, local_rank, local_size);
-  puts_(&b, text);
+  puts_(&b, vars);
+  puts_(&b, " sh -c ");
   snprintf(text, sizeof text, WRAPPER, o->grace_s);
   put_quoted(&b, text);
   puts_(&b, "plaitrun-rank ");
@@ -145,6 +147,19 @@ static char *remote_command(const plaitrun_options_t *o, int rank, int local_ran
   return b.s;
 }
 
+void plaitrun_remote_send_secret(int fd) {
+  const char *secret = getenv("PLAIT_SECRET");
+  char line[PLAITRUN_SECRET_HEX_LEN * 4 + 2]; /* room for a longer secret of the user's */
+  int n = snprintf(line, sizeof line, "%s\n", secret ? secret : "");
+  if (n > 0 && (size_t)n < sizeof line) {
+    ssize_t w;
+    do {
+      w = write(fd, line, (size_t)n);
+    } while (w < 0 && errno == EINTR);
+  }
+  memset(line, 0, sizeof line);
+}
+
 void plaitrun_remote_argv_free(char **argv) {
   for (char **a = argv; a && *a; a++) free(*a);
   free(argv);
@@ -152,6 +167,16 @@ void plaitrun_remote_argv_free(char **argv) {
 
 char **plaitrun_remote_argv(const plaitrun_options_t *o, int host, int rank, int local_rank,
                             int local_size, char *err, size_t err_size) {
+  char vars[128];
+  snprintf(vars, sizeof vars, "PLAIT_RANK=%d PLAIT_LOCAL_RANK=%d PLAIT_LOCAL_SIZE=%d", rank,
+           local_rank, local_size);
+  char what[64];
+  snprintf(what, sizeof what, "rank %d", rank);
+  return plaitrun_remote_argv_for(o, o->hosts[host].name, vars, what, err, err_size);
+}
+
+char **plaitrun_remote_argv_for(const plaitrun_options_t *o, const char *host, const char *vars,
+                                const char *what, char *err, size_t err_size) {
   const char *ssh = getenv("PLAITRUN_SSH");
   if (ssh == NULL) ssh = "ssh";
   size_t words = 0, cap = strlen(ssh) / 2 + 16;
@@ -176,14 +201,14 @@ char **plaitrun_remote_argv(const plaitrun_options_t *o, int host, int rank, int
   if (o->ssh_identity &&
       (!(argv[words++] = strdup("-i")) || !(argv[words++] = strdup(o->ssh_identity))))
     goto oom;
-  if (!(argv[words++] = strdup("--")) || !(argv[words++] = strdup(o->hosts[host].name)) ||
-      !(argv[words++] = remote_command(o, rank, local_rank, local_size)))
+  if (!(argv[words++] = strdup("--")) || !(argv[words++] = strdup(host)) ||
+      !(argv[words++] = remote_command(o, vars)))
     goto oom;
   free(copy);
   return argv;
 
 oom:
-  snprintf(err, err_size, "out of memory building the ssh command of rank %d", rank);
+  snprintf(err, err_size, "out of memory building the ssh command of %s", what);
   free(copy);
   plaitrun_remote_argv_free(argv);
   return NULL;

@@ -42,6 +42,18 @@ int plaitrun_rendezvous_host(const plaitrun_options_t *opts, char *out, size_t c
  * memory or PLAITRUN_SSH is empty. */
 char **plaitrun_remote_argv(const plaitrun_options_t *opts, int host, int rank, int local_rank,
                             int local_size, char *err, size_t err_size);
+/* The same for any host name, with the command's own variables given as
+ * "NAME=value NAME=value" (shell-safe text; the elastic driver's
+ * PLAIT_ELASTIC_WORKER and PLAIT_ELASTIC_DRIVER); what names the process in
+ * errors ("worker h1/0"). */
+char **plaitrun_remote_argv_for(const plaitrun_options_t *opts, const char *host, const char *vars,
+                                const char *what, char *err, size_t err_size);
 void plaitrun_remote_argv_free(char **argv);
+
+/* Writes PLAIT_SECRET (plaitrun's) and a newline to fd, the stdin of a rank
+ * or worker started over ssh; a failed write shows as that process's failure
+ * (the wrapper exits 255). The pipe stays open until the process is told to
+ * stop. */
+void plaitrun_remote_send_secret(int fd);
 
 #endif

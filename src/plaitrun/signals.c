@@ -91,3 +91,14 @@ void plaitrun_signals_reset_in_child(void) {
   sigaction(SIGPIPE, &original_pipe_action, NULL);
   sigprocmask(SIG_SETMASK, &original_mask, NULL);
 }
+
+const char *plaitrun_signal_name(int signo) {
+  switch (signo) {
+  case SIGINT: return "SIGINT";
+  case SIGTERM: return "SIGTERM";
+  case SIGHUP: return "SIGHUP";
+  case SIGQUIT: return "SIGQUIT";
+  case SIGKILL: return "SIGKILL";
+  default: return "a signal";
+  }
+}

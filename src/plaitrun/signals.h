@@ -29,6 +29,9 @@ int plaitrun_signals_take_child(void);
 /* 1 when a forwardable signal is pending (blocked, not yet handled). */
 int plaitrun_signals_forward_pending(void);
 
+/* "SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGKILL", else "a signal". */
+const char *plaitrun_signal_name(int signo);
+
 /* In a forked child before exec: the dispositions (SIG_DFL, or SIG_IGN where
  * plaitrun found the signal ignored) and the signal mask plaitrun started
  * with. Async-signal-safe. */

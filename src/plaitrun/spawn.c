@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -43,7 +44,13 @@ static void child_main(const plaitrun_spawn_spec_t *spec, int out_fd, int err_fd
   if (dup2(spec->stdin_fd, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0 ||
       dup2(err_fd, STDERR_FILENO) < 0)
     child_fail(status_fd);
-  if (plaitrun_jobenv_set_rank(spec->rank, spec->local_rank, spec->local_size) != 0) child_fail(status_fd);
+  if (spec->worker != NULL) {
+    if (setenv("PLAIT_ELASTIC_WORKER", spec->worker, 1) != 0 ||
+        setenv("PLAIT_ELASTIC_DRIVER", spec->driver, 1) != 0)
+      child_fail(status_fd);
+  } else if (plaitrun_jobenv_set_rank(spec->rank, spec->local_rank, spec->local_size) != 0) {
+    child_fail(status_fd);
+  }
   execvp(spec->argv[0], spec->argv);
   child_fail(status_fd);
 }

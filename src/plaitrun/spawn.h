@@ -20,6 +20,9 @@ typedef struct plaitrun_spawn_spec {
   char **argv;                  /* argv[0] is looked up in PATH (execvp) */
   int stdin_fd;                 /* becomes the child's fd 0 */
   const struct rlimit *nofile;  /* RLIMIT_NOFILE for the child; NULL: keep */
+  const char *worker;           /* elastic: PLAIT_ELASTIC_WORKER, and no PLAIT_RANK/LOCAL_*;
+                                   NULL: a fixed rank */
+  const char *driver;           /* elastic: PLAIT_ELASTIC_DRIVER for this worker */
 } plaitrun_spawn_spec_t;
 
 typedef struct plaitrun_child {

@@ -410,7 +410,7 @@ Test(plaitrun, command_not_found_exits_127, .timeout = 90) {
 }
 
 typedef struct bad_args_case {
-  const char *args[6];
+  const char *args[9];
   const char *message; /* must appear on stderr */
 } bad_args_case_t;
 
@@ -446,7 +446,10 @@ Test(plaitrun, help_lists_every_option, .timeout = 90) {
   run_plaitrun(&run);
   cr_assert_eq(run.exit_code, 0);
   const char *options[] = {"-np N", "-n N", "--np N", "--grace", "--no-prefix",
-                           "--prefix=", "--help-env", "--version", "--help"};
+                           "--prefix=", "--help-env", "--version", "--help", "--min-np N",
+                           "--max-np N", "--host-discovery-script", "--slots-per-host",
+                           "--elastic-timeout", "--reset-limit",
+                           "--blacklist-cooldown-range MIN MAX"};
   for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
     cr_assert_not_null(strstr(run.out.data, options[i]), "--help lacks %s", options[i]);
   run_free(&run);
@@ -574,7 +577,23 @@ Test(plaitrun, horovodrun_flags_plait_cannot_honour_exit_2_with_why, .timeout = 
        "--autotune-gaussian-process-noise is not supported: plait's autotuner searches a grid"},
       {{"-np", "2", "--autotune-steps-per-sample", "0", "true"}, "--autotune-steps-per-sample '0'"},
       {{"-np", "2", "--hierarchical-allreduce", "true"}, "no hierarchical allreduce"},
-      {{"-np", "2", "--min-np", "1", "true"}, "--min-np is not supported: plait has no elastic"},
+      {{"-np", "2", "--reset-limit", "1", "true"}, "--reset-limit needs elastic mode"},
+      {{"--min-np", "0", "-H", "localhost:2", "true"}, "--min-np '0': expected a whole number"},
+      {{"--min-np", "3", "--max-np", "2", "-H", "localhost:4", "true"},
+       "--max-np 2 is below --min-np 3"},
+      {{"-np", "1", "--min-np", "2", "-H", "localhost:4", "true"}, "-np 1 is below --min-np 2"},
+      {{"--min-np", "2", "true"}, "elastic mode needs --host-discovery-script PATH or -H"},
+      {{"--max-np", "2", "-H", "localhost:2", "true"}, "elastic mode needs --min-np N"},
+      {{"--min-np", "1", "--host-discovery-script", "x", "--blacklist-cooldown-range", "9", "2",
+        "true"}, "--blacklist-cooldown-range 9 2: MIN is above MAX"},
+      {{"--min-np", "1", "--host-discovery-script", "x", "--blacklist-cooldown-range", "0", "10",
+        "true"}, "--blacklist-cooldown-range '0' '10': expected two whole numbers"},
+      {{"--min-np", "1", "--host-discovery-script", "x", "--elastic-timeout", "soon", "true"},
+       "--elastic-timeout 'soon'"},
+      {{"--min-np", "1", "--host-discovery-script", "x", "--slots-per-host", "0", "true"},
+       "--slots-per-host '0'"},
+      {{"--min-np", "1", "--host-discovery-script", "x", "--reset-limit", "-1", "true"},
+       "--reset-limit '-1'"},
       {{"-np", "2", "--config-file", "c.yaml", "true"}, "--config-file is not supported"},
       {{"-np", "2", "--mpi-args=-x", "true"}, "--mpi-args is not supported"},
       {{"-np", "2", "--num-nccl-streams", "2", "true"}, "one stream per device"},
