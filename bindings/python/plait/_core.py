@@ -28,6 +28,9 @@ ABI_VERSION = 1
 MAX_DIMS = 16
 MAX_NAME = 1024
 DEVICE_HOST = -1
+# include/plait/elastic.h: the bits of plait_elastic_host_updates' *update
+HOSTS_ADDED = 1
+HOSTS_REMOVED = 2
 
 __all__ = [
     "ABI_VERSION", "MAX_DIMS", "MAX_NAME", "DEVICE_HOST", "PlaitError",
@@ -176,6 +179,11 @@ _FUNCTIONS = {
     "plait_stats_reset": (_R, []),
     "plait_timeline_start": (_R, [_S]),
     "plait_timeline_stop": (_R, []),
+    "plait_elastic_enabled": (_R, [_IP]),
+    "plait_elastic_epoch": (_R, [ctypes.POINTER(ctypes.c_uint64)]),
+    "plait_elastic_host_updates": (_R, [ctypes.POINTER(ctypes.c_uint64),
+                                        ctypes.POINTER(ctypes.c_uint)]),
+    "plait_elastic_removed": (_R, [_IP]),
 }
 
 for _name, (_res, _args) in _FUNCTIONS.items():
@@ -756,3 +764,31 @@ def timeline_start(path):
 
 def timeline_stop():
     check(lib.plait_timeline_stop())
+
+
+# --------------------------------------------------------------------------
+# Elastic training (include/plait/elastic.h; plait.common.elastic)
+# --------------------------------------------------------------------------
+
+def elastic_enabled():
+    """True when started by plaitrun's elastic driver; needs no init."""
+    return bool(_query(lib.plait_elastic_enabled))
+
+
+def elastic_epoch():
+    v = ctypes.c_uint64()
+    check(lib.plait_elastic_epoch(ctypes.byref(v)))
+    return v.value
+
+
+def elastic_host_updates():
+    """(timestamp, PLAIT_HOSTS_* bits) from the driver: (0, 0) when not elastic."""
+    timestamp = ctypes.c_uint64()
+    update = ctypes.c_uint()
+    check(lib.plait_elastic_host_updates(ctypes.byref(timestamp), ctypes.byref(update)))
+    return timestamp.value, update.value
+
+
+def elastic_removed():
+    """True when the last init failed because the driver left this worker out."""
+    return bool(_query(lib.plait_elastic_removed))

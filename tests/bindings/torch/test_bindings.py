@@ -1,4 +1,4 @@
-"""The ctypes layer (plait._core) against the C header and library, in one
+"""The ctypes layer (plait._core) against the C headers and library, in one
 process (a job of one rank)."""
 
 import ctypes
@@ -18,9 +18,11 @@ from plait import _core
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 HEADER = os.path.join(ROOT, "include", "plait", "plait.h")
+HEADERS = [HEADER, os.path.join(ROOT, "include", "plait", "elastic.h")]
 
 PROBE = r"""
 #include <plait/plait.h>
+#include <plait/elastic.h>
 #include <stddef.h>
 #include <stdio.h>
 #define FIELD(T, f) printf("\"%s.%s\": [%zu, %zu],", #T, #f, offsetof(T, f), sizeof(((T *)0)->f));
@@ -31,8 +33,9 @@ int main(void) {
   printf("{\"sizes\": {\"plait_tensor_t\": %zu, \"plait_op_options_t\": %zu, \"plait_stats_t\": %zu, "
          "\"plait_transport_info_t\": %zu},", sizeof(plait_tensor_t), sizeof(plait_op_options_t),
          sizeof(plait_stats_t), sizeof(plait_transport_info_t));
-  printf("\"constants\": {\"ABI_VERSION\": %d, \"MAX_DIMS\": %d, \"MAX_NAME\": %d, \"DEVICE_HOST\": %d},",
-         PLAIT_ABI_VERSION, PLAIT_MAX_DIMS, PLAIT_MAX_NAME, PLAIT_DEVICE_HOST);
+  printf("\"constants\": {\"ABI_VERSION\": %d, \"MAX_DIMS\": %d, \"MAX_NAME\": %d, \"DEVICE_HOST\": %d, "
+         "\"HOSTS_ADDED\": %u, \"HOSTS_REMOVED\": %u},", PLAIT_ABI_VERSION, PLAIT_MAX_DIMS,
+         PLAIT_MAX_NAME, PLAIT_DEVICE_HOST, PLAIT_HOSTS_ADDED, PLAIT_HOSTS_REMOVED);
   printf("\"fields\": {");
   FIELDS
   printf("\"end\": 0}, \"results\": {");
@@ -89,8 +92,10 @@ def test_enums_come_from_the_library_and_match_header(header_facts):
 
 
 def test_every_function_in_header_is_declared():
-    with open(HEADER) as f:
-        text = f.read()
+    text = ""
+    for path in HEADERS:  # plait.h and elastic.h
+        with open(path) as f:
+            text += f.read()
     declared = set(re.findall(r"PLAIT_API\s+[\w\s\*]+?\b(plait_\w+)\s*\(", text))
     assert declared, "no PLAIT_API functions found in the header"
     assert declared == set(_core._FUNCTIONS)

@@ -11,7 +11,8 @@ framework bindings:
                                split_list, object pickling, Compression
     plait.common.names         automatic names of unnamed operations
     plait.common.library       finding libplait and the framework adapters
-    plait.common.elastic       elastic training's names (refused until plait has it)
+    plait.common.elastic       elastic training's worker loop and states (State,
+                               ObjectState, run_fn), Horovod 0.28.1's
 
 Importing this package loads nothing else (plait._core imports
 plait.common.exceptions and plait.common.library while it loads).

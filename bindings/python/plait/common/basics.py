@@ -13,6 +13,11 @@ As in Horovod 0.28.1 (horovod/common/basics.py, operations.cc):
 - The build queries say what this installation of plait has: gloo_built() is
   True only when the Gloo transport plugin is found and loads, as plait_init
   would find it.
+
+In a worker of plaitrun's elastic driver, init() asks the driver for this
+worker's place in the next job; when the driver has none for it (its host
+removed, the job full, training over: plait.common.elastic), init prints the
+driver's reason and exits the process with status 0.
 """
 
 import atexit
@@ -22,6 +27,7 @@ import warnings
 
 from plait import _core
 from plait._core import PlaitError
+from plait.common import elastic as _elastic
 from plait.common import process_sets as _ps
 from plait.common.names import AUTO_NAMES
 
@@ -119,6 +125,8 @@ def init(comm=None, process_sets=None):
                 with _ps._InitEnvironment(dynamic, sets):
                     _core.init()
             except PlaitError as e:
+                if _elastic.enabled():
+                    _elastic.leave_if_removed(e)  # the driver has no place for us: exit 0
                 raise _as_init_failure(e) from None
             # A new job counts its unnamed operations from 0 on every rank,
             # including ranks that join it fresh (elastic): docs/python.md.

@@ -21,14 +21,19 @@ class HorovodInternalError(RuntimeError):
     that do not match across ranks, a stall, a transport failure, or an
     operation submitted before init or after shutdown.
 
-    Horovod's elastic mode treats it as recoverable (a reset); plait has no
-    elastic mode yet (plait.torch.elastic refuses to run)."""
+    In elastic training (plait.common.elastic.run_fn, each framework's
+    elastic.run) it is recoverable: the state goes back to its last commit
+    and the job is re-formed by the driver. Without the driver (fixed
+    ranks) elastic.run raises it to the caller."""
 
 
 class HostsUpdatedInterrupt(RuntimeError):
-    """Horovod's elastic interrupt: the set of hosts changed. plait never
-    raises it (no elastic mode yet); it is here so scripts that catch it
-    import unchanged. skip_sync: whether the reset may skip syncing state."""
+    """Elastic training's interrupt: the host list changed. State.commit()
+    (check_host_updates) raises it on every rank at the same commit when
+    rank 0 learned of a change from the driver; elastic.run then re-forms
+    the job without restoring the state. skip_sync: True when hosts were
+    only removed (every remaining rank has the state already, so the sync
+    after the reset is skipped)."""
 
     def __init__(self, skip_sync):
         super().__init__(skip_sync)
