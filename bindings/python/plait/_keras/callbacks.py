@@ -14,17 +14,9 @@ import tensorflow as tf
 
 import plait.tensorflow as _ptf
 from plait._keras.gradients import var_key
+from plait.tensorflow.util import variables_of as _variables
 
 
-def _variables(obj):
-    """obj.variables as a list (a property in Keras 3, a method in some
-    tf_keras optimizers)."""
-    v = getattr(obj, "variables", None)
-    if v is None:
-        return []
-    if callable(v) and not isinstance(v, (list, tuple)):
-        v = v()
-    return list(v)
 
 
 def _label(var, index):

@@ -41,12 +41,18 @@ def split_list(items, n):
 
 
 def _process_set_size(process_set):
-    return process_set.size() if process_set is not None else _ptf.size()
+    """The set's size: read when the graph runs in elastic mode (a tensor)."""
+    return _ptf._set_size_for(process_set if process_set is not None else
+                              _ptf.global_process_set)
 
 
 def _reduces_here(process_set):
     """Horovod's condition: this rank is in the set, which has more than one
-    rank; otherwise the gradients pass through unchanged."""
+    rank; otherwise the gradients pass through unchanged. In elastic mode
+    always (as Horovod's HOROVOD_ELASTIC): a traced step must still reduce
+    once the job has grown."""
+    if _ptf._elastic_mode():
+        return True
     if process_set is None:
         return _ptf.size() > 1
     return bool(process_set.included()) and process_set.size() > 1
@@ -147,9 +153,10 @@ class GradientReducer:
             for i, (g, v) in enumerate(zip(grads, vars_)):
                 if g is not None and var_key(v) in self.local_keys:
                     if isinstance(g, tf.IndexedSlices):
-                        out[i] = tf.IndexedSlices(g.values / n, g.indices, g.dense_shape)
+                        out[i] = tf.IndexedSlices(g.values / tf.cast(n, g.values.dtype),
+                                                  g.indices, g.dense_shape)
                     else:
-                        out[i] = g / n
+                        out[i] = g / tf.cast(n, g.dtype)
         return out
 
 

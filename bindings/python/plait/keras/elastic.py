@@ -1,5 +1,6 @@
-"""plait.keras.elastic: horovod.keras.elastic's names,
-refused when used (plait has no elastic mode; plait.common.elastic)."""
+"""plait.keras.elastic: horovod.keras.elastic on `import keras` (Keras 3):
+KerasState, CommitStateCallback, UpdateBatchStateCallback,
+UpdateEpochStateCallback and run (plait._keras.elastic)."""
 
 import keras as _keras
 

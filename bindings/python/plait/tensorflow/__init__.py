@@ -48,10 +48,26 @@ for _cls in _ERRORS.values():
 del _cls
 
 
+def _elastic_mode():
+    """Whether the ranks may change under a traced function: Horovod's
+    HOROVOD_ELASTIC=1, or a worker of plaitrun's elastic driver
+    (PLAIT_ELASTIC_DRIVER). Then, as Horovod under HOROVOD_ELASTIC, the size
+    is read when the ops run (size_op) and the gradient allreduces are in the
+    graph whatever the size at tracing."""
+    return bool(int(os.environ.get("HOROVOD_ELASTIC", 0) or 0)) or \
+        bool(os.environ.get("PLAIT_ELASTIC_DRIVER"))
+
+
+def _set_size_for(process_set):
+    """process_set's size: a tensor read when it runs in elastic mode, else
+    the number now."""
+    if _elastic_mode():
+        return size_op(process_set_id=process_set.process_set_id)
+    return process_set.size()
+
+
 def _size_for(process_set, dtype):
-    n = (size_op(process_set_id=process_set.process_set_id)
-         if int(os.environ.get("HOROVOD_ELASTIC", 0)) else process_set.size())
-    return tf.cast(n, dtype=dtype)
+    return tf.cast(_set_size_for(process_set), dtype=dtype)
 
 
 def allreduce(tensor, average=None, device_dense='', device_sparse='',
@@ -186,13 +202,13 @@ def _reduces_here(process_set):
 def _allreduce_cond(tensor, *args, process_set=global_process_set, **kwargs):
     # Horovod builds tf.cond(included and size > 1, allreduce, identity) on a
     # constant condition; plait decides in Python (same result, no cond).
-    if int(os.environ.get("HOROVOD_ELASTIC", 0)) == 0 and not _reduces_here(process_set):
+    if not _elastic_mode() and not _reduces_here(process_set):
         return tensor
     return allreduce(tensor, *args, process_set=process_set, **kwargs)
 
 
 def _grouped_allreduce_cond(tensors, *args, process_set=global_process_set, **kwargs):
-    if int(os.environ.get("HOROVOD_ELASTIC", 0)) == 0 and not _reduces_here(process_set):
+    if not _elastic_mode() and not _reduces_here(process_set):
         return tensors
     return grouped_allreduce(tensors, *args, process_set=process_set, **kwargs)
 
@@ -340,8 +356,7 @@ def _reduce_and_scale(grads, sources, local, allreduce_grads, process_set, scale
     for s, g in zip(rs, rg):
         by_key[_key(s)] = g
     if scale_local and local:
-        n = (size_op(process_set_id=process_set.process_set_id)
-             if int(os.environ.get("HOROVOD_ELASTIC", 0)) else process_set.size())
+        n = _set_size_for(process_set)
         for k in list(by_key):
             g = by_key[k]
             if k in local and g is not None:

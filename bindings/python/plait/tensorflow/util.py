@@ -23,6 +23,17 @@ def _cache(f):
     return wrapper
 
 
+def variables_of(obj):
+    """obj.variables as a list: a property in Keras 3 (and tf.Module), a
+    method in tf_keras's optimizers; [] when obj has none."""
+    v = getattr(obj, "variables", None)
+    if v is None:
+        return []
+    if callable(v) and not isinstance(v, (list, tuple)):
+        v = v()
+    return list(v)
+
+
 def _key(var):
     """A hashable identity for a variable (tf.Variable, a Keras 3 variable, a
     tensor). Horovod uses var.ref(), which Keras 3 variables lack; the

@@ -1,5 +1,7 @@
-"""plait.tensorflow.keras.elastic: horovod.tensorflow.keras.elastic's names,
-refused when used (plait has no elastic mode; plait.common.elastic)."""
+"""plait.tensorflow.keras.elastic: horovod.tensorflow.keras.elastic on
+tf.keras (Keras 3, or tf_keras with TF_USE_LEGACY_KERAS=1): KerasState,
+CommitStateCallback, UpdateBatchStateCallback, UpdateEpochStateCallback and
+run (plait._keras.elastic)."""
 
 from tensorflow import keras as _keras
 
