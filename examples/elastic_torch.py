@@ -23,13 +23,13 @@ once, at the parameters of the start of the pass (gradients accumulated in
 the state, summed over the workers with allreduce), and the optimizer takes
 one step per pass (full-batch SGD with momentum, in float64). How many
 workers there were, and when they changed, then only changes the order of
-float64 additions. Two details make every sample count exactly once:
-  - every worker records every worker's batch (allgather of the indices, then
-    ElasticSampler.record_indices), so the samples of a worker that dies are
-    not trained on again after the rollback (Horovod's examples record only
-    their own batch, and lose the dead worker's);
-  - ElasticSampler pads the last batches so that every worker gets as many;
-    a sample already counted (a pad) is skipped.
+float64 additions. Every sample counts exactly once: each step gathers
+every worker's batch indices (allgather_object), so every worker knows which
+samples of the step are new; the pads ElasticSampler adds (so that every
+worker gets as many batches) are skipped, and the new samples are recorded
+(ElasticSampler.record_indices) the same on every rank. What was computed
+after the last commit is rolled back with the state when a worker is lost,
+and the sampler gives it out again.
 
 With --out DIR every rank writes its final parameters to DIR/params.rank<R>
 (raw float64) and the ranks check that they all hold the same bytes; the
@@ -179,7 +179,7 @@ def elastic(args):
 
     def step(state, mine):
         # Every worker's batch: a sample counts once (pads are skipped), and
-        # every worker records all of them, so none is lost with its worker.
+        # every rank records the same new samples.
         everyone = hvd.allgather_object(mine)
         seen, owned, new = set(state.seen), [], []
         for r, indices in enumerate(everyone):
