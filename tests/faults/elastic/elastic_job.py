@@ -62,7 +62,7 @@ class Job:
         os.chmod(self.script, 0o755)
         self.env = dict(os.environ, PLAIT_TIMEOUT_S=str(timeout_s), PLAIT_TRANSPORT=transport,
                         PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1",
-                        PLAIT_ELASTIC_TEST_JOB=tmp)  # marks this job's workers in /proc
+                        ELASTIC_TEST_JOB=tmp)  # marks this job's workers in /proc
         # the worker: the example (its parameters to out), or `script` with train_args
         self.program = script or EXAMPLE
         worker = [python, self.program] + ([] if script else ["--out", self.out])
@@ -153,9 +153,9 @@ class Job:
     def running_workers(self):
         """{PLAIT_ELASTIC_WORKER: pid} of this job's processes running the
         worker program now, from /proc (for programs that do not print their
-        pid): those with this job's PLAIT_ELASTIC_TEST_JOB."""
+        pid): those with this job's ELASTIC_TEST_JOB."""
         found = {}
-        mark = ("PLAIT_ELASTIC_TEST_JOB=" + self.tmp).encode()
+        mark = ("ELASTIC_TEST_JOB=" + self.tmp).encode()
         for entry in os.listdir("/proc"):
             if not entry.isdigit() or not _runs(int(entry), self.program):
                 continue
