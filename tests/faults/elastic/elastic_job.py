@@ -176,15 +176,16 @@ class Job:
     def worker_of_rank(self, rank):
         """(name, pid) of the worker whose latest line says it is `rank`."""
         with self.cond:
-            latest = {}
-            for _, line in self.lines:
+            latest = {}  # name -> (line index, pid, rank) of its latest line
+            for i, (_, line) in enumerate(self.lines):
                 m = line and WORKER.search(line)
                 if m:
-                    latest[m.group(1)] = (int(m.group(2)), int(m.group(3)))
-        for name, (pid, r) in latest.items():
-            if r == rank:
-                return name, pid
-        raise Failed("no worker has said it is rank %d" % rank)
+                    latest[m.group(1)] = (i, int(m.group(2)), int(m.group(3)))
+        claims = sorted((i, name, pid) for name, (i, pid, r) in latest.items() if r == rank)
+        if not claims:
+            raise Failed("no worker has said it is rank %d" % rank)
+        _, name, pid = claims[-1]  # the newest claim: an older one is of an earlier job
+        return name, pid
 
     def signal(self, pid, sig):
         os.kill(pid, sig)

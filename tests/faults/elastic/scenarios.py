@@ -48,6 +48,7 @@ import statistics
 import sys
 import tempfile
 import time
+import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from elastic_job import (DISCOVERY_FAILS, FORMED, PYTHON, STEP, Failed, Job,  # noqa: E402
@@ -236,6 +237,12 @@ def s_below_min_rejoin(ctx, tmp):
         t = job.now()
         print("%7.2f >>> %s added: 2 workers again" % (t, H3), flush=True)
         recovery(ctx, job, "below-min-rejoin", "host added", t, mark, want_size=2)
+        # Horovod's deadlock: the survivor skipped its sync, the new worker
+        # waits in it. plait's deadlock detector would end it after
+        # PLAIT_STALL_WARN_S, but it must not happen at all.
+        stuck = [l for l in job.output()[mark:] if "deadlock" in l]
+        if stuck:
+            raise Failed("issue 3494's deadlock: %s" % stuck[0])
     training(ctx, tmp, "below-min-rejoin", [H1 + ":1", H2 + ":1"],
              ["-np", "2", "--min-np", "2", "--max-np", "2"], 2, action, epochs=6)
 
@@ -450,6 +457,10 @@ def main():
                 skipped.append(name)
             except Failed as e:
                 print("FAIL %s: %s" % (name, e), flush=True)
+                failed.append(name)
+            except Exception:  # the harness's own error: the scenario fails, the others run
+                traceback.print_exc()
+                print("FAIL %s: the harness failed (above)" % name, flush=True)
                 failed.append(name)
             finally:
                 if not args.keep:
