@@ -194,11 +194,15 @@ class Job:
         return t
 
     def finish(self, timeout):
-        """plaitrun's exit status; Failed if it runs past timeout."""
+        """plaitrun's exit status, once its output is read to the end;
+        Failed if it runs past timeout."""
         try:
-            return self.proc.wait(timeout=timeout)
+            rc = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             raise Failed("plaitrun still runs after %.0f s (a hang)" % timeout)
+        with self.cond:  # a worker left behind may hold the pipe: bounded
+            self.cond.wait_for(lambda: self.lines and self.lines[-1][1] is None, 30)
+        return rc
 
     def output(self):
         with self.cond:
