@@ -329,8 +329,9 @@ except elastic_job.Failed as e:
   chmod +x "$tmp/discover.sh"
   np=4
   [ "$scenario" = elastic-host-added ] && np=2
+  # the driver's rendezvous on h1's address (the host names h<n> resolve nowhere)
   on_host 1 env "${common_env[@]}" PLAITRUN_SSH="ssh -F $tmp/ssh_config" PLAIT_SECRET="$secret" \
-    PLAIT_TIMEOUT_S=$TIMEOUT_S "$PLAITRUN" -np $np --min-np 2 --max-np 4 \
+    PLAITRUN_ELASTIC_HOST=10.77.0.1 PLAIT_TIMEOUT_S=$TIMEOUT_S "$PLAITRUN" -np $np --min-np 2 --max-np 4 \
     --host-discovery-script "$tmp/discover.sh" "$python" "$root/examples/elastic_torch.py" \
     --out "$tmp/params" "${train[@]}" >"$tmp/out" 2>&1 &
   plaitrun_pid=$!
