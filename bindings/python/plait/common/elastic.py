@@ -91,8 +91,7 @@ def leave_if_removed(error):
     Otherwise returns, and the caller raises error."""
     if not removed():
         return
-    print("plait elastic: this worker has no place in the next job: %s; exiting (status 0)"
-          % error, file=sys.stderr, flush=True)
+    print("plait elastic: %s; this worker exits (status 0)" % error, file=sys.stderr, flush=True)
     sys.exit(0)
 
 

@@ -109,18 +109,22 @@ def test_sampler_in_state_merges_recorded_indices(hvd):
     assert mine == list(range(hvd.rank(), 20, hvd.size()))[:3]
     sampler.record_indices(mine)
     state.commit()  # every rank's processed samples, merged
-    state.restore()
     done = set().union(*[set(range(k, 20, hvd.size())[:3]) for k in range(hvd.size())])
+    assert sampler.processed_indices == done
+    sampler.record_indices([19])  # not committed: forgotten by the restore
+    state.restore()
     assert sampler.processed_indices == done
     assert sorted(sampler.remaining_indices) == sorted(set(range(20)) - done)
     assert set(sampler) & done == set()
 
 
+@pytest.mark.parametrize("record", ["batch", "indices"])
 @pytest.mark.parametrize("skip_sync", [False, True])
-def test_sampler_resumes_after_a_reset_each_sample_once(hvd, skip_sync):
+def test_sampler_resumes_after_a_reset_each_sample_once(hvd, skip_sync, record):
     """Two epochs of 40 samples, batches of 2, a commit after each batch and a
     host change after the second: after the reset the rest of the epoch is
-    partitioned again, and every sample is trained on once per epoch."""
+    partitioned again, and every sample is trained on once per epoch
+    (processed samples counted by record_batch, or named by record_indices)."""
     from plait.common.exceptions import HostsUpdatedInterrupt
     sampler = ElasticSampler(list(range(40)), shuffle=True, seed=5)
     state = TorchState(sampler=sampler, epoch=0)
@@ -133,7 +137,10 @@ def test_sampler_resumes_after_a_reset_each_sample_once(hvd, skip_sync):
             mine = list(state.sampler)
             for b in range(0, len(mine) // 2):
                 seen.extend((state.epoch, i) for i in mine[2 * b:2 * b + 2])
-                state.sampler.record_batch(b, 2)
+                if record == "batch":
+                    state.sampler.record_batch(b, 2)
+                else:
+                    state.sampler.record_indices(state.sampler.get_indices(b, 2))
                 state.commit()
                 if b == 1 and not interrupted:
                     interrupted.append(b)

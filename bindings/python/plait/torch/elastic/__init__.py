@@ -17,6 +17,8 @@ driver (docs/elastic.md; the loop is plait.common.elastic's).
 Without the driver the same script runs on fixed ranks (a failure is raised).
 """
 
+import warnings
+
 from plait.common.elastic import run_fn
 from plait.torch.basics import init, shutdown
 from plait.torch.elastic import sampler, state  # noqa: F401
@@ -36,7 +38,11 @@ def run(func):
 
 
 def _reset():
-    shutdown()
+    with warnings.catch_warnings():
+        # A lost rank's failure, raised and handled already, is found again
+        # on the way out: not worth a warning at every reset.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        shutdown()
     init()
 
 

@@ -125,10 +125,11 @@ class SamplerStateHandler(_StateDictHandler):
     rank 0's position everywhere."""
 
     def save(self):
-        state_dict = copy.deepcopy(self.value.state_dict())
-        state_dict["processed_indices"] = set().union(
+        # Every rank's processed samples, kept by the sampler too: a reset
+        # that skips the sync re-partitions from what all ranks processed.
+        self.value.processed_indices = set().union(
             *allgather_object(self.value.processed_indices, name="elastic.sampler.processed"))
-        self._saved = state_dict
+        self._saved = copy.deepcopy(self.value.state_dict())
 
     def sync(self):
         self.value.load_state_dict(
