@@ -126,7 +126,7 @@ class Job:
                     i += 1
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise Failed("no %s within %.0f s" % (what or repr(rx.pattern), timeout))
+                    raise Failed("waited %.0f s in vain for %s" % (timeout, what or repr(rx.pattern)))
                 self.cond.wait(left)
 
     def wait_step(self, epoch, batch, timeout, since=0):
