@@ -11,6 +11,15 @@
 #                                    every process of host 2 is killed
 #           cut                      a host's link goes down mid-job
 #           kill                     a host's processes are killed mid-job
+#           elastic-host-killed      plaitrun's elastic driver (--min-np 2 --max-np 4,
+#                                    a discovery script) runs examples/elastic_torch.py
+#                                    on h1:2 and h2:2, h2's workers over ssh; every
+#                                    worker of h2 is killed: h1's train on
+#           elastic-host-added       the same from h1:2 alone; h2:2 is added to the
+#                                    discovery script's hosts: its workers join (4)
+#                                    Both end with plaitrun's status 0 and every rank's
+#                                    parameters equal to a run without plait
+#                                    (tests/faults/elastic/elastic_job.py compares).
 # TRANSPORT: gloo | ofi (libfabric tcp) | auto (unset FI_PROVIDER; env-* checks
 #            that every rank chose ofi over tcp;ofi_rxm, logged once)
 # Env: PLAITRUN, HOST_WORKER (paths; ctest sets them).
@@ -237,6 +246,74 @@ cut|kill)
   done
   [ $status = 0 ] || die "$scenario: not every rank failed in time naming an unreachable rank"
   echo "PASS: $scenario of host 3 over $transport: every rank failed within ${TIMEOUT_S}+${MARGIN_S} s naming an unreachable rank"
+  ;;
+elastic-*)
+  # The elastic driver on h1, workers over ssh on h2 (and on h1, directly or
+  # over ssh: whichever plaitrun's is_this_host decides).
+  root="$(cd "$(dirname "$0")/../../.." && pwd)"
+  python=/usr/bin/python3
+  # skipped while plaitrun has no elastic driver or plait.torch.elastic refuses
+  "$python" -c 'import sys; sys.path.insert(0, sys.argv[1])
+import elastic_job
+try:
+    elastic_job.probe(sys.argv[2], sys.argv[3])
+except elastic_job.Skip as e:
+    print(e); sys.exit(77)
+except elastic_job.Failed as e:
+    print(e); sys.exit(1)' "$root/tests/faults/elastic" "$PLAITRUN" "$(dirname "$PLAITRUN")/.." \
+    >"$tmp/probe" 2>&1 || { rc=$?; [ $rc = 77 ] && skip "$(cat "$tmp/probe")"; die "$(cat "$tmp/probe")"; }
+  start_sshds
+  train=(--epochs 12 --samples 384 --batch-size 8 --commit-every 3 --step-delay 0.1)
+  "$python" "$root/examples/elastic_torch.py" --reference --out "$tmp/ref" "${train[@]}" >/dev/null
+  printf '10.77.0.1:2\n' >"$tmp/hosts"
+  [ "$scenario" = elastic-host-killed ] && printf '10.77.0.1:2\n10.77.0.2:2\n' >"$tmp/hosts"
+  printf '#!/bin/sh\nexec cat %s\n' "$tmp/hosts" >"$tmp/discover.sh"
+  chmod +x "$tmp/discover.sh"
+  np=4
+  [ "$scenario" = elastic-host-added ] && np=2
+  # the driver's rendezvous on h1's address (the host names h<n> resolve nowhere)
+  on_host 1 env "${common_env[@]}" PLAITRUN_SSH="ssh -F $tmp/ssh_config" PLAIT_SECRET="$secret" \
+    PLAITRUN_ELASTIC_HOST=10.77.0.1 PLAIT_TIMEOUT_S=$TIMEOUT_S "$PLAITRUN" -np $np --min-np 2 --max-np 4 \
+    --host-discovery-script "$tmp/discover.sh" "$python" "$root/examples/elastic_torch.py" \
+    --out "$tmp/params" "${train[@]}" >"$tmp/out" 2>&1 &
+  plaitrun_pid=$!
+  pids+=($plaitrun_pid)
+  # rank 0 in its second epoch, or plaitrun gone
+  for _ in $(seq 1 3000); do
+    grep -q "^\[0\]: step: epoch 1 " "$tmp/out" && break
+    kill -0 "$plaitrun_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  grep -q "^\[0\]: step: epoch 1 " "$tmp/out" || { cat "$tmp/out"; die "the elastic job never trained"; }
+  t0="$(date +%s.%N)"
+  if [ "$scenario" = elastic-host-killed ]; then
+    victims="$(ip netns pids "plait-$id-h2" | while read -r p; do
+      grep -qa elastic_torch.py "/proc/$p/cmdline" 2>/dev/null && echo "$p"; done || true)"
+    [ "$(echo "$victims" | grep -c .)" -ge 2 ] || { cat "$tmp/out"; die "no 2 workers on h2: '$victims'"; }
+    echo "$victims" | xargs -r kill -9
+    echo "killed every worker of h2 (pids $(echo $victims))"
+    want_size=2
+  else
+    printf '10.77.0.1:2\n10.77.0.2:2\n' >"$tmp/hosts.new" && mv "$tmp/hosts.new" "$tmp/hosts"
+    echo "added 10.77.0.2:2 to the discovery script's hosts"
+    want_size=4
+  fi
+  status=0
+  for _ in $(seq 1 6000); do kill -0 "$plaitrun_pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$plaitrun_pid" 2>/dev/null && { cat "$tmp/out"; die "plaitrun still runs after 600 s"; }
+  wait "$plaitrun_pid" || status=$?
+  cat "$tmp/out"
+  [ $status = 0 ] || die "$scenario: plaitrun exited $status, expected 0 (training finished)"
+  formed="$(grep -m1 -n "plaitrun elastic: epoch [0-9]* formed: $want_size workers" "$tmp/out" |
+    tail -1 || true)"
+  [ -n "$formed" ] || die "$scenario: no epoch of $want_size workers was formed"
+  "$python" -c 'import sys; sys.path.insert(0, sys.argv[1])
+from elastic_job import compare_params
+print("largest difference from the reference: %.3g" % compare_params(sys.argv[2], sys.argv[3], int(sys.argv[4])))' \
+    "$root/tests/faults/elastic" "$tmp/params" "$tmp/ref/reference" "$want_size" ||
+    die "$scenario: the final parameters are not the reference run's (above)"
+  took="$(awk -v b="$t0" -v a="$(date +%s.%N)" 'BEGIN { printf "%.1f", a - b }')"
+  echo "PASS: $scenario over ssh, $transport: training ended on $want_size ranks ${took} s later, parameters equal to the reference run's"
   ;;
 *) die "unknown scenario '$scenario'" ;;
 esac
