@@ -104,7 +104,9 @@ static plait_result_t connect_driver(const char *driver, double deadline, int *f
       char why[256]; /* a copy: plait_error writes where plait_last_error points */
       snprintf(why, sizeof why, "%s", plait_last_error());
       return plait_error(PLAIT_ERR_PEER_LOST, "cannot reach the elastic driver at %s "
-                         "(PLAIT_ELASTIC_DRIVER): %s", driver, why);
+                         "(PLAIT_ELASTIC_DRIVER): %s; if that name or address is wrong for "
+                         "this host, start plaitrun with PLAITRUN_ELASTIC_HOST set to an "
+                         "address of its host that the workers reach", driver, why);
     }
     sleep_s(backoff);
     backoff = backoff * 2 > 1.0 ? 1.0 : backoff * 2;
