@@ -212,8 +212,10 @@ static int parse(int argc, char **argv, opts_t *o) {
 int main(int argc, char **argv) {
   if (argc == 7 && strcmp(argv[1], "--peer") == 0) return run_peer(argv + 2);
   opts_t o;
+  /* PLAIT_RESET_CYCLES is read before the job's variables are cleared */
+  if (parse(argc, argv, &o)) return 2;
   plait_test_clear_env();
-  if (parse(argc, argv, &o) || set_transport(o.transport)) return 2;
+  if (set_transport(o.transport)) return 2;
   plait_test_set_plugin_path();
   signal(SIGPIPE, SIG_IGN);
   gauges_t first = {0}, g;
