@@ -298,7 +298,7 @@ static int start_one(job_t *job, int i) {
   const plaitrun_options_t *o = job->opts;
   int host, local_rank, local_size, in[2] = {-1, -1};
   plaitrun_place(o, i, &host, &local_rank, &local_size);
-  int remote = host >= 0 && !o->hosts[host].local;
+  int remote = host >= 0 && plaitrun_remote_start(o->hosts[host].local);
   int stdin_fd = (i == 0 && !isatty(STDIN_FILENO)) ? STDIN_FILENO : job->devnull;
   char **argv = o->command;
   if (remote) {

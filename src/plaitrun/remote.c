@@ -175,41 +175,60 @@ char **plaitrun_remote_argv(const plaitrun_options_t *o, int host, int rank, int
   return plaitrun_remote_argv_for(o, o->hosts[host].name, vars, what, err, err_size);
 }
 
+/* The agent of PLAITRUN_AGENT, or NULL when it is unset or blank. */
+static const char *agent_command(void) {
+  const char *a = getenv("PLAITRUN_AGENT");
+  return a && a[strspn(a, " \t")] ? a : NULL;
+}
+
+int plaitrun_remote_start(int host_is_local) { return !host_is_local || agent_command() != NULL; }
+
+/* argv[*words...] = cmd's words, split at blanks; -1 when out of memory. */
+static int put_words(char **argv, size_t *words, const char *cmd) {
+  char *copy = strdup(cmd), *save = NULL;
+  if (!copy) return -1;
+  for (char *w = strtok_r(copy, " \t", &save); w; w = strtok_r(NULL, " \t", &save))
+    if (!(argv[(*words)++] = strdup(w))) {
+      free(copy);
+      return -1;
+    }
+  free(copy);
+  return 0;
+}
+
 char **plaitrun_remote_argv_for(const plaitrun_options_t *o, const char *host, const char *vars,
                                 const char *what, char *err, size_t err_size) {
+  const char *agent = agent_command();
   const char *ssh = getenv("PLAITRUN_SSH");
   if (ssh == NULL) ssh = "ssh";
-  size_t words = 0, cap = strlen(ssh) / 2 + 16;
+  const char *cmd = agent ? agent : ssh;
+  size_t words = 0, cap = strlen(cmd) / 2 + 16;
   char **argv = calloc(cap, sizeof *argv);
-  char *copy = strdup(ssh);
-  if (!argv || !copy) goto oom;
-  char *save = NULL;
-  for (char *w = strtok_r(copy, " \t", &save); w; w = strtok_r(NULL, " \t", &save))
-    if (!(argv[words++] = strdup(w))) goto oom;
+  if (!argv || put_words(argv, &words, cmd) != 0) goto oom;
   if (words == 0) {
     snprintf(err, err_size, "PLAITRUN_SSH is empty: it must name the ssh command (e.g. "
              "'ssh' or 'ssh -F /path/to/ssh_config')");
-    free(copy);
     plaitrun_remote_argv_free(argv);
     return NULL;
   }
-  const char *extra[] = {"-T", "-o", "BatchMode=yes"};
-  for (size_t i = 0; i < 3; i++)
-    if (!(argv[words++] = strdup(extra[i]))) goto oom;
-  if (o->ssh_port && (!(argv[words++] = strdup("-p")) || !(argv[words++] = strdup(o->ssh_port))))
-    goto oom;
-  if (o->ssh_identity &&
-      (!(argv[words++] = strdup("-i")) || !(argv[words++] = strdup(o->ssh_identity))))
-    goto oom;
-  if (!(argv[words++] = strdup("--")) || !(argv[words++] = strdup(host)) ||
-      !(argv[words++] = remote_command(o, vars)))
-    goto oom;
-  free(copy);
+  if (!agent) {
+    const char *extra[] = {"-T", "-o", "BatchMode=yes"};
+    for (size_t i = 0; i < 3; i++)
+      if (!(argv[words++] = strdup(extra[i]))) goto oom;
+    if (o->ssh_port &&
+        (!(argv[words++] = strdup("-p")) || !(argv[words++] = strdup(o->ssh_port))))
+      goto oom;
+    if (o->ssh_identity &&
+        (!(argv[words++] = strdup("-i")) || !(argv[words++] = strdup(o->ssh_identity))))
+      goto oom;
+    if (!(argv[words++] = strdup("--"))) goto oom;
+  }
+  if (!(argv[words++] = strdup(host)) || !(argv[words++] = remote_command(o, vars))) goto oom;
   return argv;
 
 oom:
-  snprintf(err, err_size, "out of memory building the ssh command of %s", what);
-  free(copy);
+  snprintf(err, err_size, "out of memory building the %s command of %s", agent ? "agent" : "ssh",
+           what);
   plaitrun_remote_argv_free(argv);
   return NULL;
 }

@@ -16,6 +16,17 @@
  * own and, when its standard input ends (plaitrun stopped the job, or
  * plaitrun or ssh died), sends SIGTERM to that session and SIGKILL after the
  * grace time, so no rank outlives its ssh connection.
+ *
+ * PLAITRUN_AGENT, when set, replaces ssh by a start agent of the engine the
+ * job runs on (srun in a Slurm allocation, plait.ray's or plait.spark's relay):
+ * every rank or worker, this host's too, is started as
+ *
+ *   $PLAITRUN_AGENT HOST 'REMOTE'
+ *
+ * (its words split at blanks), with the same REMOTE, the secret as the first
+ * line of its standard input, and the same contract: the agent runs REMOTE
+ * with `sh -c` on HOST, passes its standard input, output and error through,
+ * exits with REMOTE's status, and the end of its standard input stops REMOTE.
  */
 #ifndef PLAITRUN_REMOTE_H
 #define PLAITRUN_REMOTE_H
@@ -35,6 +46,11 @@ void plaitrun_place(const plaitrun_options_t *opts, int rank, int *host, int *lo
  * first host is this one under a loopback name. 0, or -1 with err set. */
 int plaitrun_rendezvous_host(const plaitrun_options_t *opts, char *out, size_t cap, char *err,
                              size_t err_size);
+
+/* 1 when a process for a host goes through plaitrun_remote_argv (another
+ * host, or any host when PLAITRUN_AGENT is set); 0 when plaitrun starts it
+ * itself. */
+int plaitrun_remote_start(int host_is_local);
 
 /* The argv that starts rank on opts->hosts[host] over ssh (above), built from
  * plaitrun's environment as it is now. NULL-terminated, every string

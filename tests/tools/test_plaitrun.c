@@ -800,6 +800,44 @@ Test(plaitrun, other_hosts_start_over_ssh_with_the_secret_on_stdin, .timeout = 9
   remove_fake_ssh(dir);
 }
 
+/* PLAITRUN_AGENT replaces ssh for every host, this one too: the agent gets
+ * HOST and the remote command (no ssh options), the secret on stdin. Here
+ * the agent is a script that logs its arguments and runs the command with
+ * sh; srun and plait.ray's and plait.spark's relays are real agents. */
+Test(plaitrun, an_agent_starts_every_rank_this_hosts_too, .timeout = 90) {
+  char dir[] = "/tmp/plaitrun_agent_XXXXXX", env_agent[300], log[300], agent[256];
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(agent, sizeof agent, "%s/agent", dir);
+  snprintf(log, sizeof log, "%s/argv", dir);
+  FILE *f = fopen(agent, "w");
+  cr_assert_not_null(f);
+  fprintf(f, "#!/bin/sh\nprintf '%%s\\n' \"$1\" >> %s\nexec sh -c \"$2\"\n", log);
+  fclose(f);
+  cr_assert_eq(chmod(agent, 0755), 0);
+  snprintf(env_agent, sizeof env_agent, "PLAITRUN_AGENT=%s", agent);
+  static const char secret[] = "PLAIT_SECRET=0123456789abcdef0123456789abcdef";
+  run_t run = {.args = {"-np", "3", "-H", "localhost:1,node-b:2", "/bin/sh", "-c",
+                        "echo r$PLAIT_RANK l$PLAIT_LOCAL_RANK/$PLAIT_LOCAL_SIZE "
+                        "s$PLAIT_SECRET"},
+               .env = {env_agent, secret}};
+  run_plaitrun(&run);
+  cr_assert_eq(run.exit_code, 0, "stderr: %s", run.err.data);
+  cr_expect_not_null(strstr(run.out.data, "[0]: r0 l0/1 s0123456789abcdef"), "%s", run.out.data);
+  cr_expect_not_null(strstr(run.out.data, "[2]: r2 l1/2 s0123456789abcdef"), "%s", run.out.data);
+  char *argv_log = read_whole(log);
+  cr_assert_not_null(argv_log);
+  size_t local = 0, b = 0; /* the agents run at once: their lines come in any order */
+  for (const char *c = argv_log; (c = strstr(c, "localhost\n")); c++) local++;
+  for (const char *c = argv_log; (c = strstr(c, "node-b\n")); c++) b++;
+  cr_expect(local == 1 && b == 2 && strlen(argv_log) == 24, "one agent call per rank, "
+            "HOST first: %s", argv_log);
+  free(argv_log);
+  run_free(&run);
+  unlink(agent);
+  unlink(log);
+  rmdir(dir);
+}
+
 /* 1 when pid is gone (or a zombie nobody will run again). */
 static int process_gone(int pid) {
   char path[64], state = '?';

@@ -70,8 +70,8 @@ static int spawn_worker(driver_t *d, worker_t *w) {
   char err[256], vars[PLAITRUN_WORKER_NAME_MAX + sizeof d->remote_driver + 64];
   const plaitrun_host_state_t *h = &d->hosts->hosts[w->host];
   char **argv = d->opts->command;
-  int in[2] = {-1, -1}, stdin_fd = d->devnull;
-  if (!h->local) {
+  int in[2] = {-1, -1}, stdin_fd = d->devnull, remote = plaitrun_remote_start(h->local);
+  if (remote) {
     snprintf(vars, sizeof vars, "PLAIT_ELASTIC_WORKER=%s PLAIT_ELASTIC_DRIVER=%s", w->name,
              d->remote_driver);
     char what[PLAITRUN_WORKER_NAME_MAX + 8];
@@ -89,7 +89,7 @@ static int spawn_worker(driver_t *d, worker_t *w) {
                                 d->local_driver};
   plaitrun_child_t child;
   int rc = plaitrun_spawn_rank(&spec, &child, err, sizeof err);
-  if (!h->local) {
+  if (remote) {
     close(in[0]);
     plaitrun_remote_argv_free(argv);
     if (rc != 0) close(in[1]);
@@ -103,7 +103,7 @@ static int spawn_worker(driver_t *d, worker_t *w) {
   w->running = 1;
   w->fds[0] = child.out_fd;
   w->fds[1] = child.err_fd;
-  if (!h->local) { /* the secret on stdin, never on a command line */
+  if (remote) { /* the secret on stdin, never on a command line */
     plaitrun_remote_send_secret(in[1]);
     w->stdin_w = in[1];
   }
