@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Launcher overhead (issue 34): the same 2-rank training step (step.py)
+# started by plaitrun, Ray, Slurm and Spark, ROUNDS rounds interleaved
+# (default 3), medians per engine. Prints each engine's start-up time (launch
+# -> plait.init done on rank 0) and its step time against plaitrun's in the
+# same run; engines that cannot run here print their reason and count as
+# NOT MEASURED. Nothing fails on a duration: the machine's load moves them.
+#
+#   bench/launchers/run.sh BUILD_DIR [ROUNDS] [ENGINE...]
+#
+# Each engine is bench/launchers/<engine>.sh BUILD_DIR PYTHON: one JSON line
+# {"engine", "hosts", "ranks", "startup_s", "step_ms_median"} on stdout, or
+# exit 77 with the reason on stderr. PYTHON is the engine's venv
+# (ci/lib/<engine>.sh) or /usr/bin/python3. Records go to
+# $LAUNCHERS_JSON (default bench/results/launchers.jsonl), one per run.
+set -uo pipefail
+[ $# -ge 1 ] || { sed -n 2,14p "$0"; exit 2; }
+BUILD=$(realpath "$1")
+ROUNDS=${2:-3}
+shift $(( $# >= 2 ? 2 : 1 ))
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+JSON=${LAUNCHERS_JSON:-$ROOT/bench/results/launchers.jsonl}
+engines=("$@")
+[ ${#engines[@]} -gt 0 ] || engines=(plaitrun ray slurm spark)
+echo "launchers: ${engines[*]}, $ROUNDS rounds interleaved, on $(hostname) ($(nproc) cores," \
+  "load $(cut -d' ' -f1-3 /proc/loadavg))"
+: > "$JSON.new"
+declare -A why
+for ((r = 1; r <= ROUNDS; r++)); do
+  for e in "${engines[@]}"; do
+    [ -n "${why[$e]:-}" ] && continue
+    script="$HERE/$e.sh"
+    if [ ! -x "$script" ]; then why[$e]="no bench/launchers/$e.sh"; continue; fi
+    err=$(mktemp)
+    out=$("$script" "$BUILD" "${LAUNCHER_PYTHON:-/usr/bin/python3}" 2>"$err")
+    rc=$?
+    if [ $rc -eq 77 ]; then
+      why[$e]="$(tail -n 1 "$err")"
+    elif [ $rc -ne 0 ] || [ -z "$out" ]; then
+      echo "launchers: $e failed in round $r (exit $rc):"; tail -n 5 "$err"
+      why[$e]="failed (exit $rc)"
+    else
+      echo "$out" | sed "s/}\$/, \"round\": $r}/" >> "$JSON.new"
+    fi
+    rm -f "$err"
+  done
+done
+mv "$JSON.new" "$JSON"
+python3 - "$JSON" "${engines[@]}" <<'PY'
+import json, statistics, sys
+path, engines = sys.argv[1], sys.argv[2:]
+recs = [json.loads(l) for l in open(path) if l.strip()]
+med = {}
+for e in engines:
+    rows = [r for r in recs if r["engine"] == e]
+    if rows:
+        med[e] = (statistics.median(r["startup_s"] for r in rows),
+                  statistics.median(r["step_ms_median"] for r in rows), len(rows), rows[0]["ranks"])
+base = med.get("plaitrun")
+print("%-10s %6s %7s %12s %14s %s" % ("engine", "ranks", "rounds", "start-up s", "step ms", "step vs plaitrun"))
+for e in engines:
+    if e not in med:
+        continue
+    s, t, n, ranks = med[e]
+    ratio = "%.2fx" % (t / base[1]) if base else "-"
+    print("%-10s %6d %7d %12.2f %14.2f %s" % (e, ranks, n, s, t, ratio))
+PY
+for e in "${engines[@]}"; do
+  [ -n "${why[$e]:-}" ] && echo "launchers: $e NOT MEASURED: ${why[$e]}"
+done
+echo "launchers: records in $JSON"
