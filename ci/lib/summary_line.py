@@ -9,7 +9,14 @@ A skip can hide in five places, and the line names each:
   with CRITERION_OUTPUTS=tap:-, so every Criterion program prints TAP on
   stdout ("ok - suite::test  # SKIP reason"); ctest keeps every entry's whole
   output in Testing/Temporary/LastTest.log, where this script reads them and
-  counts them per reason;
+  counts them per reason. A case left out by the entry's --filter (the ofi
+  re-runs of a suite: tests/plugins/ofi/CMakeLists.txt) is printed by
+  Criterion 2.4 exactly as a skip ("# SKIP test was skipped"), but it is no
+  skip: it was not selected, and it runs in the suite's own entry. Such a case
+  is told apart by the filter on the entry's Command line, and counted apart
+  ("not selected by a --filter, not skips"); a case that the filter selects
+  and that skips is counted as a skip, and when the filter cannot be read
+  every case that skips is;
 - a pytest test skipped inside a passing entry: counted per entry from
   pytest's last line (the most any rank skipped); its reasons are in that
   entry's output with pytest -rs;
@@ -28,6 +35,7 @@ Prints the line; its own exit status is 0 (ci/test keeps ctest's).
 """
 import argparse
 import re
+import shlex
 import sys
 
 ENTRY = re.compile(r"^\d+/\d+ Testing: (\S+)\s*$", re.M)
@@ -36,6 +44,7 @@ TAP_SKIP = re.compile(r"^ok\b[^#\n]*?-\s*(\S+)[^#\n]*#\s*SKIP\b[ \t]*(.*)$", re.
 PYTEST_SKIPPED = re.compile(r"^(?:\[\d+\]: )?=*\s*\d+ \w+.*?\b(\d+) skipped\b.* in [\d.]+s", re.M)
 # the soak's and the chaos harness's own skips: "soak: SKIPPED what: why"
 HARNESS_SKIP = re.compile(r"^(?:\[\d+\]: )?((?:soak|chaos): SKIPPED .*?)\s*$", re.M)
+COMMAND = re.compile(r"^Command: (.*)$", re.M)
 CTEST_SKIPPED = re.compile(r"^\s*\d+ - (\S+) \(Skipped\)", re.M)
 SUMMARY = re.compile(r"^\d+% tests passed.*$", re.M)
 NAMES_SHOWN = 3
@@ -56,17 +65,83 @@ def entries(last_test_log):
     return out
 
 
-def criterion_skips(outputs, ctest_skipped=()):
-    """{reason: [(ctest name, criterion test)]} of the TAP skip lines of the
-    entries that were not skipped as a whole."""
-    by_reason = {}
+def commands(last_test_log):
+    """{ctest name: its command line's words} from LastTest.log."""
+    out = {}
+    marks = list(ENTRY.finditer(last_test_log))
+    for i, m in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(last_test_log)
+        c = COMMAND.search(last_test_log, m.end(), end)
+        if c:
+            try:
+                out[m.group(1)] = shlex.split(c.group(1))
+            except ValueError:
+                pass
+    return out
+
+
+def filter_regex(pattern):
+    """Criterion 2.4's --filter pattern (matched against "suite/test"; "*"
+    crosses "/"; [..], [!..], @(a|b)) as a compiled regex, or None for a
+    pattern this reading does not cover (?(..) *(..) +(..) !(..)): then no
+    case is taken as left out."""
+    out, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch in "?*+!" and pattern[i + 1:i + 2] == "(":
+            return None
+        if ch == "*":
+            out.append(".*")
+        elif ch == "?":
+            out.append(".")
+        elif ch == "[":
+            j = pattern.find("]", i + 2)
+            if j < 0:
+                return None
+            body = pattern[i + 1:j]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            i = j
+        elif ch == "@" and pattern[i + 1:i + 2] == "(":
+            j = pattern.find(")", i)
+            if j < 0 or "(" in pattern[i + 2:j]:
+                return None
+            out.append("(?:" + "|".join(re.escape(a) for a in pattern[i + 2:j].split("|")) + ")")
+            i = j
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def selected_by(words):
+    """A predicate on "suite::test" saying whether the entry's --filter
+    selects that case; None when every case is selected (no --filter) or
+    the filter cannot be read."""
+    for k, w in enumerate(words):
+        pat = words[k + 1] if w == "--filter" and k + 1 < len(words) else (
+            w[len("--filter="):] if w.startswith("--filter=") else None)
+        if pat is not None:
+            rx = filter_regex(pat)
+            return (lambda case: bool(rx.match(case.replace("::", "/", 1)))) if rx else None
+    return None
+
+
+def criterion_skips(outputs, ctest_skipped=(), cmds=None):
+    """({reason: [(ctest name, criterion test)]} of the TAP skip lines of the
+    entries that were not skipped as a whole, {ctest name: cases that its
+    --filter left out, not counted as skips})."""
+    by_reason, left_out = {}, {}
     for name, text in outputs.items():
         if name in ctest_skipped:
             continue
+        selects = selected_by((cmds or {}).get(name, []))
         for m in TAP_SKIP.finditer(text):
+            if selects and not selects(m.group(1)):
+                left_out[name] = left_out.get(name, 0) + 1
+                continue
             reason = m.group(2).strip() or "no reason given"
             by_reason.setdefault(reason, []).append((name, m.group(1)))
-    return by_reason
+    return by_reason, left_out
 
 
 def skip_reason(text):
@@ -99,7 +174,7 @@ def line(console, last_test_log, rc, horovod_not_run=None):
                 for k, v in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])))))
     else:
         parts.append("0 ctest entries skipped")
-    crit = criterion_skips(outputs, skipped)
+    crit, left_out = criterion_skips(outputs, skipped, commands(last_test_log))
     total = sum(len(v) for v in crit.values())
     if total:
         parts.append("%d Criterion test%s skipped inside passing programs: %s" % (
@@ -110,6 +185,10 @@ def line(console, last_test_log, rc, horovod_not_run=None):
         parts.append("Criterion skips NOT COUNTED (no %s)" % "LastTest.log")
     else:
         parts.append("0 Criterion tests skipped")
+    if left_out:
+        n = sum(left_out.values())
+        parts.append("%d Criterion case%s not selected by a re-run's --filter, not skips (%s)" % (
+            n, "" if n == 1 else "s", names(left_out)))
     pytest = {}
     for name, text in outputs.items():
         counts = [int(n) for n in PYTEST_SKIPPED.findall(text)]
@@ -183,6 +262,17 @@ Output:
 [0]: 277 passed, 3 skipped, 1 warning in 5.79s
 soak: 40 passed, 0 failed (jobs; 1 skipped suites or transports, see above)
 <end of output>
+6/6 Testing: test_ops_allreduce_ofi_shm
+6/6 Test: test_ops_allreduce_ofi_shm
+Command: "/usr/bin/bash" "/s/tests/harness/ofi_rerun.sh" "/b/tests/ofi_probe" "/b/tests/test_ops_allreduce" "--verbose" "--filter" "ops_allreduce/matrix_3ranks*"
+Directory: /b/tests/plugins/ofi
+Output:
+----------------------------------------------------------
+ok - ops_allreduce::matrix_2ranks_sum  # SKIP test was skipped
+ok - ops_allreduce::matrix_4ranks_sum  # SKIP test was skipped
+ok - ops_allreduce::matrix_3ranks_sum  (1.01s)
+ok - ops_allreduce::matrix_3ranks_big  # SKIP test was skipped
+<end of output>
 """
 CONSOLE = """1/3 Test #1: test_ipv6 ........   Passed    0.02 sec
 100% tests passed, 0 tests failed out of 3
@@ -196,9 +286,11 @@ def self_test():
     got = line(CONSOLE, LOG, 0, "Horovod not available: pip install horovod==0.28.1 failed")
     want = ('ci/test: 100% tests passed, 0 tests failed out of 3; '
             '1 ctest entry skipped: 1 x "hosts: SKIPPED: not root (network namespaces need '
-            'root)" (hosts_ssh_gloo); 3 Criterion tests skipped inside passing programs: '
+            'root)" (hosts_ssh_gloo); 4 Criterion tests skipped inside passing programs: '
             '2 x "no IPv6 loopback here (::1 cannot be bound)" (test_ipv6); '
-            '1 x "test was skipped" (test_api); '
+            '2 x "test was skipped" (test_api, test_ops_allreduce_ofi_shm); '
+            '2 Criterion cases not selected by a re-run\'s --filter, not skips '
+            '(test_ops_allreduce_ofi_shm); '
             '3 pytest tests skipped inside passing entries (why: pytest -rs): '
             'compat_plait_np2_torch113 3; '
             '1 left out by a harness: "soak: SKIPPED suite tf: no TensorFlow venv" '
@@ -222,7 +314,24 @@ def self_test():
     got = line(CONSOLE.replace("\t  3 - hosts_ssh_gloo (Skipped)\n", ""), many, 0)
     assert '5 Criterion tests skipped inside passing programs: 5 x "why" ' \
         "(t1, t2, t3, ... 2 more)" in got, got
-    print("summary_line.py --self-test: ok (ctest skips, Criterion skips per reason, pytest and harness skips, Horovod)")
+    # Criterion 2.4's filter, as its runner read it (a case it selects runs,
+    # one it leaves out prints "# SKIP test was skipped"): "*" crosses "/"
+    for pat, picked in (("*a", "a"), ("s/?", "abc"), ("s/[!a]", "bc"), ("s/@(a|c)", "ac"),
+                        ("s*", "abc"), ("s/[ac]", "ac"), ("ops_allreduce/matrix_[23]ranks_*",
+                                                          "")):
+        rx = filter_regex(pat)
+        assert "".join(c for c in "abc" if rx.match("s/" + c)) == picked, pat
+    assert filter_regex("ops_allreduce/matrix_[23]ranks_*").match(
+        "ops_allreduce/matrix_3ranks_sum_fusion_cache")
+    # a filter this script cannot read: every case that skips counts as a skip
+    bang = LOG.replace('"ops_allreduce/matrix_3ranks*"', '"ops_allreduce/!(matrix_2*)"')
+    got = line(CONSOLE, bang, 0)
+    assert "6 Criterion tests skipped" in got and "not selected" not in got, got
+    # no --filter: every skip counts
+    got = line(CONSOLE, LOG.replace('"--filter" "ops_allreduce/matrix_3ranks*"', ""), 0)
+    assert "6 Criterion tests skipped" in got and "not selected" not in got, got
+    print("summary_line.py --self-test: ok (ctest skips, Criterion skips per reason and cases "
+          "a --filter left out, pytest and harness skips, Horovod)")
 
 
 def main(argv):
