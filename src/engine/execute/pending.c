@@ -226,7 +226,7 @@ int plait_pending_wait(plait_pending_t *p, double timeout_s) {
   if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
   pthread_mutex_lock(&p->mu);
   while (p->outstanding > 0)
-    if (pthread_cond_timedwait(&p->cond, &p->mu, &until) == ETIMEDOUT) break;
+    if (plait_cond_wait_until(&p->cond, &p->mu, &until) == ETIMEDOUT) break;
   int left = p->outstanding;
   pthread_mutex_unlock(&p->mu);
   return left;

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "util/affinity.h"
+#include "util/clock.h"
 #include "util/eintr.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -384,7 +385,7 @@ static void *writer_main(void *arg) {
     if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
     while (!tl->q.stopping && tl->q.n < TL_WAKE_AT) {
       tl->q.writer_waiting = 1;
-      if (pthread_cond_timedwait(&tl->q.cv, &tl->q.mu, &until) == ETIMEDOUT) break;
+      if (plait_cond_wait_until(&tl->q.cv, &tl->q.mu, &until) == ETIMEDOUT) break;
     }
     tl->q.writer_waiting = 0;
     if (!tl->q.n) break; /* stopping, and everything is written */

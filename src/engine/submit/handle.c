@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/clock.h"
 #include "util/error.h"
 
 static _Thread_local int on_coordinator;
@@ -161,7 +162,7 @@ PLAIT_API plait_result_t plait_wait(plait_handle_t *handle, double timeout_s) {
   pthread_mutex_lock(&handle->mu);
   while (!handle->done && timeout_s != 0) {
     int rc = timeout_s < 0 ? pthread_cond_wait(&handle->cond, &handle->mu)
-                           : pthread_cond_timedwait(&handle->cond, &handle->mu, &until);
+                           : plait_cond_wait_until(&handle->cond, &handle->mu, &until);
     if (rc == ETIMEDOUT) break;
   }
   plait_result_t result = handle->done ? handle->result : PLAIT_ERR_TIMEOUT;

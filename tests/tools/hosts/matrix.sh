@@ -26,6 +26,16 @@
 #                    and CLOCK_BOOTTIME 1 h behind the machine's, host 2's
 #                    10 days ahead: the job goes on (see docs/chaos.md on why
 #                    a jump of a running process's clocks cannot be made)
+#          walljump  every rank's CLOCK_REALTIME jumped mid-job by libfaketime
+#                    (Debian's faketime, installed by ci/lib/deps.sh; its
+#                    timestamp file rewritten, FAKETIME_NO_CACHE=1,
+#                    DONT_FAKE_MONOTONIC=1: the monotonic clocks stay real):
+#                    +1 day at the fault, then -1 hour (25 h back) 2 s later
+#          wallskew  the same, but the hosts disagree: host 1 at -1 hour and
+#                    host 2 at +1 day from the start, swapped at the fault
+#                    for both: the job goes on, every result right, nothing
+#                    named lost; each rank's timeline and log still written
+#                    (the log's time stamps show the faked clock)
 # TRANSPORT gloo | ofi (libfabric "tcp;ofi_rxm")
 # Env: HOST_WORKER (path; ctest sets it); for longer runs MATRIX_RUN_S (7),
 # MATRIX_HANG_S (the run + 30), MATRIX_SLOW_FLOATS (262144: 1 MiB).
@@ -37,7 +47,7 @@
 # Prints one "RESULT | fault | transport | outcome | time | detail" line a round.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-FAULTS="oneway flap slow fds mem timeline clock"
+FAULTS="oneway flap slow fds mem timeline clock walljump wallskew"
 
 if [ "${1:-}" = all ]; then # every cell, ROUNDS rounds; a table of the RESULT lines
   rounds="${2:-1}"
@@ -101,6 +111,7 @@ start_job() {
     mkdir -p "$tl_dir"
     mount -t tmpfs -o size=64k plait-timeline "$tl_dir" || skip "cannot mount a tmpfs for the timeline"
   fi
+  case "$fault" in wall*) wall_setup ;; esac
   if [ "$fault" = clock ]; then
     unshare --time --monotonic 1 true 2>/dev/null || skip "no time namespaces (unshare --time)"
     awk '{ exit !($1 > 3700) }' /proc/uptime || skip "up for less than 1 h: no room for a -1 h offset"
@@ -110,6 +121,11 @@ start_job() {
     extra=()
     [ "$fault" = slow ] && extra+=(HOST_WORKER_FLOATS="${MATRIX_SLOW_FLOATS:-262144}")
     [ "$fault" = timeline ] && extra+=(PLAIT_TIMELINE="$tl_dir/timeline.%r.json")
+    case "$fault" in wall*)
+      extra+=(LD_PRELOAD="$faketime_lib" FAKETIME_TIMESTAMP_FILE="$tmp/faketime.h$n"
+        FAKETIME_NO_CACHE=1 DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0 PLAIT_LOG_LEVEL=info
+        PLAIT_TIMELINE="$tmp/timeline.%r.json") ;;
+    esac
     if [ $r = 3 ] && { [ "$fault" = fds ] || [ "$fault" = mem ]; }; then
       extra+=(HOST_WORKER_FAULT="$fault" HOST_WORKER_TRIGGER="$tmp/trigger")
     fi
@@ -124,6 +140,36 @@ start_job() {
   for r in 0 1 2 3; do
     for _ in $(seq 1 600); do grep -q '^ready' "$tmp/out.$r" 2>/dev/null && break; sleep 0.1; done
     grep -q '^ready' "$tmp/out.$r" || { tail -n 5 "$tmp"/out.*; die "rank $r never got ready"; }
+  done
+}
+
+# libfaketime for the wall faults (ci/lib/deps.sh installs Debian's
+# faketime as root), and each host's timestamp file, read on every call.
+wall_setup() {
+  # shellcheck source=../../../ci/lib/deps.sh
+  . "$here/../../../ci/lib/deps.sh"
+  plait_ensure_packages faketime >"$tmp/apt.log" 2>&1 ||
+    skip "libfaketime (Debian package faketime) could not be installed: $(tail -n 1 "$tmp/apt.log")"
+  faketime_lib="$(dpkg -L libfaketime 2>/dev/null | grep -m1 '/libfaketimeMT\.so\.1$' || true)"
+  [ -n "$faketime_lib" ] || skip "no libfaketimeMT.so.1 in Debian's libfaketime"
+  if [ "$fault" = walljump ]; then wall_set "+0" "+0"; else wall_set "-1h" "+1d"; fi
+}
+
+# Writes host 1's and host 2's offsets; checks that the faked wall clock
+# reads them (date under libfaketime, against the real one): sets wall_seen.
+wall_set() {
+  local n off want seen real
+  wall_seen=""
+  for n in 1 2; do
+    off="$1"; [ $n = 2 ] && off="$2"
+    echo "$off" >"$tmp/faketime.h$n.new" && mv "$tmp/faketime.h$n.new" "$tmp/faketime.h$n"
+    case "$off" in +0) want=0 ;; +1d) want=86400 ;; -1h) want=-3600 ;; esac
+    seen="$(LD_PRELOAD="$faketime_lib" FAKETIME_TIMESTAMP_FILE="$tmp/faketime.h$n" \
+      FAKETIME_NO_CACHE=1 DONT_FAKE_MONOTONIC=1 date +%s)"
+    real="$(date +%s)"
+    awk -v d=$((seen - real)) -v w="$want" 'BEGIN { exit !(d - w < 5 && w - d < 5) }' ||
+      die "libfaketime did not fake the wall clock: $off read $((seen - real)) s off"
+    wall_seen+=" h$n $off"
   done
 }
 
@@ -149,6 +195,14 @@ inject() {
   fds | mem) touch "$tmp/trigger"; how="rank 3 told to exhaust its $fault" ;;
   timeline) how="a 64 KiB tmpfs under PLAIT_TIMELINE" ;;
   clock) how="host 1 at CLOCK_MONOTONIC -1 h, host 2 at +10 days (time namespaces)" ;;
+  walljump)
+    wall_set "+1d" "+1d"
+    sleep 2
+    wall_set "-1h" "-1h"
+    how="CLOCK_REALTIME of every rank +1 day, 2 s later -1 h (libfaketime; monotonic real)" ;;
+  wallskew)
+    wall_set "+1d" "-1h"
+    how="CLOCK_REALTIME of host 1 -1 h and host 2 +1 day, swapped mid-job (libfaketime)" ;;
   esac
   echo "fault $fault at $t0: $how"
 }
@@ -223,7 +277,7 @@ judge() {
   done
   case "$fault:$went_on:$failed" in
   oneway:0:4 | flap:4:0 | flap:0:4 | fds:4:0 | fds:0:4 | mem:4:0 | mem:0:4) ;;
-  slow:4:0 | timeline:4:0 | clock:4:0) ;;
+  slow:4:0 | timeline:4:0 | clock:4:0 | walljump:4:0 | wallskew:4:0) ;;
   *) bad+=" outcome"; echo "-> $went_on rank(s) went on and $failed failed: not what $fault allows" ;;
   esac
   if [ "$fault" = clock ]; then # what a wall-clock jump could reach: the clocks plait reads
@@ -236,6 +290,7 @@ judge() {
       bad+=" wall-clock"
     fi
   fi
+  case "$fault" in wall*) wall_judge ;; esac
   if [ "$fault" = timeline ]; then
     for r in 0 1 2 3; do
       local n
@@ -250,6 +305,33 @@ judge() {
   if [ -n "$bad" ]; then status=1; outcome="DEFECT ($(echo $bad | tr ' ' '\n' | sort -u | tr '\n' ' ' | sed 's/ $//')): $outcome"; fi
   [ $went_on = 0 ] || detail+="; $(grep -h '^done' "$tmp"/out.* | sort -u | tr '\n' ' ' | sed 's/ $//') steps"
   [ $failed = 0 ] || detail+="; ranks named (rank->[named]):$names; slowest error ${max_took} s after the fault"
+}
+
+# The wall faults: each rank's timeline is whole JSON with its events, and
+# its log's line at shutdown (after the jumps) bears the faked clock's hour,
+# not the real one's (-1 h for walljump and host 2 of wallskew, whose host 1
+# ends at +1 day: the real hour).
+wall_judge() {
+  local r n tl last want was off
+  for r in 0 1 2 3; do
+    tl="$tmp/timeline.$r.json"
+    n="$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))))' "$tl" 2>&1)" ||
+      { echo "rank $r: timeline not whole JSON: $n"; bad+=" timeline"; continue; }
+    [ "$n" -gt 4 ] || { echo "rank $r: timeline has $n events"; bad+=" timeline"; }
+    # the timeline's closing line ("... N events written"), at shutdown
+    last="$(grep 'events written' "$tmp/out.$r" | grep -o '^\[plait [0-9][0-9]:' | tail -n 1 |
+      grep -o '[0-9][0-9]' || true)"
+    off=-3600
+    [ "$fault" = wallskew ] && [ "$r" -le 1 ] && off=0 # host 1 at +1 day: the real hour
+    want="$(date -u -d "@$(($(date +%s) + off))" +%H)"
+    was="$(date -u -d "@$(($(date +%s) + off - 60))" +%H)" # the line may be from the last hour
+    if [ -z "$last" ]; then echo "rank $r: no log line at shutdown"; bad+=" log"
+    elif [ "$((10#$last))" != "$((10#$want))" ] && [ "$((10#$last))" != "$((10#$was))" ]; then
+      echo "rank $r: its log line at shutdown says hour $last, the faked clock's $want"; bad+=" log"
+    fi
+  done
+  detail+="; every rank's timeline whole ($(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))))' \
+    "$tmp/timeline.0.json" 2>/dev/null || echo ?) events on rank 0) and its log stamped with the faked clock"
 }
 
 start_job
