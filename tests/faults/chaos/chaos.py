@@ -37,6 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
 import ranks as harness  # noqa: E402  (tests/harness/ranks.py)
+import hosts_matrix  # noqa: E402  (the across-hosts matrix: --hosts)
 
 TRANSPORTS = {
     "gloo": {"PLAIT_TRANSPORT": "gloo"},
@@ -429,6 +430,10 @@ def parse(argv):
     a.add_argument("--logs", help="keep the whole stderr of every survivor with a problem "
                    "in this folder (default: a new folder under /tmp, printed)")
     a.add_argument("--json", help="also append the JSON lines to this file")
+    a.add_argument("--hosts", type=int, default=0, metavar="ROUNDS",
+                   help="then run the across-hosts fault matrix (tests/tools/hosts/matrix.sh: "
+                   "every fault x gloo, ofi) ROUNDS rounds; a cell that fails fails the run; "
+                   "without root or namespaces every cell is a counted skip (ci/chaos: 1)")
     a.add_argument("--fail-late", action="store_true", help="a late error fails the run too")
     a.add_argument("--fail-no-start", action="store_true",
                    help="a trial whose ranks never all started fails the run too")
@@ -447,8 +452,9 @@ def parse(argv):
     for x in args.faults:
         if x not in FAULTS:
             a.error("unknown fault %r (have kill, stop)" % x)
-    if args.ranks < 2 or args.trials < 1 or args.timeout <= 0:
-        a.error("--ranks must be at least 2, trials at least 1, --timeout positive")
+    if args.ranks < 2 or args.trials < 1 or args.timeout <= 0 or args.hosts < 0:
+        a.error("--ranks must be at least 2, trials at least 1, --timeout positive, "
+                "--hosts not negative")
     if args.hang_after is None:
         args.hang_after = 4 * args.timeout + 30
     return args
@@ -510,7 +516,7 @@ def main(argv):
     print("chaos: the stderr of ranks with a problem is kept in %s" % args.logs)
     out = open(args.json, "a") if args.json else None
     load = Load(args.load) if args.load else None
-    records = []
+    records, cells = [], []
     t0 = time.monotonic()
     try:
         for t in trials:
@@ -521,6 +527,9 @@ def main(argv):
             if out:
                 out.write(line + "\n")
                 out.flush()
+        if args.hosts:
+            print("chaos: the across-hosts matrix, %d round(s)" % args.hosts, flush=True)
+            cells = hosts_matrix.run(args.build_dir, args.hosts, lambda x: print(x, flush=True))
     finally:
         if load:
             load.stop()
@@ -530,6 +539,9 @@ def main(argv):
         if made_logs and not os.listdir(args.logs):
             os.rmdir(args.logs)  # nothing went wrong: leave nothing behind
     text, bad = summarize(args, records)
+    if args.hosts:
+        lines, hosts_bad = hosts_matrix.summarize(cells)
+        text, bad = text + "\n" + "\n".join(lines), bad or hosts_bad
     print("chaos: summary (seed %d, %.0f s%s)" % (seed, time.monotonic() - t0,
                                                   ", under load %d" % args.load if args.load
                                                   else ""))

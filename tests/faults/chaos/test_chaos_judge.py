@@ -130,3 +130,58 @@ def test_bounded_passes_only_when_every_trial_ran_clean():
     assert not run_verdict(["--bounded"], ["ok"] * 6)[0]
     # and, as before, nothing started at all fails any run
     assert run_verdict([], ["no-start"] * 6)[0]
+
+
+def fake_matrix(tmp_path, monkeypatch, body):
+    """A matrix.sh that prints and exits as `body` says (hosts_matrix.py)."""
+    import hosts_matrix
+    script = tmp_path / "matrix.sh"
+    script.write_text("#!/bin/bash\n" + body + "\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(hosts_matrix, "MATRIX", str(script))
+    worker = tmp_path / "tests" / "host_worker"
+    worker.parent.mkdir()
+    worker.write_text("")
+    worker.chmod(0o755)
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "libplait-transport-ofi.so").write_text("")
+    return hosts_matrix
+
+
+def test_hosts_matrix_counts_cells_and_fails_a_defect(tmp_path, monkeypatch):
+    hm = fake_matrix(tmp_path, monkeypatch, """
+if [ "$1" = flap ]; then echo "RESULT | flap | $2 | DEFECT (hang): went on 3, failed 0 | x | y |"; exit 1; fi
+echo "RESULT | $1 | $2 | went on | every rank ended 6.0 s after the fault | how |"; exit 0""")
+    monkeypatch.setattr(hm, "faults", lambda: ["slow", "flap"])
+    said = []
+    recs = hm.run(str(tmp_path), 1, said.append)
+    assert [r["outcome"] for r in recs] == ["ok", "ok", "fail", "fail"]
+    lines, bad = hm.summarize(recs)
+    assert bad and "4 cells run, 0 skipped; 2 went on" in lines[0] and "2 FAILED" in lines[0]
+    assert any("FAILED: DEFECT (hang)" in x for x in said)
+
+
+def test_hosts_matrix_without_root_is_a_counted_skip_of_every_cell(tmp_path, monkeypatch):
+    hm = fake_matrix(tmp_path, monkeypatch, 'echo "SKIP: needs root to make network '
+                     'namespaces"; exit 77')
+    monkeypatch.setattr(hm, "faults", lambda: ["slow", "flap", "clock"])
+    said = []
+    recs = hm.run(str(tmp_path), 2, said.append)
+    assert len(recs) == 12 and all(r["outcome"] == "skipped" for r in recs)
+    assert said == ["chaos: SKIPPED hosts matrix (all 12 cells): needs root to make network "
+                    "namespaces"]
+    lines, bad = hm.summarize(recs)
+    assert not bad and "0 cells run, 12 skipped" in lines[0]
+
+
+def test_hosts_matrix_a_cell_without_result_fails(tmp_path, monkeypatch):
+    hm = fake_matrix(tmp_path, monkeypatch, 'echo "boom"; exit 0')
+    monkeypatch.setattr(hm, "faults", lambda: ["slow"])
+    recs = hm.run(str(tmp_path), 1, lambda x: None)
+    assert [r["outcome"] for r in recs] == ["fail", "fail"]
+    assert hm.summarize(recs)[1]
+
+
+def test_hosts_matrix_reads_matrix_sh_faults():
+    import hosts_matrix
+    assert {"oneway", "clock", "walljump", "wallskew"} <= set(hosts_matrix.faults())
