@@ -13,6 +13,7 @@
 #include "algorithms/coll.h"
 #include "errors.h"
 #include "robustness/liveness.h"
+#include "robustness/parked.h"
 #include "engine/mr.h"
 #include "engine/progress.h"
 #include "robustness/rescue.h"
@@ -381,6 +382,7 @@ plait_result_t ofi_start(const plait_transport_init_args_t *args, ofi_state_t **
   snprintf(st->provider, sizeof st->provider, "none");
   start_ctx_t c = {args, st, err, err_len};
   double t0 = ofi_now();
+  ofi_parked_sweep(st); /* an earlier job's endpoints whose peers are gone by now */
   plait_result_t rc = start(&c);
   if (rc) {
     ofi_stop(st);
@@ -406,6 +408,8 @@ void ofi_teardown(ofi_state_t *st) {
     st->ep = NULL, st->av = NULL, st->cq = NULL, st->domain = NULL, st->fabric = NULL;
     st->info = NULL;
   }
+  if (!st->parent && !st->abandoned && st->park_sends && st->ep)
+    ofi_park(st, st->park_sends); /* its objects move there: NULL here (parked.h) */
   if (st->abandoned) { /* rescued: left open, never touched again (rescue.h) */
     st->ep = NULL, st->av = NULL, st->cq = NULL, st->domain = NULL, st->fabric = NULL;
     for (ofi_mr_t *m = st->mrs; m; m = m->next) m->mr = NULL;
@@ -420,6 +424,7 @@ void ofi_teardown(ofi_state_t *st) {
   st->info = NULL;
   st->outstanding = NULL;
   st->done_head = st->done_tail = NULL;
+  if (!st->parent) ofi_parked_sweep(st);
 }
 
 void ofi_stop(ofi_state_t *st) {
@@ -427,6 +432,7 @@ void ofi_stop(ofi_state_t *st) {
   ofi_rescue_stop(st);
   ofi_teardown(st);
   free(st->global_ranks);
+  free(st->park_peers);
   ofi_mr_free_all(st);
   free(st->addrs);
   free(st->peers);

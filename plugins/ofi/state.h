@@ -128,6 +128,9 @@ typedef struct ofi_state {
   atomic_uint guard_seq; /* guarded sessions begun: the watchdog starts over on each */
   double stuck_cpu_s;
   int abandoned; /* rescued: libfabric never called again on it */
+  int park_sends; /* broken with this many sends posted to a peer that may be
+                   * alive: parked at teardown, not closed (parked.h) */
+  unsigned char *park_peers; /* by rank: 1 for the peers of those sends */
   char err[1536]; /* message of the last failure: last_error() */
 } ofi_state_t;
 

@@ -92,7 +92,10 @@ int ofi_process_start(int64_t pid, uint64_t *start_ticks) {
 
 int ofi_peer_gone(const ofi_state_t *st, int peer, char *why, size_t why_len) {
   if (!st->peers || peer < 0 || peer >= st->nranks) return 0;
-  const ofi_peer_t *p = &st->peers[peer];
+  return ofi_peer_record_gone(&st->peers[peer], why, why_len);
+}
+
+int ofi_peer_record_gone(const ofi_peer_t *p, char *why, size_t why_len) {
   if (!p->same_kernel) return 0;
   char state = 0;
   uint64_t start = 0;

@@ -24,4 +24,7 @@ int ofi_process_start(int64_t pid, uint64_t *start_ticks);
 /* 1 (and why) when peer is known to have exited. */
 int ofi_peer_gone(const ofi_state_t *st, int peer, char *why, size_t why_len);
 
+/* The same for a peer's record kept apart from its state (parked.h). */
+int ofi_peer_record_gone(const ofi_peer_t *p, char *why, size_t why_len);
+
 #endif

@@ -2,6 +2,7 @@
 
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -89,12 +90,19 @@ void ofi_quiesce(ofi_state_t *st) {
    * a live one (stopped: its connection open, the send half written)
    * libfabric 1.17 crashes in fi_close(ep) (test_blame_ofi_tcp, 2 trials of
    * 3): unless every such peer is known to be gone, the endpoint is
-   * abandoned, left open, as a rescued one. */
+   * parked at teardown and closed once those sends complete (parked.h). */
   if (left && !posted_peers_gone(st)) {
-    st->abandoned = 1;
-    OFI_INFO(st, "the broken endpoint still has %d operations posted to a peer that may be "
-             "alive after %.1f s: left open, never closed (%s)", left, OFI_QUIESCE_S,
-             st->provider);
+    if (st->parent) { /* a subset's endpoint is its parent's: left open, as before */
+      st->abandoned = 1;
+      OFI_INFO(st, "the broken endpoint still has %d operations posted to a peer that may be "
+               "alive after %.1f s: left open, never closed (%s)", left, OFI_QUIESCE_S,
+               st->provider);
+    } else {
+      st->park_sends = left; /* ofi_teardown parks it (parked.h) */
+      if (!st->park_peers) st->park_peers = calloc((size_t)st->nranks, 1);
+      for (const ofi_req_t *r = st->outstanding; r && st->park_peers; r = r->next)
+        if (r->peer >= 0 && r->peer < st->nranks) st->park_peers[r->peer] = 1;
+    }
   }
   /* their memory goes with the collective: never look at them again */
   st->outstanding = NULL;

@@ -16,7 +16,8 @@
  * guarded too, so a close that spins on a dead peer's lock is rescued.
  * rxm cannot cancel sends: when some stay posted to a peer not known to be
  * gone (stopped, or on another host), closing crashed libfabric 1.17 in
- * fi_close(ep) (test_blame_ofi_tcp), so the state is abandoned instead.
+ * fi_close(ep) (test_blame_ofi_tcp), so the endpoint is parked instead,
+ * and closed once they complete (parked.h).
  *
  * Not for a rescued state (rescue.h): there libfabric's locks may be held and
  * it is never called again (abandoned, left open).
@@ -32,7 +33,7 @@
 /* Cancels st's posted requests and drains the queue (bounded); logs at
  * debug level what it did. Never fails: what stays posted (a send the
  * provider cannot cancel) goes with the endpoint's close when its peer is
- * gone; otherwise the state is marked abandoned (never closed). */
+ * gone; otherwise st->park_sends says how many stay (parked.h). */
 void ofi_quiesce(ofi_state_t *st);
 
 #endif

@@ -14,11 +14,15 @@
  * allowance by the last cycle. Prints the first and last values.
  *
  *   reset_cycles --transport gloo|ofi-shm|ofi-tcp [--cycles N] [--ranks R]
- *                [--kill-in-lock]
+ *                [--kill-in-lock | --stop-peer]
  *
  * --kill-in-lock: the victim dies holding a spin lock of libfabric's, so
  * that over shm the survivor spins on it and the ofi plugin's watchdog
  * rescues it (its endpoint then abandoned: rescue.h).
+ * --stop-peer: the victim SIGSTOPs itself instead, and is SIGKILLed only
+ * after the survivor's plait_shutdown: when the survivor's endpoint breaks,
+ * its peer may still be alive (over ofi tcp the endpoint is then parked:
+ * plugins/ofi/robustness/parked.h).
  * N defaults to PLAIT_RESET_CYCLES, else 50; R to 3. Exit 0: passed; 1:
  * failed (a cycle went wrong or a gauge grew, said on the last line); 2: bad
  * arguments.
@@ -46,6 +50,7 @@ typedef struct opts {
   const char *transport;
   int cycles, ranks;
   int in_lock; /* --kill-in-lock */
+  int stop;    /* --stop-peer */
 } opts_t;
 
 static double now(void) {
@@ -92,8 +97,8 @@ static int set_transport(const char *t) {
 }
 
 /* The cycle's plan: odd cycles fail; the victim and the kill's moment vary. */
-static cycle_plan_t plan_of(int cycle, int ranks, int survivor, int in_lock) {
-  cycle_plan_t p = {-1, 0, 0, cycle % ranks, in_lock};
+static cycle_plan_t plan_of(int cycle, int ranks, int survivor, int in_lock, int stop) {
+  cycle_plan_t p = {-1, 0, 0, cycle % ranks, in_lock, stop};
   if (cycle % 2 == 1) {
     p.victim = (survivor + 1 + (cycle / 2) % (ranks - 1)) % ranks;
     p.kill_at = (cycle / 2) % 3;
@@ -107,16 +112,18 @@ static pid_t start_peer(int rank, const cycle_plan_t *p) {
   if (pid != 0) return pid;
   set_int(V_RANK, "PLAIT_RANK", rank);
   set_int(V_LOCAL_RANK, "PLAIT_LOCAL_RANK", rank);
-  char a[5][16];
+  char a[6][16];
   snprintf(a[0], 16, "%d", p->victim), snprintf(a[1], 16, "%d", p->kill_at);
   snprintf(a[2], 16, "%d", p->kill_us), snprintf(a[3], 16, "%d", p->root);
-  snprintf(a[4], 16, "%d", p->in_lock);
-  execl("/proc/self/exe", "reset_cycles", "--peer", a[0], a[1], a[2], a[3], a[4], (char *)NULL);
+  snprintf(a[4], 16, "%d", p->in_lock), snprintf(a[5], 16, "%d", p->stop);
+  execl("/proc/self/exe", "reset_cycles", "--peer", a[0], a[1], a[2], a[3], a[4], a[5],
+        (char *)NULL);
   _exit(126);
 }
 
 static int run_peer(char **argv) {
-  cycle_plan_t p = {atoi(argv[0]), atoi(argv[1]), atoi(argv[2]), atoi(argv[3]), atoi(argv[4])};
+  cycle_plan_t p = {atoi(argv[0]), atoi(argv[1]), atoi(argv[2]), atoi(argv[3]), atoi(argv[4]),
+                    atoi(argv[5])};
   char why[2048];
   int bad = workload_run(&p, why, sizeof why);
   if (bad) fprintf(stderr, "reset peer: %s\n", why);
@@ -131,6 +138,9 @@ static int reap_peers(pid_t *pids, int ranks, int survivor, const cycle_plan_t *
   int bad = 0;
   for (int r = 0; r < ranks; r++) {
     if (r == survivor) continue;
+    /* --stop-peer: the victim, stopped since the failure, dies only now,
+     * after the survivor's plait_shutdown */
+    if (p->stop && r == p->victim) kill(pids[r], SIGKILL);
     int st = 0;
     pid_t got;
     while ((got = waitpid(pids[r], &st, WNOHANG)) == 0 && now() - t0 < PEER_WAIT_S)
@@ -160,7 +170,7 @@ static int reap_peers(pid_t *pids, int ranks, int survivor, const cycle_plan_t *
 /* One cycle: a fresh job on a fresh port. 0 when it went as planned. */
 static int cycle(const opts_t *o, int c, double *took) {
   int survivor = c % o->ranks;
-  cycle_plan_t p = plan_of(c, o->ranks, survivor, o->in_lock);
+  cycle_plan_t p = plan_of(c, o->ranks, survivor, o->in_lock, o->stop);
   char rdv[64], secret[65];
   snprintf(rdv, sizeof rdv, "127.0.0.1:%d", plait_test_free_port());
   plait_test_make_secret(secret);
@@ -191,12 +201,13 @@ static int parse(int argc, char **argv, opts_t *o) {
   o->transport = NULL;
   o->cycles = env && *env ? atoi(env) : 50;
   o->ranks = 3;
-  o->in_lock = 0;
+  o->in_lock = o->stop = 0;
   for (int i = 1; i < argc; i++) {
     if (i + 1 < argc && strcmp(argv[i], "--transport") == 0) o->transport = argv[++i];
     else if (i + 1 < argc && strcmp(argv[i], "--cycles") == 0) o->cycles = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--ranks") == 0) o->ranks = atoi(argv[++i]);
     else if (strcmp(argv[i], "--kill-in-lock") == 0) o->in_lock = 1;
+    else if (strcmp(argv[i], "--stop-peer") == 0) o->stop = 1;
     else {
       fprintf(stderr, "reset_cycles: unknown argument %s\n", argv[i]);
       return -1;
@@ -210,10 +221,16 @@ static int parse(int argc, char **argv, opts_t *o) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 7 && strcmp(argv[1], "--peer") == 0) return run_peer(argv + 2);
+  if (argc == 8 && strcmp(argv[1], "--peer") == 0) return run_peer(argv + 2);
   opts_t o;
   /* PLAIT_RESET_CYCLES is read before the job's variables are cleared */
   if (parse(argc, argv, &o)) return 2;
+  /* --stop-peer: a failed cycle's endpoint may stay parked until the next
+   * init (its peer is killed after the survivor's shutdown), so the gauges
+   * are compared after clean cycles only: the first after the warm-up and
+   * the last (an odd count of cycles ends on a clean one) */
+  if (o.stop && o.cycles % 2 == 0) o.cycles++;
+  const int base = WARMUP - 1 + o.stop;
   plait_test_clear_env();
   if (set_transport(o.transport)) return 2;
   plait_test_set_plugin_path();
@@ -228,9 +245,10 @@ int main(int argc, char **argv) {
     gauges_read(&g);
     rss[c % RSS_FLOOR] = g.rss_kib;
     gauges_format(&g, line, sizeof line);
-    printf("cycle %3d %-5s %5.2f s  %s\n", c, c % 2 ? "kill" : "clean", took, line);
+    printf("cycle %3d %-5s %5.2f s  %s\n", c, c % 2 ? (o.stop ? "stop" : "kill") : "clean", took,
+           line);
     fflush(stdout);
-    if (c == WARMUP - 1) first = g;
+    if (c == base) first = g;
   }
   if (failed) {
     printf("reset_cycles %s: FAILED: a cycle went wrong (above)\n", o.transport);
@@ -242,7 +260,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < RSS_FLOOR; i++)
     if (rss[i] < g.rss_kib) g.rss_kib = rss[i];
   printf("reset_cycles %s, %d ranks, %d cycles: after warm-up (cycle %d): %s\n", o.transport,
-         o.ranks, o.cycles, WARMUP - 1, a);
+         o.ranks, o.cycles, base, a);
   printf("reset_cycles %s, %d ranks, %d cycles: after the last cycle:      %s (lowest RSS of "
          "the last %d: %ld KiB)\n", o.transport, o.ranks, o.cycles, b, RSS_FLOOR, g.rss_kib);
   if (getenv("PLAIT_RESET_SHOW_MAPS")) gauges_print_rss_maps(stdout, 8);

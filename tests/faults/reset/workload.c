@@ -172,7 +172,7 @@ static int doom_step(ctx_t *c, const cycle_plan_t *p) {
     if (dies && p->in_lock) die_after = 5 + p->kill_us % 16;
     if (dies && !p->in_lock) {
       spin_us(p->kill_us);
-      raise(SIGKILL);
+      raise(p->stop ? SIGSTOP : SIGKILL); /* stopped: killed later, never continued */
     }
     rc = finish(h);
     if (dies) raise(SIGKILL); /* took too few locks (another provider) */

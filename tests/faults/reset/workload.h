@@ -19,6 +19,10 @@ typedef struct cycle_plan {
   int in_lock;   /* the victim dies holding a spin lock of libfabric's (the
                   * kill_us-th it takes from then on): over shm the survivors
                   * spin on it and the ofi plugin's watchdog rescues them */
+  int stop;      /* the victim SIGSTOPs itself instead of dying: the others
+                  * see it lost after PLAIT_TIMEOUT_S, and the harness kills
+                  * it only after the survivor's plait_shutdown (a peer that
+                  * may be alive when the endpoint breaks: issue 38, item 1) */
 } cycle_plan_t;
 
 /* Runs the cycle on this rank. 0 when all went as planned (for the victim:

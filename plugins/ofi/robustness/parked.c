@@ -1,0 +1,151 @@
+#include "robustness/parked.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "errors.h"
+#include "robustness/liveness.h"
+
+typedef struct parked {
+  struct fi_info *info;
+  struct fid_fabric *fabric;
+  struct fid_domain *domain;
+  struct fid_av *av;
+  struct fid_cq *cq;
+  struct fid_ep *ep;
+  struct fid_mr **mrs;
+  int nmrs;
+  char *bufs[3]; /* the scratch buffers (slots, work, tmp) sends may read */
+  int sends;     /* posted sends not yet completed */
+  ofi_peer_t *peers; /* the peers they go to */
+  int npeers;
+  char provider[64];
+  struct parked *next;
+} parked_t;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static parked_t *list;
+static int pinned;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The list and libfabric must outlive the core's dlclose of this plugin. */
+static void pin_locked(ofi_state_t *st) {
+  Dl_info self;
+  if (pinned || !dladdr((void *)&ofi_park, &self) || !self.dli_fname) return;
+  pinned = dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) != NULL;
+  if (!pinned) OFI_WARN(st, "cannot keep %s loaded: %s", self.dli_fname, dlerror());
+}
+
+void ofi_park(ofi_state_t *st, int sends) {
+  parked_t *p = calloc(1, sizeof *p);
+  int n = 0;
+  for (ofi_mr_t *m = st->mrs; m; m = m->next) n += m->mr != NULL;
+  if (p && n) p->mrs = calloc((size_t)n, sizeof *p->mrs);
+  if (!p || (n && !p->mrs)) { /* cannot even remember it: left open, as before */
+    free(p);
+    st->abandoned = 1;
+    return;
+  }
+  int np = 0;
+  for (int r = 0; st->park_peers && st->peers && r < st->nranks; r++) np += st->park_peers[r];
+  if (np) p->peers = calloc((size_t)np, sizeof *p->peers);
+  for (int r = 0; p->peers && r < st->nranks; r++)
+    if (st->park_peers[r]) p->peers[p->npeers++] = st->peers[r];
+  for (ofi_mr_t *m = st->mrs; m; m = m->next)
+    if (m->mr) p->mrs[p->nmrs++] = m->mr, m->mr = NULL;
+  ofi_scratch_t *scratch[] = {&st->slots, &st->work, &st->tmp};
+  for (int i = 0; i < 3; i++) {
+    p->bufs[i] = scratch[i]->buf; /* its entry in st->mrs is untracked with the rest */
+    scratch[i]->buf = NULL, scratch[i]->len = 0;
+  }
+  p->info = st->info, p->fabric = st->fabric, p->domain = st->domain;
+  p->av = st->av, p->cq = st->cq, p->ep = st->ep, p->sends = sends;
+  snprintf(p->provider, sizeof p->provider, "%s", st->provider);
+  st->info = NULL, st->fabric = NULL, st->domain = NULL;
+  st->av = NULL, st->cq = NULL, st->ep = NULL;
+  pthread_mutex_lock(&lock);
+  pin_locked(st);
+  p->next = list;
+  list = p;
+  pthread_mutex_unlock(&lock);
+  OFI_INFO(st, "the broken endpoint has %d sends posted to a peer that may be alive: parked, "
+           "closed once they complete (%s)", sends, st->provider);
+}
+
+/* Whether every peer of p's sends is known to have exited (liveness.h: a
+ * process on this host); closing with sends posted to exited peers is safe
+ * (reset_cycles, tcp_rank_killed_*). */
+static int peers_gone(const parked_t *p) {
+  char why[128];
+  for (int i = 0; i < p->npeers; i++)
+    if (!ofi_peer_record_gone(&p->peers[i], why, sizeof why)) return 0;
+  return p->npeers > 0;
+}
+
+/* Reads p's queue for at most `for_s`; returns whether no send is left. */
+static int drained(parked_t *p, double for_s) {
+  double until = now_s() + for_s;
+  while (p->sends > 0) {
+    struct fi_cq_entry ent[32];
+    ssize_t n = fi_cq_read(p->cq, ent, 32);
+    if (n == -FI_EAVAIL) {
+      struct fi_cq_err_entry e;
+      memset(&e, 0, sizeof e);
+      if (fi_cq_readerr(p->cq, &e, 0) > 0) p->sends--; /* its context is gone: counted only */
+    } else if (n > 0) {
+      p->sends -= (int)n;
+    } else if (now_s() >= until) {
+      return 0;
+    } else {
+      struct timespec ts = {0, 1000 * 1000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  return 1;
+}
+
+static void close_parked(parked_t *p) {
+  fi_close(&p->ep->fid);
+  if (p->av) fi_close(&p->av->fid);
+  fi_close(&p->cq->fid);
+  for (int i = 0; i < p->nmrs; i++) fi_close(&p->mrs[i]->fid);
+  if (p->domain) fi_close(&p->domain->fid);
+  if (p->fabric) fi_close(&p->fabric->fid);
+  if (p->info) fi_freeinfo(p->info);
+  for (int i = 0; i < 3; i++) free(p->bufs[i]);
+  free(p->peers);
+  free(p->mrs);
+  free(p);
+}
+
+int ofi_parked_sweep(ofi_state_t *st) {
+  int closed = 0, left = 0;
+  pthread_mutex_lock(&lock);
+  for (parked_t **pp = &list; *pp;) {
+    parked_t *p = *pp;
+    if (peers_gone(p) || drained(p, OFI_PARKED_SWEEP_S)) {
+      *pp = p->next;
+      close_parked(p);
+      closed++;
+    } else {
+      pp = &p->next;
+      left++;
+    }
+  }
+  pthread_mutex_unlock(&lock);
+  if (st && (closed || left))
+    OFI_DEBUG(st, "parked endpoints: %d closed now that their sends completed, %d still parked",
+              closed, left);
+  return left;
+}

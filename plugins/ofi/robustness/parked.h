@@ -1,0 +1,47 @@
+/*
+ * Broken endpoints parked until they can be closed (issue 38, item 1).
+ *
+ * When a collective breaks over rxm (tcp;ofi_rxm), ofi_quiesce cancels what
+ * it can, but rxm cannot cancel a send. With such a send still posted to a
+ * peer that may be alive (stopped, or on another host, where its pid cannot
+ * be checked), closing the endpoint crashed libfabric 1.17 in fi_close(ep)
+ * (test_blame_ofi_tcp), so the endpoint used to be left open for ever:
+ * about 116 MiB of rxm pools and 10 descriptors per failed job
+ * (reset_cycles --stop-peer over ofi-tcp).
+ *
+ * Instead its libfabric objects (endpoint, queues, address vector, memory
+ * registrations, domain, fabric) and the scratch buffers its sends may read
+ * are parked here, in a list of the plugin's own, when the state is torn
+ * down. Every later init and teardown of a state sweeps the list: it reads
+ * each parked completion queue (which is what makes rxm progress) for a
+ * bounded time, counting the completions of the sends left; once every one
+ * has completed (sent, or failed because the peer's connection closed: the
+ * peer died, or its job was ended) the objects are closed, in the order
+ * teardown closes them, and the buffers freed. A peer that never lets go
+ * keeps its endpoint parked: at most one per failed job, as before, never
+ * more; the count is in the debug log.
+ *
+ * The first park pins the plugin in memory (RTLD_NODELETE), so that the list
+ * and libfabric outlive plait_shutdown's dlclose until the next plait_init.
+ * A rescued state (rescue.h) is never parked: libfabric's locks may be held.
+ * The list has its own lock: inits and teardowns of states of several
+ * engines may run at once.
+ */
+#ifndef PLAIT_OFI_PARKED_H
+#define PLAIT_OFI_PARKED_H
+
+#include "state.h"
+
+/* The bound on one sweep's reading of one parked queue, in seconds. */
+#define OFI_PARKED_SWEEP_S 0.2
+
+/* Moves st's libfabric objects, memory registrations and scratch buffers to
+ * the parked list (st's pointers to them become NULL), with `sends` posted
+ * sends left to complete. st must not be a subset. Logs at info level. */
+void ofi_park(ofi_state_t *st, int sends);
+
+/* Closes every parked endpoint whose sends have all completed; `st` (any
+ * state, may be NULL) only for the log. Returns how many stay parked. */
+int ofi_parked_sweep(ofi_state_t *st);
+
+#endif
