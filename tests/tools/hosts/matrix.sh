@@ -83,6 +83,8 @@ FLAP_S=2
 HANG_S="${MATRIX_HANG_S:-$((RUN_S + TIMEOUT_S + MARGIN_S + 20))}" # then a rank hangs
 # shellcheck source=lib.sh
 . "$here/lib.sh"
+# shellcheck source=wall.sh
+. "$here/wall.sh"
 hosts_require
 command -v tc >/dev/null || skip "no 'tc' (iproute2) for the link faults"
 hosts_make 2
@@ -111,7 +113,10 @@ start_job() {
     mkdir -p "$tl_dir"
     mount -t tmpfs -o size=64k plait-timeline "$tl_dir" || skip "cannot mount a tmpfs for the timeline"
   fi
-  case "$fault" in wall*) wall_setup ;; esac
+  case "$fault" in wall*)
+    wall_setup
+    if [ "$fault" = walljump ]; then wall_set "+0" "+0"; else wall_set "-1h" "+1d"; fi ;;
+  esac
   if [ "$fault" = clock ]; then
     unshare --time --monotonic 1 true 2>/dev/null || skip "no time namespaces (unshare --time)"
     awk '{ exit !($1 > 3700) }' /proc/uptime || skip "up for less than 1 h: no room for a -1 h offset"
@@ -121,11 +126,7 @@ start_job() {
     extra=()
     [ "$fault" = slow ] && extra+=(HOST_WORKER_FLOATS="${MATRIX_SLOW_FLOATS:-262144}")
     [ "$fault" = timeline ] && extra+=(PLAIT_TIMELINE="$tl_dir/timeline.%r.json")
-    case "$fault" in wall*)
-      extra+=(LD_PRELOAD="$faketime_lib" FAKETIME_TIMESTAMP_FILE="$tmp/faketime.h$n"
-        FAKETIME_NO_CACHE=1 DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0 PLAIT_LOG_LEVEL=info
-        PLAIT_TIMELINE="$tmp/timeline.%r.json") ;;
-    esac
+    case "$fault" in wall*) wall_vars "$n"; extra+=("${WALL_VARS[@]}") ;; esac
     if [ $r = 3 ] && { [ "$fault" = fds ] || [ "$fault" = mem ]; }; then
       extra+=(HOST_WORKER_FAULT="$fault" HOST_WORKER_TRIGGER="$tmp/trigger")
     fi
@@ -140,36 +141,6 @@ start_job() {
   for r in 0 1 2 3; do
     for _ in $(seq 1 600); do grep -q '^ready' "$tmp/out.$r" 2>/dev/null && break; sleep 0.1; done
     grep -q '^ready' "$tmp/out.$r" || { tail -n 5 "$tmp"/out.*; die "rank $r never got ready"; }
-  done
-}
-
-# libfaketime for the wall faults (ci/lib/deps.sh installs Debian's
-# faketime as root), and each host's timestamp file, read on every call.
-wall_setup() {
-  # shellcheck source=../../../ci/lib/deps.sh
-  . "$here/../../../ci/lib/deps.sh"
-  plait_ensure_packages faketime >"$tmp/apt.log" 2>&1 ||
-    skip "libfaketime (Debian package faketime) could not be installed: $(tail -n 1 "$tmp/apt.log")"
-  faketime_lib="$(dpkg -L libfaketime 2>/dev/null | grep -m1 '/libfaketimeMT\.so\.1$' || true)"
-  [ -n "$faketime_lib" ] || skip "no libfaketimeMT.so.1 in Debian's libfaketime"
-  if [ "$fault" = walljump ]; then wall_set "+0" "+0"; else wall_set "-1h" "+1d"; fi
-}
-
-# Writes host 1's and host 2's offsets; checks that the faked wall clock
-# reads them (date under libfaketime, against the real one): sets wall_seen.
-wall_set() {
-  local n off want seen real
-  wall_seen=""
-  for n in 1 2; do
-    off="$1"; [ $n = 2 ] && off="$2"
-    echo "$off" >"$tmp/faketime.h$n.new" && mv "$tmp/faketime.h$n.new" "$tmp/faketime.h$n"
-    case "$off" in +0) want=0 ;; +1d) want=86400 ;; -1h) want=-3600 ;; esac
-    seen="$(LD_PRELOAD="$faketime_lib" FAKETIME_TIMESTAMP_FILE="$tmp/faketime.h$n" \
-      FAKETIME_NO_CACHE=1 DONT_FAKE_MONOTONIC=1 date +%s)"
-    real="$(date +%s)"
-    awk -v d=$((seen - real)) -v w="$want" 'BEGIN { exit !(d - w < 5 && w - d < 5) }' ||
-      die "libfaketime did not fake the wall clock: $off read $((seen - real)) s off"
-    wall_seen+=" h$n $off"
   done
 }
 
@@ -307,31 +278,17 @@ judge() {
   [ $failed = 0 ] || detail+="; ranks named (rank->[named]):$names; slowest error ${max_took} s after the fault"
 }
 
-# The wall faults: each rank's timeline is whole JSON with its events, and
-# its log's line at shutdown (after the jumps) bears the faked clock's hour,
-# not the real one's (-1 h for walljump and host 2 of wallskew, whose host 1
-# ends at +1 day: the real hour).
+# The wall faults (wall.sh): each rank's timeline whole, its log's line at
+# shutdown stamped with the faked hour (-1 h for walljump and host 2 of
+# wallskew, whose host 1 ends at +1 day: the real hour).
 wall_judge() {
-  local r n tl last want was off
+  local r off
   for r in 0 1 2 3; do
-    tl="$tmp/timeline.$r.json"
-    n="$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))))' "$tl" 2>&1)" ||
-      { echo "rank $r: timeline not whole JSON: $n"; bad+=" timeline"; continue; }
-    [ "$n" -gt 4 ] || { echo "rank $r: timeline has $n events"; bad+=" timeline"; }
-    # the timeline's closing line ("... N events written"), at shutdown
-    last="$(grep 'events written' "$tmp/out.$r" | grep -o '^\[plait [0-9][0-9]:' | tail -n 1 |
-      grep -o '[0-9][0-9]' || true)"
     off=-3600
-    [ "$fault" = wallskew ] && [ "$r" -le 1 ] && off=0 # host 1 at +1 day: the real hour
-    want="$(date -u -d "@$(($(date +%s) + off))" +%H)"
-    was="$(date -u -d "@$(($(date +%s) + off - 60))" +%H)" # the line may be from the last hour
-    if [ -z "$last" ]; then echo "rank $r: no log line at shutdown"; bad+=" log"
-    elif [ "$((10#$last))" != "$((10#$want))" ] && [ "$((10#$last))" != "$((10#$was))" ]; then
-      echo "rank $r: its log line at shutdown says hour $last, the faked clock's $want"; bad+=" log"
-    fi
+    [ "$fault" = wallskew ] && [ "$r" -le 1 ] && off=0
+    wall_check_rank "$r" "$tmp/out.$r" "$off" || bad+=" wall"
   done
-  detail+="; every rank's timeline whole ($(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))))' \
-    "$tmp/timeline.0.json" 2>/dev/null || echo ?) events on rank 0) and its log stamped with the faked clock"
+  detail+="; every rank's timeline whole and its log stamped with the faked clock"
 }
 
 start_job
