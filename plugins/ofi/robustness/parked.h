@@ -12,14 +12,14 @@
  * Instead its libfabric objects (endpoint, queues, address vector, memory
  * registrations, domain, fabric) and the scratch buffers its sends may read
  * are parked here, in a list of the plugin's own, when the state is torn
- * down. Every later init and teardown of a state sweeps the list: it reads
- * each parked completion queue (which is what makes rxm progress) for a
- * bounded time, counting the completions of the sends left; once every one
- * has completed (sent, or failed because the peer's connection closed: the
- * peer died, or its job was ended) the objects are closed, in the order
- * teardown closes them, and the buffers freed. A peer that never lets go
- * keeps its endpoint parked: at most one per failed job, as before, never
- * more; the count is in the debug log.
+ * down, with the peers of those sends. Every later init and teardown of a
+ * state sweeps the list: a parked endpoint is closed (in the order teardown
+ * closes, then its buffers freed) once every peer of its sends is known to
+ * have exited (liveness.h: their pids, on this host), or once every send has
+ * completed (its queue read briefly, which also makes rxm progress; rxm was
+ * not seen to complete them, even after the peer was killed). A peer on
+ * another host cannot be checked so: its endpoint stays parked until the
+ * process exits, one per failed job, as before, never more.
  *
  * The first park pins the plugin in memory (RTLD_NODELETE), so that the list
  * and libfabric outlive plait_shutdown's dlclose until the next plait_init.
@@ -32,8 +32,10 @@
 
 #include "state.h"
 
-/* The bound on one sweep's reading of one parked queue, in seconds. */
-#define OFI_PARKED_SWEEP_S 0.2
+/* The bound on one sweep's reading of one parked queue, in seconds: short,
+ * since every init and teardown pays it per endpoint still parked (rxm was
+ * not seen to complete such sends; the peers' exit is what frees them). */
+#define OFI_PARKED_SWEEP_S 0.01
 
 /* Moves st's libfabric objects, memory registrations and scratch buffers to
  * the parked list (st's pointers to them become NULL), with `sends` posted
