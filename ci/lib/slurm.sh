@@ -104,6 +104,10 @@ MinJobAge=300
 SlurmdTimeout=30
 MessageTimeout=10
 EOF
+  # no cgroups are used (proctrack/linuxproc, task/none), but slurmd loads the
+  # cgroup plugin: v1 named, since autodetect needs /sys/fs/cgroup mounted,
+  # which a network-namespace host (ip netns exec: a fresh /sys) lacks
+  echo "CgroupPlugin=cgroup/v1" >"$slurm_dir/cgroup.conf"
   local names=()
   while [ $# -gt 0 ]; do
     echo "NodeName=$1 NodeHostname=$1 NodeAddr=$2 CPUs=2 State=UNKNOWN" >>"$slurm_dir/slurm.conf"
@@ -150,6 +154,7 @@ _slurm_start_ctld() {
 
 _slurm_start_d() { # $1 node name, then the prefix that runs it on its host
   local name="$1"; shift
+  mkdir -p "$slurm_dir/slurmd-$name"
   "$@" slurmd -D -N "$name" -f "$SLURM_CONF" >"$slurm_dir/slurmd-$name.out" 2>&1 &
   slurm_pids+=($!)
 }

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# plait under a real Slurm (Debian's slurm-wlm and munge), started by this
+# script for one scenario (ci/lib/slurm.sh), no launcher of ours unless said:
+#
+#   one-srun     one node: srun -n2 python examples/torch_train.py trains, ends identical
+#   one-sbatch   one node: sbatch examples/slurm_train.sbatch completes (its secret file)
+#   one-salloc   one node: salloc -n2 plaitrun -np 2 ... starts the ranks with srun;
+#                the secret reaches them on srun's stdin; a rank's exit status comes back
+#   one-fault    one node: kill -9 of task 1 fails task 0 within PLAIT_TIMEOUT_S + 5 s,
+#                naming rank 1; no process of the job left
+#   one-bad      one node: a secret file others can read -> plait's error naming it;
+#                srun with no slurmctld -> srun's own error, nothing of plait's
+#   two-srun     two hosts (network namespaces h1, h2): srun -N2 -n4 torch_train ends identical
+#
+#   tests/tools/slurm/run.sh SCENARIO     (root; exits 77 with the reason where it cannot run)
+# Environment: PLAITRUN, HOST_WORKER, PLAIT_LIBRARY, PLAIT_PLUGIN_PATH (ctest sets them),
+# PLAIT_SLURM_PYTHON (default /usr/bin/python3, with torch).
+set -euo pipefail
+scenario="${1:?usage: run.sh SCENARIO}"
+here="$(cd "$(dirname "$0")" && pwd)"
+src="$(cd "$here/../../.." && pwd)"
+# shellcheck source=ci/lib/slurm.sh
+. "$src/ci/lib/slurm.sh"
+skip() { echo "SKIP: $*"; exit 77; }
+die() { echo "FAIL: $*"; exit 1; }
+slurm_require
+py="${PLAIT_SLURM_PYTHON:-/usr/bin/python3}"
+case "$scenario" in
+*-srun | one-sbatch | one-salloc)
+  "$py" -c 'import torch' 2>/dev/null || skip "$py cannot import torch (python3-torch)" ;;
+esac
+for v in PLAITRUN HOST_WORKER PLAIT_LIBRARY PLAIT_PLUGIN_PATH; do
+  [ -n "${!v:-}" ] || die "$v is not set (ctest sets it: tests/CMakeLists.txt)"
+done
+export PYTHONPATH="$src/bindings/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONDONTWRITEBYTECODE=1
+export PLAIT_TRANSPORT=gloo OMP_NUM_THREADS=1 PLAIT_START_TIMEOUT_S=60
+unset PLAIT_SECRET PLAIT_SECRET_FILE PLAIT_RENDEZVOUS PLAIT_RANK PLAIT_SIZE
+cd "$src"
+
+cleanup() {
+  slurm_stop
+  [ -n "${out:-}" ] && rm -rf "$out"
+  if declare -F hosts_cleanup >/dev/null; then hosts_cleanup; fi
+}
+out="$(mktemp -d /tmp/plait-slurm-test-XXXXXX)"
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+secret_file() { # a private secret file: its path
+  (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$out/secret" && echo >>"$out/secret")
+  echo "$out/secret"
+}
+
+# The job's processes still running (their environment names this cluster's conf).
+leftovers() {
+  local p
+  for p in $(pgrep -f "$1" 2>/dev/null); do
+    grep -qs "$slurm_dir" "/proc/$p/environ" && ps -o pid=,args= -p "$p"
+  done
+  return 0
+}
+
+expect_trained() { # output file, ranks
+  grep -q "parameters identical on all $2 ranks" "$1" || { tail -30 "$1"; die "no 'parameters identical on all $2 ranks'"; }
+  grep -q "loss went down" "$1" || { tail -30 "$1"; die "the loss did not go down"; }
+}
+
+case "$scenario" in
+one-srun)
+  slurm_start_one
+  PLAIT_SECRET_FILE="$(secret_file)" timeout 300 srun -n2 "$py" examples/torch_train.py \
+    --epochs 2 >"$out/log" 2>&1 || { tail -30 "$out/log"; die "srun -n2 torch_train.py failed"; }
+  expect_trained "$out/log" 2
+  echo "PASS: srun -n2 python examples/torch_train.py: $(grep -m1 'parameters identical' "$out/log")"
+  ;;
+one-sbatch)
+  slurm_start_one
+  mkdir -p "$out/home"
+  id="$(HOME="$out/home" PLAIT_PYTHON="$py" sbatch --parsable --output="$out/job-%j.out" \
+    examples/slurm_train.sbatch --epochs 2)" || die "sbatch refused the job"
+  state="$(slurm_wait_job "$id" 300)" || { cat "$out"/job-*.out; die "job $id did not end in 300 s: $state"; }
+  [ "$state" = COMPLETED ] || { cat "$out"/job-*.out; die "job $id ended $state"; }
+  expect_trained "$out/job-$id.out" 2
+  [ -z "$(ls -A "$out/home/.plait")" ] || die "the job's secret file was left in \$HOME/.plait"
+  echo "PASS: sbatch examples/slurm_train.sbatch: job $id COMPLETED, parameters identical"
+  ;;
+one-salloc)
+  slurm_start_one
+  timeout 300 salloc -n2 "$PLAITRUN" -np 2 "$py" examples/torch_train.py --epochs 2 >"$out/log" 2>&1 ||
+    { tail -30 "$out/log"; die "salloc -n2 plaitrun -np 2 torch_train.py failed"; }
+  grep -q "starting the ranks with .*srun, not ssh, on localhost:2" "$out/log" ||
+    { head "$out/log"; die "plaitrun did not say it starts the ranks with srun"; }
+  expect_trained "$out/log" 2
+  # each rank in a step of its own (srun), with the 64-digit secret read from srun's stdin,
+  # and the first failing rank's status is plaitrun's
+  set +e
+  timeout 120 salloc -n2 "$PLAITRUN" -np 2 sh -c 'echo "rank $PLAIT_RANK step ${SLURM_STEP_ID:-none} secret ${#PLAIT_SECRET}"; sleep $((PLAIT_RANK * 3)); exit $((PLAIT_RANK + 3))' >"$out/log2" 2>&1
+  rc=$?
+  set -e
+  grep -q '^\[0\]: rank 0 step [0-9][0-9]* secret 64$' "$out/log2" || { cat "$out/log2"; die "rank 0 not in an srun step with the secret"; }
+  grep -q '^\[1\]: rank 1 step [0-9][0-9]* secret 64$' "$out/log2" || { cat "$out/log2"; die "rank 1 not in an srun step with the secret"; }
+  [ "$rc" = 3 ] || { cat "$out/log2"; die "plaitrun exited $rc, not rank 0's 3"; }
+  grep -q "rank 0 (on localhost, over srun) exited with status 3" "$out/log2" || { cat "$out/log2"; die "the failing rank is not named"; }
+  echo "PASS: salloc plaitrun: ranks started with srun, trained identical; exit status 3 of rank 0 returned"
+  ;;
+one-fault)
+  slurm_start_one
+  PLAIT_SECRET_FILE="$(secret_file)" PLAIT_TIMEOUT_S=5 srun -l -n2 "$HOST_WORKER" loop \
+    >"$out/log" 2>&1 &
+  srun_pid=$!
+  for _ in $(seq 1 600); do [ "$(grep -c ': ready$' "$out/log" 2>/dev/null)" = 2 ] && break; sleep 0.1; done
+  [ "$(grep -c ': ready$' "$out/log")" = 2 ] || { cat "$out/log"; die "the job never got ready"; }
+  victim=""
+  for p in $(pgrep -f "$HOST_WORKER loop"); do
+    grep -qs "$slurm_dir" "/proc/$p/environ" && tr '\0' '\n' <"/proc/$p/environ" | grep -qx SLURM_PROCID=1 && victim=$p
+  done
+  [ -n "$victim" ] || die "task 1's process not found"
+  t0="$(date +%s.%N)"
+  kill -9 "$victim"
+  timeout 60 sh -c "while kill -0 $srun_pid 2>/dev/null; do sleep 0.1; done" || die "srun still runs 60 s after task 1 was killed"
+  wait "$srun_pid" || true
+  line="$(grep -m1 '^0: FAILED' "$out/log")" || { cat "$out/log"; die "task 0 did not fail"; }
+  took="$(echo "$line" | awk -v t0="$t0" '{ printf "%.1f", $3 - t0 }')"
+  awk -v t="$took" 'BEGIN { exit !(t <= 10) }' || die "task 0 failed $took s after the kill (bound: PLAIT_TIMEOUT_S + 5 = 10 s)"
+  echo "$line" | grep -q "rank 1" || die "task 0's error does not name rank 1: $line"
+  sleep 1
+  left="$(leftovers "$HOST_WORKER loop")"
+  [ -z "$left" ] || die "processes of the job left: $left"
+  echo "PASS: task 1 killed: task 0 failed in $took s naming rank 1 (${line:0:160}); nothing left"
+  ;;
+one-bad)
+  slurm_start_one
+  f="$(secret_file)"
+  chmod 644 "$f"
+  set +e
+  PLAIT_SECRET_FILE="$f" timeout 120 srun -n2 "$HOST_WORKER" loop >"$out/log" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" != 0 ] || die "a job with a world-readable secret file ran"
+  grep -q "PLAIT_SECRET_FILE='$f' can be used by its group or others" "$out/log" ||
+    { cat "$out/log"; die "no error naming the secret file"; }
+  echo "PASS: world-readable secret file: $(grep -m1 PLAIT_SECRET_FILE "$out/log" | cut -c1-150)"
+  kill "${slurm_pids[1]}" # slurmctld (after munged): srun's own error, in bounded time
+  timeout 30 sh -c "while kill -0 ${slurm_pids[1]} 2>/dev/null; do sleep 0.1; done"
+  set +e
+  t0=$SECONDS
+  timeout 120 srun -n1 "$HOST_WORKER" loop >"$out/log" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] || { cat "$out/log"; die "srun with no slurmctld: status $rc"; }
+  grep -qi "unable to\|error" "$out/log" || { cat "$out/log"; die "srun said nothing"; }
+  ! grep -q "plait" "$out/log" || { cat "$out/log"; die "plait's output where srun could not run"; }
+  echo "PASS: no slurmctld: srun failed in $((SECONDS - t0)) s: $(head -1 "$out/log")"
+  ;;
+two-srun)
+  # shellcheck source=tests/tools/hosts/lib.sh
+  . "$src/tests/tools/hosts/lib.sh"
+  hosts_require
+  hosts_make 2
+  trap cleanup EXIT
+  slurm_start_two
+  PLAIT_SECRET_FILE="$(secret_file)" on_host 1 timeout 300 env SLURM_CONF="$SLURM_CONF" \
+    srun -N2 -n4 "$py" examples/torch_train.py --epochs 2 >"$out/log" 2>&1 ||
+    { tail -30 "$out/log"; tail -5 "$slurm_dir"/*.log; die "srun -N2 -n4 torch_train.py failed"; }
+  expect_trained "$out/log" 4
+  # the layout plait derived from srun's variables: rank r on h(r/2+1), local r%2 of 2, cross r/2 of 2
+  PLAIT_SECRET_FILE="$out/secret" on_host 1 timeout 120 env SLURM_CONF="$SLURM_CONF" \
+    srun -N2 -n4 -l sh -c 'echo "vars $SLURM_PROCID $SLURM_LOCALID $SLURM_STEP_TASKS_PER_NODE $SLURM_STEP_NODELIST $(hostname)"; exec "$0" ops' \
+    "$HOST_WORKER" >"$out/layout" 2>&1 || { cat "$out/layout"; die "srun -N2 -n4 host_worker ops failed"; }
+  for r in 0 1 2 3; do
+    grep -q "^$r: vars $r $((r % 2)) 2(x2) h\[1-2\] h$((r / 2 + 1))$" "$out/layout" ||
+      { cat "$out/layout"; die "task $r: not srun's variables expected"; }
+    grep -q "^$r: layout rank $r size 4 local $((r % 2))/2 cross $((r / 2))/2" "$out/layout" ||
+      { cat "$out/layout"; die "rank $r: wrong layout"; }
+  done
+  echo "PASS: srun -N2 -n4 on hosts h1, h2: $(grep -m1 'parameters identical' "$out/log"); layout right"
+  ;;
+*) die "unknown scenario $scenario" ;;
+esac
