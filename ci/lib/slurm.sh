@@ -219,7 +219,7 @@ slurm_stop() {
   [ -n "$slurm_dir" ] && timeout 10 "${slurm_where[@]}" env SLURM_CONF="$SLURM_CONF" \
     scancel --full --signal=KILL --user=root >/dev/null 2>&1 && sleep 1
   for p in "${slurm_pids[@]}"; do kill "$p" 2>/dev/null; done
-  for i in $(seq 1 30); do
+  for i in $(seq 1 75); do # 15 s: slurmd ends its steps first
     local alive=0
     for p in "${slurm_pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
     [ "$alive" = 0 ] && break

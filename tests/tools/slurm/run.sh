@@ -10,7 +10,9 @@
 #                naming rank 1; no process of the job left
 #   one-bad      one node: a secret file others can read -> plait's error naming it;
 #                srun with no slurmctld -> srun's own error, nothing of plait's
-#   two-srun     two hosts (network namespaces h1, h2): srun -N2 -n4 torch_train ends identical
+#   two-srun     two hosts (network namespaces h1, h2): srun -N2 -n4 torch_train ends identical,
+#                and the layout plait reads from srun's variables is right
+#   two-salloc   two hosts: salloc -N2 -n4 plaitrun -np 4 (no -H) places 2 ranks per host with srun
 #
 #   tests/tools/slurm/run.sh SCENARIO     (root; exits 77 with the reason where it cannot run)
 # Environment: PLAITRUN, HOST_WORKER, PLAIT_LIBRARY, PLAIT_PLUGIN_PATH (ctest sets them),
@@ -174,6 +176,28 @@ two-srun)
       { cat "$out/layout"; die "rank $r: wrong layout"; }
   done
   echo "PASS: srun -N2 -n4 on hosts h1, h2: $(grep -m1 'parameters identical' "$out/log"); layout right"
+  ;;
+two-salloc)
+  # plaitrun in a 2-node allocation, no -H: hosts h1:2, h2:2 from the allocation, every rank
+  # one srun task on its host, rank 0's address h1 for the others
+  # shellcheck source=tests/tools/hosts/lib.sh
+  . "$src/tests/tools/hosts/lib.sh"
+  hosts_require
+  hosts_make 2
+  trap cleanup EXIT
+  slurm_start_two
+  on_host 1 timeout 300 env SLURM_CONF="$SLURM_CONF" salloc -N2 -n4 "$PLAITRUN" -np 4 \
+    sh -c 'echo "on $(hostname)"; exec "$0" ops' "$HOST_WORKER" >"$out/log" 2>&1 ||
+    { tail -30 "$out/log"; die "salloc -N2 -n4 plaitrun -np 4 failed"; }
+  grep -q "starting the ranks with .*srun, not ssh, on h1:2, h2:2 " "$out/log" ||
+    { cat "$out/log"; die "plaitrun did not take h1:2, h2:2 from the allocation"; }
+  for r in 0 1 2 3; do
+    grep -q "^\[$r\]: on h$((r / 2 + 1))$" "$out/log" || { cat "$out/log"; die "rank $r not on h$((r / 2 + 1))"; }
+    grep -q "^\[$r\]: layout rank $r size 4 local $((r % 2))/2 cross $((r / 2))/2" "$out/log" ||
+      { cat "$out/log"; die "rank $r: wrong layout"; }
+  done
+  grep -q "every_op ok" "$out/log" || { cat "$out/log"; die "no 'every_op ok'"; }
+  echo "PASS: salloc -N2 -n4 plaitrun -np 4: ranks 0,1 on h1 and 2,3 on h2 through srun, every operation right"
   ;;
 *) die "unknown scenario $scenario" ;;
 esac
