@@ -96,14 +96,21 @@ one-salloc)
   # each rank in a step of its own (srun), with the 64-digit secret read from srun's stdin,
   # and the first failing rank's status is plaitrun's
   set +e
-  timeout 120 salloc -n2 "$PLAITRUN" -np 2 sh -c 'echo "rank $PLAIT_RANK step ${SLURM_STEP_ID:-none} secret ${#PLAIT_SECRET}"; sleep $((PLAIT_RANK * 3)); exit $((PLAIT_RANK + 3))' >"$out/log2" 2>&1
+  t0=$SECONDS
+  timeout 120 salloc -n2 "$PLAITRUN" --grace 2 -np 2 sh -c 'echo "rank $PLAIT_RANK step ${SLURM_STEP_ID:-none} secret ${#PLAIT_SECRET}"; [ $PLAIT_RANK = 0 ] && sleep 2 && exit 3; exec sleep 86$PLAIT_RANK' >"$out/log2" 2>&1
   rc=$?
+  took=$((SECONDS - t0))
   set -e
+  # rank 1 (sleep 861) was stopped through srun: its stdin ended, the wrapper ended it
+  [ "$took" -lt 60 ] || die "plaitrun took $took s to stop rank 1 through srun"
+  sleep 1
+  left="$(leftovers "sleep 861")"
+  [ -z "$left" ] || die "rank 1 left running after plaitrun stopped: $left"
   grep -q '^\[0\]: rank 0 step [0-9][0-9]* secret 64$' "$out/log2" || { cat "$out/log2"; die "rank 0 not in an srun step with the secret"; }
   grep -q '^\[1\]: rank 1 step [0-9][0-9]* secret 64$' "$out/log2" || { cat "$out/log2"; die "rank 1 not in an srun step with the secret"; }
   [ "$rc" = 3 ] || { cat "$out/log2"; die "plaitrun exited $rc, not rank 0's 3"; }
   grep -q "rank 0 (on localhost, over srun) exited with status 3" "$out/log2" || { cat "$out/log2"; die "the failing rank is not named"; }
-  echo "PASS: salloc plaitrun: ranks started with srun, trained identical; exit status 3 of rank 0 returned"
+  echo "PASS: salloc plaitrun: ranks started with srun, trained identical; exit status 3 of rank 0 returned, rank 1 stopped through srun in ${took} s in all, nothing left"
   ;;
 one-fault)
   slurm_start_one
