@@ -13,6 +13,8 @@
 #   two-srun     two hosts (network namespaces h1, h2): srun -N2 -n4 torch_train ends identical,
 #                and the layout plait reads from srun's variables is right
 #   two-salloc   two hosts: salloc -N2 -n4 plaitrun -np 4 (no -H) places 2 ranks per host with srun
+#   two-fault    two hosts: scancel --signal=KILL of rank 3's srun step (plaitrun in salloc) fails
+#                the others within PLAIT_TIMEOUT_S + 5 s naming rank 3; nothing left
 #
 #   tests/tools/slurm/run.sh SCENARIO     (root; exits 77 with the reason where it cannot run)
 # Environment: PLAITRUN, HOST_WORKER, PLAIT_LIBRARY, PLAIT_PLUGIN_PATH (ctest sets them),
@@ -205,6 +207,40 @@ two-salloc)
   done
   grep -q "every_op ok" "$out/log" || { cat "$out/log"; die "no 'every_op ok'"; }
   echo "PASS: salloc -N2 -n4 plaitrun -np 4: ranks 0,1 on h1 and 2,3 on h2 through srun, every operation right"
+  ;;
+two-fault)
+  # plaitrun in a 2-node allocation: each rank is an srun step of its own, so
+  # `scancel --signal=KILL JOB.STEP` kills exactly one rank (3, on h2); the others
+  # fail naming rank 3 within PLAIT_TIMEOUT_S + 5 s, plaitrun fails, nothing is left
+  # shellcheck source=tests/tools/hosts/lib.sh
+  . "$src/tests/tools/hosts/lib.sh"
+  hosts_require
+  hosts_make 2
+  trap cleanup EXIT
+  slurm_start_two
+  on_host 1 timeout 300 env SLURM_CONF="$SLURM_CONF" PLAIT_TIMEOUT_S=5 salloc -N2 -n4 \
+    "$PLAITRUN" --grace 2 -np 4 sh -c 'echo "step $SLURM_JOB_ID.$SLURM_STEP_ID"; exec "$0" loop' \
+    "$HOST_WORKER" >"$out/log" 2>&1 &
+  salloc_pid=$!
+  for _ in $(seq 1 600); do [ "$(grep -c ': ready$' "$out/log" 2>/dev/null)" = 4 ] && break; sleep 0.1; done
+  [ "$(grep -c ': ready$' "$out/log")" = 4 ] || { cat "$out/log"; die "the job never got ready"; }
+  step="$(sed -n 's/^\[3\]: step \([0-9]*\.[0-9]*\)$/\1/p' "$out/log")"
+  [ -n "$step" ] || { cat "$out/log"; die "rank 3's step not printed"; }
+  t0="$(date +%s.%N)"
+  slurm_run scancel --signal=KILL "$step"
+  timeout 60 sh -c "while kill -0 $salloc_pid 2>/dev/null; do sleep 0.1; done" ||
+    die "salloc + plaitrun still run 60 s after rank 3's step was killed"
+  rc=0
+  wait "$salloc_pid" || rc=$?
+  [ "$rc" != 0 ] || { cat "$out/log"; die "plaitrun exited 0 after rank 3 was killed"; }
+  line="$(grep -m1 '^\[0\]: FAILED' "$out/log")" || { cat "$out/log"; die "rank 0 did not fail"; }
+  took="$(echo "$line" | awk -v t0="$t0" '{ printf "%.1f", $3 - t0 }')"
+  awk -v t="$took" 'BEGIN { exit !(t <= 10) }' || die "rank 0 failed $took s after the kill (bound 10 s)"
+  echo "$line" | grep -q "rank 3" || die "rank 0's error does not name rank 3: $line"
+  sleep 1
+  left="$(leftovers "$HOST_WORKER loop")"
+  [ -z "$left" ] || die "processes of the job left: $left"
+  echo "PASS: scancel --signal=KILL $step (rank 3 on h2): rank 0 failed in $took s naming rank 3; plaitrun exited $rc; nothing left"
   ;;
 *) die "unknown scenario $scenario" ;;
 esac
