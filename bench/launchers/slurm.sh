@@ -15,7 +15,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 # shellcheck source=ci/lib/slurm.sh
 . "$ROOT/ci/lib/slurm.sh"
-( slurm_require ) >/dev/null || { echo "$( (slurm_require) 2>&1 | tail -n 1)" >&2; exit 77; }
+why="$( (slurm_require) 2>&1)" || { echo "${why##*$'\n'}" >&2; exit 77; }
 "$PY" -c 'import torch' 2>/dev/null || { echo "SKIP: $PY cannot import torch" >&2; exit 77; }
 export PLAIT_LIBRARY="$BUILD/lib/libplait.so" PLAIT_PLUGIN_PATH="$BUILD/lib"
 export PYTHONPATH="$ROOT/bindings/python" PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1

@@ -199,8 +199,8 @@ slurm_job_state() {
 }
 
 slurm_wait_job() {
-  local id="$1" secs="$2" i state
-  for i in $(seq 1 $((secs * 5))); do
+  local id="$1" secs="$2" state
+  for _ in $(seq 1 $((secs * 5))); do
     state="$(slurm_job_state "$id")"
     case "$state" in
     PENDING | CONFIGURING | RUNNING | COMPLETING | "") ;;
@@ -214,12 +214,12 @@ slurm_wait_job() {
 
 slurm_stop() {
   set +e
-  local p i
+  local p
   # the cluster's own jobs first (only this cluster's: SLURM_CONF names it)
   [ -n "$slurm_dir" ] && timeout 10 "${slurm_where[@]}" env SLURM_CONF="$SLURM_CONF" \
     scancel --full --signal=KILL --user=root >/dev/null 2>&1 && sleep 1
   for p in "${slurm_pids[@]}"; do kill "$p" 2>/dev/null; done
-  for i in $(seq 1 75); do # 15 s: slurmd ends its steps first
+  for _ in $(seq 1 75); do # 15 s: slurmd ends its steps first
     local alive=0
     for p in "${slurm_pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
     [ "$alive" = 0 ] && break
