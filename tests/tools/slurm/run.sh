@@ -9,7 +9,9 @@
 #   one-fault    one node: kill -9 of task 1 fails task 0 within PLAIT_TIMEOUT_S + 5 s,
 #                naming rank 1; no process of the job left
 #   one-bad      one node: a secret file others can read -> plait's error naming it;
-#                srun with no slurmctld -> srun's own error, nothing of plait's
+#                too few CPUs (srun --immediate -n8) -> Slurm's error; plaitrun -np 4 in
+#                salloc -n2 -> plaitrun's naming the slots; srun with no slurmctld -> srun's
+#                own error, nothing of plait's
 #   two-srun     two hosts (network namespaces h1, h2): srun -N2 -n4 torch_train ends identical,
 #                and the layout plait reads from srun's variables is right
 #   two-salloc   two hosts: salloc -N2 -n4 plaitrun -np 4 (no -H) places 2 ranks per host with srun
@@ -151,6 +153,22 @@ one-bad)
   grep -q "PLAIT_SECRET_FILE='$f' can be used by its group or others" "$out/log" ||
     { cat "$out/log"; die "no error naming the secret file"; }
   echo "PASS: world-readable secret file: $(grep -m1 PLAIT_SECRET_FILE "$out/log" | cut -c1-150)"
+  # too few resources: Slurm's own refusal, at once; plaitrun's when -np exceeds the allocation
+  set +e
+  timeout 60 srun --immediate=3 -n8 "$HOST_WORKER" loop >"$out/log8" 2>&1 # else Slurm queues it
+  rc=$?
+  set -e
+  if [ "$rc" = 0 ] || [ "$rc" = 124 ]; then cat "$out/log8"; die "srun -n8 on 2 CPUs: status $rc"; fi
+  grep -q "Unable to allocate resources" "$out/log8" || { cat "$out/log8"; die "srun -n8: not Slurm's refusal"; }
+  ! grep -q "plait" "$out/log8" || { cat "$out/log8"; die "plait's output where srun could not run"; }
+  set +e
+  timeout 60 salloc -n2 "$PLAITRUN" -np 4 "$HOST_WORKER" loop >"$out/log" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" = 2 ] || { cat "$out/log"; die "plaitrun -np 4 in a 2-task allocation: status $rc, not 2"; }
+  grep -q "plaitrun: -np 4 is more than the 2 task slot(s) of this Slurm allocation (localhost, SLURM_TASKS_PER_NODE=2)" "$out/log" ||
+    { cat "$out/log"; die "plaitrun did not name the allocation's slots"; }
+  echo "PASS: srun -n8 on 2 CPUs: $(grep -m1 error "$out/log8" | cut -c1-100); plaitrun -np 4 in salloc -n2 refused naming the 2 slots"
   kill "${slurm_pids[1]}" # slurmctld (after munged): srun's own error, in bounded time
   timeout 30 sh -c "while kill -0 ${slurm_pids[1]} 2>/dev/null; do sleep 0.1; done"
   set +e
