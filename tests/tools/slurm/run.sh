@@ -66,6 +66,27 @@ leftovers() {
   return 0
 }
 
+# After a kill at t0 of rank $4: waits for the launcher (pid $1) to end, then
+# checks that rank 0's first line $2 ("FAILED <time> <error>", a regex) came
+# within PLAIT_TIMEOUT_S + 5 = 10 s naming rank $4, and that nothing of the job
+# is left. Sets took, line, rc (the launcher's status).
+expect_failed_naming() {
+  local pid="$1" pattern="$2" t0="$3" lost="$4"
+  timeout 60 sh -c "while kill -0 $pid 2>/dev/null; do sleep 0.1; done" ||
+    die "the launcher still runs 60 s after rank $lost was killed"
+  rc=0
+  wait "$pid" || rc=$?
+  line="$(grep -m1 "$pattern" "$out/log")" || { cat "$out/log"; die "rank 0 did not fail"; }
+  took="$(echo "$line" | awk -v t0="$t0" '{ printf "%.1f", $3 - t0 }')"
+  awk -v t="$took" 'BEGIN { exit !(t <= 10) }' ||
+    die "rank 0 failed $took s after the kill (bound: PLAIT_TIMEOUT_S + 5 = 10 s)"
+  echo "$line" | grep -q "rank $lost" || die "rank 0's error does not name rank $lost: $line"
+  sleep 1
+  local left
+  left="$(leftovers "$HOST_WORKER loop")"
+  [ -z "$left" ] || die "processes of the job left: $left"
+}
+
 expect_trained() { # output file, ranks
   grep -q "parameters identical on all $2 ranks" "$1" || { tail -30 "$1"; die "no 'parameters identical on all $2 ranks'"; }
   grep -q "loss went down" "$1" || { tail -30 "$1"; die "the loss did not go down"; }
@@ -130,15 +151,7 @@ one-fault)
   [ -n "$victim" ] || die "task 1's process not found"
   t0="$(date +%s.%N)"
   kill -9 "$victim"
-  timeout 60 sh -c "while kill -0 $srun_pid 2>/dev/null; do sleep 0.1; done" || die "srun still runs 60 s after task 1 was killed"
-  wait "$srun_pid" || true
-  line="$(grep -m1 '^0: FAILED' "$out/log")" || { cat "$out/log"; die "task 0 did not fail"; }
-  took="$(echo "$line" | awk -v t0="$t0" '{ printf "%.1f", $3 - t0 }')"
-  awk -v t="$took" 'BEGIN { exit !(t <= 10) }' || die "task 0 failed $took s after the kill (bound: PLAIT_TIMEOUT_S + 5 = 10 s)"
-  echo "$line" | grep -q "rank 1" || die "task 0's error does not name rank 1: $line"
-  sleep 1
-  left="$(leftovers "$HOST_WORKER loop")"
-  [ -z "$left" ] || die "processes of the job left: $left"
+  expect_failed_naming "$srun_pid" '^0: FAILED' "$t0" 1
   echo "PASS: task 1 killed: task 0 failed in $took s naming rank 1 (${line:0:160}); nothing left"
   ;;
 one-bad)
@@ -246,18 +259,8 @@ two-fault)
   [ -n "$step" ] || { cat "$out/log"; die "rank 3's step not printed"; }
   t0="$(date +%s.%N)"
   slurm_run scancel --signal=KILL "$step"
-  timeout 60 sh -c "while kill -0 $salloc_pid 2>/dev/null; do sleep 0.1; done" ||
-    die "salloc + plaitrun still run 60 s after rank 3's step was killed"
-  rc=0
-  wait "$salloc_pid" || rc=$?
+  expect_failed_naming "$salloc_pid" '^\[0\]: FAILED' "$t0" 3
   [ "$rc" != 0 ] || { cat "$out/log"; die "plaitrun exited 0 after rank 3 was killed"; }
-  line="$(grep -m1 '^\[0\]: FAILED' "$out/log")" || { cat "$out/log"; die "rank 0 did not fail"; }
-  took="$(echo "$line" | awk -v t0="$t0" '{ printf "%.1f", $3 - t0 }')"
-  awk -v t="$took" 'BEGIN { exit !(t <= 10) }' || die "rank 0 failed $took s after the kill (bound 10 s)"
-  echo "$line" | grep -q "rank 3" || die "rank 0's error does not name rank 3: $line"
-  sleep 1
-  left="$(leftovers "$HOST_WORKER loop")"
-  [ -z "$left" ] || die "processes of the job left: $left"
   echo "PASS: scancel --signal=KILL $step (rank 3 on h2): rank 0 failed in $took s naming rank 3; plaitrun exited $rc; nothing left"
   ;;
 *) die "unknown scenario $scenario" ;;
