@@ -51,20 +51,19 @@ python3 - "$JSON" "${engines[@]}" <<'PY'
 import json, statistics, sys
 path, engines = sys.argv[1], sys.argv[2:]
 recs = [json.loads(l) for l in open(path) if l.strip()]
-med = {}
+med = {}  # (engine, hosts): an engine's 2-host row apart from its 1-host one
 for e in engines:
-    rows = [r for r in recs if r["engine"] == e]
-    if rows:
-        med[e] = (statistics.median(r["startup_s"] for r in rows),
-                  statistics.median(r["step_ms_median"] for r in rows), len(rows), rows[0]["ranks"])
-base = med.get("plaitrun")
-print("%-10s %6s %7s %12s %14s %s" % ("engine", "ranks", "rounds", "start-up s", "step ms", "step vs plaitrun"))
-for e in engines:
-    if e not in med:
-        continue
-    s, t, n, ranks = med[e]
-    ratio = "%.2fx" % (t / base[1]) if base else "-"
-    print("%-10s %6d %7d %12.2f %14.2f %s" % (e, ranks, n, s, t, ratio))
+    for h in sorted({r.get("hosts", 1) for r in recs if r["engine"] == e}):
+        rows = [r for r in recs if r["engine"] == e and r.get("hosts", 1) == h]
+        med[e, h] = (statistics.median(r["startup_s"] for r in rows),
+                     statistics.median(r["step_ms_median"] for r in rows), len(rows),
+                     rows[0]["ranks"])
+base = med.get(("plaitrun", 1))
+print("%-10s %5s %6s %7s %12s %14s %s" % ("engine", "hosts", "ranks", "rounds", "start-up s",
+                                          "step ms", "step vs plaitrun (1 host, 2 ranks)"))
+for (e, h), (s, t, n, ranks) in med.items():
+    ratio = "%.2fx" % (t / base[1]) if base and h == 1 else "-"
+    print("%-10s %5d %6d %7d %12.2f %14.2f %s" % (e, h, ranks, n, s, t, ratio))
 PY
 for e in "${engines[@]}"; do
   [ -n "${why[$e]:-}" ] && echo "launchers: $e NOT MEASURED: ${why[$e]}"

@@ -60,11 +60,15 @@ int plait_slurm_first_host(const char *list, char *out, size_t cap) {
   return o ? 0 : -1;
 }
 
-/* Slurm's SLURM_NTASKS_PER_NODE is "4", "4(x2)" or "4(x2),3": it tells this
- * node's count only when every node has the same ("4" or "4(xN)"); otherwise
- * the local size is derived at rendezvous. */
+/* Slurm's SLURM_STEP_TASKS_PER_NODE (srun's step: the tasks of this step,
+ * set by srun even without --ntasks-per-node) or else SLURM_NTASKS_PER_NODE
+ * (the job's request) is "4", "4(x2)" or "4(x2),3": it tells this node's count
+ * only when every node has the same ("4" or "4(xN)"); otherwise the local size
+ * is derived at rendezvous. */
 static plait_result_t slurm_local_size(int *out, int *found) {
-  const char *v = getenv("SLURM_NTASKS_PER_NODE");
+  const char *var = getenv("SLURM_STEP_TASKS_PER_NODE") ? "SLURM_STEP_TASKS_PER_NODE"
+                                                         : "SLURM_NTASKS_PER_NODE";
+  const char *v = getenv(var);
   *found = 0;
   if (!v || strchr(v, ',')) return PLAIT_SUCCESS;
   char *end;
@@ -72,8 +76,8 @@ static plait_result_t slurm_local_size(int *out, int *found) {
   long x = strtol(v, &end, 10);
   if (!isdigit((unsigned char)*v) || errno || x < 1 || x > (1 << 24) ||
       (*end && !(end[0] == '(' && end[1] == 'x' && isdigit((unsigned char)end[2]))))
-    return plait_error(PLAIT_ERR_CONFIG, "SLURM_NTASKS_PER_NODE='%s' is not valid: expected N, "
-                       "N(xM) or a comma-separated list of those", v);
+    return plait_error(PLAIT_ERR_CONFIG, "%s='%s' is not valid: expected N, "
+                       "N(xM) or a comma-separated list of those", var, v);
   *out = (int)x;
   *found = 1;
   return PLAIT_SUCCESS;
@@ -155,11 +159,14 @@ static plait_result_t find_rendezvous(const plait_config_t *cfg, plait_topology_
     t->rendezvous_port = shared ? p + 1 : p;
     return PLAIT_SUCCESS;
   }
-  const char *nodes = getenv("SLURM_JOB_NODELIST");
+  /* srun's step: task 0 runs on the step's first node, which is not the
+   * job's first one when the step uses part of the allocation (srun -w) */
+  const char *var = getenv("SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
+  const char *nodes = getenv(var);
   if (nodes && *nodes) {
     if (plait_slurm_first_host(nodes, t->rendezvous_host, sizeof t->rendezvous_host))
-      return plait_error(PLAIT_ERR_CONFIG, "SLURM_JOB_NODELIST='%s' is not a node list I can read; "
-                         "set PLAIT_RENDEZVOUS=host:port", nodes);
+      return plait_error(PLAIT_ERR_CONFIG, "%s='%s' is not a node list I can read; "
+                         "set PLAIT_RENDEZVOUS=host:port", var, nodes);
     if (!found) { /* one port per job, so jobs sharing a node do not collide */
       const char *id = getenv("SLURM_JOB_ID");
       unsigned long long job = 0;

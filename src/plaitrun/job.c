@@ -113,10 +113,12 @@ static void report_failure(const job_t *job, int rank, int status) {
   const char *rest = job->running > 0 ? "; stopping the other ranks" : "";
   const char *host = job->ranks[rank].host;
   if (WIFEXITED(status) && host) {
-    fprintf(stderr, "plaitrun: rank %d (on %s, over ssh) exited with status %d%s%s\n", rank,
-            host, WEXITSTATUS(status),
-            WEXITSTATUS(status) == 255 ? " (ssh's status when it cannot connect, or when the "
-                                         "remote side is gone)" : "", rest);
+    const char *via = plaitrun_remote_via();
+    fprintf(stderr, "plaitrun: rank %d (on %s, over %s) exited with status %d%s%s\n", rank,
+            host, via, WEXITSTATUS(status),
+            WEXITSTATUS(status) == 255 && !strcmp(via, "ssh")
+                ? " (ssh's status when it cannot connect, or when the remote side is gone)" : "",
+            rest);
   } else if (WIFEXITED(status)) {
     fprintf(stderr, "plaitrun: rank %d exited with status %d%s\n", rank,
             WEXITSTATUS(status), rest);

@@ -8,6 +8,7 @@
 #include "jobenv.h"
 #include "options.h"
 #include "remote.h"
+#include "slurm.h"
 
 #include <plait/plait.h>
 
@@ -115,6 +116,10 @@ int main(int argc, char **argv) {
   if (plaitrun_horovod_apply_env(&opts, err, sizeof err) != 0) {
     fprintf(stderr, "plaitrun: %s\n", err);
     return PLAITRUN_EXIT_INTERNAL;
+  }
+  if (plaitrun_slurm_setup(&opts, err, sizeof err) != 0) { /* srun in an allocation */
+    fprintf(stderr, "plaitrun: %s\n", err);
+    return PLAITRUN_EXIT_USAGE;
   }
   if (opts.elastic) {
     if (plaitrun_jobenv_python(err, sizeof err) != 0) {

@@ -1,6 +1,7 @@
 #include "remote.h"
 
 #include "jobenv.h"
+#include "slurm.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -181,7 +182,13 @@ static const char *agent_command(void) {
   return a && a[strspn(a, " \t")] ? a : NULL;
 }
 
-int plaitrun_remote_start(int host_is_local) { return !host_is_local || agent_command() != NULL; }
+const char *plaitrun_remote_via(void) {
+  return agent_command() ? "PLAITRUN_AGENT" : plaitrun_slurm_srun() ? "srun" : "ssh";
+}
+
+int plaitrun_remote_start(int host_is_local) {
+  return !host_is_local || agent_command() != NULL || plaitrun_slurm_srun() != NULL;
+}
 
 /* argv[*words...] = cmd's words, split at blanks; -1 when out of memory. */
 static int put_words(char **argv, size_t *words, const char *cmd) {
@@ -202,8 +209,14 @@ char **plaitrun_remote_argv_for(const plaitrun_options_t *o, const char *host, c
   const char *ssh = getenv("PLAITRUN_SSH");
   if (ssh == NULL) ssh = "ssh";
   const char *cmd = agent ? agent : ssh;
-  size_t words = 0, cap = strlen(cmd) / 2 + 16;
+  size_t words = 0, cap = strlen(cmd) / 2 + 16 + PLAITRUN_SLURM_WORDS;
   char **argv = calloc(cap, sizeof *argv);
+  if (!agent && plaitrun_slurm_srun()) { /* srun in a Slurm allocation (slurm.h) */
+    if (!argv || plaitrun_slurm_put_words(argv, &words, host) != 0 ||
+        !(argv[words++] = remote_command(o, vars)))
+      goto oom;
+    return argv;
+  }
   if (!argv || put_words(argv, &words, cmd) != 0) goto oom;
   if (words == 0) {
     snprintf(err, err_size, "PLAITRUN_SSH is empty: it must name the ssh command (e.g. "

@@ -52,6 +52,10 @@ int plaitrun_rendezvous_host(const plaitrun_options_t *opts, char *out, size_t c
  * itself. */
 int plaitrun_remote_start(int host_is_local);
 
+/* What starts processes on hosts, for messages: "ssh", "srun" (in a Slurm
+ * allocation, slurm.h) or "PLAITRUN_AGENT". */
+const char *plaitrun_remote_via(void);
+
 /* The argv that starts rank on opts->hosts[host] over ssh (above), built from
  * plaitrun's environment as it is now. NULL-terminated, every string
  * malloc'd; free with plaitrun_remote_argv_free. NULL with err set when out of

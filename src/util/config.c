@@ -13,6 +13,7 @@
 
 #include "util/config_horovod.h"
 #include "util/error.h"
+#include "util/secret_file.h"
 #include "plait/transport.h"
 
 extern char **environ;
@@ -222,6 +223,14 @@ plait_result_t plait_config_load(plait_config_t *cfg) {
     }
   }
   plait_result_t rc = plait_config_horovod_apply(cfg); /* HOROVOD_* where PLAIT_* is unset */
+  if (!rc && (!cfg->secret || !*cfg->secret) && cfg->secret_file && *cfg->secret_file) {
+    char *secret;
+    rc = plait_secret_file_read(cfg->secret_file, &secret); /* PLAIT_SECRET wins when set */
+    if (!rc) {
+      free(cfg->secret);
+      cfg->secret = secret;
+    }
+  }
   if (rc) {
     plait_config_free(cfg);
     return rc;

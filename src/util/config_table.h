@@ -70,6 +70,9 @@
   X(secret, "PLAIT_SECRET", TEXT, "", "",                                      \
     "job secret proven by HMAC challenge-response, never sent; plaitrun "      \
     "makes one (required when size > 1)")                                      \
+  X(secret_file, "PLAIT_SECRET_FILE", TEXT, "", "",                            \
+    "path of a private file (mode 600, yours) whose first line is the job "    \
+    "secret, read when PLAIT_SECRET is unset (a Slurm job's secret)")          \
   X(autotune, "PLAIT_AUTOTUNE", BOOL, "0", "",                                 \
     "tune the fusion threshold, the largest fused tensor and the cycle time "  \
     "while the job runs (rank 0 decides for every rank); variables set "       \

@@ -178,6 +178,31 @@ Test(topology, slurm_tasks_per_node_repeat_form_gives_local_size) {
   cr_expect_eq(t.local_size, -1, "\"4(x1),2\" read as %d", t.local_size);
 }
 
+/* Under srun: the step's own node list and tasks per node (set by srun, where
+ * SLURM_NTASKS_PER_NODE is not unless asked) win over the job's. */
+Test(topology, slurm_step_of_part_of_the_allocation) {
+  set("SLURM_PROCID", "1");
+  set("SLURM_NTASKS", "2");
+  set("SLURM_LOCALID", "1");
+  set("SLURM_JOB_NODELIST", "node[03-04]");
+  set("SLURM_STEP_NODELIST", "node04");
+  set("SLURM_STEP_TASKS_PER_NODE", "2");
+  set("SLURM_NTASKS_PER_NODE", "1(x2)");
+  set("SLURM_JOB_ID", "77");
+  plait_topology_t t;
+  load_ok(&t);
+  cr_expect_str_eq(t.rendezvous_host, "node04", "not the step's first node");
+  cr_expect_eq(t.rendezvous_port, 29577);
+  cr_expect_eq(t.local_size, 2, "SLURM_STEP_TASKS_PER_NODE=2 read as %d", t.local_size);
+  set("SLURM_STEP_TASKS_PER_NODE", "2(x");
+  plait_config_t cfg;
+  cr_assert_eq(plait_config_load(&cfg), PLAIT_SUCCESS);
+  cr_expect_neq(plait_topology_from_env(&cfg, &t), PLAIT_SUCCESS);
+  cr_expect(strstr(plait_last_error(), "SLURM_STEP_TASKS_PER_NODE='2(x'") != NULL, "%s",
+            plait_last_error());
+  plait_config_free(&cfg);
+}
+
 Test(topology, slurm_port_from_master_port_and_host_from_master_addr) {
   set("SLURM_PROCID", "0");
   set("SLURM_NTASKS", "2");
