@@ -26,6 +26,11 @@ def test_use_mpi_is_refused():
         plait.spark.run(lambda: 0, num_proc=2, use_mpi=True)
 
 
+def test_run_elastic_is_refused_by_name():
+    with pytest.raises(NotImplementedError, match="plait.spark.run_elastic is not provided"):
+        plait.spark.run_elastic(lambda: 0, num_proc=2, min_np=1, max_np=2)
+
+
 @pytest.fixture(scope="module")
 def sc():
     spark = spark_cluster.start()
