@@ -134,7 +134,7 @@ def test_killed_executor_fails_the_job_naming_the_lost_rank(sc):
     elapsed = box["at"] - killed_at
     assert elapsed < timeout_s + 5, "failed after %.1f s" % elapsed
     assert box["error"].rank == 1, str(box["error"])
-    assert "rank 1 of 2" in str(box["error"])
+    assert "rank 1 of 2 was lost with its executor" in str(box["error"]), str(box["error"])
     deadline = time.monotonic() + 15
     while any(spark_cluster.alive(p) for p in pids.values()) and time.monotonic() < deadline:
         time.sleep(0.2)

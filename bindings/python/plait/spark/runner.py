@@ -121,7 +121,7 @@ def _failure(exc, num_proc):
     text = str(exc)
     m = _LOST_TASK.search(text)
     rank = int(m.group(1)) if m else None
-    lost = "ExecutorLostFailure" in text or "executor" in text.lower() and "lost" in text.lower()
+    lost = "ExecutorLostFailure" in text
     what = ("rank %d of %d failed" % (rank, num_proc)) if rank is not None else "a rank failed"
     if lost and rank is not None:
         what = "rank %d of %d was lost with its executor" % (rank, num_proc)
