@@ -6,15 +6,19 @@
 : "${PLAIT_CI_VENV_DIR:=${XDG_CACHE_HOME:-$HOME/.cache}/plait/venvs}"
 export PLAIT_CI_VENV_DIR
 
-# plait_venv NAME WHAT CHECK REQUIREMENT... [-- NO_DEPS_REQUIREMENT...]
+# plait_venv [--system-site-packages] NAME WHAT CHECK REQUIREMENT... [-- NO_DEPS_REQUIREMENT...]
 # Prints the python of $PLAIT_CI_VENV_DIR/NAME once `python -c CHECK` passes
 # there. A venv that fails CHECK is first completed in place (pip install of
 # the requirements: a requirement added since it was made costs seconds, not
 # a new download of the framework), and made anew only when that does not
 # help. Requirements after `--` are installed with --no-deps. WHAT says what
 # is downloaded, for the progress line. Progress goes to stderr; returns 1
-# with the reason on stderr when it cannot.
+# with the reason on stderr when it cannot. --system-site-packages makes a venv
+# that also sees the base python's packages (Debian's python3-torch, say),
+# so that an engine's venv need not download torch again.
 plait_venv() {
+  local site=()
+  if [ "$1" = --system-site-packages ]; then site=(--system-site-packages); shift; fi
   local name="$1" what="$2" check="$3"
   shift 3
   local reqs=() nodeps=() r seen_sep=0
@@ -35,7 +39,7 @@ plait_venv() {
   echo "ci: creating $dir ($what; a few minutes at most)" >&2
   rm -rf "$dir"
   mkdir -p "$PLAIT_CI_VENV_DIR"
-  if ! "$base" -m venv "$dir" >&2; then
+  if ! "$base" -m venv "${site[@]}" "$dir" >&2; then
     echo "ci: $base cannot create a venv (python3 -m venv failed)" >&2
     return 1
   fi

@@ -1,0 +1,24 @@
+"""plait on Spark: horovod.spark 0.28.1's run API (docs/spark.md).
+
+    import plait.spark
+    results = plait.spark.run(fn, args=(...), num_proc=4)
+
+One plait rank per Spark task, in barrier execution mode. Names are imported
+on first use, so `import plait.spark` works without pyspark installed and
+says what is missing only when a name is used.
+"""
+import importlib
+
+_NAMES = {
+    "run": "plait.spark.runner",
+    "run_elastic": "plait.spark.elastic",
+}
+
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name):
+    module = _NAMES.get(name)
+    if module is None:
+        raise AttributeError("module 'plait.spark' has no attribute %r" % name)
+    return getattr(importlib.import_module(module), name)
