@@ -17,7 +17,8 @@
                            switches, HOROVOD_WITH_MPI=1: the install fails naming why
 
 Environment: PLAIT_PACKAGING_DIR (the work folder, in the build tree),
-PLAIT_SOURCE_DIR, PLAIT_TF_VENV (the tf venv, default ~/.cache/plait/venvs/tf).
+PLAIT_SOURCE_DIR, PLAIT_TF_VENV (the tf venv: $PLAIT_CI_VENV_DIR/tf, default
+~/.cache/plait/venvs/tf, as ci/lib/tensorflow.sh makes it).
 Exit 77 (skipped) only when the tf venv does not exist.
 """
 import glob
@@ -30,7 +31,8 @@ import zipfile
 
 WORK = os.environ["PLAIT_PACKAGING_DIR"]
 SOURCE = os.environ["PLAIT_SOURCE_DIR"]
-TF_VENV = os.environ.get("PLAIT_TF_VENV") or os.path.expanduser("~/.cache/plait/venvs/tf")
+TF_VENV = os.environ.get("PLAIT_TF_VENV") or os.path.join(
+    os.environ.get("PLAIT_CI_VENV_DIR") or os.path.expanduser("~/.cache/plait/venvs"), "tf")
 DEBIAN_PYTHON = "/usr/bin/python3"
 WHEELHOUSE = os.path.join(WORK, "wheelhouse")  # scikit-build-core and its dependencies
 WHEELS = os.path.join(WORK, "wheels")
