@@ -14,7 +14,8 @@
     pip_wheel.py switches  PLAIT_WITHOUT_OFI / HOROVOD_WITHOUT_MXNET / HOROVOD_WITHOUT_MPI
                            / PLAIT_WITH_NCCL honoured and reported in a second wheel
     pip_wheel.py bad       PLAIT_WITH_TENSORFLOW=1 without TensorFlow, contradicting
-                           switches, HOROVOD_WITH_MPI=1: the install fails naming why
+                           switches, HOROVOD_WITH_MPI=1, CXX naming no compiler: the install fails
+                           naming why
 
 Environment: PLAIT_PACKAGING_DIR (the work folder, in the build tree),
 PLAIT_SOURCE_DIR, PLAIT_TF_VENV (the tf venv: $PLAIT_CI_VENV_DIR/tf, default
@@ -259,10 +260,13 @@ def case_bad():
          % python),
         ({"PLAIT_WITH_OFI": "1", "HOROVOD_WITHOUT_OFI": "1"}, "contradict each other"),
         ({"HOROVOD_WITH_MPI": "1"}, "HOROVOD_WITH_MPI=1 cannot be honoured: plait has no MPI"),
+        ({"CXX": "/nonexistent/g++"}, "CXX=/nonexistent/g++ names no C++ compiler that exists: "
+         "apt-get install g++"),
     ]:
         p = pip_wheel(python, out, os.path.join(WORK, "skbuild-bad"), env, check=False)
         log = p.stdout + p.stderr
-        expect(p.returncode != 0 and says in log, "%s: the install fails saying '%s'"
+        flat = " ".join(log.split())  # CMake wraps its error messages
+        expect(p.returncode != 0 and says in flat, "%s: the install fails saying '%s'"
                % (env, says), log)
     expect(not glob.glob(os.path.join(out, "*.whl")), "no wheel came out of the failed builds")
 
