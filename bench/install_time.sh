@@ -51,6 +51,6 @@ if [ -f "$hlog" ]; then
 fi
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 printf '%-44s %s\n' "cold install, $(nproc) cores, load $load" "seconds"
-printf '%-44s %.0f s (pip install ., -j%s, no ccache, %s)\n' "plait $(grep -m1 -oE 'VERSION [0-9.]+' "$root/CMakeLists.txt" | cut -d' ' -f2)" \
+printf '%-44s %.0f s (pip install ., -j%s, no ccache, %s)\n' "plait $(grep -m1 -oE 'project\(plait VERSION [0-9.]+' "$root/CMakeLists.txt" | awk '{print $3}')" \
   "$plait_s" "$jobs" "$("$python" -c 'import sys; print("python " + sys.version.split()[0])')"
 printf '%-44s %s\n' "Horovod 0.28.1 (torch, Gloo)" "$horovod"

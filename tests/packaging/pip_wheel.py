@@ -14,8 +14,8 @@
     pip_wheel.py switches  PLAIT_WITHOUT_OFI / HOROVOD_WITHOUT_MXNET / HOROVOD_WITHOUT_MPI
                            / PLAIT_WITH_NCCL honoured and reported in a second wheel
     pip_wheel.py bad       PLAIT_WITH_TENSORFLOW=1 without TensorFlow, contradicting
-                           switches, HOROVOD_WITH_MPI=1, CXX naming no compiler: the install fails
-                           naming why
+                           switches, HOROVOD_WITH_MPI=1, CXX naming no compiler, an MXNet
+                           outside the supported range: the install fails naming why
 
 Environment: PLAIT_PACKAGING_DIR (the work folder, in the build tree),
 PLAIT_SOURCE_DIR, PLAIT_TF_VENV (the tf venv: $PLAIT_CI_VENV_DIR/tf, default
@@ -268,6 +268,19 @@ def case_bad():
         flat = " ".join(log.split())  # CMake wraps its error messages
         expect(p.returncode != 0 and says in flat, "%s: the install fails saying '%s'"
                % (env, says), log)
+    # An MXNet outside the supported range (no such MXNet is installed here: a
+    # package that only says its version, enough for the build's probe).
+    site = run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).stdout
+    fake = os.path.join(site.strip(), "mxnet")
+    os.makedirs(fake, exist_ok=True)
+    with open(os.path.join(fake, "__init__.py"), "w") as f:
+        f.write("__version__ = '2.1.0'\n")
+    p = pip_wheel(python, out, os.path.join(WORK, "skbuild-bad"), check=False)
+    flat = " ".join((p.stdout + p.stderr).split())
+    says = ("MXNet 2.1.0 (%s) is not supported: plait needs MXNet >= 1.6 and < 2.0 (tested: "
+            "1.9.1); pip install 'mxnet==1.9.1', or set PLAIT_WITHOUT_MXNET=1" % python)
+    expect(p.returncode != 0 and says in flat, "an unsupported MXNet stops the install: " + says,
+           p.stdout + p.stderr)
     expect(not glob.glob(os.path.join(out, "*.whl")), "no wheel came out of the failed builds")
 
 
