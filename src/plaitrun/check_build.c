@@ -9,16 +9,18 @@
 #include <plait/plait.h>
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* The folder of libplait (where plugins are looked up last). */
+/* The folder of libplait (where plugins are looked up last), without ".." or links. */
 static int lib_dir(char *out, size_t cap) {
   Dl_info info;
   if (!dladdr((void *)plait_version_string, &info) || !info.dli_fname) return -1;
-  snprintf(out, cap, "%s", info.dli_fname);
+  char real[PATH_MAX];
+  snprintf(out, cap, "%s", realpath(info.dli_fname, real) ? real : info.dli_fname);
   char *slash = strrchr(out, '/');
   if (!slash) return -1;
   *slash = '\0';

@@ -27,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import zipfile
 
@@ -122,12 +123,32 @@ def case_build():
                    "plait/_bin/plaitrun", "plait/_bin/plait-bench", "plait/include/plait/plait.h",
                    "plait/build_info.txt", "plait/torch/__init__.py", "plait/info.py"]:
         expect(member in names, "the wheel holds " + member)
+    sdist_holds_the_build(builder)
     # every package under bindings/python/plait ships, without a hand list
     pkgs = sorted(os.path.relpath(d, os.path.join(SOURCE, "bindings", "python"))
                   for d, _, files in os.walk(os.path.join(SOURCE, "bindings", "python", "plait"))
                   if "__init__.py" in files)
     missing = [p for p in pkgs if p + "/__init__.py" not in names]
     expect(not missing, "every package of bindings/python/plait is in the wheel", str(missing))
+
+
+def sdist_holds_the_build(builder):
+    """The sdist (`pip install plait-*.tar.gz`) holds what the build reads."""
+    run([builder, "-m", "pip", "install", "-q", "--no-index", "--find-links", WHEELHOUSE,
+         "scikit-build-core"])
+    out = os.path.join(WORK, "sdist")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    run([builder, "-c", "import sys; from scikit_build_core.build import build_sdist; "
+         "build_sdist(sys.argv[1])", out], cwd=SOURCE)
+    names = {n.split("/", 1)[1] for n in tarfile.open(glob.glob(out + "/plait-*.tar.gz")[0])
+             .getnames() if "/" in n}
+    for member in ["pyproject.toml", "CMakeLists.txt", "cmake/pip_switches.cmake",
+                   "cmake/pip_preflight.cmake", "src/CMakeLists.txt",
+                   "plugins/gloo/CMakeLists.txt", "bindings/tensorflow/CMakeLists.txt",
+                   "bindings/python/plait/__init__.py", "include/plait/plait.h"]:
+        expect(member in names, "the sdist holds " + member)
+    expect(not any(n.startswith("build/") for n in names), "the sdist holds no build folder")
 
 
 JOB = r"""
