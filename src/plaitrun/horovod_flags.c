@@ -5,7 +5,6 @@
 #include <plait/plait.h>
 
 #include <ctype.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -433,46 +432,4 @@ int plaitrun_horovod_apply_env(const plaitrun_options_t *o, char *err, size_t er
     }
   }
   return 0;
-}
-
-/* The folder of libplait (where plugins are looked up last). */
-static int lib_dir(char *out, size_t cap) {
-  Dl_info info;
-  if (!dladdr((void *)plait_version_string, &info) || !info.dli_fname) return -1;
-  snprintf(out, cap, "%s", info.dli_fname);
-  char *slash = strrchr(out, '/');
-  if (!slash) return -1;
-  *slash = '\0';
-  return 0;
-}
-
-static int plugin_found(const char *name, char *where, size_t cap) {
-  char dirs[8192] = "";
-  const char *pp = getenv("PLAIT_PLUGIN_PATH");
-  if (pp) snprintf(dirs, sizeof dirs, "%s:", pp);
-  char lib[4096];
-  if (lib_dir(lib, sizeof lib) == 0) strncat(dirs, lib, sizeof dirs - strlen(dirs) - 1);
-  char *save = NULL;
-  for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-    snprintf(where, cap, "%s/libplait-transport-%s.so", d, name);
-    if (access(where, R_OK) == 0) return 1;
-  }
-  return 0;
-}
-
-int plaitrun_print_check_build(void) {
-  printf("plait v%s (horovodrun --check-build's equivalent):\n\n", plait_version_string());
-  printf("    Available Frameworks:\n        [X] PyTorch (plait.torch; torch must be importable "
-         "by the ranks' Python)\n        [ ] TensorFlow\n        [ ] MXNet\n\n");
-  printf("    Available Controllers:\n        [X] plait (its own authenticated TCP control "
-         "plane)\n        [ ] MPI\n        [ ] Gloo (plait's control plane does its part)\n\n");
-  printf("    Available Tensor Operations (transport plugins):\n");
-  static const char *names[] = {"gloo", "ofi", "nccl"};
-  for (int k = 0; k < 3; k++) {
-    char where[4200];
-    int found = plugin_found(names[k], where, sizeof where);
-    printf("        [%c] %s%s%s\n", found ? 'X' : ' ', names[k], found ? ": " : "",
-           found ? where : "");
-  }
-  return fflush(stdout) == 0 ? 0 : PLAITRUN_EXIT_INTERNAL;
 }

@@ -356,10 +356,12 @@ int plait_config_unknown(char *buf, size_t buf_size) {
       known = strlen(entries[i].var) == len && !strncmp(entries[i].var, *e, len);
     /* Variables read by plugins, bindings and tools are theirs to check: the
      * gloo and ofi plugins report unknown names of their prefix at init;
-     * PLAIT_TENSORFLOW_* by plait.tensorflow, PLAIT_MXNET_* by plait.mxnet. */
+     * PLAIT_TENSORFLOW_* by plait.tensorflow, PLAIT_MXNET_* by plait.mxnet;
+     * PLAIT_WITH_* and PLAIT_WITHOUT_* are pip install's build switches. */
     static const char *foreign[] = {"PLAIT_LIBRARY", "PLAIT_OFI_", "PLAIT_GLOO_",
                                     "PLAIT_TEST_", "PLAIT_BENCH_", "PLAIT_CI_",
-                                    "PLAIT_LIB_DIR", "PLAIT_TENSORFLOW_", "PLAIT_MXNET_"};
+                                    "PLAIT_WITH_", "PLAIT_WITHOUT_", "PLAIT_TENSORFLOW_",
+                                    "PLAIT_MXNET_"};
     for (size_t i = 0; i < sizeof foreign / sizeof foreign[0] && !known; i++)
       known = !strncmp(*e, foreign[i], strlen(foreign[i]));
     if (!known) {

@@ -677,7 +677,12 @@ Test(plaitrun, check_build_and_short_version, .timeout = 90) {
   run_t run = {.args = {"-cb"}};
   run_plaitrun(&run);
   cr_assert_eq(run.exit_code, 0, "stderr: %s", run.err.data);
-  cr_expect_not_null(strstr(run.out.data, "[X] gloo"), "%s", run.out.data);
+  /* horovodrun's layout, with where each plugin was found (the build's lib/) */
+  cr_expect_eq(strncmp(run.out.data, "plait v", 7), 0, "%s", run.out.data);
+  cr_expect_not_null(strstr(run.out.data, ":\n\nAvailable Frameworks:\n    ["), "%s",
+                     run.out.data);
+  cr_expect_not_null(strstr(run.out.data, "\nAvailable Tensor Operations:\n"), "%s", run.out.data);
+  cr_expect_not_null(strstr(run.out.data, "    [X] Gloo: " PLAIT_TEST_LIB_DIR), "%s", run.out.data);
   run_free(&run);
   run_t v = {.args = {"-v"}};
   run_plaitrun(&v);

@@ -6,7 +6,7 @@ all looked up the same way, in order:
    PLAIT_TENSORFLOW_LIBRARY, PLAIT_MXNET_LIBRARY): only there when set;
 2. an adapter: beside the libplait this process loaded (the build tree's
    lib/ and the installed libdir both hold every library);
-3. bundled with the package (plait/_lib, where setup.py copies them);
+3. bundled with the package (plait/_lib, where pip install puts them);
 4. installed with the package (plait/_install_paths.py, by cmake --install);
 5. libplait only: the system's library path.
 
