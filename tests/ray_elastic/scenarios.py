@@ -15,7 +15,9 @@ it trains:
   both end with every rank's parameters equal to a run without plait;
 - too-few-slots: min_np 3 on 2 slots: an error naming --min-np and
   --elastic-timeout once elastic_timeout (10 s) has passed;
-- no-ray: no cluster at the address: an error naming Ray, within a bound.
+- no-ray: no cluster at the address: an error naming Ray, within a bound;
+- agent-plain: plait.ray.agent as PLAITRUN_AGENT of a plain `plaitrun -H`
+  job on both nodes; a rank's exit status comes back through it.
 Exits 77 (skip) with the reason when Ray's python or torch is missing.
 """
 import argparse
@@ -228,7 +230,36 @@ def no_ray(ctx, tmp, cluster):
     log("PASS no-ray: %s (after %.1f s)" % (err[-1], time.monotonic() - t))
 
 
-SCENARIOS = {"node-lost": node_lost, "node-added": node_added, "too-few-slots": too_few_slots,
+def agent_plain(ctx, tmp, cluster):
+    """plait.ray.agent under a plain (not elastic) plaitrun -H job: ranks on
+    both nodes, their output relayed; a rank's status comes back."""
+    grow(ctx, cluster, N1)
+    grow(ctx, cluster, N2)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python"),
+               PLAIT_TIMEOUT_S="5", PLAIT_TRANSPORT="gloo", RAYEL_TEST_JOB=tmp,
+               PLAITRUN_AGENT="%s -m plait.ray.agent --address %s" % (ctx.python, cluster.address))
+    plaitrun = [os.path.join(ctx.build, "bin", "plaitrun"), "-np", "2", "-H",
+                "%s:1,%s:1" % (N1, N2)]
+    code = ("import plait.torch as hvd, torch; hvd.init(); "
+            "print('rank %d of %d: sum %g' % (hvd.rank(), hvd.size(), "
+            "hvd.allreduce(torch.ones(1), op=hvd.Sum).item()))")
+    r = subprocess.run(plaitrun + [ctx.python, "-c", code], env=env, capture_output=True,
+                       text=True, timeout=300)
+    log("$ plaitrun ... python -c ...: status %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
+    for rank in (0, 1):
+        if "[%d]: rank %d of 2: sum 2" % (rank, rank) not in r.stdout or r.returncode != 0:
+            raise Failed("rank %d's line missing or status %d" % (rank, r.returncode))
+    r = subprocess.run(plaitrun + ["sh", "-c", "exit 3"], env=env, capture_output=True,
+                       text=True, timeout=300)
+    log("$ plaitrun ... sh -c 'exit 3': status %d\n%s" % (r.returncode, r.stderr))
+    if r.returncode != 3 or "exited with status 3" not in r.stderr:
+        raise Failed("expected status 3 named, got %d" % r.returncode)
+    log("PASS agent-plain: ranks on both nodes through plait.ray.agent; a rank's status 3 "
+        "comes back")
+    check_no_leftovers(tmp)
+
+
+SCENARIOS = {"agent-plain": agent_plain, "node-lost": node_lost, "node-added": node_added, "too-few-slots": too_few_slots,
              "no-ray": no_ray}
 
 

@@ -175,8 +175,9 @@ def main(argv=None):
     args = _parse(sys.argv[1:] if argv is None else argv)
     secret = sys.stdin.buffer.readline()  # first, before Ray prints or blocks anything
     stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     ray = _connect(args.address)
+    # after ray.init, whose own SIGTERM handler would end the agent at once
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     if not _node_alive(ray, args.host):
         _say("no alive Ray node has the address %s" % args.host)
         return 255
