@@ -23,6 +23,7 @@ Exits 77 (skip) with the reason when Ray's python or torch is missing.
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -165,7 +166,7 @@ def grow(ctx, cluster, ip):
     """Starts a 1-CPU node at ip and waits until it is alive (one at a time:
     Ray's node start times out when the GCS is busy starting another)."""
     cluster.start_node(ip, 1)
-    cluster.wait_nodes(ctx.python, len(cluster.nodes))
+    cluster.wait_started(ip)
 
 
 def node_lost(ctx, tmp, cluster):
@@ -291,7 +292,7 @@ def main():
     try:
         if args.scenario != "no-ray":
             cluster.start_node("127.0.0.1", 0, head=True)
-            cluster.wait_nodes(ctx.python, 1)
+            cluster.wait_started("127.0.0.1")
         SCENARIOS[args.scenario](ctx, tmp, cluster)
         return 0
     except Failed as e:
@@ -299,6 +300,7 @@ def main():
         return 1
     finally:
         cluster.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -76,3 +76,35 @@ def test_failure_reason_from_plaitrun_lines():
     tail = ["[0]: step", "plaitrun elastic: the job was reset 2 times: --reset-limit 2 reached; "
             "stopping", "plaitrun elastic: 1 worker(s) still running"]
     assert elastic._reason(tail, None) == "the job was reset 2 times: --reset-limit 2 reached"
+
+
+def _worker(tmp_path, version, fn):
+    import subprocess
+    import sys
+    import cloudpickle
+    import plait
+    (tmp_path / "fn.pkl").write_bytes(cloudpickle.dumps((fn, (20,), {"b": 1}, version or
+                                                         plait.__version__)))
+    env = dict(os.environ, PLAITRAY_WORKER_DIR=str(tmp_path))
+    return subprocess.run([sys.executable, "-m", "plait.ray.worker_main"], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_worker_main_runs_the_function_and_keeps_its_value(tmp_path):
+    import pickle
+    r = _worker(tmp_path, None, lambda a, b: a + b)
+    assert r.returncode == 0, r.stderr
+    assert pickle.loads((tmp_path / "result.pkl").read_bytes()) == (None, 21)  # no plait job
+
+
+def test_worker_main_refuses_another_plait_version(tmp_path):
+    r = _worker(tmp_path, "0.0.1-elsewhere", lambda a, b: a + b)
+    assert r.returncode == 1 and not (tmp_path / "result.pkl").exists()
+    assert "plait version mismatch: the driver runs plait 0.0.1-elsewhere" in r.stderr
+
+
+def test_worker_main_failing_function_exits_1(tmp_path):
+    def boom(a, b):
+        raise KeyError("no such sample")
+    r = _worker(tmp_path, None, boom)
+    assert r.returncode == 1 and "KeyError: 'no such sample'" in r.stderr

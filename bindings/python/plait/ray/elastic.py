@@ -298,7 +298,8 @@ def _dump_function(path, fn, args, kwargs):
         from ray import cloudpickle
     fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
-        f.write(cloudpickle.dumps((fn, tuple(args), dict(kwargs))))
+        import plait
+        f.write(cloudpickle.dumps((fn, tuple(args), dict(kwargs), plait.__version__)))
     os.replace(path + ".tmp", path)
 
 
@@ -333,6 +334,9 @@ def _reason(tail, discovery_error):
             return m.group(1)
     said = [line for line in tail if line.startswith("plaitrun")]
     why = said[-1] if said else (tail[-1] if tail else "no output")
+    workers = [line for line in tail if "plait.ray.worker_main:" in line]
+    if workers:
+        why += " (%s)" % workers[-1]
     if discovery_error:
         why += " (the last ray.nodes() query failed: %s)" % discovery_error
     return why

@@ -2,8 +2,10 @@
 
     python -m plait.ray.worker_main      (plaitrun starts it, through plait.ray.agent)
 
-Reads the pickled (function, args, kwargs) from $PLAITRAY_WORKER_DIR/fn.pkl
-(a private folder the relay actor made on this node), calls it, and writes
+Reads the pickled (function, args, kwargs, the driver's plait version) from
+$PLAITRAY_WORKER_DIR/fn.pkl (a private folder the relay actor made on this
+node), refuses to run with another plait version than the driver's (exit 1,
+naming both), calls the function, and writes
 (rank, value) to result.pkl there when it returns; the relay sends it back to
 the driver's machine. An exception is printed and the worker exits 1 (a
 failed worker to plaitrun's driver). A worker the driver has no place for
@@ -41,7 +43,14 @@ def main():
                          "through plait.ray.ElasticRayExecutor\n")
         return 2
     with open(os.path.join(folder, FUNCTION), "rb") as f:
-        fn, args, kwargs = pickle.load(f)
+        fn, args, kwargs, driver_version = pickle.load(f)
+    import plait
+    if plait.__version__ != driver_version:
+        sys.stderr.write("plait.ray.worker_main: plait version mismatch: the driver runs plait %s, "
+                         "this worker on %s runs %s (%s)\n"
+                         % (driver_version, os.uname().nodename, plait.__version__,
+                            plait.library_path))
+        return 1
     try:
         value = fn(*args, **kwargs)
     except SystemExit:
