@@ -23,6 +23,25 @@ RESULT = "result.pkl"  # what plait.ray.worker_main writes in PLAITRAY_WORKER_DI
 FUNCTION = "fn.pkl"    # what it reads there
 
 
+PREFIX = "plait-ray-worker-"  # + the actor's pid: the folders of dead actors are swept
+
+
+def _sweep():
+    """Removes the folders of relays whose process is gone (an actor killed
+    with its node or by ray.kill has no chance to remove its own)."""
+    base = tempfile.gettempdir()
+    for name in os.listdir(base):
+        pid = name[len(PREFIX):].split("-")[0]
+        if not name.startswith(PREFIX) or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+        except PermissionError:
+            pass  # another user's relay, alive
+
+
 class Relay:
     def __init__(self):
         self._cond = threading.Condition()
@@ -42,7 +61,8 @@ class Relay:
         child_env = dict(os.environ)
         child_env.update(env or {})
         if payload is not None:
-            self._dir = tempfile.mkdtemp(prefix="plait-ray-worker-")  # 0700
+            _sweep()
+            self._dir = tempfile.mkdtemp(prefix="%s%d-" % (PREFIX, os.getpid()))  # 0700
             with open(os.path.join(self._dir, FUNCTION), "wb") as f:
                 f.write(payload)
             child_env["PLAITRAY_WORKER_DIR"] = self._dir

@@ -44,6 +44,7 @@ def main():
         return 2
     with open(os.path.join(folder, FUNCTION), "rb") as f:
         fn, args, kwargs, driver_version = pickle.load(f)
+    os.unlink(os.path.join(folder, FUNCTION))  # read once; not left on the node
     import plait
     if plait.__version__ != driver_version:
         sys.stderr.write("plait.ray.worker_main: plait version mismatch: the driver runs plait %s, "
