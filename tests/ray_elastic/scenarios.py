@@ -11,7 +11,9 @@ it trains:
 - node-lost: the node 127.0.0.3 is stopped (its `ray start` process, raylet
   and workers) mid-training: the job re-forms on 127.0.0.2 and finishes;
 - node-added: the job starts on 127.0.0.2 alone, 127.0.0.3 joins the cluster
-  mid-training: the job grows to 2 workers at a commit and finishes;
+  mid-training: the job grows to 2 workers at a commit; then the actor
+  running 127.0.0.3's worker is killed (kill -9): the agent names it, the
+  job shrinks back to 1 worker and finishes;
   both end with every rank's parameters equal to a run without plait;
 - too-few-slots: min_np 3 on 2 slots: an error naming --min-np and
   --elastic-timeout once elastic_timeout (10 s) has passed;
@@ -182,16 +184,36 @@ def node_lost(ctx, tmp, cluster):
     training(ctx, tmp, "node-lost", cluster, ["--min-np", "1", "--max-np", "2"], 1, event)
 
 
+def actor_of(pid):
+    """The Ray actor process (its name "ray::...") above pid."""
+    while pid > 1:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            if f.read().startswith(b"ray::"):
+                return pid
+        with open("/proc/%d/stat" % pid) as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
+    raise Failed("no Ray actor process above the worker")
+
+
 def node_added(ctx, tmp, cluster):
     grow(ctx, cluster, N1)
+    worker = re.compile(r"elastic worker %s/0 pid (\d+): rank (\d+) of 2" % re.escape(N2))
 
     def event(d):
         i, _ = d.wait_line(STEP, 240, test=lambda m: (int(m.group(1)), int(m.group(2))) >= (0, 3))
         log(">>> adding the Ray node %s" % N2)
         grow(ctx, cluster, N2)
-        d.wait_line(FORMED, 180, i, test=lambda m: int(m.group(2)) == 2)
+        i, _ = d.wait_line(FORMED, 180, i, test=lambda m: int(m.group(2)) == 2)
+        i, m = d.wait_line(worker, 60, i)
+        i, _ = d.wait_line(STEP, 60, i, test=lambda m: int(m.group(3)) == 2)
+        actor = actor_of(int(m.group(1)))
+        log(">>> kill -9 of the actor (pid %d) running the worker on %s" % (actor, N2))
+        os.kill(actor, 9)
+        d.wait_line(re.compile(r"plait.ray.agent: the actor running the worker on the Ray node "
+                               + re.escape(N2) + " died"), 60, i)
+        d.wait_line(FORMED, 60, i, test=lambda m: int(m.group(2)) == 1)
     # long enough for the node to start and its worker to join (about 20 s)
-    training(ctx, tmp, "node-added", cluster, ["--min-np", "1", "--max-np", "2"], 2, event,
+    training(ctx, tmp, "node-added", cluster, ["--min-np", "1", "--max-np", "2"], 1, event,
              epochs=10)
 
 
