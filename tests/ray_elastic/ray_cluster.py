@@ -16,10 +16,15 @@ import tempfile
 import time
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port(avoid=range(0)):
+    """A port free now, outside avoid (a node's worker port range: Ray
+    refuses to start when one of its ports falls inside it)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in avoid:
+            return port
 
 
 class Cluster:
@@ -39,11 +44,12 @@ class Cluster:
         ports = ["--node-manager-port", "--object-manager-port", "--dashboard-agent-listen-port",
                  "--dashboard-agent-grpc-port", "--runtime-env-agent-port",
                  "--metrics-export-port"]
-        argv = []
-        for p in ports:
-            argv += [p, str(free_port())]
         lo = free_port() // 100 * 100
         lo = min(max(lo, 20000), 60000)
+        self.worker_ports = range(lo, lo + 100)
+        argv = []
+        for p in ports:
+            argv += [p, str(free_port(self.worker_ports))]
         return argv + ["--min-worker-port", str(lo), "--max-worker-port", str(lo + 99)]
 
     def start_node(self, ip, cpus, head=False):
@@ -51,10 +57,11 @@ class Cluster:
                 "--num-gpus", "0", "--disable-usage-stats"] + self._ports()
         if head:
             self.head = ip
-            self.port = free_port()
+            avoid = self.worker_ports
+            self.port = free_port(avoid)
             argv += ["--head", "--port", str(self.port), "--temp-dir", self.tmp,
-                     "--include-dashboard", "false", "--dashboard-port", str(free_port()),
-                     "--ray-client-server-port", str(free_port())]
+                     "--include-dashboard", "false", "--dashboard-port", str(free_port(avoid)),
+                     "--ray-client-server-port", str(free_port(avoid))]
         else:
             argv += ["--address", self.address]
         log = open(os.path.join(self.tmp, "node-%s.log" % ip), "ab")
