@@ -12,7 +12,9 @@ export PLAIT_CI_VENV_DIR
 # the requirements: a requirement added since it was made costs seconds, not
 # a new download of the framework), and made anew only when that does not
 # help. Requirements after `--` are installed with --no-deps. WHAT says what
-# is downloaded, for the progress line. Progress goes to stderr; returns 1
+# is downloaded, for the progress line. With PLAIT_CI_VENV_SYSTEM_SITE=1 a new
+# venv is made from Debian's /usr/bin/python3 with --system-site-packages, so
+# that it sees Debian's python3-torch and numpy instead of downloading them. Progress goes to stderr; returns 1
 # with the reason on stderr when it cannot.
 plait_venv() {
   local name="$1" what="$2" check="$3"
@@ -21,7 +23,10 @@ plait_venv() {
   for r in "$@"; do
     if [ "$r" = -- ]; then seen_sep=1; elif [ "$seen_sep" = 1 ]; then nodeps+=("$r"); else reqs+=("$r"); fi
   done
-  local dir="$PLAIT_CI_VENV_DIR/$name" base="${PLAIT_CI_VENV_PYTHON:-python3}"
+  local dir="$PLAIT_CI_VENV_DIR/$name" base="${PLAIT_CI_VENV_PYTHON:-python3}" site=()
+  if [ "${PLAIT_CI_VENV_SYSTEM_SITE:-0}" = 1 ]; then
+    base="${PLAIT_CI_VENV_PYTHON:-/usr/bin/python3}" site=(--system-site-packages)
+  fi
   if [ -x "$dir/bin/python" ] && "$dir/bin/python" -c "$check" 2>/dev/null; then
     echo "$dir/bin/python"
     return 0
@@ -35,7 +40,7 @@ plait_venv() {
   echo "ci: creating $dir ($what; a few minutes at most)" >&2
   rm -rf "$dir"
   mkdir -p "$PLAIT_CI_VENV_DIR"
-  if ! "$base" -m venv "$dir" >&2; then
+  if ! "$base" -m venv "${site[@]}" "$dir" >&2; then
     echo "ci: $base cannot create a venv (python3 -m venv failed)" >&2
     return 1
   fi
