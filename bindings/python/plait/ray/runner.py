@@ -222,7 +222,7 @@ class RayExecutor:
                 continue
             except ray.exceptions.RayActorError as e:
                 lost.append((rank, e))
-            except ray.exceptions.RayTaskError as e:
+            except ray.exceptions.RayError as e:  # the function raised on that worker
                 failed.append((rank, e))
             if deadline is None:  # the others get plait's timeout to notice and fail
                 deadline = time.monotonic() + self._plait_timeout_s + 1.0
