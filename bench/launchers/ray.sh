@@ -9,6 +9,9 @@
 # printed to stderr). Exits 77 (with the reason) when it cannot run here.
 #   bench/launchers/ray.sh BUILD_DIR PYTHON [NP]
 # PYTHON without Ray: the ray venv of ci/lib/ray.sh is used (made if needed).
+# Ray gives an actor OMP_NUM_THREADS=its CPUs (1); the workers get this
+# machine's core count instead, torch's default under plaitrun, so that both
+# rows run the same threads and only the launcher differs.
 set -euo pipefail
 [ $# -ge 2 ] || { sed -n 2,12p "$0"; exit 2; }
 BUILD=$(realpath "$1") PY=$2 NP=${3:-2}
@@ -19,9 +22,9 @@ if ! "$PY" -c 'import ray, torch' 2>/dev/null; then
   PY=$(plait_ray_python) || { echo "no Python with Ray and torch (ci/lib/ray.sh failed)" >&2; exit 77; }
 fi
 export PLAIT_LIBRARY="$BUILD/lib/libplait.so" PLAIT_PLUGIN_PATH="$BUILD/lib"
-export PYTHONPATH="$ROOT/bindings/python:$HERE${PYTHONPATH:+:$PYTHONPATH}" OMP_NUM_THREADS=1
+export PYTHONPATH="$ROOT/bindings/python:$HERE${PYTHONPATH:+:$PYTHONPATH}"
 exec "$PY" - "$NP" "$ROOT/tests/bindings/ray" <<'PY'
-import json, sys, time
+import json, os, sys, time
 np_, helpers = int(sys.argv[1]), sys.argv[2]
 sys.path.insert(0, helpers)
 from cluster import Cluster
@@ -35,7 +38,7 @@ with Cluster(nodes=1, cpus=np_) as cluster:
     ray.init(address=cluster.address, logging_level="error", log_to_driver=False)
     ex = RayExecutor(RayExecutor.create_settings(timeout_s=120, verbose=0), num_workers=np_)
     t0 = time.time()
-    ex.start()
+    ex.start(extra_env_vars={"OMP_NUM_THREADS": str(os.cpu_count())})
     try:
         rec = ex.run(step.main)[0]
     finally:

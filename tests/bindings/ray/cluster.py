@@ -36,8 +36,11 @@ def _ports():
 
 class Cluster:
     def __init__(self, nodes=2, cpus=2, env=None, ip="127.0.0.2", wrap=None):
-        """wrap(i): a command prefix for node i (e.g. `ip netns exec hostN`)."""
-        self.nodes, self.cpus, self.ip = nodes, cpus, ip
+        """ip: the nodes' address (Ray refuses 127.0.0.1 and would take the
+        machine's own; all of 127/8 is loopback), or one per node. wrap(i): a
+        command prefix for node i (e.g. `ip netns exec NS`)."""
+        self.nodes, self.cpus = nodes, cpus
+        self.ips = ip if isinstance(ip, list) else [ip] * nodes
         self.env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", **(env or {}))
         self.wrap = wrap or (lambda i: [])
         self.procs = []
@@ -56,13 +59,12 @@ class Cluster:
 
     def start(self, timeout=120):
         port = free_port()
-        self._start(0, ["--head", "--port=%d" % port, "--node-ip-address=%s" % self.ip,
+        self._start(0, ["--head", "--port=%d" % port, "--node-ip-address=%s" % self.ips[0],
                         "--include-dashboard=false", "--ray-client-server-port=%d" % free_port()])
-        self.address = "%s:%d" % (self.ip, port)
+        self.address = "%s:%d" % (self.ips[0], port)
         self._wait_nodes(1, timeout)
         for i in range(1, self.nodes):
-            ip = self.ip if not isinstance(self.ip, list) else self.ip[i]
-            self._start(i, ["--address=%s" % self.address, "--node-ip-address=%s" % ip])
+            self._start(i, ["--address=%s" % self.address, "--node-ip-address=%s" % self.ips[i]])
         self._wait_nodes(self.nodes, timeout)
         return self
 

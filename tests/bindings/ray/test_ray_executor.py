@@ -274,6 +274,17 @@ def case_no_ray_at_address(cluster):
     assert "ERR plait.ray: no Ray cluster answers at RAY_ADDRESS=%s" % address in r.stdout and "ray start --head" in r.stdout, (r.stdout, r.stderr[-2000:])
 
 
+def case_layout_of_interleaved_nodes(cluster):
+    """Actors created alternating between nodes still get contiguous ranks."""
+    from plait.ray.layout import assign_ranks
+    slots = assign_ranks(["n2", "n1", "n2", "n1", "n2"])
+    assert [s["actor"] for s in slots] == [0, 2, 4, 1, 3], slots
+    assert [(s["local_rank"], s["local_size"]) for s in slots] == \
+        [(0, 3), (1, 3), (2, 3), (0, 2), (1, 2)], slots
+    assert [(s["cross_rank"], s["cross_size"]) for s in slots] == \
+        [(0, 2), (0, 2), (0, 1), (1, 2), (1, 2)], slots
+
+
 def case_bad_arguments(cluster):
     def refuses(what, fn, *args, **kw):
         try:
@@ -301,10 +312,23 @@ def case_bad_arguments(cluster):
 CASES = [v for k, v in sorted(globals().items()) if k.startswith("case_")]
 
 
+def cluster_here():
+    """Two nodes on loopback; with PLAIT_RAY_TEST_NETNS="NS1 NS2" (hosts_ray.sh,
+    which runs this script in NS1), one node per network-namespace host at
+    PLAIT_RAY_TEST_IPS."""
+    spaces = os.environ.get("PLAIT_RAY_TEST_NETNS", "").split()
+    if not spaces:
+        return Cluster(nodes=2, cpus=2)
+    ips = os.environ["PLAIT_RAY_TEST_IPS"].split()
+    return Cluster(nodes=len(spaces), cpus=2, ip=ips, wrap=lambda i: [
+        "ip", "netns", "exec", spaces[i], "unshare", "--uts", "sh", "-c",
+        'hostname "$0"; exec "$@"', "h%d" % (i + 1)])
+
+
 def main(names):
     cases = [c for c in CASES if not names or c.__name__[5:] in names]
     passed = failed = 0
-    with Cluster(nodes=2, cpus=2) as cluster:
+    with cluster_here() as cluster:
         ray.init(address=cluster.address, logging_level="error")
         for case in cases:
             t0 = time.monotonic()
