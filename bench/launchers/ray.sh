@@ -9,9 +9,10 @@
 # printed to stderr). Exits 77 (with the reason) when it cannot run here.
 #   bench/launchers/ray.sh BUILD_DIR PYTHON [NP]
 # PYTHON without Ray: the ray venv of ci/lib/ray.sh is used (made if needed).
-# Ray gives an actor OMP_NUM_THREADS=its CPUs (1); the workers get this
-# machine's core count instead, torch's default under plaitrun, so that both
-# rows run the same threads and only the launcher differs.
+# Ray gives an actor OMP_NUM_THREADS=its CPUs (1), where plaitrun's ranks
+# get torch's default (every core): an OMP_NUM_THREADS set by the caller is
+# passed to the workers, so `OMP_NUM_THREADS=1 bench/launchers/run.sh ...`
+# runs both rows with the same threads and only the launcher differs.
 set -euo pipefail
 [ $# -ge 2 ] || { sed -n 2,12p "$0"; exit 2; }
 BUILD=$(realpath "$1") PY=$2 NP=${3:-2}
@@ -38,7 +39,8 @@ with Cluster(nodes=1, cpus=np_) as cluster:
     ray.init(address=cluster.address, logging_level="error", log_to_driver=False)
     ex = RayExecutor(RayExecutor.create_settings(timeout_s=120, verbose=0), num_workers=np_)
     t0 = time.time()
-    ex.start(extra_env_vars={"OMP_NUM_THREADS": str(os.cpu_count())})
+    threads = os.environ.get("OMP_NUM_THREADS")
+    ex.start(extra_env_vars={"OMP_NUM_THREADS": threads} if threads else None)
     try:
         rec = ex.run(step.main)[0]
     finally:

@@ -97,6 +97,8 @@ def case_two_hosts_two_each(cluster):
         check_collectives(results, 4)
         check_layout(ex, results)
         assert len({s["node_id"] for s in ex.layout}) == 2, ex.layout
+        print("  ranks on %s" % ", ".join("%d: %s %s" % (s["rank"], s["hostname"], s["ip"])
+                                          for s in ex.layout))
         assert [r["layout"][2:] for r in results] == [(0, 2, 0, 2), (1, 2, 0, 2),
                                                       (0, 2, 1, 2), (1, 2, 1, 2)], results
         refs = ex.run_remote(lambda a, b=0: a + b + int(os.environ["PLAIT_RANK"]),
