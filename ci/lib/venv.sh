@@ -13,19 +13,23 @@ export PLAIT_CI_VENV_DIR
 # a new download of the framework), and made anew only when that does not
 # help. Requirements after `--` are installed with --no-deps. WHAT says what
 # is downloaded, for the progress line. Progress goes to stderr; returns 1
-# with the reason on stderr when it cannot. --system-site-packages makes a venv
-# that also sees the base python's packages (Debian's python3-torch, say),
-# so that an engine's venv need not download torch again.
+# with the reason on stderr when it cannot. --system-site-packages makes a new
+# venv from Debian's /usr/bin/python3 (unless PLAIT_CI_VENV_PYTHON says
+# otherwise) that also sees its packages (python3-torch, numpy), so that an
+# engine's venv need not download torch again.
 plait_venv() {
-  local site=()
-  if [ "$1" = --system-site-packages ]; then site=(--system-site-packages); shift; fi
+  local site=() base="${PLAIT_CI_VENV_PYTHON:-python3}"
+  if [ "$1" = --system-site-packages ]; then
+    site=(--system-site-packages) base="${PLAIT_CI_VENV_PYTHON:-/usr/bin/python3}"
+    shift
+  fi
   local name="$1" what="$2" check="$3"
   shift 3
   local reqs=() nodeps=() r seen_sep=0
   for r in "$@"; do
     if [ "$r" = -- ]; then seen_sep=1; elif [ "$seen_sep" = 1 ]; then nodeps+=("$r"); else reqs+=("$r"); fi
   done
-  local dir="$PLAIT_CI_VENV_DIR/$name" base="${PLAIT_CI_VENV_PYTHON:-python3}"
+  local dir="$PLAIT_CI_VENV_DIR/$name"
   if [ -x "$dir/bin/python" ] && "$dir/bin/python" -c "$check" 2>/dev/null; then
     echo "$dir/bin/python"
     return 0

@@ -278,6 +278,11 @@ class PlaitError(Exception):
         self.name = RESULT_NAMES.get(code, "PLAIT_RESULT_UNKNOWN")
         super().__init__(message)
 
+    def __reduce__(self):
+        # pickle: rebuilt from code and message (Ray and Spark send a
+        # worker's exception to the driver this way)
+        return (type(self), (self.code, str(self)))
+
 
 def _class_name(result_name):
     words = result_name.replace("PLAIT_ERR_", "").lower().split("_")

@@ -1,0 +1,159 @@
+"""A real Ray cluster of this test's own on this machine (tests/bindings/ray).
+
+Cluster(nodes=2, cpus=2) starts `ray start --head --block` and then
+`ray start --address=HEAD --block` for each further node, every one in a
+session of its own with its own --temp-dir and free ports, so that other Ray
+clusters on the machine (other tests, other users) are never touched:
+`ray stop` would stop every Ray here, so stop() ends only this cluster's
+sessions (SIGTERM, then SIGKILL) and checks that none of their processes is
+left. Used as a context manager, it stops even when the test fails.
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+RAY = os.path.join(os.path.dirname(sys.executable), "ray")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ports():
+    return ["--node-manager-port=%d" % free_port(), "--object-manager-port=%d" % free_port(),
+            "--metrics-export-port=%d" % free_port(),
+            "--dashboard-agent-listen-port=%d" % free_port(),
+            "--dashboard-agent-grpc-port=%d" % free_port(),
+            "--runtime-env-agent-port=%d" % free_port()]
+
+
+class Cluster:
+    def __init__(self, nodes=2, cpus=2, env=None, ip="127.0.0.2", wrap=None):
+        """ip: the nodes' address (Ray refuses 127.0.0.1 and would take the
+        machine's own; all of 127/8 is loopback), or one per node. wrap(i): a
+        command prefix for node i (e.g. `ip netns exec NS`)."""
+        self.nodes, self.cpus = nodes, cpus
+        self.ips = ip if isinstance(ip, list) else [ip] * nodes
+        self.env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", **(env or {}))
+        self.wrap = wrap or (lambda i: [])
+        self.procs = []
+        self.dirs = []
+        self.address = None
+
+    def _start(self, i, args):
+        tmp = tempfile.mkdtemp(prefix="pr%d" % i, dir="/tmp")  # short: Ray's socket paths
+        self.dirs.append(tmp)
+        cmd = self.wrap(i) + [RAY, "start", "--block", "--disable-usage-stats",
+                              "--num-cpus=%d" % self.cpus, "--temp-dir=%s" % tmp,
+                              "--include-log-monitor=false"] + _ports() + args
+        log = open(os.path.join(tmp, "start.log"), "w")
+        self.procs.append(subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                           start_new_session=True))
+
+    def start(self, timeout=120):
+        port = free_port()
+        self._start(0, ["--head", "--port=%d" % port, "--node-ip-address=%s" % self.ips[0],
+                        "--include-dashboard=false", "--ray-client-server-port=%d" % free_port()])
+        self.address = "%s:%d" % (self.ips[0], port)
+        self._wait_nodes(1, timeout)
+        for i in range(1, self.nodes):
+            self._start(i, ["--address=%s" % self.address, "--node-ip-address=%s" % self.ips[i]])
+        self._wait_nodes(self.nodes, timeout)
+        return self
+
+    def _wait_nodes(self, n, timeout):
+        deadline = time.monotonic() + timeout
+        code = ("import ray; ray.init(address=%r, logging_level='error');"
+                "print(sum(1 for x in ray.nodes() if x['Alive']))" % self.address)
+        while time.monotonic() < deadline:
+            for p in self.procs:
+                if p.poll() is not None:
+                    raise RuntimeError("ray start exited with %d: %s" % (p.returncode, self.log()))
+            r = subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True,
+                               text=True, timeout=60)
+            if r.returncode == 0 and r.stdout.strip().isdigit() and int(r.stdout) >= n:
+                return
+            time.sleep(1)
+        raise RuntimeError("the Ray cluster did not get %d nodes in %ds: %s" % (n, timeout, self.log()))
+
+    def log(self):
+        out = []
+        for d in self.dirs:
+            try:
+                out.append(open(os.path.join(d, "start.log")).read()[-2000:])
+            except OSError:
+                pass
+        return "\n".join(out)
+
+    def session_pids(self):
+        """Every live process in this cluster's sessions."""
+        sids = {p.pid for p in self.procs}
+        pids = []
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    if os.getsid(int(name)) in sids:
+                        pids.append(int(name))
+                except OSError:
+                    pass
+        return pids
+
+    def processes_titled(self, word):
+        """(pid, title) of this cluster's processes whose command line has word."""
+        out = []
+        for pid in self.session_pids():
+            try:
+                cmd = open("/proc/%d/cmdline" % pid, "rb").read().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if word in cmd:
+                out.append((pid, cmd.strip()))
+        return out
+
+    def stop(self):
+        if "ray" in sys.modules:  # a driver left connected dies with the cluster
+            sys.modules["ray"].shutdown()
+        for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+            for p in self.procs:
+                try:
+                    os.killpg(p.pid, sig)
+                except OSError:
+                    pass
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and self.session_pids():
+                time.sleep(0.2)
+            if not self.session_pids():
+                break
+        for pid in self.session_pids():  # members that left the process group
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        left = self.session_pids()
+        for d in self.dirs:
+            if not os.environ.get("PLAIT_TEST_KEEP_RAY_DIRS"):
+                shutil.rmtree(d, ignore_errors=True)
+        if left:
+            raise RuntimeError("Ray processes left after stop: %s" % left)
+
+    def __enter__(self):
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc):
+        self.stop()
