@@ -13,7 +13,11 @@
 # exit 77 with the reason on stderr. PYTHON is the engine's venv
 # (ci/lib/<engine>.sh) or /usr/bin/python3. Records go to
 # $LAUNCHERS_JSON (default bench/results/launchers.jsonl), one per run.
+# Every engine's ranks run with OMP_NUM_THREADS=1 unless the caller sets it:
+# Ray and Spark give a task one thread, where torch under plaitrun or srun
+# would take every core, and the step times would compare thread counts.
 set -uo pipefail
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 [ $# -ge 1 ] || { sed -n 2,14p "$0"; exit 2; }
 BUILD=$(realpath "$1")
 ROUNDS=${2:-3}
@@ -23,8 +27,8 @@ ROOT=$(cd "$HERE/../.." && pwd)
 JSON=${LAUNCHERS_JSON:-$ROOT/bench/results/launchers.jsonl}
 engines=("$@")
 [ ${#engines[@]} -gt 0 ] || engines=(plaitrun ray slurm spark)
-echo "launchers: ${engines[*]}, $ROUNDS rounds interleaved, on $(hostname) ($(nproc) cores," \
-  "load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "launchers: ${engines[*]}, $ROUNDS rounds interleaved, on $(hostname) ($(nproc --all) cores," \
+  "OMP_NUM_THREADS=$OMP_NUM_THREADS, load $(cut -d' ' -f1-3 /proc/loadavg))"
 : > "$JSON.new"
 declare -A why
 for ((r = 1; r <= ROUNDS; r++)); do

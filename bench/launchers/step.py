@@ -10,7 +10,7 @@ model on every engine), and rank 0 prints one JSON line:
 
 init_done is the wall clock (time.time()) when plait.init returned on
 rank 0: the engine's script takes its start-up time as init_done minus the
-moment it launched the job. STEPS (default 60) after 10 warm-up steps.
+moment it launched the job. STEPS (default 300) after 10 warm-up steps.
 """
 import json
 import os
@@ -25,7 +25,7 @@ def main(steps=None):
 
     hvd.init()
     init_done = time.time()
-    steps = int(steps or os.environ.get("PLAIT_BENCH_STEPS", "60"))
+    steps = int(steps or os.environ.get("PLAIT_BENCH_STEPS", "300"))
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(),
                                 torch.nn.Linear(1024, 10))
