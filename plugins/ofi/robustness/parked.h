@@ -12,8 +12,10 @@
  * Instead its libfabric objects (endpoint, queues, address vector, memory
  * registrations, domain, fabric) and the scratch buffers its sends may read
  * are parked here, in a list of the plugin's own, when the state is torn
- * down, with the peers of those sends. Every later init and teardown of a
- * state sweeps the list: a parked endpoint is closed (in the order teardown
+ * down, with the peers of those sends. Every later init of a state sweeps
+ * the list (never a teardown: closing an endpoint whose peer was killed a
+ * moment before crashed rxm in fi_close, test_blame_ofi_tcp under load): a
+ * parked endpoint is closed (in the order teardown
  * closes, then its buffers freed) once every peer of its sends is known to
  * have exited (liveness.h: their pids, on this host), or once every send has
  * completed (its queue read briefly, which also makes rxm progress; rxm was
@@ -33,7 +35,7 @@
 #include "state.h"
 
 /* The bound on one sweep's reading of one parked queue, in seconds: short,
- * since every init and teardown pays it per endpoint still parked (rxm was
+ * since every init pays it per endpoint still parked (rxm was
  * not seen to complete such sends; the peers' exit is what frees them). */
 #define OFI_PARKED_SWEEP_S 0.01
 
