@@ -5,7 +5,7 @@
 Names are imported on first use, so `import plait.ray` works without Ray
 installed and says what is missing only when a name is used.
 """
-import importlib
+from plait.common.lazy import lazy_getattr
 
 _NAMES = {
     "RayExecutor": "plait.ray.runner",
@@ -14,9 +14,4 @@ _NAMES = {
 
 __all__ = sorted(_NAMES)
 
-
-def __getattr__(name):
-    module = _NAMES.get(name)
-    if module is None:
-        raise AttributeError("module 'plait.ray' has no attribute %r" % name)
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_getattr('plait.ray', _NAMES)

@@ -7,7 +7,7 @@ One plait rank per Spark task, in barrier execution mode. Names are imported
 on first use, so `import plait.spark` works without pyspark installed and
 says what is missing only when a name is used.
 """
-import importlib
+from plait.common.lazy import lazy_getattr
 
 _NAMES = {
     "run": "plait.spark.runner",
@@ -16,9 +16,4 @@ _NAMES = {
 
 __all__ = sorted(_NAMES)
 
-
-def __getattr__(name):
-    module = _NAMES.get(name)
-    if module is None:
-        raise AttributeError("module 'plait.spark' has no attribute %r" % name)
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_getattr('plait.spark', _NAMES)
