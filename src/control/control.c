@@ -156,18 +156,22 @@ static plait_result_t recv_frame(plait_control_t *c, int peer, plait_msg_type_t 
   char who[32];
   snprintf(who, sizeof who, "rank %d", peer);
   /* Rank 0 detects silent ranks within timeout_s and then tells everyone; a
-   * rank waiting on rank 0 gives it that long and more before blaming it. */
+   * rank waiting on rank 0 gives it that long and more before blaming it.
+   * Each heartbeat or stale frame skipped starts the wait again (a loop: rank
+   * 0 may beat for as long as PLAIT_START_TIMEOUT_S while others join). */
   double wait = c->rank == 0 ? c->timeout_s : 2 * c->timeout_s + 1;
-  plait_result_t rc = plait_control_read_frame(fd, PLAIT_WIRE_MAX_PAYLOAD, plait_now() + wait,
-                                               who, out);
-  if (rc) return plait_control_fail(c, rc);
-  if (out->type == PLAIT_MSG_ALIVE && polled) return PLAIT_SUCCESS;
-  if ((out->type == PLAIT_MSG_RESPONSES && type != PLAIT_MSG_RESPONSES) || /* stale */
-      out->type == PLAIT_MSG_ALIVE) {
-    plait_frame_free(out);
-    return recv_frame(c, peer, type, polled, out);
+  for (;;) {
+    plait_result_t rc = plait_control_read_frame(fd, PLAIT_WIRE_MAX_PAYLOAD, plait_now() + wait,
+                                                 who, out);
+    if (rc) return plait_control_fail(c, rc);
+    if (out->type == PLAIT_MSG_ALIVE && polled) return PLAIT_SUCCESS;
+    if ((out->type == PLAIT_MSG_RESPONSES && type != PLAIT_MSG_RESPONSES) || /* stale */
+        out->type == PLAIT_MSG_ALIVE) {
+      plait_frame_free(out);
+      continue;
+    }
+    return check_type(c, out, type, peer);
   }
-  return check_type(c, out, type, peer);
 }
 
 plait_result_t plait_control_recv(plait_control_t *c, int peer, plait_msg_type_t type,

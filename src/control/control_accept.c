@@ -24,6 +24,7 @@
 #define HANDSHAKE_S 3.0 /* a connection must authenticate within this */
 #define REFUSALS_IN_FULL 5 /* refusals logged one line each, then summaries */
 #define REFUSAL_SUMMARY_S 5.0 /* at most one summary line per this long */
+#define BEAT_MAX_S 1.0 /* ranks that joined hear from rank 0 at least this often */
 
 typedef struct {
   int fd;
@@ -272,6 +273,30 @@ static void accept_new(plait_control_t *c, pending_t *pend, admit_t *a) {
   }
 }
 
+/* The deadline for everyone to join, and what missing it means. A job started
+ * by a launcher waits PLAIT_START_TIMEOUT_S for its ranks to start. In an
+ * elastic job every rank was running and ready when the driver formed it, so
+ * one that has not joined within PLAIT_TIMEOUT_S is as silent as a rank that
+ * stops answering: it is named lost, and the job re-forms without it. */
+static double join_deadline(const plait_control_t *c, double start) {
+  if (!c->epoch || start + c->timeout_s >= c->start_deadline) return c->start_deadline;
+  return start + c->timeout_s;
+}
+
+static plait_result_t missed(plait_control_t *c) {
+  char list[512];
+  list_missing(c, list, sizeof list);
+  if (c->epoch && plait_now() < c->start_deadline) {
+    int many = strncmp(list, "ranks", 5) == 0;
+    return plait_error(PLAIT_ERR_PEER_LOST, "%s %s lost: %s not join rank 0 at %s within "
+                       "PLAIT_TIMEOUT_S=%g s of elastic job %llu forming", list,
+                       many ? "were" : "was", many ? "they did" : "it did", c->rendezvous,
+                       c->timeout_s, (unsigned long long)c->epoch);
+  }
+  return plait_error(PLAIT_ERR_TIMEOUT, "%s did not join rank 0 at %s within "
+                     "PLAIT_START_TIMEOUT_S", list, c->rendezvous);
+}
+
 plait_result_t plait_control_accept_all(plait_control_t *c, char (*hosts)[PLAIT_HOST_MAX],
                                         int *local_ranks, int *local_sizes) {
   char host[PLAIT_HOST_MAX];
@@ -290,18 +315,25 @@ plait_result_t plait_control_accept_all(plait_control_t *c, char (*hosts)[PLAIT_
   if (!pfd) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory accepting ranks");
   admit_t a = {hosts, local_ranks, local_sizes, 0, {0}};
   plait_result_t rc = PLAIT_SUCCESS;
+  double start = plait_now(), deadline = join_deadline(c, start);
+  /* Ranks that joined wait for the topology; they blame rank 0 after 2 x
+   * PLAIT_TIMEOUT_S of silence, so rank 0 beats while it waits for the rest
+   * and a rank that is slow to come is named, never rank 0. */
+  double beat_every = c->timeout_s / 4 < BEAT_MAX_S ? c->timeout_s / 4 : BEAT_MAX_S;
+  double next_beat = start + beat_every;
   while (a.joined < c->size - 1) {
     double now = plait_now();
-    if (now >= c->start_deadline) {
-      char list[512];
-      list_missing(c, list, sizeof list);
-      rc = plait_error(PLAIT_ERR_TIMEOUT, "%s did not join rank 0 at %s within "
-                       "PLAIT_START_TIMEOUT_S", list, c->rendezvous);
+    if (now >= deadline) {
+      rc = missed(c);
       break;
     }
+    if (a.joined && now >= next_beat) {
+      plait_control_send_heartbeat(c);
+      next_beat = now + beat_every;
+    }
     int k = build_poll(c, pend, pfd);
-    int ms = (int)((c->start_deadline - now) * 1000) + 1;
-    if (ms > 100) ms = 100; /* wake to expire stuck handshakes */
+    int ms = (int)((deadline - now) * 1000) + 1;
+    if (ms > 100) ms = 100; /* wake to expire stuck handshakes and to beat */
     int ready = poll(pfd, (nfds_t)k, ms);
     if (ready < 0 && errno != EINTR) {
       rc = plait_error(PLAIT_ERR_SYSTEM, "poll failed: %s", strerror(errno));

@@ -343,6 +343,47 @@ Test(control, start_timeout_names_missing_ranks, .timeout = 60) {
   cr_assert_eq(plait_test_run_ranks(&job, rank0_never_comes, NULL), 0);
 }
 
+/* PLAIT_TIMEOUT_S=1: ranks that joined would blame a silent rank 0 after 3 s.
+ * Rank 0 beats while it waits for a rank that is slow to start, so a rank
+ * that comes after 4 s (within PLAIT_START_TIMEOUT_S) finds a working job. */
+static int slow_rank2(int rank, int n, void *arg) {
+  (void)n, (void)arg;
+  if (rank == 2) sleep(4);
+  EXPECT_OK(plait_init());
+  const plait_bootstrap_t *b = plait_core_bootstrap();
+  EXPECT_OK(b->barrier(b->ctx));
+  EXPECT_OK(plait_shutdown());
+  return 0;
+}
+
+Test(control, joined_ranks_wait_for_a_slow_one_without_blaming_rank0, .timeout = 60) {
+  const char *env[] = {"PLAIT_TRANSPORT=fixture", "PLAIT_TIMEOUT_S=1", "PLAIT_START_TIMEOUT_S=30",
+                       NULL};
+  plait_test_job_t job = {.nranks = 3, .timeout_s = 40, .env = env};
+  cr_assert_eq(plait_test_run_ranks(&job, slow_rank2, NULL), 0);
+}
+
+/* A rank that never comes is named by every rank that joined, at rank 0's
+ * start deadline: none of them blames rank 0 first. */
+static int rank2_never_comes(int rank, int n, void *arg) {
+  (void)n, (void)arg;
+  if (rank == 2) return 0;
+  double t0 = now();
+  plait_result_t rc = plait_init();
+  if (rc != PLAIT_ERR_TIMEOUT || !strstr(plait_last_error(), "rank 2 did not join"))
+    FAIL("%s: %s", plait_result_name(rc), plait_last_error());
+  if (now() - t0 < 4.5 || now() - t0 > 15)
+    FAIL("a start timeout of 5 s ended after %.1f s", now() - t0);
+  return 0;
+}
+
+Test(control, a_missing_rank_is_named_by_the_ranks_that_joined, .timeout = 60) {
+  const char *env[] = {"PLAIT_TRANSPORT=fixture", "PLAIT_TIMEOUT_S=1", "PLAIT_START_TIMEOUT_S=5",
+                       NULL};
+  plait_test_job_t job = {.nranks = 3, .timeout_s = 40, .env = env};
+  cr_assert_eq(plait_test_run_ranks(&job, rank2_never_comes, NULL), 0);
+}
+
 static int no_secret(int rank, int n, void *arg) {
   (void)n, (void)arg;
   unsetenv("PLAIT_SECRET");

@@ -416,6 +416,53 @@ Test(elastic_rdv, survivors_rejoin_naming_the_lost_rank, .timeout = 120) {
   plaitrun_rdv_close(R);
 }
 
+/* A job of 3 formed, but its rank 2 never joins (a worker stopped between
+ * its place and its connection): ranks 0 and 1 both name rank 2 lost within
+ * PLAIT_TIMEOUT_S, not PLAIT_START_TIMEOUT_S, and rank 1 never blames rank
+ * 0; their next JOIN names rank 2, and the job of the two goes on. */
+static int short_of_one(int w, void *arg) {
+  (void)arg;
+  int rank = w, size = 0;
+  setenv("PLAIT_TIMEOUT_S", "2", 1);
+  setenv("PLAIT_START_TIMEOUT_S", "60", 1);
+  double t0 = now();
+  plait_result_t rc = plait_init();
+  EXPECT_ERR(rc, PLAIT_ERR_PEER_LOST, "rank 2 was lost", "did not join rank 0",
+             "PLAIT_TIMEOUT_S=2");
+  if (now() - t0 > 15) FAIL("rank 2's absence was named after %.1f s", now() - t0);
+  plait_shutdown();
+  EXPECT_OK(plait_init());
+  uint64_t epoch = 0;
+  EXPECT_OK(plait_elastic_epoch(&epoch));
+  EXPECT_OK(plait_rank(&rank));
+  EXPECT_OK(plait_size(&size));
+  if (epoch != 2 || size != 2) FAIL("epoch %llu, size %d", (unsigned long long)epoch, size);
+  if (reduce_once(rank, size, "two")) return 1;
+  EXPECT_OK(plait_shutdown());
+  return 0;
+}
+
+Test(elastic_rdv, a_rank_that_never_joins_is_named_within_the_timeout, .timeout = 120) {
+  open_driver();
+  pid_t pid[2];
+  for (int w = 0; w < 2; w++) pid[w] = spawn(w, short_of_one, NULL, NULL);
+  plaitrun_rdv_join_t j[MAX_W];
+  await_joins(2, j);
+  for (int r = 0; r < 2; r++) { /* places 0 and 1 of 3; place 2 is given to nobody */
+    plaitrun_rdv_assign_t a = {1, r, 3, r, 3, 0, 1, ""};
+    snprintf(a.rendezvous, sizeof a.rendezvous, "%s", j[0].rendezvous);
+    cr_assert_eq(plaitrun_rdv_assign(R, j[r].worker, &a), 0);
+  }
+  await_joins(2, j);
+  for (int i = 0; i < 2; i++)
+    cr_expect(j[i].last_epoch == 1 && j[i].n_lost == 1 && j[i].lost[0] == 2,
+              "%s: epoch %llu, %d lost rank(s), first %d", j[i].worker,
+              (unsigned long long)j[i].last_epoch, j[i].n_lost, j[i].lost[0]);
+  assign(j, 2, 2, (int[]){0, 1});
+  for (int w = 0; w < 2; w++) cr_expect_eq(reap(pid[w], 60), 0, "worker %d", w);
+  plaitrun_rdv_close(R);
+}
+
 static int wrong_door(int w, void *arg) {
   (void)arg;
   int rank = w;
