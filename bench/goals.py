@@ -7,8 +7,9 @@ the run; exit status 0 unless the input is unreadable).
                    [--sweep fusion-gloo.jsonl ...] [--markdown goals.md]
 
   (a) a lone 4 KiB allreduce (plait-bench latency, mpi_allreduce --latency,
-      torch_bench.py (l)): goal under 100 us over ofi/shm, for plait C and
-      for plait.torch;
+      torch_bench.py (l)): goal within 2x Open MPI's time in the same run
+      over ofi/shm, for plait C and for plait.torch (issue 37, goal 1; issue
+      15's was under 100 us); NOT MEASURED without Open MPI's figure;
   (b) 200 x 64 KiB per step: goal plait ahead of Open MPI's nonblocking
       allreduces, and at least 2x ahead of Horovod (plait C and plait.torch,
       each at its best transport);
@@ -52,7 +53,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare  # noqa: E402  (bench/compare.py: the same rows, the same medians)
 
-LATENCY_GOAL_S = 100e-6
+LATENCY_GOAL_X_MPI = 2.0  # issue 37, goal 1: at most this many times Open MPI's time
 AUTOTUNE_TOLERANCE = 1.10
 SETTLE_GOAL_STEPS = 500  # "within a few hundred steps"
 # PLAIT_AUTOTUNE_WARMUP_SAMPLES and PLAIT_AUTOTUNE_MAX_SAMPLES as ci/bench runs them (the
@@ -121,10 +122,13 @@ def is_torch(s):
 
 # --- (a) --------------------------------------------------------------------
 
+GOAL_A = "<= %gx Open MPI" % LATENCY_GOAL_X_MPI
+
+
 def latency_table(f, ranks_list):
     out = ["## (a) A lone 4 KiB allreduce", "",
-           "Goal: under 100 us over ofi/shm, from C (`plait-bench latency`) and from "
-           "plait.torch (`torch_bench.py`, `allreduce_`).", "",
+           "Goal: within 2x Open MPI's time in the same run, over ofi/shm, from C "
+           "(`plait-bench latency`) and from plait.torch (`torch_bench.py`, `allreduce_`).", "",
            "| ranks | system | median per operation | vs Open MPI | goal | verdict |",
            "|---|---|---|---|---|---|"]
     goal_systems = ("plait-ofi-shm", "plait.torch-ofi-shm")
@@ -133,13 +137,19 @@ def latency_table(f, ranks_list):
         for s in sorted(f.systems("latency-4K", n), key=lambda s: f.get("latency-4K", n, s)):
             t = f.get("latency-4K", n, s)
             goal = s in goal_systems
+            if not goal:
+                judged = "-"
+            elif mpi:
+                judged = verdict(t <= LATENCY_GOAL_X_MPI * mpi)
+            else:
+                judged = "NOT MEASURED (no Open MPI figure)"
             out.append("| %d | %s | %s | %s | %s | %s |" % (
                 n, s, fmt_t(t), "%.1fx" % (t / mpi) if mpi else "-",
-                "< 100 us" if goal else "-", verdict(t < LATENCY_GOAL_S) if goal else "-"))
+                GOAL_A if goal else "-", judged))
         for s in goal_systems:
             if f.get("latency-4K", n, s) is None:
-                out.append("| %d | %s | %s | - | < 100 us | NOT MEASURED |"
-                           % (n, s, f.why(s, "latency-4K", n)))
+                out.append("| %d | %s | %s | - | %s | NOT MEASURED |"
+                           % (n, s, f.why(s, "latency-4K", n), GOAL_A))
         if mpi is None:
             out.append("| %d | openmpi | %s | - | - | - |" % (n, f.why("openmpi", "latency-4K", n)))
     return out

@@ -61,17 +61,21 @@ void plait_neg_free(plait_negotiator_t *n) {
 
 static plait_record_t *new_record(plait_negotiator_t *n, const char *key, const char *name,
                                   int32_t pset, double now) {
-  plait_record_t *rec = calloc(1, sizeof *rec);
+  /* one block: the record, then per rank its metadata, whether it announced
+   * and whether it is a member (plait_record_free frees the block once) */
+  size_t size = (size_t)n->size;
+  plait_record_t *rec = calloc(1, sizeof *rec + size * (sizeof *rec->metas + 2));
   if (!rec) return NULL;
   rec->name = strdup(name);
   rec->key = pset ? strdup(key) : rec->name; /* the global set's key is the name */
   rec->pset = pset;
-  rec->metas = calloc((size_t)n->size, sizeof *rec->metas);
-  rec->have = calloc((size_t)n->size, 1);
+  rec->metas = (plait_meta_t *)(rec + 1);
+  rec->have = (uint8_t *)(rec->metas + size);
+  rec->member = rec->have + size; /* plait_neg_set_members fills it, or sets it NULL */
   rec->cache_id = -1;
   rec->first_seen = now;
   rec->arrival = n->arrivals++;
-  if (!rec->name || !rec->key || !rec->metas || !rec->have || plait_neg_set_members(n, rec) ||
+  if (!rec->name || !rec->key || plait_neg_set_members(n, rec) ||
       plait_namemap_put(&n->records, key, rec)) {
     plait_record_free(rec, 0);
     return NULL;

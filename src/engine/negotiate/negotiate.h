@@ -30,7 +30,8 @@ typedef struct plait_record {
   char *key;           /* name within its process set (plait_op_key); name itself
                           for the global set */
   int32_t pset;        /* its process set */
-  uint8_t *member;     /* per rank: a member of pset; NULL when pset is unknown */
+  uint8_t *member;     /* per rank: a member of pset; NULL when pset is unknown
+                          (member, metas and have: in the record's own block) */
   int nmembers;
   plait_meta_t *metas; /* per rank, valid where have[r] */
   uint8_t *have;
@@ -124,8 +125,9 @@ plait_result_t plait_neg_fail_all(plait_negotiator_t *n, plait_result_t rc, cons
 /* The tick's last step (responses.c): the response list for count released
  * records (taken in order, not freed) planned into nb bins; join_rank is the
  * last rank to join, for a join response. Gives cache ids in n->cache. */
-/* negotiate_pset.c: fills rec->member and rec->nmembers from rec->pset
- * (member stays NULL for a set that does not exist); -1 out of memory. */
+/* negotiate_pset.c: fills rec->member (n->size bytes, allocated with the
+ * record) and rec->nmembers from rec->pset (member becomes NULL for a set
+ * that does not exist); 0. */
 int plait_neg_set_members(plait_negotiator_t *n, plait_record_t *rec);
 /* negotiate_pset.c: an agreed PSET_REMOVE record fails (status, message)
  * when its set does not exist or has operations pending. */

@@ -20,8 +20,10 @@ static int first(const plait_negotiator_t *n, const plait_record_t *rec) {
  * once). */
 int plait_neg_set_members(plait_negotiator_t *n, plait_record_t *rec) {
   const plait_pset_t *s = rec->pset && n->psets ? plait_psets_get(n->psets, rec->pset) : NULL;
-  if (rec->pset && !s) return 0;
-  if (!(rec->member = calloc((size_t)n->size, 1))) return -1;
+  if (rec->pset && !s) {
+    rec->member = NULL;
+    return 0;
+  }
   for (int i = 0; s && i < s->n; i++)
     if (s->ranks[i] >= 0 && s->ranks[i] < n->size) rec->member[s->ranks[i]] = 1;
   if (!s) memset(rec->member, 1, (size_t)n->size);

@@ -15,9 +15,7 @@ void plait_record_free(plait_record_t *rec, int size) {
   if (!rec) return;
   for (int r = 0; r < size; r++)
     if (rec->have[r]) plait_meta_free(&rec->metas[r]);
-  free(rec->metas);
-  free(rec->have);
-  free(rec->member);
+  /* metas, have and member live in the record's own block (negotiate.c) */
   if (rec->key != rec->name) free(rec->key);
   free(rec->name);
   free(rec->message);

@@ -136,7 +136,7 @@ int plait_meta_describe_difference(const plait_meta_t *a, const plait_meta_t *b,
 
 void plait_entry_free(plait_entry_t *e) {
   if (!e) return;
-  free(e->name);
+  if (e->name != (char *)(e + 1)) free(e->name); /* else in the block (api_ops.c) */
   plait_meta_free(&e->meta);
   free(e->owned);
   free(e);

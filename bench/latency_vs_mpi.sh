@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# A lone cached 4 KiB allreduce (issue 37, goal 1) side by side in one run:
+# plait from C (plait-bench latency) and from plait.torch (torch_bench.py
+# --only l), Open MPI's MPI_Allreduce (bench/mpi_allreduce.c --latency), at 2
+# and 3 ranks, interleaved rounds; then, once per rank count, the ofi plugin
+# alone (bench_transport), plait at 1 rank (no control plane, no peer) and
+# the timelines' breakdown (bench/latency_breakdown.py).
+#
+#   bench/latency_vs_mpi.sh [BUILD_DIR] [ROUNDS] > bench/results/latency-vs-mpi.txt
+#
+# plait runs over ofi/shm (PLAIT_TRANSPORT=ofi FI_PROVIDER=shm); the torch
+# venv is ~/.cache/plait/venvs/torch2 (PLAIT_TORCH_PYTHON overrides it).
+set -euo pipefail
+build="${1:-build}"
+rounds="${2:-3}"
+iters=2000
+py="${PLAIT_TORCH_PYTHON:-$HOME/.cache/plait/venvs/torch2/bin/python}"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+command -v mpicc >/dev/null || { echo "mpicc not found (Debian: openmpi-bin libopenmpi-dev)" >&2; exit 2; }
+mpicc -O2 -o "$tmp/mpi_allreduce" bench/mpi_allreduce.c
+export PLAIT_TRANSPORT=ofi FI_PROVIDER=shm
+plait_c() { timeout 300 "$build/bin/plaitrun" -np "$1" "$build/bin/plait-bench" latency \
+  --iters "$iters" "${@:2}" 2>&1 | tail -1; }
+mpi() { timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$1" --bind-to none \
+  "$tmp/mpi_allreduce" --latency --iters "$iters" 2>&1 | tail -1; }
+torch() {
+  rm -f "$tmp/torch.jsonl"
+  PLAIT_LIBRARY="$PWD/$build/lib/libplait.so" PYTHONPATH="$PWD/bindings/python" \
+    timeout 300 "$py" bench/torch_bench.py --python "$py" --np "$1" --rounds 1 --only l \
+    --plait-only --lone-iters "$iters" --json "$tmp/torch.jsonl" >/dev/null 2>&1
+  "$py" -c 'import json,sys
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    if d.get("workload") == "latency-4K": print("%.1f" % (d["median_s"] * 1e6))' "$tmp/torch.jsonl"
+}
+echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# median us per operation (slowest rank); plait-bench columns: size iters median p10 p90"
+echo "# cycles negot(us) transp(us) ctl-msgs check (rank 0's plait_stats per operation)"
+for r in $(seq 1 "$rounds"); do
+  for n in 2 3; do
+    echo "round $r ranks $n plait-c: $(plait_c "$n")"
+    echo "round $r ranks $n openmpi: $(mpi "$n")"
+    echo "round $r ranks $n plait.torch: $(torch "$n")"
+  done
+done | tee "$tmp/rounds"
+for n in 2 3; do
+  echo "ranks $n ofi plugin alone:"
+  timeout 300 "$build/bin/bench_transport" -r 3 -n "$n" -s 4K:4K shm=ofi,FI_PROVIDER=shm 2>&1 \
+    | grep '^| 4 KiB'
+  PLAIT_TIMELINE="$tmp/tl.%r.json" plait_c "$n" >/dev/null
+  echo "ranks $n timeline breakdown (the timeline's own cost included):"
+  python3 bench/latency_breakdown.py $(for i in $(seq 0 $((n - 1))); do echo "$tmp/tl.$i.json"; done)
+done
+echo "ranks 1 plait-c (no peer, no control plane): $(plait_c 1)"
+echo "# load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# medians over the rounds, us per operation; ratio: to Open MPI's in the same rounds"
+python3 - "$tmp/rounds" <<'PY'
+import re, statistics, sys
+v = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"round \d+ ranks (\d+) (\S+): (.*)", line)
+    if not m:
+        continue
+    nums = re.findall(r"\d+(?:\.\d+)?", m.group(3).split("KiB")[-1])
+    # plait-bench: iters then median; mpi_allreduce: bytes, iters, median; torch: median
+    idx = {"plait-c": 1, "openmpi": 2, "plait.torch": 0}[m.group(2)]
+    if len(nums) > idx:
+        v.setdefault((int(m.group(1)), m.group(2)), []).append(float(nums[idx]))
+print("| ranks | plait C | plait.torch | Open MPI | C / MPI | torch / MPI |")
+print("|---|---|---|---|---|---|")
+for n in (2, 3):
+    med = {k: statistics.median(v[(n, k)]) for k in ("plait-c", "plait.torch", "openmpi")
+           if v.get((n, k))}
+    mpi = med.get("openmpi")
+    cell = lambda k: "%.1f" % med[k] if k in med else "-"
+    ratio = lambda k: "%.1fx" % (med[k] / mpi) if k in med and mpi else "-"
+    print("| %d | %s | %s | %s | %s | %s |" % (n, cell("plait-c"), cell("plait.torch"),
+          cell("openmpi"), ratio("plait-c"), ratio("plait.torch")))
+PY
