@@ -14,7 +14,7 @@
  * allowance by the last cycle. Prints the first and last values.
  *
  *   reset_cycles --transport gloo|ofi-shm|ofi-tcp [--cycles N] [--ranks R]
- *                [--kill-in-lock | --stop-peer]
+ *                [--kill-in-lock | --stop-peer] [--away NETNS ADDR PEER_ADDR]
  *
  * --kill-in-lock: the victim dies holding a spin lock of libfabric's, so
  * that over shm the survivor spins on it and the ofi plugin's watchdog
@@ -23,6 +23,10 @@
  * after the survivor's plait_shutdown: when the survivor's endpoint breaks,
  * its peer may still be alive (over ofi tcp the endpoint is then parked:
  * plugins/ofi/robustness/parked.h).
+ * --away: the peers run on another host (away.h: network namespace NETNS,
+ * each in a pid namespace of its own), this process at ADDR, the peers at
+ * PEER_ADDR (the rendezvous is rank 0's address): their pids cannot be
+ * checked from here (tests/tools/hosts/reset.sh).
  * N defaults to PLAIT_RESET_CYCLES, else 50; R to 3. Exit 0: passed; 1:
  * failed (a cycle went wrong or a gauge grew, said on the last line); 2: bad
  * arguments.
@@ -36,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "away.h"
 #include "gauges.h"
 #include "plait/plait.h"
 #include "ranks.h"
@@ -51,6 +56,7 @@ typedef struct opts {
   int cycles, ranks;
   int in_lock; /* --kill-in-lock */
   int stop;    /* --stop-peer */
+  const char *netns, *addr, *peer_addr; /* --away, else NULL, 127.0.0.1, 127.0.0.1 */
 } opts_t;
 
 static double now(void) {
@@ -107,11 +113,17 @@ static cycle_plan_t plan_of(int cycle, int ranks, int survivor, int in_lock, int
   return p;
 }
 
-static pid_t start_peer(int rank, const cycle_plan_t *p) {
+/* Forks peer `rank`; `local`: its local rank (--away: among the peers). */
+static pid_t start_peer(int rank, int local, const cycle_plan_t *p, const char *netns) {
   pid_t pid = fork();
   if (pid != 0) return pid;
+  if (netns && away_enter(netns) != 0) {
+    fprintf(stderr, "reset peer: cannot run on host %s: %s\n", netns, strerror(errno));
+    _exit(126);
+  }
   set_int(V_RANK, "PLAIT_RANK", rank);
-  set_int(V_LOCAL_RANK, "PLAIT_LOCAL_RANK", rank);
+  set_int(V_LOCAL_RANK, "PLAIT_LOCAL_RANK", local);
+  if (netns) set_int(V_LOCAL_SIZE, "PLAIT_LOCAL_SIZE", atoi(getenv("PLAIT_SIZE")) - 1);
   char a[6][16];
   snprintf(a[0], 16, "%d", p->victim), snprintf(a[1], 16, "%d", p->kill_at);
   snprintf(a[2], 16, "%d", p->kill_us), snprintf(a[3], 16, "%d", p->root);
@@ -172,20 +184,24 @@ static int cycle(const opts_t *o, int c, double *took) {
   int survivor = c % o->ranks;
   cycle_plan_t p = plan_of(c, o->ranks, survivor, o->in_lock, o->stop);
   char rdv[64], secret[65];
-  snprintf(rdv, sizeof rdv, "127.0.0.1:%d", plait_test_free_port());
+  snprintf(rdv, sizeof rdv, "%s:%d", survivor == 0 ? o->addr : o->peer_addr,
+           plait_test_free_port());
   plait_test_make_secret(secret);
   put_var(V_RDV, "PLAIT_RENDEZVOUS", rdv);
   put_var(V_SECRET, "PLAIT_SECRET", secret);
   set_int(V_SIZE, "PLAIT_SIZE", o->ranks);
   set_int(V_LOCAL_SIZE, "PLAIT_LOCAL_SIZE", o->ranks);
   pid_t pids[MAX_RANKS] = {0};
-  for (int r = 0; r < o->ranks; r++)
-    if (r != survivor && (pids[r] = start_peer(r, &p)) < 0) {
+  for (int r = 0; r < o->ranks; r++) {
+    int local = o->netns && r > survivor ? r - 1 : r; /* --away: the peers' host has R - 1 */
+    if (r != survivor && (pids[r] = start_peer(r, local, &p, o->netns)) < 0) {
       fprintf(stderr, "cycle %d: fork: %s\n", c, strerror(errno));
       return 1;
     }
+  }
   set_int(V_RANK, "PLAIT_RANK", survivor);
-  set_int(V_LOCAL_RANK, "PLAIT_LOCAL_RANK", survivor);
+  set_int(V_LOCAL_RANK, "PLAIT_LOCAL_RANK", o->netns ? 0 : survivor);
+  if (o->netns) set_int(V_LOCAL_SIZE, "PLAIT_LOCAL_SIZE", 1);
   double t0 = now();
   char why[2048], peers[512] = "";
   int bad = workload_run(&p, why, sizeof why);
@@ -202,12 +218,15 @@ static int parse(int argc, char **argv, opts_t *o) {
   o->cycles = env && *env ? atoi(env) : 50;
   o->ranks = 3;
   o->in_lock = o->stop = 0;
+  o->netns = NULL, o->addr = o->peer_addr = "127.0.0.1";
   for (int i = 1; i < argc; i++) {
     if (i + 1 < argc && strcmp(argv[i], "--transport") == 0) o->transport = argv[++i];
     else if (i + 1 < argc && strcmp(argv[i], "--cycles") == 0) o->cycles = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--ranks") == 0) o->ranks = atoi(argv[++i]);
     else if (strcmp(argv[i], "--kill-in-lock") == 0) o->in_lock = 1;
     else if (strcmp(argv[i], "--stop-peer") == 0) o->stop = 1;
+    else if (i + 3 < argc && strcmp(argv[i], "--away") == 0)
+      o->netns = argv[i + 1], o->addr = argv[i + 2], o->peer_addr = argv[i + 3], i += 3;
     else {
       fprintf(stderr, "reset_cycles: unknown argument %s\n", argv[i]);
       return -1;
