@@ -2,15 +2,18 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <rdma/fi_cm.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "errors.h"
 #include "robustness/liveness.h"
+#include "robustness/tcp_links.h"
 
 typedef struct parked {
   struct fi_info *info;
@@ -24,7 +27,10 @@ typedef struct parked {
   char *bufs[3]; /* the scratch buffers (slots, work, tmp) sends may read */
   int sends;     /* posted sends not yet completed */
   ofi_peer_t *peers; /* the peers they go to */
+  ofi_tcp_name_t *names; /* their endpoints' addresses (tcp_links.h) */
+  int *linked;           /* TCP connections to each when parked */
   int npeers;
+  ofi_tcp_name_t self;   /* this endpoint's address */
   char provider[64];
   struct parked *next;
 } parked_t;
@@ -47,6 +53,25 @@ static void pin_locked(ofi_state_t *st) {
   if (!pinned) OFI_WARN(st, "cannot keep %s loaded: %s", self.dli_fname, dlerror());
 }
 
+/* This endpoint's address and peer r's, for tcp_links.h (valid only for IP
+ * addresses: tcp;ofi_rxm). */
+static void name_self(ofi_state_t *st, ofi_tcp_name_t *n) {
+  struct sockaddr_storage ss;
+  size_t len = sizeof ss;
+  memset(&ss, 0, sizeof ss);
+  if (fi_getname(&st->ep->fid, &ss, &len) == 0) ofi_tcp_name(&ss, len, n);
+  else memset(n, 0, sizeof *n);
+}
+
+static void name_peer(ofi_state_t *st, int r, ofi_tcp_name_t *n) {
+  struct sockaddr_storage ss;
+  size_t len = sizeof ss;
+  memset(&ss, 0, sizeof ss);
+  memset(n, 0, sizeof *n);
+  if (st->av && st->addrs && fi_av_lookup(st->av, st->addrs[r], &ss, &len) == 0)
+    ofi_tcp_name(&ss, len, n);
+}
+
 void ofi_park(ofi_state_t *st, int sends) {
   parked_t *p = calloc(1, sizeof *p);
   int n = 0;
@@ -59,9 +84,21 @@ void ofi_park(ofi_state_t *st, int sends) {
   }
   int np = 0;
   for (int r = 0; st->park_peers && st->peers && r < st->nranks; r++) np += st->park_peers[r];
-  if (np) p->peers = calloc((size_t)np, sizeof *p->peers);
-  for (int r = 0; p->peers && r < st->nranks; r++)
-    if (st->park_peers[r]) p->peers[p->npeers++] = st->peers[r];
+  if (np) {
+    p->peers = calloc((size_t)np, sizeof *p->peers);
+    p->names = calloc((size_t)np, sizeof *p->names);
+    p->linked = calloc((size_t)np, sizeof *p->linked);
+  }
+  if (p->peers && p->names && p->linked) {
+    name_self(st, &p->self);
+    for (int r = 0; r < st->nranks; r++)
+      if (st->park_peers[r]) {
+        p->peers[p->npeers] = st->peers[r];
+        name_peer(st, r, &p->names[p->npeers]);
+        p->linked[p->npeers] = ofi_tcp_links(&p->self, &p->names[p->npeers]);
+        p->npeers++;
+      }
+  }
   for (ofi_mr_t *m = st->mrs; m; m = m->next)
     if (m->mr) p->mrs[p->nmrs++] = m->mr, m->mr = NULL;
   ofi_scratch_t *scratch[] = {&st->slots, &st->work, &st->tmp};
@@ -83,13 +120,22 @@ void ofi_park(ofi_state_t *st, int sends) {
            "closed once they complete (%s)", sends, st->provider);
 }
 
-/* Whether every peer of p's sends is known to have exited (liveness.h: a
- * process on this host); closing with sends posted to exited peers is safe
- * (reset_cycles, tcp_rank_killed_*). */
-static int peers_gone(const parked_t *p) {
+/* Whether peer i of p is known to be gone: its process on this host has
+ * exited (liveness.h), or, where its pid cannot be checked (another host,
+ * another pid namespace), every TCP connection this endpoint had to it when
+ * parked has been closed by its end (tcp_links.h: killed or exited; a
+ * stopped peer keeps them open). */
+static int peer_gone(const parked_t *p, int i) {
   char why[128];
+  if (ofi_peer_record_gone(&p->peers[i], why, sizeof why)) return 1;
+  return p->linked[i] > 0 && ofi_tcp_links(&p->self, &p->names[i]) == 0;
+}
+
+/* Whether every peer of p's sends is gone; closing with sends posted to
+ * gone peers is safe (reset_cycles, tcp_rank_killed_*, hosts_reset_*). */
+static int peers_gone(const parked_t *p) {
   for (int i = 0; i < p->npeers; i++)
-    if (!ofi_peer_record_gone(&p->peers[i], why, sizeof why)) return 0;
+    if (!peer_gone(p, i)) return 0;
   return p->npeers > 0;
 }
 
@@ -125,6 +171,8 @@ static void close_parked(parked_t *p) {
   if (p->info) fi_freeinfo(p->info);
   for (int i = 0; i < 3; i++) free(p->bufs[i]);
   free(p->peers);
+  free(p->names);
+  free(p->linked);
   free(p->mrs);
   free(p);
 }
@@ -134,7 +182,9 @@ int ofi_parked_sweep(ofi_state_t *st) {
   pthread_mutex_lock(&lock);
   for (parked_t **pp = &list; *pp;) {
     parked_t *p = *pp;
-    if (peers_gone(p) || drained(p, OFI_PARKED_SWEEP_S)) {
+    /* the queue is read first, gone or not: rxm takes in its peers' hang-ups
+     * before the close */
+    if (drained(p, OFI_PARKED_SWEEP_S) || peers_gone(p)) {
       *pp = p->next;
       close_parked(p);
       closed++;

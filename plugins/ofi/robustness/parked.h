@@ -16,12 +16,15 @@
  * the list (never a teardown: closing an endpoint whose peer was killed a
  * moment before crashed rxm in fi_close, test_blame_ofi_tcp under load): a
  * parked endpoint is closed (in the order teardown
- * closes, then its buffers freed) once every peer of its sends is known to
- * have exited (liveness.h: their pids, on this host), or once every send has
- * completed (its queue read briefly, which also makes rxm progress; rxm was
- * not seen to complete them, even after the peer was killed). A peer on
- * another host cannot be checked so: its endpoint stays parked until the
- * process exits, one per failed job, as before, never more.
+ * closes, then its buffers freed) once every send has completed (its queue
+ * read briefly first, which also makes rxm progress; rxm was not seen to
+ * complete them, even after the peer was killed), or once every peer of its
+ * sends is known to be gone: its process on this host has exited
+ * (liveness.h), or, where its pid cannot be checked (another host, another
+ * pid namespace), every TCP connection this endpoint had to it when parked
+ * has been closed by its end (tcp_links.h: killed or exited; a stopped peer
+ * keeps them open). Without either verdict (no connection when parked,
+ * another provider) it stays parked until the process exits, as before.
  *
  * The first park pins the plugin in memory (RTLD_NODELETE), so that the list
  * and libfabric outlive plait_shutdown's dlclose until the next plait_init.
