@@ -50,6 +50,7 @@
 #define MAX_RANKS 8
 #define WARMUP 4           /* cycles before the first measurement: a clean and a failed one twice */
 #define PEER_WAIT_S 90.0   /* a peer still running after this long is a hang */
+#define RESCUE_HEAP_KIB 64 /* the heap a rescue may keep (--kill-in-lock, below) */
 #define RSS_FLOOR 5        /* the last cycles whose lowest RSS is compared (gauges.h) */
 
 typedef struct opts {
@@ -287,15 +288,19 @@ int main(int argc, char **argv) {
   printf("reset_cycles %s, %d ranks, %d cycles: after the last cycle:      %s (lowest RSS of "
          "the last %d: %ld KiB)\n", o.transport, o.ranks, o.cycles, b, RSS_FLOOR, g.rss_kib);
   if (getenv("PLAIT_RESET_SHOW_MAPS")) gauges_print_rss_maps(stdout, 8);
-  if (gauges_grew(&first, &g, why, sizeof why)) {
+  /* --kill-in-lock: libfabric shm keeps a few KiB of each rescued endpoint
+   * closed (4-7 KiB, and twice in 8 rescues about 52 KiB, not pinned down:
+   * docs/soak.md); one left open is 1.5 MiB */
+  long rescued = workload_rescues - rescues_at_base;
+  if (o.in_lock) printf("reset_cycles %s: the survivor was rescued %ld times after the warm-up\n",
+                        o.transport, rescued);
+  if (gauges_grew(&first, &g, o.in_lock ? RESCUE_HEAP_KIB * rescued : 0, why, sizeof why)) {
     printf("reset_cycles %s: FAILED: %s; the mappings with most RSS now:\n", o.transport, why);
     gauges_print_rss_maps(stdout, 8);
     return 1;
   }
   /* --kill-in-lock: what it measures is a rescue after the warm-up; a run
    * without one (the victim's lock taken by no survivor) says so */
-  if (o.in_lock) printf("reset_cycles %s: the survivor was rescued %d times after the warm-up\n",
-                        o.transport, workload_rescues - rescues_at_base);
   if (o.in_lock && workload_rescues == rescues_at_base) {
     printf("reset_cycles %s: SKIP: no rescue after the warm-up, nothing measured\n", o.transport);
     return 77;
