@@ -289,7 +289,7 @@ int main(int argc, char **argv) {
          "the last %d: %ld KiB)\n", o.transport, o.ranks, o.cycles, b, RSS_FLOOR, g.rss_kib);
   if (getenv("PLAIT_RESET_SHOW_MAPS")) gauges_print_rss_maps(stdout, 8);
   /* --kill-in-lock: libfabric shm keeps a few KiB of each rescued endpoint
-   * closed (4-7 KiB, and twice in 8 rescues about 52 KiB, not pinned down:
+   * closed (4-11 KiB, and in 3 of 11 rescues about 52 KiB, not pinned down:
    * docs/soak.md); one left open is 1.5 MiB */
   long rescued = workload_rescues - rescues_at_base;
   if (o.in_lock) printf("reset_cycles %s: the survivor was rescued %ld times after the warm-up\n",
