@@ -44,7 +44,10 @@ plait_result_t ofi_break(ofi_state_t *st, plait_result_t code, const char *fmt, 
       memcpy(st->parent->broken_msg, st->broken_msg, sizeof st->parent->broken_msg);
     }
   }
-  if (st->abandoned && st->parent) st->parent->abandoned = 1;
+  if (st->abandoned && st->parent) {
+    st->parent->abandoned = 1;
+    st->parent->rescued |= st->rescued; /* its endpoint is parked at teardown (parked.h) */
+  }
   return code;
 }
 

@@ -47,7 +47,8 @@ static plait_result_t null_state(const char *what) {
  * quiesced it, or the rescue) is torn down here, once its collective has
  * returned: its libfabric objects are closed, guarded too (a close that
  * spins on a dead peer's lock is rescued, and the rest is left open), or,
- * rescued, forgotten and left open (abandoned). The call's message is kept.
+ * rescued, never called again here and parked, to be closed at a later init
+ * (abandoned; parked.h). The call's message is kept.
  * Safe on a state torn down before. */
 static plait_result_t settle(ofi_state_t *st, plait_result_t rc) {
   if (st->broken == PLAIT_SUCCESS) return rc;

@@ -402,6 +402,7 @@ plait_result_t ofi_start(const plait_transport_init_args_t *args, ofi_state_t **
 
 void ofi_teardown(ofi_state_t *st) {
   if (!st) return;
+  st->in_teardown = 1; /* stays 1 when a close in here is rescued (rescue.c) */
   if (st->parent) { /* a subset: only its own memory registrations; the rest is its parent's */
     if (!st->abandoned) ofi_mr_close_all(st);
     for (ofi_mr_t *m = st->mrs; m; m = m->next) m->mr = NULL;
@@ -410,7 +411,9 @@ void ofi_teardown(ofi_state_t *st) {
   }
   if (!st->parent && !st->abandoned && st->park_sends && st->ep)
     ofi_park(st, st->park_sends); /* its objects move there: NULL here (parked.h) */
-  if (st->abandoned) { /* rescued: left open, never touched again (rescue.h) */
+  if (!st->parent && st->rescued && st->ep)
+    ofi_park_rescued(st); /* closed at a later init, off this thread (parked.h) */
+  if (st->abandoned) { /* rescued: left open, never touched again here (rescue.h) */
     st->ep = NULL, st->av = NULL, st->cq = NULL, st->domain = NULL, st->fabric = NULL;
     for (ofi_mr_t *m = st->mrs; m; m = m->next) m->mr = NULL;
   }
@@ -424,6 +427,7 @@ void ofi_teardown(ofi_state_t *st) {
   st->info = NULL;
   st->outstanding = NULL;
   st->done_head = st->done_tail = NULL;
+  st->in_teardown = 0;
   /* No sweep here: an endpoint parked by this very teardown, whose peer was
    * killed a moment ago, crashed rxm in fi_close (test_blame_ofi_tcp, 1 run in
    * 4 under load); the next init sweeps, once rxm is long done with it. */

@@ -17,7 +17,7 @@ plait_result_t ofi_start(const plait_transport_init_args_t *args, ofi_state_t **
 plait_result_t ofi_probe(const plait_transport_init_args_t *args, char *detail, size_t len);
 
 /* Closes every libfabric object (a broken state's transfers were cancelled
- * and drained first: quiesce.h; a rescued state's are forgotten, left open);
+ * and drained first: quiesce.h; a rescued state's are parked, closed at a later init: parked.h);
  * the state stays, with no endpoint. Safe to call twice. */
 void ofi_teardown(ofi_state_t *st);
 

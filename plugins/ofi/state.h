@@ -128,6 +128,9 @@ typedef struct ofi_state {
   atomic_uint guard_seq; /* guarded sessions begun: the watchdog starts over on each */
   double stuck_cpu_s;
   int abandoned; /* rescued: libfabric never called again on it */
+  int rescued;   /* by the watchdog (rescue.h) outside a teardown: its objects
+                  * are whole, parked at teardown (parked.h) */
+  int in_teardown; /* ofi_teardown runs (a rescue there leaves them half closed) */
   int park_sends; /* broken with this many sends posted to a peer that may be
                    * alive: parked at teardown, not closed (parked.h) */
   unsigned char *park_peers; /* by rank: 1 for the peers of those sends */

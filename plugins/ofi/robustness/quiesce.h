@@ -20,7 +20,8 @@
  * and closed once they complete (parked.h).
  *
  * Not for a rescued state (rescue.h): there libfabric's locks may be held and
- * it is never called again (abandoned, left open).
+ * it is never called again here (abandoned; parked at teardown, closed at a
+ * later init, bounded: parked.h).
  */
 #ifndef PLAIT_OFI_QUIESCE_H
 #define PLAIT_OFI_QUIESCE_H

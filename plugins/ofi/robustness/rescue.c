@@ -204,6 +204,7 @@ void ofi_guard_off(ofi_state_t *st) {
 plait_result_t ofi_rescued(ofi_state_t *st) {
   ofi_guard_off(st);
   st->abandoned = 1;
+  st->rescued = !st->in_teardown; /* half closed: left open, never parked */
   char gone[256] = "";
   size_t o = 0;
   for (int r = 0; r < st->nranks && o < sizeof gone - 64; r++) {

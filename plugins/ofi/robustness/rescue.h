@@ -25,7 +25,8 @@
  * whose handler jumps back to the collective's entry (siglongjmp), which
  * fails with PLAIT_ERR_PEER_LOST naming the local peers that are gone or
  * stopped. libfabric is never called again on that state (its locks may be
- * held): it is abandoned, and its objects are left open at finalize.
+ * held): it is abandoned, and at finalize its objects are parked, to be
+ * closed at a later init on a thread of its own, bounded (parked.h).
  *
  * The handler is installed at the first rescue only, and a signal that is
  * not a rescue goes to the handler that was there before.

@@ -67,7 +67,8 @@ void gauges_format(const gauges_t *g, char *buf, size_t len) {
            g->threads, g->shm, g->rss_kib, g->heap_kib);
 }
 
-int gauges_grew(const gauges_t *first, const gauges_t *last, char *why, size_t len) {
+int gauges_grew(const gauges_t *first, const gauges_t *last, long extra_heap_kib, char *why,
+                size_t len) {
   struct {
     const char *name;
     long a, b, slack;
@@ -75,7 +76,7 @@ int gauges_grew(const gauges_t *first, const gauges_t *last, char *why, size_t l
               {"threads", first->threads, last->threads, 0},
               {"/dev/shm entries", first->shm, last->shm, 0},
               {"RSS (KiB)", first->rss_kib, last->rss_kib, RSS_SLACK_KIB},
-              {"heap (KiB)", first->heap_kib, last->heap_kib, HEAP_SLACK_KIB}};
+              {"heap (KiB)", first->heap_kib, last->heap_kib, HEAP_SLACK_KIB + extra_heap_kib}};
   int bad = 0;
   size_t o = 0;
   if (len) why[0] = '\0';

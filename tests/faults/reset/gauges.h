@@ -41,8 +41,10 @@ void gauges_format(const gauges_t *g, char *buf, size_t len);
  * malloc_trim does not give back), so the caller passes the lowest RSS of
  * the last cycles and the allowance is 64 MiB: one leaked rxm endpoint per
  * failed cycle still fails within a cycle or two, smaller leaks show in the
- * heap. Fills why with every gauge over its allowance; returns how many. */
-int gauges_grew(const gauges_t *first, const gauges_t *last, char *why, size_t len);
+ * heap. `extra_heap_kib` adds to the heap's allowance (the caller's reason).
+ * Fills why with every gauge over its allowance; returns how many. */
+int gauges_grew(const gauges_t *first, const gauges_t *last, long extra_heap_kib, char *why,
+                size_t len);
 
 /* The n (at most 16) mappings with the most resident memory, from
  * /proc/self/smaps: where RSS went, printed when it grew too much. */

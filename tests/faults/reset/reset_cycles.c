@@ -14,18 +14,23 @@
  * allowance by the last cycle. Prints the first and last values.
  *
  *   reset_cycles --transport gloo|ofi-shm|ofi-tcp [--cycles N] [--ranks R]
- *                [--kill-in-lock | --stop-peer]
+ *                [--kill-in-lock | --stop-peer] [--away NETNS ADDR PEER_ADDR]
  *
  * --kill-in-lock: the victim dies holding a spin lock of libfabric's, so
  * that over shm the survivor spins on it and the ofi plugin's watchdog
- * rescues it (its endpoint then abandoned: rescue.h).
+ * rescues it (its endpoint then parked, closed at the next init: parked.h).
  * --stop-peer: the victim SIGSTOPs itself instead, and is SIGKILLed only
  * after the survivor's plait_shutdown: when the survivor's endpoint breaks,
  * its peer may still be alive (over ofi tcp the endpoint is then parked:
  * plugins/ofi/robustness/parked.h).
+ * --away: the peers run on another host (away.h: network namespace NETNS,
+ * each in a pid namespace of its own), this process at ADDR, the peers at
+ * PEER_ADDR (the rendezvous is rank 0's address): their pids cannot be
+ * checked from here (tests/tools/hosts/reset.sh).
  * N defaults to PLAIT_RESET_CYCLES, else 50; R to 3. Exit 0: passed; 1:
  * failed (a cycle went wrong or a gauge grew, said on the last line); 2: bad
- * arguments.
+ * arguments; 77: --kill-in-lock and no survivor rescued after the warm-up
+ * (nothing measured).
  */
 #include <errno.h>
 #include <signal.h>
@@ -36,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "away.h"
 #include "gauges.h"
 #include "plait/plait.h"
 #include "ranks.h"
@@ -44,6 +50,7 @@
 #define MAX_RANKS 8
 #define WARMUP 4           /* cycles before the first measurement: a clean and a failed one twice */
 #define PEER_WAIT_S 90.0   /* a peer still running after this long is a hang */
+#define RESCUE_HEAP_KIB 64 /* the heap a rescue may keep (--kill-in-lock, below) */
 #define RSS_FLOOR 5        /* the last cycles whose lowest RSS is compared (gauges.h) */
 
 typedef struct opts {
@@ -51,6 +58,7 @@ typedef struct opts {
   int cycles, ranks;
   int in_lock; /* --kill-in-lock */
   int stop;    /* --stop-peer */
+  const char *netns, *addr, *peer_addr; /* --away, else NULL, 127.0.0.1, 127.0.0.1 */
 } opts_t;
 
 static double now(void) {
@@ -107,11 +115,17 @@ static cycle_plan_t plan_of(int cycle, int ranks, int survivor, int in_lock, int
   return p;
 }
 
-static pid_t start_peer(int rank, const cycle_plan_t *p) {
+/* Forks peer `rank`; `local`: its local rank (--away: among the peers). */
+static pid_t start_peer(int rank, int local, const cycle_plan_t *p, const char *netns) {
   pid_t pid = fork();
   if (pid != 0) return pid;
+  if (netns && away_enter(netns) != 0) {
+    fprintf(stderr, "reset peer: cannot run on host %s: %s\n", netns, strerror(errno));
+    _exit(126);
+  }
   set_int(V_RANK, "PLAIT_RANK", rank);
-  set_int(V_LOCAL_RANK, "PLAIT_LOCAL_RANK", rank);
+  set_int(V_LOCAL_RANK, "PLAIT_LOCAL_RANK", local);
+  if (netns) set_int(V_LOCAL_SIZE, "PLAIT_LOCAL_SIZE", atoi(getenv("PLAIT_SIZE")) - 1);
   char a[6][16];
   snprintf(a[0], 16, "%d", p->victim), snprintf(a[1], 16, "%d", p->kill_at);
   snprintf(a[2], 16, "%d", p->kill_us), snprintf(a[3], 16, "%d", p->root);
@@ -172,20 +186,24 @@ static int cycle(const opts_t *o, int c, double *took) {
   int survivor = c % o->ranks;
   cycle_plan_t p = plan_of(c, o->ranks, survivor, o->in_lock, o->stop);
   char rdv[64], secret[65];
-  snprintf(rdv, sizeof rdv, "127.0.0.1:%d", plait_test_free_port());
+  snprintf(rdv, sizeof rdv, "%s:%d", survivor == 0 ? o->addr : o->peer_addr,
+           plait_test_free_port());
   plait_test_make_secret(secret);
   put_var(V_RDV, "PLAIT_RENDEZVOUS", rdv);
   put_var(V_SECRET, "PLAIT_SECRET", secret);
   set_int(V_SIZE, "PLAIT_SIZE", o->ranks);
   set_int(V_LOCAL_SIZE, "PLAIT_LOCAL_SIZE", o->ranks);
   pid_t pids[MAX_RANKS] = {0};
-  for (int r = 0; r < o->ranks; r++)
-    if (r != survivor && (pids[r] = start_peer(r, &p)) < 0) {
+  for (int r = 0; r < o->ranks; r++) {
+    int local = o->netns && r > survivor ? r - 1 : r; /* --away: the peers' host has R - 1 */
+    if (r != survivor && (pids[r] = start_peer(r, local, &p, o->netns)) < 0) {
       fprintf(stderr, "cycle %d: fork: %s\n", c, strerror(errno));
       return 1;
     }
+  }
   set_int(V_RANK, "PLAIT_RANK", survivor);
-  set_int(V_LOCAL_RANK, "PLAIT_LOCAL_RANK", survivor);
+  set_int(V_LOCAL_RANK, "PLAIT_LOCAL_RANK", o->netns ? 0 : survivor);
+  if (o->netns) set_int(V_LOCAL_SIZE, "PLAIT_LOCAL_SIZE", 1);
   double t0 = now();
   char why[2048], peers[512] = "";
   int bad = workload_run(&p, why, sizeof why);
@@ -202,12 +220,15 @@ static int parse(int argc, char **argv, opts_t *o) {
   o->cycles = env && *env ? atoi(env) : 50;
   o->ranks = 3;
   o->in_lock = o->stop = 0;
+  o->netns = NULL, o->addr = o->peer_addr = "127.0.0.1";
   for (int i = 1; i < argc; i++) {
     if (i + 1 < argc && strcmp(argv[i], "--transport") == 0) o->transport = argv[++i];
     else if (i + 1 < argc && strcmp(argv[i], "--cycles") == 0) o->cycles = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--ranks") == 0) o->ranks = atoi(argv[++i]);
     else if (strcmp(argv[i], "--kill-in-lock") == 0) o->in_lock = 1;
     else if (strcmp(argv[i], "--stop-peer") == 0) o->stop = 1;
+    else if (i + 3 < argc && strcmp(argv[i], "--away") == 0)
+      o->netns = argv[i + 1], o->addr = argv[i + 2], o->peer_addr = argv[i + 3], i += 3;
     else {
       fprintf(stderr, "reset_cycles: unknown argument %s\n", argv[i]);
       return -1;
@@ -225,12 +246,14 @@ int main(int argc, char **argv) {
   opts_t o;
   /* PLAIT_RESET_CYCLES is read before the job's variables are cleared */
   if (parse(argc, argv, &o)) return 2;
-  /* --stop-peer: a failed cycle's endpoint may stay parked until the next
-   * init (its peer is killed after the survivor's shutdown), so the gauges
-   * are compared after clean cycles only: the first after the warm-up and
-   * the last (an odd count of cycles ends on a clean one) */
-  if (o.stop && o.cycles % 2 == 0) o.cycles++;
-  const int base = WARMUP - 1 + o.stop;
+  /* --stop-peer, --kill-in-lock: a failed cycle's endpoint may stay parked
+   * until the next init (a stopped peer is killed after the survivor's
+   * shutdown; a rescued endpoint is closed then), so the gauges are compared
+   * after clean cycles only: the first after the warm-up and the last (an
+   * odd count of cycles ends on a clean one) */
+  int parks = o.stop || o.in_lock;
+  if (parks && o.cycles % 2 == 0) o.cycles++;
+  const int base = WARMUP - 1 + parks;
   plait_test_clear_env();
   if (set_transport(o.transport)) return 2;
   plait_test_set_plugin_path();
@@ -239,6 +262,7 @@ int main(int argc, char **argv) {
   char line[256];
   int failed = 0;
   long rss[RSS_FLOOR];
+  int rescues_at_base = 0;
   for (int c = 0; c < o.cycles && !failed; c++) {
     double took = 0;
     failed = cycle(&o, c, &took);
@@ -248,7 +272,7 @@ int main(int argc, char **argv) {
     printf("cycle %3d %-5s %5.2f s  %s\n", c, c % 2 ? (o.stop ? "stop" : "kill") : "clean", took,
            line);
     fflush(stdout);
-    if (c == base) first = g;
+    if (c == base) first = g, rescues_at_base = workload_rescues;
   }
   if (failed) {
     printf("reset_cycles %s: FAILED: a cycle went wrong (above)\n", o.transport);
@@ -264,10 +288,22 @@ int main(int argc, char **argv) {
   printf("reset_cycles %s, %d ranks, %d cycles: after the last cycle:      %s (lowest RSS of "
          "the last %d: %ld KiB)\n", o.transport, o.ranks, o.cycles, b, RSS_FLOOR, g.rss_kib);
   if (getenv("PLAIT_RESET_SHOW_MAPS")) gauges_print_rss_maps(stdout, 8);
-  if (gauges_grew(&first, &g, why, sizeof why)) {
+  /* --kill-in-lock: libfabric shm keeps a few KiB of each rescued endpoint
+   * closed (4-11 KiB, and in 3 of 11 rescues about 52 KiB, not pinned down:
+   * docs/soak.md); one left open is 1.5 MiB */
+  long rescued = workload_rescues - rescues_at_base;
+  if (o.in_lock) printf("reset_cycles %s: the survivor was rescued %ld times after the warm-up\n",
+                        o.transport, rescued);
+  if (gauges_grew(&first, &g, o.in_lock ? RESCUE_HEAP_KIB * rescued : 0, why, sizeof why)) {
     printf("reset_cycles %s: FAILED: %s; the mappings with most RSS now:\n", o.transport, why);
     gauges_print_rss_maps(stdout, 8);
     return 1;
+  }
+  /* --kill-in-lock: what it measures is a rescue after the warm-up; a run
+   * without one (the victim's lock taken by no survivor) says so */
+  if (o.in_lock && workload_rescues == rescues_at_base) {
+    printf("reset_cycles %s: SKIP: no rescue after the warm-up, nothing measured\n", o.transport);
+    return 77;
   }
   printf("reset_cycles %s: PASS\n", o.transport);
   return 0;

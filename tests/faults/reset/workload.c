@@ -149,6 +149,8 @@ int pthread_spin_lock(pthread_spinlock_t *lock) {
   return rc;
 }
 
+int workload_rescues;
+
 static void spin_us(int us) {
   struct timespec a, b;
   clock_gettime(CLOCK_MONOTONIC, &a);
@@ -182,6 +184,7 @@ static int doom_step(ctx_t *c, const cycle_plan_t *p) {
   snprintf(named, sizeof named, "rank %d", p->victim);
   if (rc == PLAIT_SUCCESS) return fail(c, "%d allreduces and no failure", i);
   const char *msg = plait_last_error();
+  if (strstr(msg, "stuck inside libfabric")) workload_rescues++;
   if (rc != PLAIT_ERR_PEER_LOST || !strstr(msg, named))
     return fail(c, "want PLAIT_ERR_PEER_LOST naming %s, got %s: %s", named,
                 plait_result_name(rc), msg);

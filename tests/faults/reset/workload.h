@@ -25,6 +25,10 @@ typedef struct cycle_plan {
                   * may be alive when the endpoint breaks: issue 38, item 1) */
 } cycle_plan_t;
 
+/* Failures of this process's workload_run that the ofi plugin's watchdog
+ * rescued ("stuck inside libfabric": --kill-in-lock), counted. */
+extern int workload_rescues;
+
 /* Runs the cycle on this rank. 0 when all went as planned (for the victim:
  * never returns); else 1, with what went wrong in why. */
 int workload_run(const cycle_plan_t *plan, char *why, size_t len);
