@@ -6,7 +6,7 @@
 plaitrun (its elastic driver, or a plain -H job) starts each worker as
 `$PLAITRUN_AGENT HOST 'REMOTE'` with the job secret as the first line of the
 agent's stdin (docs/plaitrun.md, "Ranks on other hosts"). This agent connects
-to the Ray cluster, creates a `plait.ray.relay.Relay` actor pinned to the node
+to the Ray cluster, creates a `plait.common.relay.Relay` actor pinned to the node
 whose address is HOST (its `node:HOST` resource), holding N CPUs (and GPUs)
 as a worker's slot, runs `sh -c REMOTE` inside it with the secret on the
 command's stdin, and streams the command's stdout and stderr back to its own
@@ -17,7 +17,7 @@ then stops the command) and kills the actor after a grace. If the actor dies
 plaitrun's driver, which blacklists the host.
 
 With --job-dir (plait.ray.elastic's private folder on this machine) it also
-sends DIR/fn.pkl with the command, which plait.ray.worker_main runs, sets
+sends DIR/fn.pkl with the command, which plait.common.worker_main runs, sets
 the variables of DIR/env.json (the executor's env_vars) for it, and writes
 the value the function returned to DIR/results/.
 """
@@ -31,7 +31,7 @@ import threading
 import time
 import uuid
 
-from plait.ray import relay as _relay
+from plait.common import relay as _relay
 
 GRACE_S = 15.0  # after stdin ended: the wrapper's own grace is shorter
 ENV_FILE = "env.json"  # with --job-dir: the executor's env_vars, set for the command

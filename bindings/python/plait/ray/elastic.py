@@ -16,7 +16,7 @@ There is no second driver in Python: `run` starts plaitrun's elastic driver
   the cluster is a host added or removed;
 - PLAITRUN_AGENT set to plait.ray.agent, which starts each worker inside a
   Ray actor on its node (holding the slot's CPUs and GPUs);
-- `python -m plait.ray.worker_main` as the workers' command: it runs
+- `python -m plait.common.worker_main` as the workers' command: it runs
   worker_fn, pickled with cloudpickle into a private folder (0700) and sent
   to the node with the actor; the values the workers return come back the
   same way and `run` returns them, in rank order (docs/elastic.md, "Elastic
@@ -225,7 +225,7 @@ class ElasticRayExecutor:
         if s.cooldown_range is not None:
             argv += ["--blacklist-cooldown-range", str(s.cooldown_range[0]),
                      str(s.cooldown_range[1])]
-        return argv + [sys.executable, "-m", "plait.ray.worker_main"]
+        return argv + [sys.executable, "-m", "plait.common.worker_main"]
 
     def _env(self):
         for word in (sys.executable, self._dir, self._address):
@@ -334,7 +334,7 @@ def _reason(tail, discovery_error):
             return m.group(1)
     said = [line for line in tail if line.startswith("plaitrun")]
     why = said[-1] if said else (tail[-1] if tail else "no output")
-    workers = [line for line in tail if "plait.ray.worker_main:" in line]
+    workers = [line for line in tail if "plait.common.worker_main:" in line]
     if workers:
         why += " (%s)" % workers[-1]
     if discovery_error:
