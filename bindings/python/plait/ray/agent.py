@@ -29,8 +29,8 @@ import socket
 import sys
 import threading
 import time
-import uuid
 
+from plait.common import elastic_launch as _launch
 from plait.common import relay as _relay
 
 GRACE_S = 15.0  # after stdin ended: the wrapper's own grace is shorter
@@ -125,15 +125,6 @@ def _forward_stdin(actor, stopping):
     stopping.set()
 
 
-def _write_result(job_dir, result):
-    folder = os.path.join(job_dir, "results")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    name = os.path.join(folder, uuid.uuid4().hex)
-    with open(name + ".tmp", "wb") as f:
-        f.write(result)
-    os.replace(name + ".tmp", name + ".pkl")
-
-
 def _relay_output(ray, actor, args, stopping):
     """Polls the actor until the command ends; its status."""
     out, err = sys.stdout.buffer, sys.stderr.buffer
@@ -163,7 +154,7 @@ def _relay_output(ray, actor, args, stopping):
             err.flush()
         if status is not None:
             if result is not None and args.job_dir:
-                _write_result(args.job_dir, result)
+                _launch.write_result(args.job_dir, result)
             try:
                 ray.kill(actor)
             except Exception:
