@@ -12,6 +12,7 @@ from plait.common.lazy import lazy_getattr
 _NAMES = {
     "run": "plait.spark.runner",
     "run_elastic": "plait.spark.elastic",
+    "SparkJobError": "plait.spark.runner",
 }
 
 __all__ = sorted(_NAMES)
