@@ -178,13 +178,16 @@ class _Job:
             "(%d task slots now): lower min_num_proc or add executors"
             % (WHO, len(self.registry.live), lo, start_timeout, task_slots(self.sc)))
 
-    def close(self):
+    def close(self, verbose):
         self.registry.close()  # the relay tasks end when their connection does
-        self.thread.join(30)
+        self.thread.join(10)
         if self.thread.is_alive():  # a task Spark started again is still pending
             self.sc.cancelJobGroup(self.group)
             self.thread.join(30)
         shutil.rmtree(self.folder, ignore_errors=True)
+        if "error" in self.box and verbose >= 1:
+            print("%s: the Spark job of relay tasks ended with: %s"
+                  % (WHO, _first_lines(self.box["error"], 2)), file=sys.stderr)
 
 
 def _first_lines(exc, n=6):
@@ -257,4 +260,4 @@ def run_elastic(fn, args=(), kwargs={}, num_proc=None, min_num_proc=None, max_nu
                                 % (WHO, rc, _launch.reason(tail)))
         return _launch.load_results(os.path.join(job.folder, "results"))
     finally:
-        job.close()
+        job.close(verbose)

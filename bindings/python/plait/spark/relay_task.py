@@ -167,7 +167,15 @@ def make_task(registry, key):
         from pyspark import TaskContext
         ctx = TaskContext.get()
         name = "spark-task-%d.%d" % (ctx.partitionId(), ctx.attemptNumber())
-        t = _Task(registry, key, name)
+        try:
+            t = _Task(registry, key, name)
+        except ConnectionRefusedError:
+            # a task Spark started again after the job ended (its registry
+            # closed): nothing to relay; failing would make Spark retry it
+            sys.stderr.write("plait.spark relay task %s: the job's registry at %s is closed: "
+                             "the job is over\n" % (name, registry))
+            yield json.dumps({"name": name, "served": 0})
+            return
         t.register()
         t.serve_all()
         yield json.dumps({"name": name, "served": t.served})
