@@ -30,8 +30,8 @@ class Registry:
         self.folder, self.key = folder, key
         self.hosts_file = HostsFile(folder, "plait.spark.run_elastic")
         self.live = {}    # name -> what the task registered
-        self.seen = {}    # every task ever registered (names the lost ones)
         self.lock = threading.Condition()
+        self.write_lock = threading.Lock()  # one writer of the files at a time
         self.conns = []
         self.closed = threading.Event()
         infos = socket.getaddrinfo(bind_host, 0, type=socket.SOCK_STREAM)
@@ -47,6 +47,10 @@ class Registry:
         self.thread.start()
 
     def _write(self):
+        with self.write_lock:
+            self._write_files()
+
+    def _write_files(self):
         with self.lock:
             live = dict(self.live)
         self.hosts_file.write({name: 1 for name in sorted(live, key=_order)})
@@ -82,7 +86,7 @@ class Registry:
                 if self.closed.is_set():
                     return
                 self.conns.append(conn)
-                self.live[name] = self.seen[name] = info
+                self.live[name] = info
                 self.lock.notify_all()
             self._write()
             while True:
@@ -94,6 +98,8 @@ class Registry:
             if name is not None:
                 with self.lock:
                     self.live.pop(name, None)
+                    if conn in self.conns:
+                        self.conns.remove(conn)
                     self.lock.notify_all()
                 if not self.closed.is_set():
                     self._write()
@@ -103,14 +109,6 @@ class Registry:
         with self.lock:
             self.lock.wait_for(lambda: len(self.live) >= count, timeout_s)
             return len(self.live)
-
-    def describe(self, name):
-        """'spark-task-1.0 (executor 1 on host, pid N)' for messages."""
-        info = self.seen.get(name)
-        if not info:
-            return name
-        return "%s (executor %s on %s, pid %s)" % (name, info.get("executor"),
-                                                   info.get("host"), info.get("pid"))
 
     def close(self):
         self.closed.set()
