@@ -126,7 +126,7 @@ def leftovers(marker):
                 env = f.read()
         except OSError:
             continue
-        if (b"plait.ray.worker_main" in cmd or b"plait.ray.agent" in cmd) and \
+        if (b"plait.common.worker_main" in cmd or b"plait.ray.agent" in cmd) and \
                 ("RAYEL_TEST_JOB=" + marker).encode() in env:
             found.append(int(pid))
     return found

@@ -86,7 +86,7 @@ def _worker(tmp_path, version, fn):
     (tmp_path / "fn.pkl").write_bytes(cloudpickle.dumps((fn, (20,), {"b": 1}, version or
                                                          plait.__version__)))
     env = dict(os.environ, PLAITRAY_WORKER_DIR=str(tmp_path))
-    return subprocess.run([sys.executable, "-m", "plait.ray.worker_main"], env=env,
+    return subprocess.run([sys.executable, "-m", "plait.common.worker_main"], env=env,
                           capture_output=True, text=True, timeout=120)
 
 

@@ -236,11 +236,13 @@ static void on_exit_status(driver_t *d, worker_t *w, int status) {
     return;
   }
   if (d->phase != D_RUNNING) return;
-  char what[96];
-  if (WIFEXITED(status))
-    snprintf(what, sizeof what, "exited with status %d%s", WEXITSTATUS(status),
-             WEXITSTATUS(status) == 255 && !d->hosts->hosts[w->host].local ? " (ssh's status)"
-                                                                            : "");
+  char what[128];
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 255 &&
+      plaitrun_remote_start(d->hosts->hosts[w->host].local))
+    snprintf(what, sizeof what, "exited with status 255 (%s's status: the remote side is gone "
+             "or unreachable)", plaitrun_remote_via());
+  else if (WIFEXITED(status))
+    snprintf(what, sizeof what, "exited with status %d", WEXITSTATUS(status));
   else
     snprintf(what, sizeof what, "was killed by signal %d (%s)", WTERMSIG(status),
              strsignal(WTERMSIG(status)));

@@ -26,9 +26,19 @@ def test_use_mpi_is_refused():
         plait.spark.run(lambda: 0, num_proc=2, use_mpi=True)
 
 
-def test_run_elastic_is_refused_by_name():
-    with pytest.raises(NotImplementedError, match="plait.spark.run_elastic is not provided"):
-        plait.spark.run_elastic(lambda: 0, num_proc=2, min_np=1, max_np=2)
+def test_run_elastic_bad_arguments_are_named():
+    # checked before Spark is asked anything (elastic_scenarios.py runs the real jobs)
+    run_elastic = plait.spark.run_elastic
+    with pytest.raises(ValueError, match="min_num_proc=1 and min_np=2"):
+        run_elastic(lambda: 0, min_num_proc=1, min_np=2)
+    with pytest.raises(ValueError, match="max_num_proc must be an integer of at least 1"):
+        run_elastic(lambda: 0, max_num_proc=0)
+    with pytest.raises(ValueError, match="min_num_proc=3 is above max_num_proc=2"):
+        run_elastic(lambda: 0, min_num_proc=3, max_num_proc=2)
+    with pytest.raises(ValueError, match="reset_limit"):
+        run_elastic(lambda: 0, reset_limit=-1)
+    with pytest.raises(TypeError, match="fn must be callable"):
+        run_elastic(3)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@
 plaitrun (its elastic driver, or a plain -H job) starts each worker as
 `$PLAITRUN_AGENT HOST 'REMOTE'` with the job secret as the first line of the
 agent's stdin (docs/plaitrun.md, "Ranks on other hosts"). This agent connects
-to the Ray cluster, creates a `plait.ray.relay.Relay` actor pinned to the node
+to the Ray cluster, creates a `plait.common.relay.Relay` actor pinned to the node
 whose address is HOST (its `node:HOST` resource), holding N CPUs (and GPUs)
 as a worker's slot, runs `sh -c REMOTE` inside it with the secret on the
 command's stdin, and streams the command's stdout and stderr back to its own
@@ -17,7 +17,7 @@ then stops the command) and kills the actor after a grace. If the actor dies
 plaitrun's driver, which blacklists the host.
 
 With --job-dir (plait.ray.elastic's private folder on this machine) it also
-sends DIR/fn.pkl with the command, which plait.ray.worker_main runs, sets
+sends DIR/fn.pkl with the command, which plait.common.worker_main runs, sets
 the variables of DIR/env.json (the executor's env_vars) for it, and writes
 the value the function returned to DIR/results/.
 """
@@ -29,9 +29,9 @@ import socket
 import sys
 import threading
 import time
-import uuid
 
-from plait.ray import relay as _relay
+from plait.common import elastic_launch as _launch
+from plait.common import relay as _relay
 
 GRACE_S = 15.0  # after stdin ended: the wrapper's own grace is shorter
 ENV_FILE = "env.json"  # with --job-dir: the executor's env_vars, set for the command
@@ -125,15 +125,6 @@ def _forward_stdin(actor, stopping):
     stopping.set()
 
 
-def _write_result(job_dir, result):
-    folder = os.path.join(job_dir, "results")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    name = os.path.join(folder, uuid.uuid4().hex)
-    with open(name + ".tmp", "wb") as f:
-        f.write(result)
-    os.replace(name + ".tmp", name + ".pkl")
-
-
 def _relay_output(ray, actor, args, stopping):
     """Polls the actor until the command ends; its status."""
     out, err = sys.stdout.buffer, sys.stderr.buffer
@@ -163,7 +154,7 @@ def _relay_output(ray, actor, args, stopping):
             err.flush()
         if status is not None:
             if result is not None and args.job_dir:
-                _write_result(args.job_dir, result)
+                _launch.write_result(args.job_dir, result)
             try:
                 ray.kill(actor)
             except Exception:

@@ -16,7 +16,7 @@ There is no second driver in Python: `run` starts plaitrun's elastic driver
   the cluster is a host added or removed;
 - PLAITRUN_AGENT set to plait.ray.agent, which starts each worker inside a
   Ray actor on its node (holding the slot's CPUs and GPUs);
-- `python -m plait.ray.worker_main` as the workers' command: it runs
+- `python -m plait.common.worker_main` as the workers' command: it runs
   worker_fn, pickled with cloudpickle into a private folder (0700) and sent
   to the node with the actor; the values the workers return come back the
   same way and `run` returns them, in rank order (docs/elastic.md, "Elastic
@@ -24,20 +24,17 @@ There is no second driver in Python: `run` starts plaitrun's elastic driver
 """
 import json
 import os
-import re
-import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
 
 import ray
 
+from plait.common import elastic_launch as _launch
 from plait.ray.agent import reachable as _reachable
 
 DISCOVERY_PERIOD_S = 1.0
-STALE_S = 15  # the discovery script fails when the host list is older
 
 
 class ElasticSettings:
@@ -162,7 +159,7 @@ class ElasticRayExecutor:
                                    "running? start it with `ray start --head`, or set "
                                    "RAY_ADDRESS): %s" % (address, str(e).splitlines()[0])) from e
         self._address = ray.get_runtime_context().gcs_address
-        self._plaitrun = _find_plaitrun()
+        self._plaitrun = _launch.find_plaitrun("plait.ray")
         self._dir = tempfile.mkdtemp(prefix="plait-ray-elastic-")  # 0700
         self._write_hosts(self._hosts())
         self._thread = threading.Thread(target=self._discover, daemon=True)
@@ -186,10 +183,7 @@ class ElasticRayExecutor:
         return hosts
 
     def _write_hosts(self, hosts):
-        path = os.path.join(self._dir, "hosts")
-        with open(path + ".tmp", "w") as f:
-            f.write("".join("%s:%d\n" % (h, s) for h, s in hosts.items()))
-        os.replace(path + ".tmp", path)
+        _launch.HostsFile(self._dir, "plait.ray.elastic").write(hosts)
 
     def _discover(self):
         while not self._stop.wait(DISCOVERY_PERIOD_S):
@@ -200,17 +194,8 @@ class ElasticRayExecutor:
 
     def _script(self):
         """The discovery script plaitrun runs: the host list this process
-        keeps, failing when it is stale (this process stopped updating it)."""
-        path = os.path.join(self._dir, "discover.sh")
-        hosts = os.path.join(self._dir, "hosts")
-        with open(path, "w") as f:
-            f.write("#!/bin/sh\n# plait.ray.elastic: the alive Ray nodes' slots (ray.nodes())\n"
-                    "age=$(( $(date +%%s) - $(stat -c %%Y %s) ))\n"
-                    "if [ \"$age\" -gt %d ]; then echo \"plait.ray.elastic: the Ray host list is "
-                    "$age s old: the executor stopped updating it\" >&2; exit 3; fi\n"
-                    "exec cat %s\n" % (shlex.quote(hosts), STALE_S, shlex.quote(hosts)))
-        os.chmod(path, 0o700)
-        return path
+        keeps (ray.nodes()), failing when it is stale."""
+        return _launch.HostsFile(self._dir, "plait.ray.elastic").script()
 
     # -- the job -------------------------------------------------------------
 
@@ -225,7 +210,7 @@ class ElasticRayExecutor:
         if s.cooldown_range is not None:
             argv += ["--blacklist-cooldown-range", str(s.cooldown_range[0]),
                      str(s.cooldown_range[1])]
-        return argv + [sys.executable, "-m", "plait.ray.worker_main"]
+        return argv + [sys.executable, "-m", "plait.common.worker_main"]
 
     def _env(self):
         for word in (sys.executable, self._dir, self._address):
@@ -258,14 +243,15 @@ class ElasticRayExecutor:
             raise TypeError("worker_fn: expected a function, got %r" % type(worker_fn).__name__)
         results = os.path.join(self._dir, "results")
         shutil.rmtree(results, ignore_errors=True)
-        _dump_function(os.path.join(self._dir, "fn.pkl"), worker_fn, args or (), kwargs or {})
+        _launch.dump_function(os.path.join(self._dir, "fn.pkl"), worker_fn, args or (),
+                              kwargs or {})
         with open(os.path.join(self._dir, "env.json"), "w") as f:
             json.dump(self.env_vars, f)  # the workers' variables, set by plait.ray.agent
-        rc, tail = _run_streamed(self._argv(), self._env())
+        rc, tail = _launch.run_streamed(self._argv(), self._env())
         if rc != 0:
             raise RuntimeError("plait.ray: the elastic job failed (plaitrun exited %d): %s"
                                % (rc, _reason(tail, self._error)))
-        return _load_results(results)
+        return _launch.load_results(results)
 
     def shutdown(self):
         """Stops the discovery thread and removes the job's folder."""
@@ -277,77 +263,8 @@ class ElasticRayExecutor:
             self._dir = None
 
 
-def _find_plaitrun():
-    """$PLAITRUN, plaitrun next to the libplait plait loads (../bin), or PATH."""
-    candidates = [os.environ.get("PLAITRUN")]
-    lib = os.environ.get("PLAIT_LIBRARY")
-    if lib:
-        candidates.append(os.path.join(os.path.dirname(os.path.dirname(lib)), "bin", "plaitrun"))
-    candidates.append(shutil.which("plaitrun"))
-    for c in candidates:
-        if c and os.access(c, os.X_OK):
-            return os.path.abspath(c)
-    raise RuntimeError("plait.ray: plaitrun not found (set PLAITRUN to its path, or put it on "
-                       "PATH): the elastic driver is plaitrun's")
-
-
-def _dump_function(path, fn, args, kwargs):
-    try:
-        import cloudpickle
-    except ImportError:
-        from ray import cloudpickle
-    fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        import plait
-        f.write(cloudpickle.dumps((fn, tuple(args), dict(kwargs), plait.__version__)))
-    os.replace(path + ".tmp", path)
-
-
-def _run_streamed(argv, env, keep=60):
-    """Runs plaitrun, its output (the workers' too) copied to ours; (status,
-    its last lines)."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)
-    tail = []
-    try:
-        for raw in proc.stdout:
-            sys.stdout.write(raw.decode("utf-8", "replace"))
-            sys.stdout.flush()
-            tail = (tail + [raw.decode("utf-8", "replace").rstrip("\n")])[-keep:]
-        return proc.wait(), tail
-    except BaseException:  # KeyboardInterrupt: plaitrun stops the workers on SIGTERM
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        raise
-
-
-STOPPING = re.compile(r"plaitrun elastic: (.*); stopping")
-
-
 def _reason(tail, discovery_error):
-    for line in reversed(tail):
-        m = STOPPING.search(line)
-        if m:
-            return m.group(1)
-    said = [line for line in tail if line.startswith("plaitrun")]
-    why = said[-1] if said else (tail[-1] if tail else "no output")
-    workers = [line for line in tail if "plait.ray.worker_main:" in line]
-    if workers:
-        why += " (%s)" % workers[-1]
-    if discovery_error:
+    why = _launch.reason(tail)
+    if discovery_error and not _launch.STOPPING.search("\n".join(tail)):
         why += " (the last ray.nodes() query failed: %s)" % discovery_error
     return why
-
-
-def _load_results(folder):
-    import pickle
-    found = []
-    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-        if name.endswith(".pkl"):
-            with open(os.path.join(folder, name), "rb") as f:
-                found.append(pickle.load(f))
-    found.sort(key=lambda rv: (rv[0] is None, rv[0] if rv[0] is not None else 0))
-    return [value for _, value in found]

@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 
-RESULT = "result.pkl"  # what plait.ray.worker_main writes in PLAITRAY_WORKER_DIR
+RESULT = "result.pkl"  # what plait.common.worker_main writes in PLAITRAY_WORKER_DIR
 FUNCTION = "fn.pkl"    # what it reads there
 
 

@@ -1,6 +1,6 @@
-"""An elastic worker of plait.ray.elastic: runs the user's function.
+"""An elastic worker run through a start agent (plait.ray.elastic, plait.spark.run_elastic): runs the user's function.
 
-    python -m plait.ray.worker_main      (plaitrun starts it, through plait.ray.agent)
+    python -m plait.common.worker_main      (plaitrun starts it, through plait.ray.agent or plait.spark.agent)
 
 Reads the pickled (function, args, kwargs, the driver's plait version) from
 $PLAITRAY_WORKER_DIR/fn.pkl (a private folder the relay actor made on this
@@ -16,7 +16,7 @@ import pickle
 import sys
 import traceback
 
-from plait.ray.relay import FUNCTION, RESULT
+from plait.common.relay import FUNCTION, RESULT
 
 
 def _dumps(value):
@@ -39,7 +39,7 @@ def _rank():
 def main():
     folder = os.environ.get("PLAITRAY_WORKER_DIR")
     if not folder:
-        sys.stderr.write("plait.ray.worker_main: PLAITRAY_WORKER_DIR is not set: start it "
+        sys.stderr.write("plait.common.worker_main: PLAITRAY_WORKER_DIR is not set: start it "
                          "through plait.ray.ElasticRayExecutor\n")
         return 2
     with open(os.path.join(folder, FUNCTION), "rb") as f:
@@ -47,7 +47,7 @@ def main():
     os.unlink(os.path.join(folder, FUNCTION))  # read once; not left on the node
     import plait
     if plait.__version__ != driver_version:
-        sys.stderr.write("plait.ray.worker_main: plait version mismatch: the driver runs plait %s, "
+        sys.stderr.write("plait.common.worker_main: plait version mismatch: the driver runs plait %s, "
                          "this worker on %s runs %s (%s)\n"
                          % (driver_version, os.uname().nodename, plait.__version__,
                             plait.library_path))
