@@ -20,8 +20,12 @@ the run; exit status 0 unless the input is unreadable).
       autotune within 10% of the sweep's best, settled within a few hundred
       steps (500);
   (d) 64 MiB through the whole stack (plait-bench allreduce --in-place,
-      plait.torch) against the plugin alone (bench_transport) and memcpy:
-      goal whole stack at least 0.9x the plugin alone (in bandwidth).
+      plait.torch) against the plugin alone (bench_transport, which reduces
+      with the core's own kernels, util/reduce.c) and memcpy: goal 6 of
+      issue 37, the whole stack at least 0.95x the plugin alone (in
+      bandwidth), at 2 and 3 ranks.
+
+--only a,b,c,d prints those tables alone (ci/bench stack: d).
 
 Every figure is the median over the rounds of each round's median (compare.py
 reads the same rows). A goal whose figures are missing is NOT MEASURED with
@@ -59,7 +63,7 @@ SETTLE_GOAL_STEPS = 500  # "within a few hundred steps"
 # defaults): a search that took all its samples stopped at the cap, it did not converge.
 WARMUP_SAMPLES, MAX_SAMPLES = 3, 100
 CAPPED = " (the sample cap: it stopped searching, did not converge)"
-WHOLE_VS_PLUGIN = 0.9
+WHOLE_VS_PLUGIN = 0.95  # goal 6 of issue 37 (issue 15's (d) asked 0.9)
 TRANSPORTS = ("gloo", "ofi-shm", "ofi-tcp")
 
 
@@ -322,8 +326,9 @@ def tuning_table(sweep, tuning, base, ranks_list):
 def large_table(f, ranks_list):
     w = "allreduce-64M"
     out = ["## (d) 64 MiB: the whole stack against the plugin alone", "",
-           "Goal: the whole stack at least 0.9x the plugin alone (bandwidth = 64 MiB / time, "
-           "the slowest rank's time on both sides; plait C in place, as plait.torch).", "",
+           "Goal: the whole stack at least %.2fx the plugin alone (bandwidth = 64 MiB / time, "
+           "the slowest rank's time on both sides; plait C in place, as plait.torch), both "
+           "reducing with the same kernels (util/reduce.c)." % WHOLE_VS_PLUGIN, "",
            "| ranks | transport | memcpy | plugin alone | plait C | plait.torch | C / plugin "
            "| plait.torch / plugin | verdict |",
            "|---|---|---|---|---|---|---|---|---|"]
@@ -375,6 +380,7 @@ def main(argv=None):
     ap.add_argument("--sweep", action="append", default=[], help="fusion sweep JSON lines")
     ap.add_argument("--ranks", default="2,3", help="rank counts to report (default 2,3)")
     ap.add_argument("--markdown", help="also write the tables to this file")
+    ap.add_argument("--only", default="a,b,c,d", help="tables to print (default a,b,c,d)")
     args = ap.parse_args(argv)
     try:
         ranks_list = [int(x) for x in args.ranks.split(",") if x]
@@ -385,8 +391,15 @@ def main(argv=None):
     sweep = [r for r in read_jsonl(args.sweep) if r.get("kind") == "fusion"]
     tuning = read_jsonl([args.tuning]) if args.tuning else []
     base = os.path.dirname(os.path.abspath(args.tuning)) if args.tuning else "."
-    lines = (latency_table(f, ranks_list) + [""] + step_table(f, ranks_list) + [""] +
-             tuning_table(sweep, tuning, base, ranks_list) + [""] + large_table(f, ranks_list))
+    tables = {"a": lambda: latency_table(f, ranks_list), "b": lambda: step_table(f, ranks_list),
+              "c": lambda: tuning_table(sweep, tuning, base, ranks_list),
+              "d": lambda: large_table(f, ranks_list)}
+    only = [x for x in args.only.split(",") if x]
+    if not only or any(x not in tables for x in only):
+        sys.exit("goals.py: --only '%s' is not a list of tables a, b, c, d" % args.only)
+    lines = []
+    for x in only:
+        lines += ([""] if lines else []) + tables[x]()
     text = "\n".join(lines)
     print(text)
     if args.markdown:

@@ -276,6 +276,22 @@ def test_whole_stack_against_the_plugin(tmp_path):
         "| - | - | NOT MEASURED: plugin-gloo: gloo init failed |")
 
 
+def test_whole_stack_goal_is_095_and_only_prints_that_table(tmp_path):
+    """Goal 6 of issue 37: 0.95x (0.93x, a PASS under issue 15's 0.9x, is a MISS);
+    --only d (ci/bench stack) prints table (d) alone."""
+    c = write(tmp_path / "c.jsonl", [
+        big("plugin", "ofi-shm", 3, 0.0930), big("plait", "ofi-shm", 3, 0.100),
+        big("plugin", "gloo", 3, 0.0960), big("plait", "gloo", 3, 0.100)])
+    out = run("--comparison", c, "--ranks", "3", "--only", "d")
+    assert "## (d)" in out and "## (a)" not in out and "## (c)" not in out, out
+    assert "at least 0.95x the plugin alone" in out, out
+    assert row(out, "| 3 | ofi-shm |").endswith("| 0.93x | - | C **MISS** |")
+    assert row(out, "| 3 | gloo |").endswith("| 0.96x | - | C **PASS** |")
+    p = subprocess.run([sys.executable, GOALS, "--comparison", c, "--only", "e"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "--only 'e'" in p.stderr, p.stderr
+
+
 def test_bad_input_is_named(tmp_path):
     bad = tmp_path / "c.jsonl"
     bad.write_text("{oops\n")
