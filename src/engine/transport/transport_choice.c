@@ -200,7 +200,7 @@ static void log_crowding(const plait_transport_init_args_t *args) {
   if (args->nranks < 2 || sched_getaffinity(0, sizeof set, &set) != 0) return;
   const int cpus = CPU_COUNT(&set);
   const int level = args->rank == 0 ? PLAIT_LOG_INFO : PLAIT_LOG_DEBUG;
-  PLAIT_LOG(level, "transport", "transport auto: %d ranks on this host, %d CPU%s: %s",
+  PLAIT_LOG(level, "transport", "ranks per CPU: %d ranks on this host, %d CPU%s: %s",
             args->local_size, cpus, cpus == 1 ? "" : "s",
             args->local_size > cpus ? "oversubscribed" : "not oversubscribed");
 }

@@ -75,10 +75,11 @@ def test_auto_logs_ranks_per_cpu_and_explicit_transport_wins():
     rc, out = job([0], PLAIT_TRANSPORT="auto")
     ofi_ok(out, rc)
     assert rc == 0, out
-    assert "transport auto: 2 ranks on this host, 1 CPU: oversubscribed" in out, out
+    assert "ranks per CPU: 2 ranks on this host, 1 CPU: oversubscribed" in out, out
     assert "transport auto: ofi (shm;" in out, out  # measured fastest there too (docs)
     assert "a wait yields for 0 us" in out, out
     rc, out = job([0], PLAIT_TRANSPORT="gloo")
     assert rc == 0, out
-    assert "transport auto" not in out and "progress:" not in out, out
+    assert "transport auto" not in out and "ranks per CPU" not in out, out
+    assert "progress:" not in out, out
     assert "transport gloo" in out, out
