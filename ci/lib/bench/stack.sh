@@ -64,6 +64,10 @@ for r in $(seq "$rounds"); do
     fi
   done
 done
+for t in "${transports[@]}"; do  # said in table (d), never left blank
+  bench_json "$cmp" kind=missing system="plait.torch-$(label "$t")" \
+    reason="ci/bench stack times plait C only; ci/bench all times plait.torch too"
+done
 /usr/bin/python3 bench/goals.py --comparison "$cmp" --ranks "$ranks_list" --only d \
   --markdown "$out/goals-stack.md"
 bench_docs "$cmp:stack-vs-plugin.jsonl" "$out/goals-stack.md"

@@ -20,7 +20,7 @@ int ofi_crowded(int local_ranks, int cpus) { return local_ranks > (cpus > 0 ? cp
 plait_result_t ofi_yield_window(const char *value, int local_ranks, int cpus, double *yield_s,
                                 char *err, size_t err_len) {
   if (value == NULL || strcmp(value, "auto") == 0) {
-    *yield_s = ofi_crowded(local_ranks, cpus) ? 0.0 : OFI_YIELD_FIT_S;
+    *yield_s = ofi_crowded(local_ranks, cpus) ? OFI_YIELD_CROWDED_S : OFI_YIELD_FIT_S;
     return PLAIT_SUCCESS;
   }
   char *end = NULL;
@@ -29,7 +29,7 @@ plait_result_t ofi_yield_window(const char *value, int local_ranks, int cpus, do
   if (errno || end == value || *end || v < 0 || v > 1000000) {
     snprintf(err, err_len,
              "PLAIT_OFI_YIELD_US='%s' is not valid: expected 'auto' (2000 where this host's "
-             "ranks fit its CPUs, 0 where they outnumber them) or microseconds from 0 to "
+             "ranks fit its CPUs, 300 where they outnumber them) or microseconds from 0 to "
              "1000000",
              value);
     return PLAIT_ERR_CONFIG;

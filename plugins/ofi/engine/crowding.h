@@ -7,10 +7,14 @@
  * (sched_yield) for up to PLAIT_OFI_YIELD_US microseconds of silence, then
  * sleeps 50 us at a time. A yield keeps the rank runnable: where this host
  * runs more of the job's ranks than this rank may use CPUs (3 ranks on 2
- * cores), the yielding ranks hold the CPUs the rank they wait for needs, and
- * the 200 x 64 KiB step lost to Gloo, which blocks in the kernel. So the
- * default, "auto", yields for 2 ms where the ranks fit the CPUs and not at
- * all (sleep at the first empty poll) where they do not.
+ * cores), yielding ranks hold CPUs that the rank they wait for, or
+ * a framework's compute needs. So the default, "auto", yields for 2 ms where
+ * the ranks fit the CPUs and for 300 us where they do not. Measured at 3
+ * ranks on 2 loaded cores (docs/performance.md, "Oversubscription"): no
+ * yield at all (sleep at the first empty poll) made a lone 4 KiB allreduce
+ * 1.6-2.5x slower and the 200 x 64 KiB step no faster; 300 us kept the lone
+ * allreduce within 7-20% of 2 ms, while a wait holds a CPU for at most
+ * 300 us, not 2 ms, before it sleeps.
  *
  * Pure functions but ofi_cpus (which asks the kernel); thread-safe.
  */
@@ -21,8 +25,10 @@
 
 #include "plait/transport.h"
 
-/* The yield window of "auto" where the ranks fit the CPUs, in seconds. */
+/* The yield windows of "auto", in seconds: where the ranks fit the CPUs,
+ * and where they outnumber them. */
 #define OFI_YIELD_FIT_S 0.002
+#define OFI_YIELD_CROWDED_S 0.0003
 
 /* The CPUs this process may run on (sched_getaffinity), at least 1. */
 int ofi_cpus(void);
@@ -31,7 +37,8 @@ int ofi_cpus(void);
 int ofi_crowded(int local_ranks, int cpus);
 
 /* The yield window in seconds from PLAIT_OFI_YIELD_US's value (NULL when
- * unset: "auto"): "auto" gives OFI_YIELD_FIT_S, or 0 when crowded; an
+ * unset: "auto"): "auto" gives OFI_YIELD_FIT_S, or OFI_YIELD_CROWDED_S when
+ * crowded; an
  * integer 0..1000000 gives that many microseconds. Anything else is
  * PLAIT_ERR_CONFIG, with err naming the variable, the value and what it
  * accepts. */

@@ -191,9 +191,9 @@ static plait_result_t exchange_offers(plait_boot_t *boot, const char *search_pat
 
 /* Ranks per CPU on this host, logged beside the choice. The order of the
  * candidates stays the same there: with 3 ranks on 2 cores (and on 1) ofi/shm
- * still measured 5x Gloo's 200 x 64 KiB step (docs/performance.md,
- * "Oversubscription"); the ofi plugin's progress loop sleeps sooner there
- * instead of yielding (PLAIT_OFI_YIELD_US). */
+ * still ran the 200 x 64 KiB step 2-5x faster than Gloo (docs/performance.md,
+ * "Oversubscription"); the ofi plugin's progress loop yields for less long
+ * there before it sleeps (PLAIT_OFI_YIELD_US). */
 static void log_crowding(const plait_transport_init_args_t *args) {
   cpu_set_t set;
   CPU_ZERO(&set);

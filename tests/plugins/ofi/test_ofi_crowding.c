@@ -1,8 +1,8 @@
 /*
  * How long the ofi progress loop yields before sleeping, from how crowded
  * the host is (plugins/ofi/engine/crowding.c, built from its source): "auto"
- * yields 2 ms where the host's ranks fit the CPUs this rank may use and not
- * at all where they outnumber them; an explicit PLAIT_OFI_YIELD_US always
+ * yields 2 ms where the host's ranks fit the CPUs this rank may use and
+ * 300 us where they outnumber them; an explicit PLAIT_OFI_YIELD_US always
  * wins; a bad value names the variable.
  */
 #include <criterion/criterion.h>
@@ -30,8 +30,9 @@ Test(ofi_crowding, crowded_when_ranks_outnumber_cpus) {
 Test(ofi_crowding, auto_yields_only_where_ranks_fit) {
   cr_expect_eq(window(NULL, 2, 2), OFI_YIELD_FIT_S);
   cr_expect_eq(window("auto", 2, 16), OFI_YIELD_FIT_S);
-  cr_expect_eq(window(NULL, 3, 2), 0.0);
-  cr_expect_eq(window("auto", 64, 16), 0.0);
+  cr_expect_eq(window(NULL, 3, 2), OFI_YIELD_CROWDED_S);
+  cr_expect_eq(window("auto", 64, 16), OFI_YIELD_CROWDED_S);
+  cr_expect_lt(OFI_YIELD_CROWDED_S, OFI_YIELD_FIT_S);
 }
 
 Test(ofi_crowding, explicit_value_wins) {

@@ -41,11 +41,11 @@ def ofi_ok(out, rc):
         pytest.skip("ofi/shm cannot start here: " + out.strip().splitlines()[-1])
 
 
-def test_oversubscribed_host_sleeps_at_once():
+def test_oversubscribed_host_yields_less():
     rc, out = job([0], PLAIT_TRANSPORT="ofi")
     ofi_ok(out, rc)
     assert rc == 0, out
-    assert ("progress: 2 ranks on this host, 1 CPU: oversubscribed; a wait yields for 0 us "
+    assert ("progress: 2 ranks on this host, 1 CPU: oversubscribed; a wait yields for 300 us "
             "before sleeping (PLAIT_OFI_YIELD_US=auto)") in out, out
 
 
@@ -58,11 +58,16 @@ def test_ranks_that_fit_yield_2ms():
 
 
 def test_explicit_yield_wins_over_auto():
-    rc, out = job([0], PLAIT_TRANSPORT="ofi", PLAIT_OFI_YIELD_US="300")
+    rc, out = job([0], PLAIT_TRANSPORT="ofi", PLAIT_OFI_YIELD_US="2000")
     ofi_ok(out, rc)
     assert rc == 0, out
-    assert ("1 CPU: oversubscribed; a wait yields for 300 us before sleeping "
-            "(PLAIT_OFI_YIELD_US=300)") in out, out
+    assert ("1 CPU: oversubscribed; a wait yields for 2000 us before sleeping "
+            "(PLAIT_OFI_YIELD_US=2000)") in out, out
+    rc, out = job([0, 1], PLAIT_TRANSPORT="ofi", PLAIT_OFI_YIELD_US="0")
+    ofi_ok(out, rc)
+    assert rc == 0, out
+    assert ("2 CPUs: not oversubscribed; a wait yields for 0 us before sleeping "
+            "(PLAIT_OFI_YIELD_US=0)") in out, out
 
 
 def test_bad_yield_is_named_not_hung():
@@ -77,7 +82,7 @@ def test_auto_logs_ranks_per_cpu_and_explicit_transport_wins():
     assert rc == 0, out
     assert "ranks per CPU: 2 ranks on this host, 1 CPU: oversubscribed" in out, out
     assert "transport auto: ofi (shm;" in out, out  # measured fastest there too (docs)
-    assert "a wait yields for 0 us" in out, out
+    assert "a wait yields for 300 us" in out, out
     rc, out = job([0], PLAIT_TRANSPORT="gloo")
     assert rc == 0, out
     assert "transport auto" not in out and "ranks per CPU" not in out, out
