@@ -10,11 +10,12 @@
  * cores), yielding ranks hold CPUs that the rank they wait for, or
  * a framework's compute needs. So the default, "auto", yields for 2 ms where
  * the ranks fit the CPUs and for 300 us where they do not. Measured at 3
- * ranks on 2 loaded cores (docs/performance.md, "Oversubscription"): no
- * yield at all (sleep at the first empty poll) made a lone 4 KiB allreduce
- * 1.6-2.5x slower and the 200 x 64 KiB step no faster; 300 us kept the lone
- * allreduce within 7-20% of 2 ms, while a wait holds a CPU for at most
- * 300 us, not 2 ms, before it sleeps.
+ * ranks on 2 loaded cores (docs/performance.md, bench/results/
+ * ofi-yield-3ranks.md): no yield at all (sleep at the first empty poll)
+ * made a lone 4 KiB allreduce 2.0x slower (374 against 184 us, medians of
+ * 7 rounds) and the 200 x 64 KiB step no faster; with 300 us it took
+ * 229 us, while a wait holds a CPU for at most 300 us, not 2 ms, before it
+ * sleeps.
  *
  * Pure functions but ofi_cpus (which asks the kernel); thread-safe.
  */
