@@ -290,6 +290,43 @@ def test_whole_stack_against_the_plugin(tmp_path):
         "| - | - | NOT MEASURED: plugin-gloo: gloo init failed |")
 
 
+def test_whole_stack_goal_is_095_and_only_prints_that_table(tmp_path):
+    """Goal 6 of issue 37: 0.95x (0.93x, a PASS under issue 15's 0.9x, is a MISS);
+    --only d (ci/bench stack) prints table (d) alone."""
+    c = write(tmp_path / "c.jsonl", [
+        big("plugin", "ofi-shm", 3, 0.0930), big("plait", "ofi-shm", 3, 0.100),
+        big("plugin", "gloo", 3, 0.0960), big("plait", "gloo", 3, 0.100)])
+    out = run("--comparison", c, "--ranks", "3", "--only", "d")
+    assert "## (d)" in out and "## (a)" not in out and "## (c)" not in out, out
+    assert "at least 0.95x the plugin alone" in out, out
+    assert row(out, "| 3 | ofi-shm |").endswith("| 0.93x | - | C **MISS** |")
+    assert row(out, "| 3 | gloo |").endswith("| 0.96x | - | C **PASS** |")
+    p = subprocess.run([sys.executable, GOALS, "--comparison", c, "--only", "f"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "--only 'f'" in p.stderr, p.stderr
+
+
+def test_default_transport_against_the_best_explicit(tmp_path):
+    """Goal 4 of issue 37: auto (plait-auto) within 5% of the best explicit transport on
+    each workload; a row without auto says why."""
+    def fusion(t, n, s):
+        return {"kind": "fusion", "mix": "uniform-200x64K", "transport": t, "ranks": n,
+                "step_s_median": s}
+    c = write(tmp_path / "c.jsonl", [
+        fusion("auto", 3, 0.0050), fusion("gloo", 3, 0.025), fusion("ofi-shm", 3, 0.0049),
+        fusion("auto", 2, 0.0030), fusion("gloo", 2, 0.0100), fusion("ofi-shm", 2, 0.0020),
+        lat("ofi-shm", 2, 30e-6), lat("gloo", 2, 40e-6),
+        {"kind": "missing", "system": "plait-auto", "ranks": 2, "reason": "auto did not run"}])
+    out = run("--comparison", c, "--ranks", "2,3", "--only", "e")
+    assert "## (e)" in out and "## (d)" not in out, out
+    assert row(out, "| 3 | 200 x 64 KiB step |") == (
+        "| 3 | 200 x 64 KiB step | 5.00 ms | 25.00 ms | 4.90 ms | - | ofi-shm (4.90 ms) "
+        "| 1.02x | **PASS** |")
+    assert row(out, "| 2 | 200 x 64 KiB step |").endswith("| ofi-shm (2.00 ms) | 1.50x | **MISS** |")
+    assert row(out, "| 2 | a lone 4 KiB allreduce |").endswith(
+        "| - | - | NOT MEASURED: plait-auto: auto did not run |")
+
+
 def test_bad_input_is_named(tmp_path):
     bad = tmp_path / "c.jsonl"
     bad.write_text("{oops\n")

@@ -16,9 +16,11 @@
  * It crosses the plugin boundary only through the public plugin ABI
  * (include/plait/transport.h), as a third-party core would: it dlopens the
  * plugin, gives it a bootstrap of its own (shm_bootstrap.c: byte collectives
- * over shared memory between the forked ranks) and float32 kernels of its
- * own (f32_kernels.c), and neither includes nor links anything of libplait's
- * internals. No coordinator: this measures the transport, not negotiation.
+ * over shared memory between the forked ranks) and the core's own reduction
+ * kernels (util/reduce.h, linked from the same objects as libplait's, AVX2
+ * clones included, so the plugin alone reduces exactly as in the whole
+ * stack); nothing else of libplait's. No coordinator: this measures the
+ * transport, not negotiation.
  *
  *   bench_transport [-r ROUNDS] [-n RANKS] [-o OP] [-s MIN:MAX] [-j FILE]
  *                   [LABEL=TRANSPORT[,VAR=value...]]...
@@ -51,11 +53,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "f32_kernels.h"
 #include "plait/dtypes.h"
 #include "plait/parse_size.h"
 #include "plait/transport.h"
 #include "shm_bootstrap.h"
+#include "util/reduce.h" /* plait_kernels: the core's kernels (src/CMakeLists.txt) */
 
 #define MAX_CONFIGS 8
 #define MAX_SIZES 24
@@ -281,9 +283,10 @@ static int rank_main(shm_block_t *block, int rank, int round, int ci) {
   args.log = log_stderr;
   args.log_level = PLAIT_LOG_WARN;
   args.timeout_s = 60.0;
-  args.reduce = bench_f32_reduce;
-  args.scale = bench_f32_scale;
-  args.divide = bench_f32_divide;
+  args.reduce = plait_reduce; /* the very kernels the core hands in (engine.c) */
+  args.scale = plait_scale;
+  args.divide = plait_divide;
+  args.reduce_scale = plait_reduce_scale;
   args.host_address = "127.0.0.1";
   void *st = NULL;
   plait_result_t rc = t->init(&args, &st);

@@ -14,6 +14,7 @@
 #include "errors.h"
 #include "robustness/liveness.h"
 #include "robustness/parked.h"
+#include "engine/crowding.h"
 #include "engine/mr.h"
 #include "engine/progress.h"
 #include "robustness/rescue.h"
@@ -297,12 +298,22 @@ static plait_result_t start(start_ctx_t *c) {
   ofi_state_t *st = c->st;
   plait_result_t rc = ofi_tunables_read(&st->tun, st->nranks, c->err, c->err_len);
   if (rc) return rc;
+  /* this rank's own (not agreed): how it waits depends on its host's CPUs */
+  const int cpus = ofi_cpus(), local = a->local_size > 0 ? a->local_size : st->nranks;
+  if ((rc = ofi_yield_window(getenv("PLAIT_OFI_YIELD_US"), local, cpus, &st->yield_s, c->err,
+                             c->err_len)))
+    return rc;
+  OFI_LOG(st, st->rank == 0 ? PLAIT_LOG_INFO : PLAIT_LOG_DEBUG,
+          "progress: %d ranks on this host, %d CPU%s: %s; a wait yields for %g us before "
+          "sleeping (PLAIT_OFI_YIELD_US=%s)", local, cpus, cpus == 1 ? "" : "s",
+          ofi_crowded(local, cpus) ? "oversubscribed" : "not oversubscribed",
+          st->yield_s * 1e6, getenv("PLAIT_OFI_YIELD_US") ? getenv("PLAIT_OFI_YIELD_US") : "auto");
   char unknown[512];
   if (ofi_tunables_unknown(unknown, sizeof unknown))
     OFI_WARN(st, "unknown variable(s) ignored: %s (the ofi plugin reads PLAIT_OFI_CHUNK, "
              "PLAIT_OFI_WINDOW, PLAIT_OFI_MR, PLAIT_OFI_{ALLREDUCE,ALLGATHERV,"
              "REDUCESCATTER}_RING_MIN, PLAIT_OFI_BROADCAST_CHAIN_MIN, PLAIT_OFI_HUGE_PAGES_MIN, "
-             "PLAIT_OFI_SPANS_MIN and PLAIT_OFI_DIRECT)", unknown);
+             "PLAIT_OFI_SPANS_MIN, PLAIT_OFI_DIRECT and PLAIT_OFI_YIELD_US)", unknown);
   if (st->nranks == 1) return PLAIT_SUCCESS; /* every collective is local */
   if (!a->bootstrap) SETUP_FAIL(c, PLAIT_ERR_INVALID_ARGUMENT, "init: args->bootstrap is NULL");
   if (a->bootstrap->size < PLAIT_BOOTSTRAP_SIZE_V1)

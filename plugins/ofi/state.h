@@ -59,6 +59,7 @@ typedef struct ofi_scratch {
 typedef struct ofi_state {
   int rank, nranks;
   double timeout_s;
+  double yield_s; /* idle: yield this long before sleeping (engine/crowding.h) */
   plait_log_fn log;
   int log_level;
   plait_reduce_fn reduce;

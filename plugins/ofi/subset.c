@@ -58,6 +58,7 @@ plait_result_t ofi_subset(ofi_state_t *parent, const int *ranks, int n, ofi_stat
   st->rank = me;
   st->nranks = n;
   st->timeout_s = parent->timeout_s;
+  st->yield_s = parent->yield_s;
   st->log = parent->log;
   st->log_level = parent->log_level;
   st->reduce = parent->reduce;

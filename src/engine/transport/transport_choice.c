@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <endian.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,6 +189,22 @@ static plait_result_t exchange_offers(plait_boot_t *boot, const char *search_pat
   return rc;
 }
 
+/* Ranks per CPU on this host, logged beside the choice. The order of the
+ * candidates stays the same there: with 3 ranks on 2 cores (and on 1) ofi/shm
+ * still ran the 200 x 64 KiB step 2-5x faster than Gloo (docs/performance.md,
+ * "Oversubscription"); the ofi plugin's progress loop yields for less long
+ * there before it sleeps (PLAIT_OFI_YIELD_US). */
+static void log_crowding(const plait_transport_init_args_t *args) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (args->nranks < 2 || sched_getaffinity(0, sizeof set, &set) != 0) return;
+  const int cpus = CPU_COUNT(&set);
+  const int level = args->rank == 0 ? PLAIT_LOG_INFO : PLAIT_LOG_DEBUG;
+  PLAIT_LOG(level, "transport", "ranks per CPU: %d ranks on this host, %d CPU%s: %s",
+            args->local_size, cpus, cpus == 1 ? "" : "s",
+            args->local_size > cpus ? "oversubscribed" : "not oversubscribed");
+}
+
 plait_result_t plait_transport_auto(plait_boot_t *boot, const plait_transport_init_args_t *args,
                                     const char *search_path, plait_plugin_t *p) {
   plait_choice_offer_t cands[PLAIT_CHOICE_MAX];
@@ -241,6 +258,7 @@ plait_result_t plait_transport_auto(plait_boot_t *boot, const plait_transport_in
       PLAIT_INFO("transport", "transport auto: %s", why);
     else
       PLAIT_DEBUG("transport", "transport auto: %s", why);
+    log_crowding(args);
   }
   free(wire);
   free(facts);

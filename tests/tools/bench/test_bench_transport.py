@@ -1,6 +1,7 @@
 """bench/transport/bench_transport end to end: plugins side by side through
-the public plugin ABI only (no libplait, no core internals), a missing
-plugin named with the paths tried."""
+the public plugin ABI only (no libplait, no core internals but the core's own
+reduction kernels, util/reduce.h, linked from the same objects as libplait's),
+a missing plugin named with the paths tried."""
 
 import os
 import re
@@ -89,11 +90,28 @@ def test_crosses_the_plugin_boundary_through_the_public_abi_only():
     nm = subprocess.run(["nm", "-D", "--undefined-only", exe()], capture_output=True, text=True)
     assert nm.returncode == 0, nm.stderr
     assert not [s for s in nm.stdout.split() if s.startswith("plait_")], nm.stdout
-    # and its sources include the public headers only
+    # and its sources include the public headers only, and the core's kernels
     folder = os.path.join(ROOT, "bench", "transport")
     for name in os.listdir(folder):
         if name.endswith((".c", ".h")):
             with open(os.path.join(folder, name)) as f:
                 for inc in re.findall(r'#include "([^"]+)"', f.read()):
-                    assert inc.startswith("plait/") or os.path.exists(os.path.join(folder, inc)), \
-                        (name, inc)
+                    assert inc.startswith("plait/") or inc == "util/reduce.h" or \
+                        os.path.exists(os.path.join(folder, inc)), (name, inc)
+
+
+def test_reduces_with_the_core_kernels():
+    """Goal 6 of issue 37: the plugin alone reduces with the very kernels the stack hands
+    the plugin (util/reduce.c, statically linked: plait_kernels), not loops of its own,
+    so the whole stack and the plugin alone compare like with like."""
+    nm = subprocess.run(["nm", exe()], capture_output=True, text=True)
+    assert nm.returncode == 0, nm.stderr
+    defined = {f[2] for f in (line.split() for line in nm.stdout.splitlines())
+               if len(f) == 3 and f[1] in "tTiW"}
+    assert {"plait_reduce", "plait_scale", "plait_divide", "plait_reduce_scale"} <= defined, \
+        sorted(s for s in defined if s.startswith("plait_"))
+    assert not [s for s in defined if s.startswith("bench_f32_")], "kernels of its own"
+    lib = os.path.join(BUILD, "lib", "libplait.so")
+    libnm = subprocess.run(["nm", lib], capture_output=True, text=True)
+    if ".avx2" in libnm.stdout:  # the core's AVX2 clones: the bench has the same ones
+        assert "plait_f32_sum.avx2" in defined, "libplait has AVX2 clones, bench_transport not"
