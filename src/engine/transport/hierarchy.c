@@ -26,21 +26,7 @@ void plait_hier_destroy(plait_hier_t *h) {
   if (h->local && h->t->finalize(h->local))
     PLAIT_WARN("hier", "transport '%s' finalize of the local set: %s", h->t->name,
                h->t->last_error(NULL));
-  free(h->scratch);
   free(h);
-}
-
-void *plait_hier_scratch(plait_hier_t *h, size_t bytes) {
-  if (bytes <= h->scratch_cap) return h->scratch;
-  void *p = realloc(h->scratch, bytes);
-  if (!p) {
-    plait_error(PLAIT_ERR_NO_MEMORY, "out of memory for a shard of %zu bytes (hierarchical "
-                "allreduce)", bytes);
-    return NULL;
-  }
-  h->scratch = p;
-  h->scratch_cap = bytes;
-  return p;
 }
 
 /* Each of the n sets of `of` (host_of: the hosts' local sets; index_of:

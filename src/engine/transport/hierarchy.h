@@ -25,8 +25,6 @@ typedef struct plait_hier {
   int hosts, per_host, index;
   plait_hier_mode_t mode; /* rank 0's */
   uint64_t threshold;     /* rank 0's PLAIT_HIERARCHICAL_THRESHOLD */
-  void *scratch;          /* host memory: a shard of an in-place allreduce */
-  size_t scratch_cap;
 } plait_hier_t;
 
 /* At engine start, after the transport started, on every rank (a
@@ -42,12 +40,7 @@ typedef struct plait_hier {
 plait_result_t plait_hier_create(const plait_bootstrap_t *boot, const char *host,
                                  plait_hier_mode_t mode, uint64_t threshold,
                                  const plait_transport_t *t, void *ts, plait_hier_t **out);
-/* Releases the sub-states (before the job's state goes) and the scratch.
- * NULL is harmless. */
+/* Releases the sub-states (before the job's state goes). NULL is harmless. */
 void plait_hier_destroy(plait_hier_t *h);
-
-/* A host buffer of at least bytes for a shard (kept, grown), or NULL with
- * the error set. */
-void *plait_hier_scratch(plait_hier_t *h, size_t bytes);
 
 #endif
