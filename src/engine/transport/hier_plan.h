@@ -15,7 +15,7 @@
  * carrying 2 (HL-1)/(HL) of it). Step 1 is an allreduce, not the
  * reduce-scatter that would move (L-1)/L of the message less within the
  * host, because every plugin's allreduce is its fastest collective: gloo's
- * reducescatter (an alltoallv) took 0.9 s for 64 MiB on 2 ranks of a
+ * reducescatter (an alltoallv) took 0.85-1.29 s for 64 MiB on 2 ranks of a
  * namespace host where its allreduce took 0.12-0.29 s (docs/performance.md).
  *
  * The layout comes from every rank's host identity (a 64-bit hash of its
