@@ -17,6 +17,8 @@
 #                                    every rank must log hierarchical allreduces
 #           hier-kill                kill with PLAIT_HIERARCHICAL_ALLREDUCE=on: a
 #                                    lost rank is still named
+#           hier-stop                the same with host 3's processes stopped
+#                                    (SIGSTOP) inside the hierarchical allreduce
 #           elastic-host-killed      plaitrun's elastic driver (--min-np 2 --max-np 4,
 #                                    a discovery script) runs examples/elastic_torch.py
 #                                    on h1:2 and h2:2, h2's workers over ssh; every
@@ -52,7 +54,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/lib.sh"
 hosts_require
 nhosts=2
-case "$scenario" in cut|kill|hier-kill) nhosts=3 ;; esac
+case "$scenario" in cut|kill|hier-kill|hier-stop) nhosts=3 ;; esac
 hosts_make "$nhosts"
 hosts_shape_link2
 
@@ -62,7 +64,7 @@ if [ "$transport" = ofi ]; then common_env+=(FI_PROVIDER=tcp FI_TCP_IFACE=eth0);
 if [ "$transport" = auto ]; then common_env+=(PLAIT_LOG_LEVEL=info); fi
 case "$scenario" in
 hier) common_env+=(PLAIT_HIERARCHICAL_ALLREDUCE=on PLAIT_LOG_LEVEL=debug HOST_WORKER_FLOATS=1000000) ;;
-hier-kill) common_env+=(PLAIT_HIERARCHICAL_ALLREDUCE=on) ;;
+hier-kill|hier-stop) common_env+=(PLAIT_HIERARCHICAL_ALLREDUCE=on) ;;
 esac
 secret="$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')"
 
@@ -233,7 +235,7 @@ hier)
   [ $status = 0 ] || die "the hierarchical job across 2 hosts failed (above)"
   echo "PASS: hierarchical allreduce across 2 hosts x 2 ranks over $transport: every 4 MB result and every operation right"
   ;;
-cut|kill|hier-kill)
+cut|kill|hier-kill|hier-stop)
   start_by_hand plait loop 2
   for r in 0 1 2 3 4 5; do # every rank has done one allreduce
     for _ in $(seq 1 600); do grep -q ready "$tmp/out.$r" 2>/dev/null && break; sleep 0.1; done
@@ -244,6 +246,9 @@ cut|kill|hier-kill)
   if [ "$scenario" = cut ]; then
     ip -n "$sw" link set "pl${id}s3" down
     echo "cut host 3's link (ranks 4, 5) at $t0"
+  elif [ "$scenario" = hier-stop ]; then
+    ip netns pids "plait-$id-h3" | xargs -r kill -STOP 2>/dev/null || true
+    echo "stopped host 3's processes (ranks 4, 5) at $t0"
   else
     for _ in 1 2; do ip netns pids "plait-$id-h3" | xargs -r kill -9 2>/dev/null || true; done # twice: what forked meanwhile
     echo "killed host 3's processes (ranks 4, 5) at $t0"
