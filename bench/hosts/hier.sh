@@ -108,4 +108,4 @@ print(json.dumps(row, sort_keys=True))
 PY
   done
 done
-echo "{\"bench\": \"hier-hosts-summary\", \"what\": \"$what\", \"placement\": \"$placement\", \"hosts\": $nh, \"ranks_per_host\": 2, \"link\": \"tbf $rate\", \"rounds\": $rounds, \"flat_ms\": ${med[off]}, \"hierarchical_ms\": ${med[on]}, \"ratio\": $ratio, \"when\": \"$stamp\"}" >>"$out"
+echo "{\"bench\": \"hier-hosts-summary\", \"what\": \"$what\", \"placement\": \"$placement\", \"hosts\": $nh, \"ranks_per_host\": 2, \"transport\": \"$transport\", \"link\": \"tbf $rate\", \"rounds\": $rounds, \"flat_ms\": ${med[off]}, \"hierarchical_ms\": ${med[on]}, \"ratio\": $ratio, \"when\": \"$stamp\"}" >>"$out"
