@@ -109,8 +109,9 @@
   X(hierarchical_allreduce, "PLAIT_HIERARCHICAL_ALLREDUCE", NAME, "auto", "",  \
     "allreduce within each host, then across hosts, then within the host "    \
     "again, when ranks share hosts (>= 2 hosts, the same number >= 2 of "     \
-    "ranks on each): auto (from PLAIT_HIERARCHICAL_THRESHOLD bytes up), on "  \
-    "or off; rank 0's value is the job's")                                    \
+    "ranks on each): auto (from PLAIT_HIERARCHICAL_THRESHOLD bytes up, "      \
+    "where the placement halves the bytes across hosts), on or off; rank "    \
+    "0's value is the job's")                                                 \
   X(hierarchical_threshold, "PLAIT_HIERARCHICAL_THRESHOLD", SIZE, "1M",        \
     "0..1T", "smallest allreduce (bytes, after fusion) that runs "           \
     "hierarchically under PLAIT_HIERARCHICAL_ALLREDUCE=auto")                 \

@@ -63,14 +63,28 @@ Test(hier_plan, layouts_that_do_not_fit_say_why) {
 
 Test(hier_plan, when_it_runs) {
   /* off: never */
-  cr_expect_not(plait_hier_wanted(PLAIT_HIER_OFF, 0, 1 << 20, 4 << 20, 2));
-  /* on: whenever each local rank gets an element */
-  cr_expect(plait_hier_wanted(PLAIT_HIER_ON, 1 << 20, 2, 8, 2));
-  cr_expect_not(plait_hier_wanted(PLAIT_HIER_ON, 0, 1, 4, 2));
-  /* auto: from the threshold up */
-  cr_expect_not(plait_hier_wanted(PLAIT_HIER_AUTO, 1 << 20, 262143, (1 << 20) - 4, 2));
-  cr_expect(plait_hier_wanted(PLAIT_HIER_AUTO, 1 << 20, 262144, 1 << 20, 2));
-  cr_expect_not(plait_hier_wanted(PLAIT_HIER_AUTO, 0, 100, 400, 1)); /* one rank per host */
+  cr_expect_not(plait_hier_wanted(PLAIT_HIER_OFF, 0, 1 << 20, 4 << 20, 2, 3.0));
+  /* on: whenever each local rank gets an element, whatever the gain */
+  cr_expect(plait_hier_wanted(PLAIT_HIER_ON, 1 << 20, 2, 8, 2, 1.25));
+  cr_expect_not(plait_hier_wanted(PLAIT_HIER_ON, 0, 1, 4, 2, 3.0));
+  /* auto: from the threshold up, where the layout gains 2x or more */
+  cr_expect_not(plait_hier_wanted(PLAIT_HIER_AUTO, 1 << 20, 262143, (1 << 20) - 4, 2, 3.0));
+  cr_expect(plait_hier_wanted(PLAIT_HIER_AUTO, 1 << 20, 262144, 1 << 20, 2, 3.0));
+  cr_expect_not(plait_hier_wanted(PLAIT_HIER_AUTO, 1 << 20, 262144, 1 << 20, 2, 1.5));
+  cr_expect_not(plait_hier_wanted(PLAIT_HIER_AUTO, 0, 100, 400, 1, 3.0)); /* one rank per host */
+}
+
+Test(hier_plan, gain_over_the_flat_ring_by_placement) {
+  int of[6], idx[6], nh, per;
+  char why[160];
+  const char *block[] = {"a", "a", "b", "b"}, *cyclic[] = {"a", "b", "a", "b"};
+  const char *block3[] = {"a", "a", "b", "b", "c", "c"};
+  cr_assert(layout(block, 4, of, idx, &nh, &per, why));
+  cr_expect_float_eq(plait_hier_flat_gain(of, 4, nh), 1.5, 1e-9);
+  cr_assert(layout(cyclic, 4, of, idx, &nh, &per, why));
+  cr_expect_float_eq(plait_hier_flat_gain(of, 4, nh), 3.0, 1e-9);
+  cr_assert(layout(block3, 6, of, idx, &nh, &per, why));
+  cr_expect_float_eq(plait_hier_flat_gain(of, 6, nh), 1.25, 1e-9);
 }
 
 Test(hier_plan, shards_cover_the_message_once) {

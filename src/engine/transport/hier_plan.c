@@ -68,10 +68,22 @@ int plait_hier_members(const int *of, int size, int which, int *out) {
   return n;
 }
 
+double plait_hier_flat_gain(const int *host_of, int size, int hosts) {
+  if (hosts < 2 || size < 2) return 0.0;
+  int most = 0;
+  for (int h = 0; h < hosts; h++) {
+    int edges = 0; /* ring edges r -> r + 1 leaving host h */
+    for (int r = 0; r < size; r++)
+      edges += host_of[r] == h && host_of[(r + 1) % size] != h;
+    if (edges > most) most = edges;
+  }
+  return most * ((double)(size - 1) / size) / ((double)(hosts - 1) / hosts);
+}
+
 int plait_hier_wanted(plait_hier_mode_t mode, uint64_t threshold, size_t count, size_t bytes,
-                      int per_host) {
+                      int per_host, double gain) {
   if (mode == PLAIT_HIER_OFF || per_host < 2 || count < (size_t)per_host) return 0;
-  return mode == PLAIT_HIER_ON || bytes >= threshold;
+  return mode == PLAIT_HIER_ON || (bytes >= threshold && gain >= PLAIT_HIER_AUTO_MIN_GAIN);
 }
 
 void plait_hier_shards(size_t count, int n, size_t *counts, size_t *offs) {

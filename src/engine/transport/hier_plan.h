@@ -54,16 +54,32 @@ uint64_t plait_hier_host_hash(const char *host);
 int plait_hier_layout(const uint64_t *host, int size, int *host_of, int *index_of, int *hosts,
                       int *per_host, char *why, size_t cap);
 
+/* How many times fewer bytes each host sends across hosts in the
+ * hierarchical allreduce than in the flat ring (ranks in rank order, as the
+ * plugins' rings run): the most ring edges leaving one host, times
+ * (size-1)/size, over (hosts-1)/hosts. 1.5 for 2 hosts x 2 ranks placed by
+ * block (ranks 0, 1 on one host), 3 placed cyclically (0, 2 on one host),
+ * 1.25 for 3 x 2 by block. */
+double plait_hier_flat_gain(const int *host_of, int size, int hosts);
+
 /* The ranks r with of[r] == which, increasing, into out; their number. */
 int plait_hier_members(const int *of, int size, int which, int *out);
 
+/* Auto runs hierarchically only where it sends at least this many times
+ * fewer bytes across hosts than the flat ring (plait_hier_flat_gain):
+ * measured on namespace hosts, a gain of 3 (cyclic placement) ran 1.98x
+ * faster, gains of 1.5 and 1.25 (block placement) 0.67-1.01x and 0.87x
+ * (docs/performance.md). */
+#define PLAIT_HIER_AUTO_MIN_GAIN 2.0
+
 /* Whether an allreduce of count elements, bytes in all, runs hierarchically:
  * never when off or when count < per_host (a shard per local rank could not
- * be cut: then even "on" runs flat); always when on; from threshold bytes up
- * when auto. The same answer on every rank (one mode and threshold for the
- * job: rank 0's). */
+ * be cut: then even "on" runs flat); always when on; when auto, from
+ * threshold bytes up where the layout's gain (plait_hier_flat_gain) is at
+ * least PLAIT_HIER_AUTO_MIN_GAIN. The same answer on every rank (one mode
+ * and threshold for the job: rank 0's; one layout). */
 int plait_hier_wanted(plait_hier_mode_t mode, uint64_t threshold, size_t count, size_t bytes,
-                      int per_host);
+                      int per_host, double gain);
 
 /* The shards of count elements over n local ranks: counts[i] = count / n, the
  * first count % n one more; offs[i] their starts (n + 1 entries). */

@@ -68,13 +68,16 @@ static plait_result_t from_records(const record_t *all, int rank, int size,
   }
   if (rc == PLAIT_SUCCESS && fits && h->mode != PLAIT_HIER_OFF) {
     h->index = of[size + rank];
+    h->gain = plait_hier_flat_gain(of, size, h->hosts);
     rc = make_sets(h, ts, of, size, h->hosts, of + 2 * size, "local", &h->local);
     if (rc == PLAIT_SUCCESS)
       rc = make_sets(h, ts, of + size, size, h->per_host, of + 2 * size, "cross", &h->cross);
     if (rc == PLAIT_SUCCESS)
       PLAIT_INFO("hier", "hierarchical allreduce %s: %d hosts x %d ranks, this rank's local "
-                 "index %d; auto from %llu bytes", plait_hier_mode_name(h->mode), h->hosts,
-                 h->per_host, h->index, (unsigned long long)h->threshold);
+                 "index %d; %.2fx fewer bytes across hosts than the flat ring, so auto %s",
+                 plait_hier_mode_name(h->mode), h->hosts, h->per_host, h->index, h->gain,
+                 h->gain >= PLAIT_HIER_AUTO_MIN_GAIN ? "runs it from the threshold up"
+                                                     : "keeps the flat ring");
   } else if (rc == PLAIT_SUCCESS) {
     PLAIT_DEBUG("hier", "no hierarchical allreduce: %s", h->mode == PLAIT_HIER_OFF ? "off" : why);
   }

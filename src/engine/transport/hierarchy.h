@@ -25,6 +25,7 @@ typedef struct plait_hier {
   int hosts, per_host, index;
   plait_hier_mode_t mode; /* rank 0's */
   uint64_t threshold;     /* rank 0's PLAIT_HIERARCHICAL_THRESHOLD */
+  double gain;            /* bytes across hosts, flat over hierarchical (hier_plan.h) */
 } plait_hier_t;
 
 /* At engine start, after the transport started, on every rank (a
