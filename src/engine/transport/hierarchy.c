@@ -65,19 +65,24 @@ static plait_result_t from_records(const record_t *all, int rank, int size,
     h->mode = (plait_hier_mode_t)all[0].mode;
     h->threshold = all[0].threshold;
     fits = plait_hier_layout(host, size, of, of + size, &h->hosts, &h->per_host, why, sizeof why);
+    if (fits) h->gain = plait_hier_flat_gain(of, size, h->hosts);
+    /* auto where it would never run: no sub-states (their connections) */
+    if (fits && h->mode == PLAIT_HIER_AUTO && h->gain < PLAIT_HIER_AUTO_MIN_GAIN) {
+      fits = 0;
+      snprintf(why, sizeof why, "auto, and the flat ring sends only %.2fx the bytes across hosts "
+               "(PLAIT_HIER_AUTO_MIN_GAIN: %.1f)", h->gain, PLAIT_HIER_AUTO_MIN_GAIN);
+    }
   }
   if (rc == PLAIT_SUCCESS && fits && h->mode != PLAIT_HIER_OFF) {
     h->index = of[size + rank];
-    h->gain = plait_hier_flat_gain(of, size, h->hosts);
     rc = make_sets(h, ts, of, size, h->hosts, of + 2 * size, "local", &h->local);
     if (rc == PLAIT_SUCCESS)
       rc = make_sets(h, ts, of + size, size, h->per_host, of + 2 * size, "cross", &h->cross);
     if (rc == PLAIT_SUCCESS)
       PLAIT_INFO("hier", "hierarchical allreduce %s: %d hosts x %d ranks, this rank's local "
-                 "index %d; %.2fx fewer bytes across hosts than the flat ring, so auto %s",
-                 plait_hier_mode_name(h->mode), h->hosts, h->per_host, h->index, h->gain,
-                 h->gain >= PLAIT_HIER_AUTO_MIN_GAIN ? "runs it from the threshold up"
-                                                     : "keeps the flat ring");
+                 "index %d; %.2fx fewer bytes across hosts than the flat ring; from %llu "
+                 "bytes up under auto", plait_hier_mode_name(h->mode), h->hosts, h->per_host,
+                 h->index, h->gain, (unsigned long long)h->threshold);
   } else if (rc == PLAIT_SUCCESS) {
     PLAIT_DEBUG("hier", "no hierarchical allreduce: %s", h->mode == PLAIT_HIER_OFF ? "off" : why);
   }

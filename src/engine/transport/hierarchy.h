@@ -34,7 +34,8 @@ typedef struct plait_hier {
  * 0's mode is not off, H + L subsets of ts in the same order everywhere).
  * *out: the communicators, or NULL where the hierarchical allreduce cannot
  * or must not run (one host, one rank per host, hosts of unequal counts,
- * mode off, a transport without subset or host memory). mode is this
+ * mode off, auto on a layout that gains less than PLAIT_HIER_AUTO_MIN_GAIN,
+ * a transport without subset or host memory). mode is this
  * rank's PLAIT_HIERARCHICAL_ALLREDUCE (parsed by the caller, which tells
  * the others when it does not parse); a rank whose settings differ from
  * rank 0's is told so at warn level (rank 0's are the job's). */
