@@ -507,6 +507,7 @@ plait_result_t plait_coord_start(plait_engine_t *e, plait_coord_t **out) {
   c->exec.stats = &e->stats;
   c->exec.tl = e->timeline;
   c->exec.psets = e->psets;
+  c->exec.hier = e->hier;
   plait_ls_init(&c->lists, c->cfg, c->rank);
   plait_result_t rc = apply_tuning(c); /* a tuner that cannot start fails plait_init */
   if (rc == PLAIT_SUCCESS) rc = coord_alloc(c);

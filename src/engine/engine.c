@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "engine/coordinator.h"
+#include "engine/transport/hierarchy.h"
 #include "engine/transport/process_set.h"
 #include "engine/transport/transport_choice.h"
 #include "engine/transport/transport_defaults.h"
@@ -129,6 +130,17 @@ static void free_engine(plait_engine_t *e) {
   free(e);
 }
 
+/* The hierarchical allreduce's local and cross sub-states (hierarchy.h),
+ * collective over the job: a rank whose PLAIT_HIERARCHICAL_ALLREDUCE does
+ * not parse tells the others, as a transport that fails to start does. */
+static plait_result_t start_hierarchy(plait_engine_t *e) {
+  plait_hier_mode_t mode;
+  plait_result_t rc = plait_hier_parse_mode(e->cfg.hierarchical_allreduce, &mode);
+  if (rc) return e->topo.size > 1 ? plait_boot_fail(&e->boot, rc) : rc;
+  return plait_hier_create(&e->boot.api, e->topo.host, mode, e->cfg.hierarchical_threshold,
+                           e->plugin.table, e->plugin.state, &e->hier);
+}
+
 plait_result_t plait_engine_start(plait_config_t *cfg, const plait_topology_t *topo,
                                   int with_coordinator, plait_engine_t **out) {
   plait_engine_t *e = calloc(1, sizeof *e);
@@ -166,11 +178,14 @@ plait_result_t plait_engine_start(plait_config_t *cfg, const plait_topology_t *t
     rc = PLAIT_ERR_NO_MEMORY;
     goto fail_plugin;
   }
+  PLAIT_CHECK_GOTO(rc, start_hierarchy(e), fail_plugin);
   if (with_coordinator) PLAIT_CHECK_GOTO(rc, plait_coord_start(e, &e->coord), fail_plugin);
   atomic_store(&e->running, 1);
   *out = e;
   return PLAIT_SUCCESS;
 fail_plugin:
+  plait_hier_destroy(e->hier);
+  e->hier = NULL;
   plait_psets_destroy(e->psets);
   e->psets = NULL;
   plait_plugin_unload(&e->plugin);
@@ -193,6 +208,8 @@ plait_result_t plait_engine_stop(plait_engine_t *e) {
     snprintf(why, sizeof why, "%s", plait_last_error());
     PLAIT_WARN("shutdown", "leaving without the other ranks: %s", why);
   }
+  plait_hier_destroy(e->hier); /* sub-states, before the transport goes */
+  e->hier = NULL;
   plait_psets_destroy(e->psets); /* the sets' sub-states, before the transport goes */
   e->psets = NULL;
   plait_plugin_unload(&e->plugin);

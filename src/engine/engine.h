@@ -49,6 +49,7 @@ typedef struct plait_engine {
   plait_plugin_t plugin;
   char transport_name[80];
   plait_psets_t *psets;    /* the process sets; their sub-states live until stop */
+  struct plait_hier *hier;  /* the hierarchical allreduce's sub-states (NULL: flat) */
   plait_coord_t *coord;    /* NULL when started without one (control-plane tests) */
   plait_counters_t stats;
   plait_timeline_t *timeline;

@@ -106,6 +106,15 @@
     "by commas, sets by semicolons (\"0,1;1,2,3\"); the same on every rank")   \
   X(dynamic_process_sets, "PLAIT_DYNAMIC_PROCESS_SETS", BOOL, "0", "",         \
     "allow plait_process_set_add/remove while plait runs (collective calls)")  \
+  X(hierarchical_allreduce, "PLAIT_HIERARCHICAL_ALLREDUCE", NAME, "auto", "",  \
+    "allreduce within each host, then across hosts, then within the host "    \
+    "again, when ranks share hosts (>= 2 hosts, the same number >= 2 of "     \
+    "ranks on each): auto (from PLAIT_HIERARCHICAL_THRESHOLD bytes up, "      \
+    "where the placement halves the bytes across hosts), on or off; rank "    \
+    "0's value is the job's")                                                 \
+  X(hierarchical_threshold, "PLAIT_HIERARCHICAL_THRESHOLD", SIZE, "1M",        \
+    "0..1T", "smallest allreduce (bytes, after fusion) that runs "           \
+    "hierarchically under PLAIT_HIERARCHICAL_ALLREDUCE=auto")                 \
   X(elastic_driver, "PLAIT_ELASTIC_DRIVER", TEXT, "", "",                      \
     "host:port of the elastic driver that started this worker (set by "        \
     "plaitrun --min-np/--max-np/--host-discovery-script): plait_init asks it " \

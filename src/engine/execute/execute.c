@@ -56,7 +56,7 @@ void plait_exec_free(plait_exec_t *x) {
 /* A transport call failed: its message, with the operation's context. */
 static plait_result_t transport_error(plait_exec_t *x, plait_result_t rc, const char *what,
                                       const char *name) {
-  const char *msg = x->t->last_error(x->ts);
+  const char *msg = x->hier_msg[0] ? x->hier_msg : x->t->last_error(x->ts);
   return plait_error(rc, "%s '%s' failed in transport '%s': %s", what, name, x->t->name,
                      msg && *msg ? msg : plait_strerror(rc));
 }
@@ -136,6 +136,11 @@ static void add_times(plait_exec_t *x, double in, double tr, double out, uint64_
  * can (then *scaled is set); otherwise out must already hold the input. */
 static plait_result_t transport_allreduce(plait_exec_t *x, const plait_meta_t *m, const void *in,
                                           void *out, size_t count, int *scaled) {
+  if (plait_exec_hier_wanted(x, m, count)) { /* ranks share hosts: hier_plan.h */
+    *scaled = 1;
+    return plait_exec_hier_allreduce(x, m, wire_op(m), in, out, count,
+                                     plait_exec_postscale(m, x->size));
+  }
   *scaled = folds(x);
   plait_span_t s = {out, *scaled ? in : out, count};
   return call_allreduce(x, m, &s, 1, *scaled ? plait_exec_postscale(m, x->size) : 1.0);
@@ -440,7 +445,9 @@ static plait_result_t allreduce_fused(plait_exec_t *x, const plait_response_t *r
     data += b;
   }
   size_t total = offs[r->n] = (size_t)layout.size, need = 0;
-  size_t piece = m->device < 0 && x->piece ? x->piece : total;
+  /* hierarchical: whole, one reduce-scatter of it within the host */
+  int whole = plait_exec_hier_wanted(x, m, total / es_size);
+  size_t piece = m->device < 0 && x->piece && !whole ? x->piece : total;
   for (piece_t p = {0, 0, 0}; p.hi < r->n;) {
     p = piece_from(offs, r->n, p.hi, piece);
     if (offs[p.hi] - p.base > need) need = offs[p.hi] - p.base;
@@ -458,12 +465,22 @@ static plait_result_t allreduce_fused(plait_exec_t *x, const plait_response_t *r
   return rc;
 }
 
+/* Whether a fused response runs hierarchically as a whole (its members
+ * packed in the fusion buffer) rather than as spans. */
+static int hier_whole(const plait_exec_t *x, const plait_response_t *r, plait_entry_t **es,
+                      const plait_meta_t *m) {
+  size_t count = 0;
+  for (uint32_t i = 0; x->hier && i < r->n; i++)
+    count += (size_t)plait_meta_elements(es[i] ? &es[i]->meta : &r->e[i].meta);
+  return x->hier && plait_exec_hier_wanted(x, m, count);
+}
+
 static plait_result_t run_allreduce(plait_exec_t *x, const plait_response_t *r, plait_entry_t **es) {
   const plait_meta_t *m = NULL;
   for (uint32_t i = 0; i < r->n && !m; i++) m = es[i] ? &es[i]->meta : r->e[i].has_meta ? &r->e[i].meta : NULL;
   if (!m) return plait_error(PLAIT_ERR_PROTOCOL, "allreduce response without metadata");
   if (r->n == 1 && es[0]) return allreduce_single(x, es[0]);
-  if (!spans_wire(x, r, m)) return allreduce_fused(x, r, es, m);
+  if (!spans_wire(x, r, m) || hier_whole(x, r, es, m)) return allreduce_fused(x, r, es, m);
   plait_span_t *spans = as_spans(r, es, m);
   if (!spans) return allreduce_spans_buffered(x, r, es, m);
   plait_result_t rc = allreduce_in_place(x, r, es, m, spans);
@@ -563,6 +580,7 @@ static plait_result_t set_view(plait_exec_t *x, const plait_response_t *r, plait
   view->fusion = s->fusion;
   view->fusion_cap = s->fusion_cap;
   view->joined = 0; /* join is the global set's only */
+  view->hier = NULL; /* the sub-states are the global set's */
   *set = s;
   return PLAIT_SUCCESS;
 }

@@ -38,6 +38,9 @@ typedef struct plait_exec {
   plait_counters_t *stats;  /* the engine's counters */
   plait_timeline_t *tl;     /* the engine's timeline (NULL: none) */
   struct plait_psets *psets; /* the engine's process sets (process_set.h) */
+  struct plait_hier *hier;   /* the hierarchical allreduce's sub-states (hierarchy.h);
+                              * NULL: flat (and in a process set's view) */
+  char hier_msg[512];        /* why the last hierarchical allreduce failed ("": none) */
   char activity[PLAIT_COLL_MAX_ + 1][48]; /* "GLOO_ALLREDUCE", ... */
   /* The device-memory path (execute_device.c). */
   struct plait_pending *pending; /* NULL unless the transport has notify */

@@ -24,6 +24,14 @@ typedef struct plait_scratch {
 plait_result_t plait_exec_allgather(plait_exec_t *x, const plait_response_t *r, plait_entry_t *e);
 plait_result_t plait_exec_alltoall(plait_exec_t *x, const plait_response_t *r, plait_entry_t *e);
 plait_result_t plait_exec_reducescatter(plait_exec_t *x, plait_entry_t *e);
+/* The hierarchical allreduce (execute_hier.c; hier_plan.h): whether an
+ * allreduce of count elements described by m runs so (the same answer on
+ * every rank); and the allreduce of count elements from in into out (in
+ * place when in == out), op the wire op, post the postscale applied on the
+ * way. A failure's message is in x->hier_msg. */
+int plait_exec_hier_wanted(const plait_exec_t *x, const plait_meta_t *m, size_t count);
+plait_result_t plait_exec_hier_allreduce(plait_exec_t *x, const plait_meta_t *m, plait_op_t op,
+                                         const void *in, void *out, size_t count, double post);
 /* A host buffer for an output plait allocates (memory.c). */
 void *plait_exec_alloc_host(size_t bytes);
 /* The factor a reduction's result is scaled by: the postscale factor, and

@@ -11,6 +11,14 @@
 #                                    every process of host 2 is killed
 #           cut                      a host's link goes down mid-job
 #           kill                     a host's processes are killed mid-job
+#           hier                     2 hosts x 2 ranks started by hand with
+#                                    PLAIT_HIERARCHICAL_ALLREDUCE=on: 4 MB allreduces
+#                                    for 3 s, each checked, then every operation;
+#                                    every rank must log hierarchical allreduces
+#           hier-kill                kill with PLAIT_HIERARCHICAL_ALLREDUCE=on: a
+#                                    lost rank is still named
+#           hier-stop                the same with host 3's processes stopped
+#                                    (SIGSTOP) inside the hierarchical allreduce
 #           elastic-host-killed      plaitrun's elastic driver (--min-np 2 --max-np 4,
 #                                    a discovery script) runs examples/elastic_torch.py
 #                                    on h1:2 and h2:2, h2's workers over ssh; every
@@ -46,7 +54,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/lib.sh"
 hosts_require
 nhosts=2
-case "$scenario" in cut|kill) nhosts=3 ;; esac
+case "$scenario" in cut|kill|hier-kill|hier-stop) nhosts=3 ;; esac
 hosts_make "$nhosts"
 hosts_shape_link2
 
@@ -54,6 +62,10 @@ common_env=(PLAIT_TRANSPORT="$transport" PLAIT_START_TIMEOUT_S=60)
 if [ "$transport" = ofi ]; then common_env+=(FI_PROVIDER=tcp FI_TCP_IFACE=eth0); fi
 # auto: nothing named; the choice is checked below (ofi over tcp across hosts)
 if [ "$transport" = auto ]; then common_env+=(PLAIT_LOG_LEVEL=info); fi
+case "$scenario" in
+hier) common_env+=(PLAIT_HIERARCHICAL_ALLREDUCE=on PLAIT_LOG_LEVEL=debug HOST_WORKER_FLOATS=1000000) ;;
+hier-kill|hier-stop) common_env+=(PLAIT_HIERARCHICAL_ALLREDUCE=on) ;;
+esac
 secret="$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')"
 
 # Starts the job by hand: slots ranks per host, launcher variables of $1.
@@ -72,7 +84,7 @@ start_by_hand() {
       esac
       on_host "$n" env "${common_env[@]}" "${vars[@]}" PLAIT_SECRET="$secret" \
         PLAIT_RENDEZVOUS=10.77.0.1:29500 PLAIT_TIMEOUT_S=$TIMEOUT_S \
-        "$HOST_WORKER" "$mode" >"$tmp/out.$r" 2>&1 &
+        "$HOST_WORKER" $mode >"$tmp/out.$r" 2>&1 & # $mode: "run S" is two words
       pids+=($!)
     done
   done
@@ -208,7 +220,22 @@ ssh-kill)
   [ "$left" = 0 ] || die "$left rank(s) still running on host 1 after plaitrun exited"
   echo "PASS: host 2 killed under plaitrun -H over $transport: plaitrun exited $status after ${took} s, a rank of host 2 named; nothing left on host 1"
   ;;
-cut|kill)
+hier)
+  start_by_hand plait "run 3" 2
+  status=0
+  for p in "${pids[@]}"; do wait "$p" || status=1; done
+  pids=()
+  for r in 0 1 2 3; do
+    grep -q "^done " "$tmp/out.$r" || { echo "rank $r:"; tail -20 "$tmp/out.$r"; status=1; }
+    check_layout "$tmp/out.$r" "$r" 4 2
+    n="$(grep -c "hierarchical allreduce of" "$tmp/out.$r" || true)"
+    [ "$n" -gt 0 ] || die "rank $r ran no hierarchical allreduce: $(grep -a hier "$tmp/out.$r" | head -3)"
+    echo "rank $r: $(grep "^done " "$tmp/out.$r") steps, $n hierarchical allreduces"
+  done
+  [ $status = 0 ] || die "the hierarchical job across 2 hosts failed (above)"
+  echo "PASS: hierarchical allreduce across 2 hosts x 2 ranks over $transport: every 4 MB result and every operation right"
+  ;;
+cut|kill|hier-kill|hier-stop)
   start_by_hand plait loop 2
   for r in 0 1 2 3 4 5; do # every rank has done one allreduce
     for _ in $(seq 1 600); do grep -q ready "$tmp/out.$r" 2>/dev/null && break; sleep 0.1; done
@@ -219,6 +246,9 @@ cut|kill)
   if [ "$scenario" = cut ]; then
     ip -n "$sw" link set "pl${id}s3" down
     echo "cut host 3's link (ranks 4, 5) at $t0"
+  elif [ "$scenario" = hier-stop ]; then
+    ip netns pids "plait-$id-h3" | xargs -r kill -STOP 2>/dev/null || true
+    echo "stopped host 3's processes (ranks 4, 5) at $t0"
   else
     for _ in 1 2; do ip netns pids "plait-$id-h3" | xargs -r kill -9 2>/dev/null || true; done # twice: what forked meanwhile
     echo "killed host 3's processes (ranks 4, 5) at $t0"

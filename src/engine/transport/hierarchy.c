@@ -1,0 +1,122 @@
+/* The hierarchical allreduce's local and cross sub-states, made at engine
+ * start (hierarchy.h). */
+#include "engine/transport/hierarchy.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+#include "util/log.h"
+
+/* What every rank tells the others at start (little-endian on every rank
+ * plait runs on; the bootstrap moves bytes). */
+typedef struct {
+  uint64_t host;
+  uint64_t threshold;
+  uint32_t mode;
+  uint32_t pad;
+} record_t;
+
+void plait_hier_destroy(plait_hier_t *h) {
+  if (!h) return;
+  if (h->cross && h->t->finalize(h->cross))
+    PLAIT_WARN("hier", "transport '%s' finalize of the cross set: %s", h->t->name,
+               h->t->last_error(NULL));
+  if (h->local && h->t->finalize(h->local))
+    PLAIT_WARN("hier", "transport '%s' finalize of the local set: %s", h->t->name,
+               h->t->last_error(NULL));
+  free(h);
+}
+
+/* Each of the n sets of `of` (host_of: the hosts' local sets; index_of:
+ * the cross sets) made on ts in order; *mine: this rank's sub-state. */
+static plait_result_t make_sets(plait_hier_t *h, void *ts, const int *of, int size, int n,
+                                int *buf, const char *what, void **mine) {
+  for (int k = 0; k < n; k++) {
+    int m = plait_hier_members(of, size, k, buf);
+    void *sub = NULL;
+    plait_result_t rc = h->t->subset(ts, buf, m, &sub);
+    if (rc) {
+      const char *msg = h->t->last_error(ts);
+      return plait_error(rc, "making the %s set %d of %d ranks for the hierarchical allreduce "
+                         "failed in transport '%s': %s", what, k, m, h->t->name,
+                         msg && *msg ? msg : plait_strerror(rc));
+    }
+    if (sub) *mine = sub;
+  }
+  return PLAIT_SUCCESS;
+}
+
+/* The layout from every rank's record: the sets made, or *out left NULL. */
+static plait_result_t from_records(const record_t *all, int rank, int size,
+                                   const plait_transport_t *t, void *ts, plait_hier_t **out) {
+  uint64_t *host = malloc(sizeof *host * (size_t)size);
+  int *of = malloc(sizeof *of * (size_t)size * 3);
+  plait_hier_t *h = calloc(1, sizeof *h);
+  plait_result_t rc = host && of && h ? PLAIT_SUCCESS
+                                      : plait_error(PLAIT_ERR_NO_MEMORY, "out of memory for the "
+                                                    "hierarchical allreduce's layout");
+  char why[160] = "";
+  int fits = 0;
+  if (rc == PLAIT_SUCCESS) {
+    for (int r = 0; r < size; r++) host[r] = all[r].host;
+    h->t = t;
+    h->mode = (plait_hier_mode_t)all[0].mode;
+    h->threshold = all[0].threshold;
+    fits = plait_hier_layout(host, size, of, of + size, &h->hosts, &h->per_host, why, sizeof why);
+    if (fits) h->gain = plait_hier_flat_gain(of, size, h->hosts);
+    /* auto where it would never run: no sub-states (their connections) */
+    if (fits && h->mode == PLAIT_HIER_AUTO && h->gain < PLAIT_HIER_AUTO_MIN_GAIN) {
+      fits = 0;
+      snprintf(why, sizeof why, "auto, and the flat ring sends only %.2fx the bytes across hosts "
+               "(PLAIT_HIER_AUTO_MIN_GAIN: %.1f)", h->gain, PLAIT_HIER_AUTO_MIN_GAIN);
+    }
+  }
+  if (rc == PLAIT_SUCCESS && fits && h->mode != PLAIT_HIER_OFF) {
+    h->index = of[size + rank];
+    rc = make_sets(h, ts, of, size, h->hosts, of + 2 * size, "local", &h->local);
+    if (rc == PLAIT_SUCCESS)
+      rc = make_sets(h, ts, of + size, size, h->per_host, of + 2 * size, "cross", &h->cross);
+    if (rc == PLAIT_SUCCESS)
+      PLAIT_INFO("hier", "hierarchical allreduce %s: %d hosts x %d ranks, this rank's local "
+                 "index %d; %.2fx fewer bytes across hosts than the flat ring; from %llu "
+                 "bytes up under auto", plait_hier_mode_name(h->mode), h->hosts, h->per_host,
+                 h->index, h->gain, (unsigned long long)h->threshold);
+  } else if (rc == PLAIT_SUCCESS) {
+    PLAIT_DEBUG("hier", "no hierarchical allreduce: %s", h->mode == PLAIT_HIER_OFF ? "off" : why);
+  }
+  if (rc == PLAIT_SUCCESS && h->local && h->cross) {
+    *out = h;
+    h = NULL;
+  }
+  plait_hier_destroy(h);
+  free(host);
+  free(of);
+  return rc;
+}
+
+plait_result_t plait_hier_create(const plait_bootstrap_t *boot, const char *host,
+                                 plait_hier_mode_t mode, uint64_t threshold,
+                                 const plait_transport_t *t, void *ts, plait_hier_t **out) {
+  *out = NULL;
+  /* the same on every rank: the transport is the job's */
+  if (boot->nranks < 2 || !PLAIT_TRANSPORT_HAS(t, subset) || !(t->caps & PLAIT_CAP_HOST_MEMORY))
+    return PLAIT_SUCCESS;
+  record_t mine = {plait_hier_host_hash(host), threshold, (uint32_t)mode, 0};
+  record_t *all = malloc(sizeof *all * (size_t)boot->nranks);
+  if (!all) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory for the hosts' records");
+  plait_result_t rc = boot->allgather(boot->ctx, &mine, sizeof mine, all);
+  if (rc) {
+    free(all);
+    return plait_error_context(rc, "exchanging host identities for the hierarchical allreduce");
+  }
+  if (all[0].mode != mine.mode || all[0].threshold != mine.threshold)
+    PLAIT_WARN("hier", "PLAIT_HIERARCHICAL_ALLREDUCE=%s, PLAIT_HIERARCHICAL_THRESHOLD=%llu on "
+               "this rank; rank 0's (%s, %llu) are the job's", plait_hier_mode_name(mode),
+               (unsigned long long)threshold, plait_hier_mode_name((plait_hier_mode_t)all[0].mode),
+               (unsigned long long)all[0].threshold);
+  rc = from_records(all, boot->rank, boot->nranks, t, ts, out);
+  free(all);
+  return rc;
+}
