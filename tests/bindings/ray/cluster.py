@@ -161,3 +161,34 @@ class Cluster:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def run_cases(cluster, cases, names):
+    """Runs the test functions cases (case_NAME(cluster); only those named in
+    names, when any) on cluster, connected with ray.init; PASS/FAIL per case,
+    then a check that no PlaitRayWorker actor is left. Returns the exit status."""
+    import traceback
+    import ray
+    cases = [c for c in cases if not names or c.__name__[5:] in names]
+    passed = failed = 0
+    with cluster:
+        ray.init(address=cluster.address, logging_level="error")
+        for case in cases:
+            t0 = time.monotonic()
+            try:
+                case(cluster)
+                passed += 1
+                print("PASS %s (%.1fs)" % (case.__name__[5:], time.monotonic() - t0), flush=True)
+            except Exception:
+                failed += 1
+                traceback.print_exc()
+                print("FAIL %s (%.1fs)" % (case.__name__[5:], time.monotonic() - t0), flush=True)
+        deadline = time.monotonic() + 30
+        while cluster.processes_titled("PlaitRayWorker") and time.monotonic() < deadline:
+            time.sleep(0.5)
+        left = [t for _, t in cluster.processes_titled("PlaitRayWorker")]
+        if left:
+            failed += 1
+            print("FAIL worker actors left at the end: %s" % left)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0

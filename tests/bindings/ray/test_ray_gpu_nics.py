@@ -23,7 +23,6 @@ import os
 import socket
 import sys
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -35,7 +34,7 @@ except ImportError as e:
     print("SKIP: %s (run with the ray venv: ci/lib/ray.sh)" % e)
     sys.exit(77)
 
-from cluster import Cluster  # noqa: E402
+from cluster import Cluster, run_cases  # noqa: E402
 from plait.ray import RayExecutor  # noqa: E402
 
 ENV = {"PLAIT_TIMEOUT_S": "5", "OMP_NUM_THREADS": "1"}
@@ -216,33 +215,8 @@ def case_nics(cluster):
 CASES = [v for k, v in sorted(globals().items()) if k.startswith("case_")]
 
 
-def worker_titles(cluster):
-    return [t for _, t in cluster.processes_titled("PlaitRayWorker")]
-
-
 def main(names):
-    cases = [c for c in CASES if not names or c.__name__[5:] in names]
-    passed = failed = 0
-    with Cluster(nodes=2, cpus=2, gpus=GPUS_PER_NODE) as cluster:
-        ray.init(address=cluster.address, logging_level="error")
-        for case in cases:
-            t0 = time.monotonic()
-            try:
-                case(cluster)
-                passed += 1
-                print("PASS %s (%.1fs)" % (case.__name__[5:], time.monotonic() - t0), flush=True)
-            except Exception:
-                failed += 1
-                traceback.print_exc()
-                print("FAIL %s (%.1fs)" % (case.__name__[5:], time.monotonic() - t0), flush=True)
-        deadline = time.monotonic() + 30
-        while worker_titles(cluster) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        if worker_titles(cluster):
-            failed += 1
-            print("FAIL worker actors left at the end: %s" % worker_titles(cluster))
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return run_cases(Cluster(nodes=2, cpus=2, gpus=GPUS_PER_NODE), CASES, names)
 
 
 if __name__ == "__main__":
