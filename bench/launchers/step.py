@@ -16,7 +16,8 @@ With PLAIT_BENCH_DIAG=FILE every rank appends one JSON line to FILE with
 what could make one engine's step differ from another's: its threads
 (/proc/self/status), allowed CPUs, torch's intra-op and inter-op threads,
 OMP_NUM_THREADS, nice, scheduling policy, the transport, its parent's
-command, and over the timed steps: CPU time per step, context switches.
+command, and over the timed steps: CPU time, context switches and minor
+page faults per step.
 """
 import json
 import os
@@ -78,9 +79,14 @@ def _read(path):
         return None
 
 
+def _minflt():
+    return int(_read("/proc/self/stat").rsplit(")", 1)[1].split()[7])
+
+
 def _diag_start():
     st = _status()
-    return {"cpu": time.process_time(), "vol": int(st["voluntary_ctxt_switches"]),
+    return {"cpu": time.process_time(), "minflt": _minflt(),
+            "vol": int(st["voluntary_ctxt_switches"]),
             "invol": int(st["nonvoluntary_ctxt_switches"])}
 
 
@@ -98,6 +104,7 @@ def _diag_write(start, hvd, torch, steps, record):
                                        / steps, 2),
             "invol_ctxt_per_step": round((int(st["nonvoluntary_ctxt_switches"]) - start["invol"])
                                          / steps, 2),
+            "minflt_per_step": round((_minflt() - start["minflt"]) / steps, 1),
             "threads": int(st["Threads"]), "cpus_allowed": st["Cpus_allowed_list"],
             "torch_threads": torch.get_num_threads(),
             "torch_interop_threads": torch.get_num_interop_threads(),
