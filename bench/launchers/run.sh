@@ -63,10 +63,19 @@ for e in engines:
                      statistics.median(r["step_ms_median"] for r in rows), len(rows),
                      rows[0]["ranks"])
 base = med.get(("plaitrun", 1))
+# The load of a shared machine drifts between rounds: the ratio of the
+# medians mixes rounds, the median of each round's own ratio (the engine's
+# step over plaitrun's in the same round) does not.
+base_round = {r["round"]: r["step_ms_median"] for r in recs
+              if r["engine"] == "plaitrun" and r.get("hosts", 1) == 1}
 print("%-10s %5s %6s %7s %12s %14s %s" % ("engine", "hosts", "ranks", "rounds", "start-up s",
-                                          "step ms", "step vs plaitrun (1 host, 2 ranks)"))
+                                          "step ms", "step vs plaitrun (1 host, 2 ranks): "
+                                          "of the medians, median per round"))
 for (e, h), (s, t, n, ranks) in med.items():
-    ratio = "%.2fx" % (t / base[1]) if base and h == 1 else "-"
+    paired = [r["step_ms_median"] / base_round[r["round"]] for r in recs
+              if r["engine"] == e and r.get("hosts", 1) == h and r["round"] in base_round]
+    ratio = "%.2fx, %.2fx" % (t / base[1], statistics.median(paired)) \
+        if base and h == 1 and paired else "-"
     print("%-10s %5d %6d %7d %12.2f %14.2f %s" % (e, h, ranks, n, s, t, ratio))
 PY
 for e in "${engines[@]}"; do

@@ -150,9 +150,15 @@ int plaitrun_elastic_check(plaitrun_options_t *o, char *err, size_t err_size) {
     return -1;
   }
   if (!o->discovery_script && o->n_hosts == 0) {
+    const char *nodes = getenv("SLURM_JOB_NODELIST");
     plaitrun_set_err(err, err_size,
                      "elastic mode needs --host-discovery-script PATH or -H/--hostfile: "
-                     "where workers may run");
+                     "where workers may run%s%s%s",
+                     nodes && *nodes ? " (in this Slurm allocation, of nodes " : "",
+                     nodes && *nodes ? nodes : "",
+                     nodes && *nodes ? ", a script running 'scontrol show hostnames "
+                                       "\"$SLURM_JOB_NODELIST\"' with --slots-per-host N "
+                                       "lists them: docs/slurm.md)" : "");
     return -1;
   }
   if (o->discovery_script && o->n_hosts) {

@@ -35,11 +35,13 @@ def _ports():
 
 
 class Cluster:
-    def __init__(self, nodes=2, cpus=2, env=None, ip="127.0.0.2", wrap=None):
+    def __init__(self, nodes=2, cpus=2, env=None, ip="127.0.0.2", wrap=None, gpus=None):
         """ip: the nodes' address (Ray refuses 127.0.0.1 and would take the
         machine's own; all of 127/8 is loopback), or one per node. wrap(i): a
-        command prefix for node i (e.g. `ip netns exec NS`)."""
-        self.nodes, self.cpus = nodes, cpus
+        command prefix for node i (e.g. `ip netns exec NS`). gpus: each
+        node's GPU count for Ray (`--num-gpus`: Ray's own accounting and
+        CUDA_VISIBLE_DEVICES, with or without real GPUs)."""
+        self.nodes, self.cpus, self.gpus = nodes, cpus, gpus
         self.ips = ip if isinstance(ip, list) else [ip] * nodes
         self.env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", **(env or {}))
         self.wrap = wrap or (lambda i: [])
@@ -53,6 +55,8 @@ class Cluster:
         cmd = self.wrap(i) + [RAY, "start", "--block", "--disable-usage-stats",
                               "--num-cpus=%d" % self.cpus, "--temp-dir=%s" % tmp,
                               "--include-log-monitor=false"] + _ports() + args
+        if self.gpus is not None:
+            cmd.append("--num-gpus=%d" % self.gpus)
         log = open(os.path.join(tmp, "start.log"), "w")
         self.procs.append(subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                            start_new_session=True))
@@ -157,3 +161,34 @@ class Cluster:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def run_cases(cluster, cases, names):
+    """Runs the test functions cases (case_NAME(cluster); only those named in
+    names, when any) on cluster, connected with ray.init; PASS/FAIL per case,
+    then a check that no PlaitRayWorker actor is left. Returns the exit status."""
+    import traceback
+    import ray
+    cases = [c for c in cases if not names or c.__name__[5:] in names]
+    passed = failed = 0
+    with cluster:
+        ray.init(address=cluster.address, logging_level="error")
+        for case in cases:
+            t0 = time.monotonic()
+            try:
+                case(cluster)
+                passed += 1
+                print("PASS %s (%.1fs)" % (case.__name__[5:], time.monotonic() - t0), flush=True)
+            except Exception:
+                failed += 1
+                traceback.print_exc()
+                print("FAIL %s (%.1fs)" % (case.__name__[5:], time.monotonic() - t0), flush=True)
+        deadline = time.monotonic() + 30
+        while cluster.processes_titled("PlaitRayWorker") and time.monotonic() < deadline:
+            time.sleep(0.5)
+        left = [t for _, t in cluster.processes_titled("PlaitRayWorker")]
+        if left:
+            failed += 1
+            print("FAIL worker actors left at the end: %s" % left)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0

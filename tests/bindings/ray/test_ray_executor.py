@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
@@ -28,7 +27,7 @@ except ImportError as e:
     print("SKIP: %s (run with the ray venv: ci/lib/ray.sh)" % e)
     sys.exit(77)
 
-from cluster import Cluster  # noqa: E402
+from cluster import Cluster, run_cases  # noqa: E402
 from plait.ray import RayExecutor  # noqa: E402
 from plait.ray.runner import WorkerLostError  # noqa: E402
 
@@ -328,29 +327,7 @@ def cluster_here():
 
 
 def main(names):
-    cases = [c for c in CASES if not names or c.__name__[5:] in names]
-    passed = failed = 0
-    with cluster_here() as cluster:
-        ray.init(address=cluster.address, logging_level="error")
-        for case in cases:
-            t0 = time.monotonic()
-            try:
-                case(cluster)
-                passed += 1
-                print("PASS %s (%.1fs)" % (case.__name__[5:], time.monotonic() - t0), flush=True)
-            except Exception:
-                failed += 1
-                traceback.print_exc()
-                print("FAIL %s (%.1fs)" % (case.__name__[5:], time.monotonic() - t0), flush=True)
-        deadline = time.monotonic() + 30
-        while worker_titles(cluster) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        left = worker_titles(cluster)
-        if left:
-            failed += 1
-            print("FAIL worker actors left at the end: %s" % left)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return run_cases(cluster_here(), CASES, names)
 
 
 if __name__ == "__main__":

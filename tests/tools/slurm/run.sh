@@ -17,6 +17,12 @@
 #   two-salloc   two hosts: salloc -N2 -n4 plaitrun -np 4 (no -H) places 2 ranks per host with srun
 #   two-fault    two hosts: scancel --signal=KILL of rank 3's srun step (plaitrun in salloc):
 #                plaitrun names rank 3 and ends the job within PLAIT_TIMEOUT_S + 5 s; nothing left
+#   two-elastic  two hosts: salloc -N2 -n4 plaitrun --min-np 2 --max-np 4 with a discovery
+#                script listing the allocation's nodes (scontrol show hostnames) runs
+#                examples/elastic_torch.py, every worker an srun step; both of h2's steps
+#                are killed (scancel --signal=KILL) mid-job: the job re-forms on h1's 2
+#                workers within 2 x PLAIT_TIMEOUT_S + 2 s, ends with status 0, every rank's
+#                parameters equal to a run without plait; no step, no process left
 #
 #   tests/tools/slurm/run.sh SCENARIO     (root; exits 77 with the reason where it cannot run)
 # Environment: PLAITRUN, HOST_WORKER, PLAIT_LIBRARY, PLAIT_PLUGIN_PATH (ctest sets them),
@@ -32,7 +38,7 @@ die() { echo "FAIL: $*"; exit 1; }
 slurm_require
 py="${PLAIT_SLURM_PYTHON:-/usr/bin/python3}"
 case "$scenario" in
-*-srun | one-sbatch | one-salloc)
+*-srun | one-sbatch | one-salloc | two-elastic)
   "$py" -c 'import torch' 2>/dev/null || skip "$py cannot import torch (python3-torch)" ;;
 esac
 for v in PLAITRUN HOST_WORKER PLAIT_LIBRARY PLAIT_PLUGIN_PATH; do
@@ -280,6 +286,83 @@ two-fault)
   left="$(leftovers "$HOST_WORKER loop")"
   [ -z "$left" ] || die "processes of the job left: $left"
   echo "PASS: scancel --signal=KILL $step (rank 3 on h2): plaitrun named rank 3 and the job ended in $took s; plaitrun exited $rc; nothing left"
+  ;;
+two-elastic)
+  # plaitrun's elastic driver in a 2-node allocation: the hosts come from a discovery
+  # script that lists the allocation's nodes, every worker is an srun step of its own
+  # (the srun agent, src/plaitrun/slurm.c); h2's steps killed mid-job, h1's train on
+  # shellcheck source=tests/tools/hosts/lib.sh
+  . "$src/tests/tools/hosts/lib.sh"
+  hosts_require
+  hosts_make 2
+  trap cleanup EXIT
+  slurm_start_two
+  train=(--epochs 12 --samples 384 --batch-size 8 --commit-every 3 --step-delay 0.1)
+  "$py" examples/elastic_torch.py --reference --out "$out/ref" "${train[@]}" >/dev/null ||
+    die "the reference run (no plait) failed"
+  # no hosts at all: plaitrun's refusal points at the allocation's nodes
+  set +e
+  on_host 1 timeout 60 env SLURM_CONF="$SLURM_CONF" salloc -N2 -n4 "$PLAITRUN" --min-np 2 \
+    -np 2 true >"$out/nohosts" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" = 2 ] || { cat "$out/nohosts"; die "elastic plaitrun with no hosts in salloc: status $rc, not 2"; }
+  grep -q "where workers may run (in this Slurm allocation, of nodes h\[1-2\], a script running 'scontrol show hostnames" "$out/nohosts" ||
+    { cat "$out/nohosts"; die "the refusal does not point at the allocation's nodes"; }
+  # the discovery script: the allocation's nodes, 2 slots each (--slots-per-host)
+  printf '#!/bin/sh\nexec scontrol show hostnames "$SLURM_JOB_NODELIST"\n' >"$out/discover.sh"
+  chmod +x "$out/discover.sh"
+  on_host 1 timeout 300 env SLURM_CONF="$SLURM_CONF" PLAIT_TIMEOUT_S=5 salloc -N2 -n4 \
+    "$PLAITRUN" -np 4 --min-np 2 --max-np 4 --slots-per-host 2 \
+    --host-discovery-script "$out/discover.sh" "$py" examples/elastic_torch.py \
+    --out "$out/params" "${train[@]}" >"$out/log" 2>&1 &
+  salloc_pid=$!
+  # rank 0 in its second epoch with 4 workers, or the job gone
+  for _ in $(seq 1 1800); do
+    grep -q "^\[0\]: step: epoch 1 " "$out/log" && break
+    kill -0 "$salloc_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  grep -q "^\[0\]: step: epoch 1 " "$out/log" || { cat "$out/log"; die "the elastic job never trained"; }
+  grep -q "plaitrun elastic: epoch [0-9]* formed: 4 workers on 2 hosts" "$out/log" ||
+    { cat "$out/log"; die "no epoch of 4 workers on h1 and h2 was formed"; }
+  grep -q "starting the ranks with .*srun, not ssh" "$out/log" ||
+    { cat "$out/log"; die "plaitrun did not say it starts the workers with srun"; }
+  job="$(slurm_run squeue -h -o '%i' | head -1)"
+  steps="$(slurm_run squeue -h -s -j "$job" -o '%i %N' | awk '$2 == "h2" { print $1 }')"
+  [ "$(echo "$steps" | grep -c .)" = 2 ] ||
+    { slurm_run squeue -s; cat "$out/log"; die "not 2 srun steps on h2: '$steps'"; }
+  t0="$(date +%s.%N)"
+  for st in $steps; do slurm_run scancel --signal=KILL "$st"; done
+  echo "killed h2's steps: $(echo $steps)"
+  formed=""
+  for _ in $(seq 1 600); do
+    [ -z "$formed" ] && grep -q "plaitrun elastic: epoch [0-9]* formed: 2 workers on 1 host" "$out/log" &&
+      formed="$(awk -v t0="$t0" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.1f", t1 - t0 }')"
+    kill -0 "$salloc_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -0 "$salloc_pid" 2>/dev/null && { cat "$out/log"; die "the job still runs 60 s after h2's steps were killed"; }
+  rc=0
+  wait "$salloc_pid" || rc=$?
+  cat "$out/log"
+  [ "$rc" = 0 ] || die "salloc plaitrun exited $rc, expected 0 (training finished on h1)"
+  [ -n "$formed" ] || die "no epoch of 2 workers on 1 host formed after h2's steps were killed"
+  awk -v t="$formed" 'BEGIN { exit !(t <= 12) }' ||
+    die "the job re-formed $formed s after the kill (bound: 2 x PLAIT_TIMEOUT_S + 2 = 12 s)"
+  grep -q "plaitrun elastic: epoch [0-9]* formed: 2 workers on 1 host (h1:2)" "$out/log" ||
+    die "the job of 2 workers is not on h1"
+  worst="$("$py" -c 'import sys; sys.path.insert(0, sys.argv[1])
+from elastic_job import compare_params
+print("%.3g" % compare_params(sys.argv[2], sys.argv[3], 2))' \
+    "$src/tests/faults/elastic" "$out/params" "$out/ref/reference")" ||
+    die "the final parameters are not the reference run's (above)"
+  sleep 1
+  left="$(leftovers elastic_torch.py)"
+  [ -z "$left" ] || die "processes of the job left: $left"
+  left="$(slurm_run squeue -h -s -o '%i %j %N')"
+  [ -z "$left" ] || die "srun steps left: $left"
+  echo "PASS: elastic in salloc -N2: h2's steps killed (scancel --signal=KILL), the job re-formed on h1:2 in $formed s and ended with status 0; parameters equal to the reference (largest difference $worst); no step or process left"
   ;;
 *) die "unknown scenario $scenario" ;;
 esac

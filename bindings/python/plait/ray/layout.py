@@ -34,3 +34,27 @@ def assign_ranks(node_ids):
         slot["cross_size"] = len(same)
         slot["cross_rank"] = [s["rank"] for s in same].index(slot["rank"])
     return out
+
+
+def visible_devices(slots, gpu_ids, per_worker):
+    """CUDA_VISIBLE_DEVICES of each rank (rank order) from the GPU ids Ray
+    gave each rank's actor (gpu_ids[rank], a list of str).
+
+    Every worker of a node sees the GPUs of all the node's workers, joined
+    in local-rank order, so that CUDA can use peer access between them (as
+    horovod.ray's colocated strategy does) and device index
+    local_rank * per_worker is the worker's own first GPU. Raises
+    RuntimeError when Ray gave a worker the wrong count or two workers of a
+    node the same GPU."""
+    by_node = {}
+    for s in slots:
+        ids = [str(g) for g in gpu_ids[s["rank"]]]
+        if len(ids) != per_worker:
+            raise RuntimeError("plait.ray: Ray gave rank %d %d GPU(s) %s, not the %d asked for"
+                               % (s["rank"], len(ids), ids, per_worker))
+        by_node.setdefault(s["node_id"], []).extend(ids)
+    for node, ids in by_node.items():
+        if len(set(ids)) != len(ids):
+            raise RuntimeError("plait.ray: Ray gave two workers of node %s the same GPU: %s"
+                               % (node[:12], ids))
+    return [",".join(by_node[s["node_id"]]) for s in slots]

@@ -96,7 +96,12 @@ class RayExecutor:
         if gpus_per_worker is not None and not use_gpu:
             raise ValueError("plait.ray: gpus_per_worker=%r needs use_gpu=True" % (gpus_per_worker,))
         self.settings = settings or RaySettings()
+        if use_gpu and gpus_per_worker is not None and (
+                not isinstance(gpus_per_worker, int) or gpus_per_worker < 1):
+            raise ValueError("plait.ray: gpus_per_worker=%r must be an integer >= 1"
+                             % (gpus_per_worker,))
         gpus = (gpus_per_worker or 1) if use_gpu else 0
+        self._gpus_per_worker = gpus
         self.num_workers = num_workers if num_workers is not None else num_hosts * num_workers_per_host
         self._placement = Placement(num_workers, num_hosts, num_workers_per_host,
                                     cpus_per_worker, gpus)
@@ -139,17 +144,28 @@ class RayExecutor:
         self.workers = [actors[s["actor"]] for s in slots]
         self.layout = [dict(s, ip=infos[s["actor"]]["ip"], pid=infos[s["actor"]]["pid"],
                             hostname=infos[s["actor"]]["hostname"]) for s in slots]
-        ip, port = self._get([self.workers[0].listen_address.remote(
+        ip, port, nic = self._get([self.workers[0].listen_address.remote(
             self.layout[0]["ip"], sorted(self.settings.nics or ()))], "choosing rank 0's port")[0]
         job = dict(env, PLAIT_RENDEZVOUS="%s:%d" % (ip, port), PLAIT_SECRET=secrets.token_hex(32),
                    PLAIT_SIZE=str(self.num_workers))
         job.setdefault("PLAIT_START_TIMEOUT_S", "%g" % self.settings.timeout_s)
+        if nic:  # horovod.ray's HOROVOD_GLOO_IFACE / NCCL_SOCKET_IFNAME: docs/ray.md
+            job.setdefault("FI_TCP_IFACE", nic)
+            job.setdefault("NCCL_SOCKET_IFNAME", ",".join(sorted(self.settings.nics)))
+        per_rank = [{} for _ in self.layout]
+        if self._gpus_per_worker:
+            devices = _layout.visible_devices(
+                self.layout, [infos[s["actor"]]["gpu_ids"] for s in slots], self._gpus_per_worker)
+            for s, extra, visible in zip(self.layout, per_rank, devices):
+                s["gpu_ids"] = infos[s["actor"]]["gpu_ids"]
+                extra["CUDA_VISIBLE_DEVICES"] = visible
         self._get([w.setup.remote(dict(job, PLAIT_RANK=str(s["rank"]),
                                        PLAIT_LOCAL_RANK=str(s["local_rank"]),
                                        PLAIT_LOCAL_SIZE=str(s["local_size"]),
-                                       PLAIT_HOSTNAME=s["node_id"]),
+                                       PLAIT_HOSTNAME=s["node_id"], **extra),
                                   executable_cls, executable_args, executable_kwargs)
-                   for w, s in zip(self.workers, self.layout)], "setting the workers up")
+                   for w, s, extra in zip(self.workers, self.layout, per_rank)],
+                  "setting the workers up")
         self._plait_timeout_s = float(job.get("PLAIT_TIMEOUT_S", "60"))
         if self.settings.verbose:
             print("plait.ray: %d workers on %d node(s), rank 0 listens on %s:%d" % (
@@ -168,7 +184,7 @@ class RayExecutor:
                 out.append(ray.get(ref))
             except ray.exceptions.RayError as e:
                 who = self._describe(i) if names else "worker actor %d" % i
-                raise RuntimeError("plait.ray: %s failed on %s: %s" % (what, who, e)) from e
+                raise RuntimeError("plait.ray: %s failed on %s: %s" % (what, who, _cause(e))) from e
         return out
 
     # ------------------------------------------------------------------- run

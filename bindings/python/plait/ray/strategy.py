@@ -48,9 +48,10 @@ class Placement:
             self.remove()
             raise TimeoutError(
                 "plait.ray: Ray could not place the workers within placement_group_timeout_s="
-                "%gs: asked for %s; the cluster has %s free of %s on %d alive node(s)" % (
-                    timeout_s, self.describe(), _fmt(_cpu_gpu(ray.available_resources())),
-                    _fmt(_cpu_gpu(ray.cluster_resources())), _alive_nodes()))
+                "%gs: asked for %s; the cluster has %s free of %s on %d alive node(s)%s" % (
+                    timeout_s, self.describe(), _fmt(self._cpu_gpu(ray.available_resources())),
+                    _fmt(self._cpu_gpu(ray.cluster_resources())), _alive_nodes(),
+                    self._too_big()))
 
     def options(self, worker_index):
         """Actor options placing worker worker_index in its bundle."""
@@ -62,6 +63,22 @@ class Placement:
             opts["num_gpus"] = self.per_worker["GPU"]
         return opts
 
+    def _too_big(self):
+        """'; no node has more than GPU: 2' when a bundle is larger than every node."""
+        most = {}
+        for node in ray.nodes():
+            if node.get("Alive"):
+                for k, v in node.get("Resources", {}).items():
+                    most[k] = max(most.get(k, 0), v)
+        over = ["%s: %g" % (k, most.get(k, 0)) for k, v in sorted(self.bundles[0].items())
+                if v > most.get(k, 0)]
+        return "; no node has more than %s" % ", ".join(over) if over else ""
+
+    def _cpu_gpu(self, resources):
+        """CPUs, and GPUs when the cluster has some or the workers ask for them."""
+        return {k: resources.get(k, 0) for k in ("CPU", "GPU")
+                if k in resources or k in self.per_worker}
+
     def remove(self):
         if self.group is not None:
             try:
@@ -71,8 +88,6 @@ class Placement:
             self.group = None
 
 
-def _cpu_gpu(resources):
-    return {k: resources.get(k, 0) for k in ("CPU", "GPU") if k in resources or k == "CPU"}
 
 
 def _fmt(resources):

@@ -25,7 +25,7 @@ class PlaitRayWorker:
         import ray
         info = {"node_id": ray.get_runtime_context().get_node_id(),
                 "ip": ray.util.get_node_ip_address(), "hostname": socket.gethostname(),
-                "pid": os.getpid()}
+                "pid": os.getpid(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
         try:
             import plait
             from plait import _core
@@ -36,12 +36,13 @@ class PlaitRayWorker:
         return info
 
     def listen_address(self, ip, nics=None):
-        """(ip, port) free on this node now, for rank 0 to listen on
-        (PLAIT_RENDEZVOUS): on the node's Ray address, or on the first of
-        nics (interface names) that has an IPv4 address here."""
+        """(ip, port, nic) free on this node now, for rank 0 to listen on
+        (PLAIT_RENDEZVOUS): on the node's Ray address (nic None), or on the
+        first of nics (interface names) that has an IPv4 address here."""
+        chosen = None
         for nic in nics or ():
             try:
-                ip = _nic_address(nic)
+                ip, chosen = _nic_address(nic), nic
                 break
             except OSError:
                 continue
@@ -51,7 +52,7 @@ class PlaitRayWorker:
                                  "node %s" % (sorted(nics), socket.gethostname()))
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind((ip, 0))
-            return ip, s.getsockname()[1]
+            return ip, s.getsockname()[1], chosen
 
     def setup(self, env, executable_cls=None, args=None, kwargs=None):
         os.environ.update(env)
