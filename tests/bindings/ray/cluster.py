@@ -61,7 +61,7 @@ class Cluster:
         self.procs.append(subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                            start_new_session=True))
 
-    def start(self, timeout=120):
+    def start(self, timeout=240):
         port = free_port()
         self._start(0, ["--head", "--port=%d" % port, "--node-ip-address=%s" % self.ips[0],
                         "--include-dashboard=false", "--ray-client-server-port=%d" % free_port()])
@@ -80,8 +80,14 @@ class Cluster:
             for p in self.procs:
                 if p.poll() is not None:
                     raise RuntimeError("ray start exited with %d: %s" % (p.returncode, self.log()))
-            r = subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True,
-                               text=True, timeout=60)
+            # one probe (a Ray driver) may take a minute on a loaded machine:
+            # a slow probe is "not yet", never the end of the test
+            left = max(1.0, deadline - time.monotonic())
+            try:
+                r = subprocess.run([sys.executable, "-c", code], env=self.env,
+                                   capture_output=True, text=True, timeout=left)
+            except subprocess.TimeoutExpired:
+                continue
             if r.returncode == 0 and r.stdout.strip().isdigit() and int(r.stdout) >= n:
                 return
             time.sleep(1)
