@@ -203,8 +203,15 @@ def autotune_account(run, base):
     "autotune settled after N samples (S steps, M response lists): ..." line) or
     else its PLAIT_AUTOTUNE_LOG CSV (the first sample in phase "settled");
     a cell."""
+    return autotune_search(run, base)[0]
+
+
+def autotune_search(run, base):
+    """(autotune_account's cell, whether the search stopped at the sample cap:
+    then it did not converge, and "settled" is a MISS however few steps it
+    took: issue 37, goal 5)."""
     if not run:
-        return "-"
+        return "-", False
     path = run.get("log") and os.path.join(base, run["log"])
     if path and os.path.exists(path):
         found = None
@@ -218,7 +225,8 @@ def autotune_account(run, base):
             capped = int(found.group(1)) >= WARMUP_SAMPLES + MAX_SAMPLES
             return "%s%s lists, %s samples%s: %s (log)" % (
                 "%s steps, " % found.group(2) if found.group(2) else "", found.group(3),
-                found.group(1), CAPPED if capped else "", found.group(4).replace("PLAIT_", ""))
+                found.group(1), CAPPED if capped else "",
+                found.group(4).replace("PLAIT_", "")), capped
     path = run.get("csv") and os.path.join(base, run["csv"])
     if path and os.path.exists(path) and os.path.getsize(path):
         with open(path, newline="") as fh:
@@ -228,10 +236,11 @@ def autotune_account(run, base):
             phase = str(r.get("phase", "")).strip()
             explored += phase == "explore"
             if phase == "settled":
+                capped = explored >= MAX_SAMPLES
                 return "settled from sample %d of %d%s (CSV)" % (
-                    i, len(rows), CAPPED if explored >= MAX_SAMPLES else "")
-        return "not settled in %d samples (CSV)" % len(rows)
-    return "- (no 'settled' log line, no PLAIT_AUTOTUNE_LOG CSV)"
+                    i, len(rows), CAPPED if capped else ""), capped
+        return "not settled in %d samples (CSV)" % len(rows), False
+    return "- (no 'settled' log line, no PLAIT_AUTOTUNE_LOG CSV)", False
 
 
 def settle_cell(a):
@@ -264,7 +273,8 @@ def tuning_table(sweep, tuning, base, ranks_list):
            "transport, settled within %d steps. Autotune: a fresh tuner per mix, stepped until "
            "every rank sees it settled (`plait-bench fusion` with PLAIT_AUTOTUNE=1), then the "
            "median of the steps timed with its choice; a run that did not settle within its "
-           "cap is timed while it still explores, and misses. \"Interleaved\": autotune's "
+           "cap is timed while it still explores, and misses; one that stopped at the sample "
+           "cap did not converge, and its \"settled\" misses too. \"Interleaved\": autotune's "
            "choice, the sweep's best point and the defaults timed again side by side after "
            "the search, in rounds of rotating order (bench/recheck.py; medians over the "
            "rounds): the sweep ran minutes before, and the machine's speed moves by more than "
@@ -333,10 +343,12 @@ def tuning_table(sweep, tuning, base, ranks_list):
             if a.get("fusion_max_tensor_bytes") else "no limit", a["cycle_time_ms"],
             "" if settled else " (still exploring)")
         judged = iratio if iratio is not None else ratio
+        account, capped = autotune_search(logs.get(k), base)
+        sok = sok and not capped  # stopped at the sample cap: not converged
         out.append("| %d | %s | %s | %s (%s) | %s | %s | %s | %.2fx | %s | %s | %s | %s | %s |" % (
             n, t, mix, fmt_t(b["step_s_median"]), where, dcell, dratio,
             fmt_t(a["step_s_median"]), ratio, icell, chose, scell,
-            autotune_account(logs.get(k), base),
+            account,
             "within 10%%: %s; settled: %s" % (
                 verdict(settled and judged <= AUTOTUNE_TOLERANCE), verdict(sok))))
     return out

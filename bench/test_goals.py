@@ -208,7 +208,8 @@ def test_autotune_against_the_sweep(tmp_path):
         recheck_row("gloo", 2, "mlp-10m", "best", 1, 0.050),
         # MLP: the 60 s budget ran out after 230 steps; fast, but not settled
         autotune_row("ofi-shm", 2, "mlp-10m", 0.041, -1, 230),
-        # MLP over gloo: settled because its search used up PLAIT_AUTOTUNE_MAX_SAMPLES
+        # MLP over gloo: "settled" because its search used up PLAIT_AUTOTUNE_MAX_SAMPLES:
+        # it did not converge, a MISS (issue 37, goal 5)
         autotune_row("gloo", 2, "mlp-10m", 0.052, 480, 480),
         {"kind": "missing", "system": "autotune", "transport": "ofi-shm", "ranks": 2,
          "mix": "uniform-64k", "reason": "settling uniform-64k here takes | minutes"},
@@ -242,7 +243,7 @@ def test_autotune_against_the_sweep(tmp_path):
         "| 4 MiB, max 1 MiB, 0.5 ms "
         "| 480 | 565 lists, 103 samples (the sample cap: it stopped searching, did not "
         "converge): FUSION_THRESHOLD=4M FUSION_MAX_TENSOR=1M CYCLE_TIME_MS=0.5 (log) "
-        "| within 10%: **MISS**; settled: **PASS** |")
+        "| within 10%: **MISS**; settled: **MISS** |")
     # left out to bound ci/bench's time: its own reason in its row ('|' kept out of the cell)
     assert row(out, "| 2 | ofi-shm | uniform-64k |").endswith(
         "| NOT MEASURED: settling uniform-64k here takes / minutes | - | - | - | - | - "
