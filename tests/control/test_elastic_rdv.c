@@ -367,10 +367,25 @@ Test(elastic_rdv, poll_and_lost_ranks, .timeout = 60) {
   plaitrun_rdv_close(R);
 }
 
+/* After a job lost a rank: asks the driver again, must be placed in epoch 2
+ * with 2 ranks, reduces once as `name`, shuts down. */
+static int rejoin_as_two(int w, const char *name) {
+  int rank = w, size = 0;
+  EXPECT_OK(plait_init());
+  uint64_t epoch = 0;
+  EXPECT_OK(plait_elastic_epoch(&epoch));
+  EXPECT_OK(plait_rank(&rank));
+  EXPECT_OK(plait_size(&size));
+  if (epoch != 2 || size != 2) FAIL("epoch %llu, size %d", (unsigned long long)epoch, size);
+  if (reduce_once(rank, size, name)) return 1;
+  EXPECT_OK(plait_shutdown());
+  return 0;
+}
+
 /* Reduces until the job fails (a worker was killed), then asks again. */
 static int survive(int w, void *arg) {
   shared_t *sh = arg;
-  int rank = w, size = 0;
+  int rank = w;
   EXPECT_OK(plait_init());
   atomic_fetch_add(&sh->count, 1);
   plait_result_t rc = PLAIT_SUCCESS;
@@ -380,15 +395,7 @@ static int survive(int w, void *arg) {
   }
   EXPECT_ERR(rc, PLAIT_ERR_PEER_LOST, "rank 2");
   plait_shutdown(); /* after a failure: releases everything, whatever it says */
-  EXPECT_OK(plait_init());
-  uint64_t epoch = 0;
-  EXPECT_OK(plait_elastic_epoch(&epoch));
-  EXPECT_OK(plait_rank(&rank));
-  EXPECT_OK(plait_size(&size));
-  if (epoch != 2 || size != 2) FAIL("epoch %llu, size %d", (unsigned long long)epoch, size);
-  if (reduce_once(rank, size, "after")) return 1;
-  EXPECT_OK(plait_shutdown());
-  return 0;
+  return rejoin_as_two(w, "after");
 }
 
 Test(elastic_rdv, survivors_rejoin_naming_the_lost_rank, .timeout = 120) {
@@ -422,7 +429,7 @@ Test(elastic_rdv, survivors_rejoin_naming_the_lost_rank, .timeout = 120) {
  * 0; their next JOIN names rank 2, and the job of the two goes on. */
 static int short_of_one(int w, void *arg) {
   (void)arg;
-  int rank = w, size = 0;
+  int rank = w;
   setenv("PLAIT_TIMEOUT_S", "2", 1);
   setenv("PLAIT_START_TIMEOUT_S", "60", 1);
   double t0 = now();
@@ -431,15 +438,7 @@ static int short_of_one(int w, void *arg) {
              "PLAIT_TIMEOUT_S=2");
   if (now() - t0 > 15) FAIL("rank 2's absence was named after %.1f s", now() - t0);
   plait_shutdown();
-  EXPECT_OK(plait_init());
-  uint64_t epoch = 0;
-  EXPECT_OK(plait_elastic_epoch(&epoch));
-  EXPECT_OK(plait_rank(&rank));
-  EXPECT_OK(plait_size(&size));
-  if (epoch != 2 || size != 2) FAIL("epoch %llu, size %d", (unsigned long long)epoch, size);
-  if (reduce_once(rank, size, "two")) return 1;
-  EXPECT_OK(plait_shutdown());
-  return 0;
+  return rejoin_as_two(w, "two");
 }
 
 Test(elastic_rdv, a_rank_that_never_joins_is_named_within_the_timeout, .timeout = 120) {
