@@ -19,7 +19,9 @@ saying where in the file it comes from:
   `median(FIELD)` is the median of a list field (per-step times);
 - any other file: the first number after the word (here "median") past the
   first occurrence of the anchor; without a word (`after "| 2 | openmpi |":
-  2.9 us`), the first number past the anchor.
+  2.9 us`), the first number past the anchor. Several anchors are looked
+  for in turn, each past the one before (`after "### allreduce-64M, 2 ranks"
+  "| plait-gloo |": 54 ms`: a row of a later table whose first cell repeats).
 
 A note whose only line is `rows` says that every table line since the
 previous heading or note is a line of the file, verbatim (a table a
@@ -77,18 +79,22 @@ def jsonl_value(path, selectors, field, unit, cache):
     return value
 
 
-def text_value(path, anchor, word, cache):
+def text_value(path, anchors, word, cache):
     if path not in cache:
         with open(path, encoding="utf-8") as f:
             cache[path] = f.read()
     text = cache[path]
-    at = text.find(anchor)
-    if at < 0:
-        raise ValueError("no line holds %r" % anchor)
+    pos = 0
+    for i, anchor in enumerate(anchors):
+        at = text.find(anchor, pos)
+        if at < 0:
+            raise ValueError("no line holds %r%s" % (
+                anchor, " past %r" % anchors[i - 1] if i else ""))
+        pos = at + len(anchor)
     lead = re.escape(word) + r"\s+" if word else r"[^\d-]*?"
-    m = re.compile(lead + "(" + NUMBER + ")").search(text, at + len(anchor))
+    m = re.compile(lead + "(" + NUMBER + ")").search(text, pos)
     if not m:
-        raise ValueError("no number after %r past %r" % (word or "the anchor", anchor))
+        raise ValueError("no number after %r past %r" % (word or "the anchor", anchors[-1]))
     return float(m.group(1))
 
 
@@ -108,9 +114,9 @@ def check_claim(root, src, claim, cache):
             value = jsonl_value(path, selectors, field, unit, cache)
         else:
             parts = shlex.split(head)
-            if len(parts) != 2 or parts[0] != "after":
-                return claim, "cannot read %r (want 'after \"ANCHOR\": WORD NUMBER UNIT')" % claim
-            value = text_value(path, parts[1], field, cache)
+            if len(parts) < 2 or parts[0] != "after":
+                return claim, "cannot read %r (want 'after \"ANCHOR\"...: WORD NUMBER UNIT')" % claim
+            value = text_value(path, parts[1:], field, cache)
     except (OSError, ValueError) as e:
         return claim, "%s: %s" % (src, e)
     want = "%.*f" % (decimals(quoted), value)
@@ -225,6 +231,15 @@ def self_test():
     assert table == [], table
     gone = run(good.replace('"threshold 0,"', '"threshold 9,"'))
     assert "no line holds" in gone[0], gone
+    # anchors in turn: a row of the second table, whose first cell the first table has too
+    with open(os.path.join(tmp, "bench", "results", "c.md"), "w") as f:
+        f.write("### 4K\n| gloo | 0.29 ms |\n### 64M\n| gloo | 54.46 ms |\n")
+    turn = "# C\nabout 54 ms\n<!-- figures: bench/results/c.md\n  after \"### 64M\" \"| gloo |\": 54 ms\n-->\n"
+    assert run(turn) == [], run(turn)
+    first = run(turn.replace('"### 64M" ', ""))  # the first table's row: 0.29
+    assert len(first) == 1 and "says 0 ms there, the text quotes 54" in first[0], first
+    order = run(turn.replace('"### 64M" "| gloo |"', '"| gloo | 54" "### 64M"'))
+    assert len(order) == 1 and "no line holds '### 64M' past '| gloo | 54'" in order[0], order
     unnoted = run("# A\n3.0 ms ([f](bench/results/f.jsonl))\n# B\n"
                   "<!-- figures: none bench/results/f.jsonl -->\n")
     assert len(unnoted) == 1 and "has no figures comment" in unnoted[0], unnoted
@@ -232,7 +247,8 @@ def self_test():
     assert len(other) == 1, other
     assert run("# A\n[f](bench/results/f.jsonl), for no figure\n"
                "<!-- figures: none bench/results/f.jsonl -->\n") == []
-    print("check_figures.py --self-test: ok (jsonl and text figures, copied rows, drift, coverage)")
+    print("check_figures.py --self-test: ok (jsonl and text figures, anchors in turn, copied rows, "
+          "drift, coverage)")
 
 
 def main(argv):
