@@ -17,6 +17,8 @@ saying where in the file it comes from:
   more than one, is an error); a field in seconds (step_s_median, t_s) read
   in ms, us or s as the unit says, any other field as it is;
   `median(FIELD)` is the median of a list field (per-step times);
+  `median_over(FIELD)` the median of FIELD over every record the selectors
+  match (one per round or trial: at least one must match);
 - any other file: the first number after the word (here "median") past the
   first occurrence of the anchor; without a word (`after "| 2 | openmpi |":
   2.9 us`), the first number past the anchor. Several anchors are looked
@@ -32,15 +34,18 @@ the number must appear as quoted ("108.6", alone or as a range's end, as in
 "0.98-1.24x") in the text between the previous heading and this comment, so
 the prose cannot drift from its note.
 Every link to a data file of bench/results/ (.jsonl, .txt, .md, .csv) in a
-checked document must be followed, in the same section, by a figures comment
-on that file, or by `<!-- figures: none bench/results/FILE ... -->` (a link
-given for no figure quoted from it).
+checked document, and every mention of one in its prose (`records in
+bench/results/x.jsonl`; not in a table row or a comment), must be followed,
+in the same section, by a figures comment on that file, or by
+`<!-- figures: none bench/results/FILE ... -->` (a link given for no figure
+quoted from it).
 
-  check_figures.py ROOT [DOC...]   # default: README.md docs/coordinator.md docs/performance.md
+  check_figures.py ROOT [DOC...]   # default: README.md and every docs/*.md
   check_figures.py --self-test
 
 Exit 0 when every figure matches; 1 listing each mismatch.
 """
+import glob
 import json
 import os
 import re
@@ -49,9 +54,10 @@ import statistics
 import sys
 import tempfile
 
-DOCS = ["README.md", "docs/coordinator.md", "docs/performance.md"]
 COMMENT = re.compile(r"<!--\s*figures:\s*(.*?)-->", re.S)
+ANY_COMMENT = re.compile(r"<!--.*?-->", re.S)
 LINK = re.compile(r"\]\(((?:\.\./)?bench/results/[^)#\s]+\.(?:jsonl|txt|md|csv))\)")
+MENTION = re.compile(r"(?<![\w/.])((?:\.\./)?bench/results/[\w./-]+\.(?:jsonl|txt|md|csv))\b")
 HEADING = re.compile(r"^#{1,6} ", re.M)
 NUMBER = r"-?\d+(?:\.\d+)?"
 SCALE = {"ms": 1e3, "us": 1e6, "s": 1.0}
@@ -67,13 +73,17 @@ def jsonl_value(path, selectors, field, unit, cache):
             cache[path] = [json.loads(x) for x in f if x.strip()]
     found = [r for r in cache[path]
              if all(str(r.get(k)) == v for k, v in selectors.items())]
-    if len(found) != 1:
+    over = re.fullmatch(r"median_over\((\w+)\)", field)
+    if len(found) != 1 and not (over and found):
         raise ValueError("%d records match %s" % (len(found), selectors))
-    m = re.fullmatch(r"median\((\w+)\)", field)
+    m = over or re.fullmatch(r"median\((\w+)\)", field)
     name = m.group(1) if m else field
-    if name not in found[0]:
-        raise ValueError("the record has no field %r" % name)
-    value = statistics.median(found[0][name]) if m else float(found[0][name])
+    if any(name not in r for r in found):
+        raise ValueError("a record matching %s has no field %r" % (selectors, name))
+    if over:
+        value = statistics.median(float(r[name]) for r in found)
+    else:
+        value = statistics.median(found[0][name]) if m else float(found[0][name])
     if re.search(r"(^|_)s(_|$)", name) and unit in SCALE:
         value *= SCALE[unit]
     return value
@@ -170,18 +180,38 @@ def check_doc(root, doc):
             elif not re.search(r"(?<![\d.])" + re.escape(quoted.split()[0]) + r"(?![\d])", prose):
                 problems.append("%s:%d: %r is not in the text above its note (%s)" % (
                     doc, line, quoted, c))
-    for m in LINK.finditer(text):
-        src = m.group(1).replace("../", "", 1)
-        nxt = HEADING.search(text, m.end())
-        section = text[m.end():nxt.start() if nxt else len(text)]
+    return problems + unnoted(doc, text)
+
+
+def mentions(text):
+    """(position, file, 'link' or 'mention') of each data file of bench/results/
+    a document links to, or names in its prose (not in a comment or a table row)."""
+    found = {m.start(1): (m.group(1), "link") for m in LINK.finditer(text)}
+    hidden = [(c.start(), c.end()) for c in ANY_COMMENT.finditer(text)]
+    for m in MENTION.finditer(text):
+        line = text[text.rfind("\n", 0, m.start()) + 1:m.start()]
+        if m.start(1) in found or line.lstrip().startswith("|") or \
+                any(a <= m.start() < b for a, b in hidden):
+            continue
+        found[m.start(1)] = (m.group(1), "mention")
+    return sorted((at, src.replace("../", "", 1), how) for at, (src, how) in found.items())
+
+
+def unnoted(doc, text):
+    """Each link or mention with no figures comment on its file after it in its section."""
+    problems, said = [], set()
+    for at, src, how in mentions(text):
+        nxt = HEADING.search(text, at)
+        section = text[at:nxt.start() if nxt else len(text)]
         notes = set()
         for c in COMMENT.finditer(section):
             first = c.group(1).strip().split("\n")[0].split()
             notes.update(first[1:] if first[:1] == ["none"] else first[:1])
-        if src not in notes:
-            problems.append("%s:%d: the link to %s has no figures comment after it in its "
-                            "section (or `<!-- figures: none FILE -->`)" % (
-                                doc, text.count("\n", 0, m.start()) + 1, src))
+        line = text.count("\n", 0, at) + 1
+        if src not in notes and (line, src) not in said:
+            said.add((line, src))
+            problems.append("%s:%d: the %s of %s has no figures comment after it in its "
+                            "section (or `<!-- figures: none FILE -->`)" % (doc, line, how, src))
     return problems
 
 
@@ -209,6 +239,11 @@ def self_test():
     med = "# M\n200 ms\n<!-- figures: bench/results/f.jsonl\n  mix=r: median(step_s) 200 ms\n-->\n"
     assert run(med) == [], run(med)
     assert len(run(med.replace("200", "300"))) == 1
+    # the median over the records of rounds: 0.10856 and 0.01447 -> 61.5 ms
+    over = "# O\n61.5 ms\n<!-- figures: bench/results/f.jsonl\n  mix=u: median_over(step_s_median) 61.5 ms\n-->\n"
+    assert run(over) == [], run(over)
+    assert "says 61.5 ms there" in run(over.replace("61.5", "108.6"))[0]
+    assert "0 records match" in run(over.replace("mix=u:", "mix=q:"))[0]
     # the README's old pair: neither figure is in the file
     bad = run(good.replace("108.6 ms", "67.7 ms").replace("14.5 ms", "14.2 ms"))
     assert len(bad) == 2 and "says 108.6 ms there, the text quotes 67.7" in bad[0], bad
@@ -243,6 +278,10 @@ def self_test():
     unnoted = run("# A\n3.0 ms ([f](bench/results/f.jsonl))\n# B\n"
                   "<!-- figures: none bench/results/f.jsonl -->\n")
     assert len(unnoted) == 1 and "has no figures comment" in unnoted[0], unnoted
+    # a path named in prose, not linked, needs its note too; in a table row or a comment not
+    plain = run("# A\n3.0 ms (records in `bench/results/f.jsonl`)\n# B\n")
+    assert len(plain) == 1 and "the mention of bench/results/f.jsonl" in plain[0], plain
+    assert run("# A\n| x | `bench/results/f.jsonl` |\n<!-- a note: bench/results/f.jsonl -->\n") == []
     other = run("# A\n[f](bench/results/f.jsonl)\n<!-- figures: none bench/results/b.txt -->\n")
     assert len(other) == 1, other
     assert run("# A\n[f](bench/results/f.jsonl), for no figure\n"
@@ -258,7 +297,9 @@ def main(argv):
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2
-    root, docs = argv[0], argv[1:] or DOCS
+    root = argv[0]
+    docs = argv[1:] or ["README.md"] + sorted(
+        os.path.relpath(p, root) for p in glob.glob(os.path.join(root, "docs", "*.md")))
     problems = [p for d in docs for p in check_doc(root, d)]
     for p in problems:
         print("check_figures: " + p)
