@@ -29,6 +29,9 @@ A note whose only line is `rows` says that every table line since the
 previous heading or note is a line of the file, verbatim (a table a
 benchmark printed, copied).
 
+A figure of an earlier run, quoted as history, names the file as a commit
+held it: `<!-- figures: git:b40fc51:docs/performance/goals.md` (git show).
+
 Each figure must equal the file's value rounded to the decimals quoted, and
 the number must appear as quoted ("108.6", alone or as a range's end, as in
 "0.98-1.24x") in the text between the previous heading and this comment, so
@@ -51,6 +54,7 @@ import os
 import re
 import shlex
 import statistics
+import subprocess
 import sys
 import tempfile
 
@@ -67,10 +71,24 @@ def decimals(text):
     return len(text.split(".")[1]) if "." in text else 0
 
 
+def read_text(path):
+    """A stored file's text; `ROOT/git:REV:PATH` is PATH as commit REV held it
+    (a figure of an earlier run, quoted as history), read with git show."""
+    m = re.match(r"(.*?)/?git:([0-9a-f]{7,40}):(.+)$", path)
+    if not m:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    p = subprocess.run(["git", "-C", m.group(1) or ".", "show", "%s:%s" % m.group(2, 3)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise OSError("git show %s:%s: %s" % (m.group(2), m.group(3),
+                                              (p.stderr.strip() or "failed").splitlines()[-1]))
+    return p.stdout
+
+
 def jsonl_value(path, selectors, field, unit, cache):
     if path not in cache:
-        with open(path, encoding="utf-8") as f:
-            cache[path] = [json.loads(x) for x in f if x.strip()]
+        cache[path] = [json.loads(x) for x in read_text(path).splitlines() if x.strip()]
     found = [r for r in cache[path]
              if all(str(r.get(k)) == v for k, v in selectors.items())]
     over = re.fullmatch(r"median_over\((\w+)\)", field)
@@ -91,8 +109,7 @@ def jsonl_value(path, selectors, field, unit, cache):
 
 def text_value(path, anchors, word, cache):
     if path not in cache:
-        with open(path, encoding="utf-8") as f:
-            cache[path] = f.read()
+        cache[path] = read_text(path)
     text = cache[path]
     pos = 0
     for i, anchor in enumerate(anchors):
@@ -286,8 +303,22 @@ def self_test():
     assert len(other) == 1, other
     assert run("# A\n[f](bench/results/f.jsonl), for no figure\n"
                "<!-- figures: none bench/results/f.jsonl -->\n") == []
+    # a figure of an earlier run: the file as a commit held it
+    git = ["git", "-C", tmp, "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "bench/results/b.txt"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "run 1"], check=True)
+    rev = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    with open(os.path.join(tmp, "bench", "results", "b.txt"), "w") as f:
+        f.write("x threshold 0, cache 1\n  time per batch   median 99.0 ms\n")
+    old = "# H\nthen 507.5 ms\n<!-- figures: git:%s:bench/results/b.txt\n" \
+          "  after \"threshold 0,\": median 507.5 ms\n-->\n" % rev
+    assert run(old) == [], run(old)
+    assert "says 99.0 ms there" in run(old.replace("git:%s:" % rev, ""))[0]
+    assert "git show 0000000" in run(old.replace(rev, "0000000"))[0]
     print("check_figures.py --self-test: ok (jsonl and text figures, anchors in turn, copied rows, "
-          "drift, coverage)")
+          "drift, coverage, files as a commit held them)")
 
 
 def main(argv):
