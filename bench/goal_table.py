@@ -90,6 +90,15 @@ def ms(s):
     return goals.fmt_t(s)
 
 
+def absent(goal, src, rule, wheres):
+    """The rows of a goal whose input file is not stored: NOT MEASURED, saying so."""
+    return [Row(goal, w, rule, "-", not_measured("no %s stored" % src), src) for w in wheres]
+
+
+def per_rank(fmt="%d ranks"):
+    return [fmt % n for n in RANKS]
+
+
 def exists(results, name):
     return os.path.exists(os.path.join(results, name))
 
@@ -151,11 +160,10 @@ def goal2(results):
     rows, src = [], "comparison.jsonl"
     rule = ">= %gx as fast as Open MPI nonblocking" % SMALL_TENSORS_X_MPI
     f = figures_of(results, src)
+    if f is None:
+        return absent(2, src, rule, per_rank("%d ranks, plait.torch, 200 x 64 KiB"))
     for n in RANKS:
         where = "%d ranks, plait.torch, 200 x 64 KiB" % n
-        if f is None:
-            rows.append(Row(2, where, rule, "-", not_measured("no %s stored" % src), src))
-            continue
         t, system = f.best("200x64K", n, goals.is_torch)
         mpi = f.get("200x64K", n, "openmpi-nonblocking")
         if t is None or mpi is None:
@@ -181,7 +189,7 @@ def goal3(results):
         for what, name in HIER_WHAT:
             where = "%d x 2 hosts, %s" % (hosts, name)
             if recs is None:
-                rows.append(Row(3, where, rule, "-", not_measured("no %s stored" % src), src))
+                rows += absent(3, src, rule, [where])
                 continue
             found = [r for r in recs if r.get("bench") == "hier-hosts-summary"
                      and r.get("hosts") == hosts and r.get("what") == what
@@ -204,8 +212,7 @@ def hier_peers(recs, src):
     """Goal 3's second rule: plait hierarchical ahead of Open MPI and Horovod."""
     rule = "hierarchical faster than it, same hosts"
     if recs is None:
-        return [Row(3, "Open MPI and Horovod", rule, "-", not_measured("no %s stored" % src),
-                    src)]
+        return absent(3, src, rule, ["Open MPI and Horovod"])
     rows = []
     for peer, name in (("openmpi", "Open MPI"), ("horovod", "Horovod")):
         theirs = [r for r in recs if r.get("system") == peer and "time_ms" in r]
@@ -235,11 +242,10 @@ def goal4(results):
     src, rows = "auto-vs-explicit.jsonl", []
     rule = "default <= %.2fx the best explicit transport, every workload" % goals.DEFAULT_NOISE
     f = figures_of(results, src)
+    if f is None:
+        return absent(4, src, rule, per_rank())
     for n in RANKS:
         where = "%d ranks" % n
-        if f is None:
-            rows.append(Row(4, where, rule, "-", not_measured("no %s stored" % src), src))
-            continue
         parts, ok, gaps = [], True, []
         for w, name in goals.DEFAULT_WORKLOADS:
             auto = f.get(w, n, "plait-auto")
@@ -264,11 +270,9 @@ def goal6(results):
     src, rows = "stack-vs-plugin.jsonl", []
     rule = "plait C >= %.2fx the plugin alone, 64 MiB, same kernels" % goals.WHOLE_VS_PLUGIN
     f = figures_of(results, src)
+    if f is None:
+        return absent(6, src, rule, per_rank())
     for n in RANKS:
-        if f is None:
-            rows.append(Row(6, "%d ranks" % n, rule, "-", not_measured("no %s stored" % src),
-                            src))
-            continue
         found = False
         for t in goals.TRANSPORTS:
             plug, c = f.get("allreduce-64M", n, "plugin-" + t), f.get("allreduce-64M", n,
@@ -318,8 +322,7 @@ def goal5(results):
     src = "tuning.jsonl"
     rule = "goals.py (c): every mix measured, converged, within 10% where it counts"
     if not exists(results, src):
-        return [Row(5, "%d ranks" % n, rule, "-", not_measured("no %s stored" % src), src)
-                for n in RANKS]
+        return absent(5, src, rule, per_rank())
     found, rows = tuning_verdicts(results), []
     for n in RANKS:
         keys = sorted(k for k in found if k[0] == n)

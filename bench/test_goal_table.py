@@ -16,6 +16,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import goal_table  # noqa: E402
+from test_goals import cmp, lat  # noqa: E402  (the same fake records as goals.py's tests)
 
 
 def write(folder, name, rows):
@@ -26,16 +27,6 @@ def write(folder, name, rows):
 
 def verdicts(rows, goal):
     return {r.where: r.verdict for r in rows if r.goal == goal}
-
-
-def cmp(system, workload, ranks, t):
-    return {"kind": "comparison", "system": system, "workload": workload, "ranks": ranks,
-            "median_s": t}
-
-
-def lat(transport, ranks, t):
-    return {"kind": "latency", "transport": transport, "ranks": ranks, "bytes": 4096,
-            "time_s_median": t}
 
 
 def test_every_goal_is_a_row_when_nothing_is_stored(tmp_path):
