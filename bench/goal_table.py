@@ -435,10 +435,23 @@ def goal8(results):
 
 # --- the table --------------------------------------------------------------
 
+GOALS = ((goal1, "latency-vs-mpi.txt"), (goal2, "comparison.jsonl"), (goal3, "hier-hosts.jsonl"),
+         (goal4, "auto-vs-explicit.jsonl"), (goal5, "tuning.jsonl"),
+         (goal6, "stack-vs-plugin.jsonl"), (goal7, "scale.jsonl"), (goal8, "frameworks.jsonl"))
+
+
 def all_rows(results):
+    """Every goal's rows; a stored file a goal cannot read (a record without a
+    field its rule needs) is a NOT MEASURED row naming the goal, the file and
+    what is wrong, and the other goals are still judged."""
     rows = []
-    for g in (goal1, goal2, goal3, goal4, goal5, goal6, goal7, goal8):
-        rows += g(results)
+    for i, (g, src) in enumerate(GOALS, 1):
+        try:
+            rows += g(results)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
+            rows.append(Row(i, "-", "-", "-", not_measured(
+                "goal %d cannot read its records (%s, or the files beside it): %s: %s" % (
+                    i, src, type(e).__name__, e)).replace("|", "/"), src))
     return rows
 
 

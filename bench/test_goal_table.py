@@ -223,3 +223,15 @@ def test_check_tells_stale_from_fresh(tmp_path):
     p = subprocess.run(run[:-1] + [str(tmp_path / "nope")], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode != 0 and "is not a folder" in p.stderr
+
+
+def test_a_record_without_its_fields_is_named_not_a_crash(tmp_path):
+    write(tmp_path, "hier-hosts.jsonl", [{"bench": "hier-hosts-summary", "what": "allreduce 64M",
+                                         "hosts": 2, "link": "tbf 1gbit"}])
+    write(tmp_path, "scale.jsonl", [scale(16, 1e-4, 34.0), scale(256, 0.9e-3, 36.0)])
+    rows = goal_table.all_rows(str(tmp_path))
+    g3 = [r for r in rows if r.goal == 3]
+    assert len(g3) == 1 and g3[0].verdict.startswith(
+        "NOT MEASURED: goal 3 cannot read its records (hier-hosts.jsonl"), g3[0].verdict
+    assert "KeyError" in g3[0].verdict
+    assert verdicts(rows, 7)["256 ranks, epoll, ofi-shm"] == "PASS"  # the others still judged
