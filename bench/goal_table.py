@@ -305,8 +305,11 @@ def tuning_verdicts(results):
     sweep = [r for r in goals.read_jsonl(sweeps) if r.get("kind") == "fusion"]
     tuning = goals.read_jsonl([os.path.join(results, "tuning.jsonl")])
     lines = goals.tuning_table(sweep, tuning, os.path.abspath(results), list(RANKS))
-    head = next(x for x in lines if x.startswith("| ranks |"))
-    names = [c.strip() for c in head.strip().strip("|").split("|")]
+    head = next((x for x in lines if x.startswith("| ranks |")), None)
+    names = [c.strip() for c in (head or "").strip().strip("|").split("|")]
+    if not {"ranks", "transport", "mix", "verdict"} <= set(names):
+        raise ValueError("goals.py's table (c) has no header with ranks, transport, mix "
+                         "and verdict columns")
     out = {}
     for line in lines:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]

@@ -235,3 +235,11 @@ def test_a_record_without_its_fields_is_named_not_a_crash(tmp_path):
         "NOT MEASURED: goal 3 cannot read its records (hier-hosts.jsonl"), g3[0].verdict
     assert "KeyError" in g3[0].verdict
     assert verdicts(rows, 7)["256 ranks, epoll, ofi-shm"] == "PASS"  # the others still judged
+
+
+def test_goal5_says_so_when_table_c_changes_shape(tmp_path, monkeypatch):
+    write(tmp_path, "tuning.jsonl", [])
+    monkeypatch.setattr(goal_table.goals, "tuning_table", lambda *a: ["| n | t | m | v |"])
+    g5 = [r for r in goal_table.all_rows(str(tmp_path)) if r.goal == 5]
+    assert len(g5) == 1 and "has no header with ranks, transport, mix and verdict" in \
+        g5[0].verdict, g5[0].verdict
