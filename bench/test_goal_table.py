@@ -135,6 +135,12 @@ def test_goal4_default_against_the_best_explicit_transport(tmp_path):
     write(tmp_path, "auto-vs-explicit.jsonl", recs)
     v = verdicts(goal_table.goal4(str(tmp_path)), 4)
     assert v == {"2 ranks": "PASS", "3 ranks": "MISS"}
+    # 64 MiB missing: 2 ranks cannot pass, 3 ranks still misses on the step
+    write(tmp_path, "auto-vs-explicit.jsonl", [r for r in recs if r["kind"] != "collective"])
+    rows = goal_table.goal4(str(tmp_path))
+    v = verdicts(rows, 4)
+    assert v["2 ranks"] == "NOT MEASURED: no default or explicit figure for 64 MiB in place"
+    assert v["3 ranks"] == "MISS" and "64 MiB in place: not measured" in rows[1].measured
 
 
 def test_goal6_stack_against_the_plugin(tmp_path):
