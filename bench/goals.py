@@ -35,6 +35,9 @@ the run; exit status 0 unless the input is unreadable).
       ranks on 2 cores: oversubscribed).
 
 --only a,b,c,d,e prints those tables alone (ci/bench stack: d; ci/bench auto: e).
+--issue37 [--results DIR] [--markdown FILE] [--check FILE] prints instead issue 37's
+goals 1-8 as one table judged from the stored results (bench/goal_table.py; ci/bench goals
+writes it to docs/performance/goals.md).
 
 Every figure is the median over the rounds of each round's median (compare.py
 reads the same rows). A goal whose figures are missing is NOT MEASURED with
@@ -438,6 +441,10 @@ def read_jsonl(paths):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if "--issue37" in argv:  # issue 37's goals 1-8 from bench/results/ (bench/goal_table.py)
+        import goal_table
+        return goal_table.main([a for a in argv if a != "--issue37"])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--comparison", required=True, help="ci/bench's comparison.jsonl")
     ap.add_argument("--tuning", help="plait-bench fusion --job-settings records (+ missing)")

@@ -48,7 +48,8 @@
 #     --quick: 1 round (unless --rounds), a smaller sweep, fewer steps (5-12 minutes): to
 #              check the harness, not to quote
 #     --docs:  also copy the JSON, tables and plots into bench/results/,
-#              the snapshot docs/performance.md quotes
+#              the snapshot docs/performance.md quotes, and regenerate issue 37's
+#              goal table, docs/performance/goals.md, from it (as ci/bench goals)
 quick=0
 ranks_list=2,3
 while [ $# -gt 0 ]; do
@@ -404,6 +405,7 @@ if [ "$docs" = 1 ]; then
     cp "$out/plots/fusion-$t/fusion-threshold.png" "$d/fusion-threshold-$t.png"
     cp "$out/plots/fusion-$t/breakdown.png" "$d/breakdown-$t.png"
   done
-  say "copied into $d"
+  bench_goal_table
+  say "copied into $d; issue 37's goal table in docs/performance/goals.md"
 fi
 say "done: tables, goals, JSON lines and plots in $out"

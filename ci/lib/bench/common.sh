@@ -79,4 +79,13 @@ bench_docs() {
   mkdir -p bench/results
   for f in "$@"; do cp "${f%%:*}" "bench/results/$([[ "$f" == *:* ]] && echo "${f#*:}" || basename "$f")"; done
   bench_say "copied into bench/results: $(for f in "$@"; do [[ "$f" == *:* ]] && echo "${f#*:}" || basename "$f"; done | tr '\n' ' ')"
+  bench_goal_table
+}
+
+# bench_goal_table: issue 37's goal table, judged from bench/results/, into
+# docs/performance/goals.md (bench/goals.py --issue37; ci/bench goals runs this alone).
+bench_goal_table() {
+  mkdir -p docs/performance
+  /usr/bin/python3 bench/goals.py --issue37 --results bench/results \
+    --markdown docs/performance/goals.md
 }

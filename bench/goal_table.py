@@ -1,0 +1,523 @@
+#!/usr/bin/python3
+"""Issue 37's goals 1-8 in one table, judged from the results stored in
+bench/results/ (nothing is run): one row per goal and rank count, transport
+or host layout as the goal states it, with the rule, the measured figures, a
+verdict (PASS, MISS, or NOT MEASURED with the reason) and the file the
+figures came from. A goal whose input is missing is a NOT MEASURED row,
+never dropped.
+
+    bench/goals.py --issue37 [--results DIR] [--markdown FILE] [--check FILE]
+
+  --results DIR   the stored results (default bench/results)
+  --markdown FILE write the table there (ci/bench goals: docs/performance/goals.md)
+  --check FILE    exit 1 unless FILE holds exactly the table DIR gives now
+
+Inputs (each looked up in DIR) and rules:
+  1  latency-vs-mpi.txt (bench/latency_vs_mpi.sh: its table of medians over
+     rounds), else comparison.jsonl (ci/bench all): a lone 4 KiB allreduce
+     over ofi/shm within 2x Open MPI's time, from C and from plait.torch, at
+     2 and 3 ranks;
+  2  comparison.jsonl, 200 x 64 KiB per step: plait.torch (its fastest
+     transport) at least 1.5x as fast as Open MPI's nonblocking allreduces,
+     at 2 and 3 ranks;
+  3  hier-hosts.jsonl (bench/hosts/hier.sh's summaries): hierarchical at
+     least 1.7x the flat ring at 1 Gbit/s, 64 MiB and the ResNet-50 mix, on
+     2 x 2 and 3 x 2 hosts (a row per transport and placement measured); and
+     ahead of Open MPI and Horovod on the same hosts (records whose "system"
+     is openmpi or horovod, with "what", "hosts" and "time_ms");
+  4  auto-vs-explicit.jsonl (ci/bench auto): the default transport within 5%
+     of the best explicit one on every workload, at 2 and 3 ranks;
+  5  tuning.jsonl and the fusion sweeps fusion-TRANSPORT[-Nranks].jsonl:
+     goals.py's table (c), its rules as goals.py states them; a row per rank
+     count and transport, PASS when every mix there passes (a mix NOT
+     MEASURED is a MISS: goal 5 asks for every row measured);
+  6  stack-vs-plugin.jsonl (ci/bench stack): plait C at least 0.95x the
+     plugin alone at 64 MiB, at 2 and 3 ranks, per transport;
+  7  scale*.jsonl (bench/scale/scale.py): rank 0's negotiation per cached
+     operation below 1 ms at 256 ranks, and control bytes per rank per
+     operation constant in N (within 10%), per file, label and transport;
+  8  frameworks.jsonl (ci/bench frameworks): a step time for each framework
+     (torch, tensorflow, mxnet) with plait over gloo and over ofi, with
+     Horovod and with the framework's own distribution; records with
+     "framework", "system" and "step_s_median" ({"kind": "missing"} records
+     with "framework", "system", "reason" name what could not run).
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import compare  # noqa: E402  (the same rows, the same medians as goals.py)
+import goals  # noqa: E402  (its constants and table (c), called, never copied)
+
+RANKS = (2, 3)
+SMALL_TENSORS_X_MPI = 1.5  # goal 2
+HIER_X_FLAT = 1.7  # goal 3
+NEGOTIATION_MS = 1.0  # goal 7, at SCALE_RANKS
+SCALE_RANKS = 256
+CONSTANT_SLACK = 1.10  # goal 7: "constant in N", within 10%
+FRAMEWORKS = ("torch", "tensorflow", "mxnet")
+FW_SYSTEMS = ("plait-gloo", "plait-ofi", "horovod", "native")
+FW_ALIASES = {"pytorch": "torch", "tf": "tensorflow", "keras": "tensorflow",
+              "ddp": "native", "mwms": "native", "kvstore": "native",
+              "multiworkermirroredstrategy": "native", "dist_sync": "native"}
+
+
+class Row:
+    def __init__(self, goal, where, rule, measured, verdict, source):
+        self.goal, self.where, self.rule = goal, where, rule
+        self.measured, self.verdict, self.source = measured, verdict, source
+
+    def cells(self):
+        return [str(self.goal), self.where, self.rule, self.measured, self.verdict, self.source]
+
+
+def judged(ok):
+    return "PASS" if ok else "MISS"
+
+
+def not_measured(why):
+    return "NOT MEASURED: " + why
+
+
+def ms(s):
+    return goals.fmt_t(s)
+
+
+def absent(goal, src, rule, wheres):
+    """The rows of a goal whose input file is not stored: NOT MEASURED, saying so."""
+    return [Row(goal, w, rule, "-", not_measured("no %s stored" % src), src) for w in wheres]
+
+
+def per_rank(fmt="%d ranks"):
+    return [fmt % n for n in RANKS]
+
+
+def exists(results, name):
+    return os.path.exists(os.path.join(results, name))
+
+
+def figures_of(results, name):
+    """goals.Figures of a stored JSON lines file, or None when it is absent."""
+    if not exists(results, name):
+        return None
+    data, missing = compare.load([os.path.join(results, name)])
+    return goals.Figures(data, missing)
+
+
+# --- goal 1 -----------------------------------------------------------------
+
+LAT_RULE = "<= %gx Open MPI, same run" % goals.LATENCY_GOAL_X_MPI
+
+
+def latency_txt(path):
+    """{ranks: (plait C us, plait.torch us, Open MPI us)} from the last table of
+    bench/latency_vs_mpi.sh's output."""
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            m = re.match(r"\|\s*(\d+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|", line)
+            if m:
+                out[int(m.group(1))] = tuple(float(m.group(i)) * 1e-6 for i in (2, 3, 4))
+    return out
+
+
+def goal1(results):
+    rows, name = [], "latency-vs-mpi.txt"
+    txt = latency_txt(os.path.join(results, name)) if exists(results, name) else {}
+    f = figures_of(results, "comparison.jsonl")
+    for n in RANKS:
+        for i, (flavour, system) in enumerate((("plait C", "plait-ofi-shm"),
+                                               ("plait.torch", "plait.torch-ofi-shm"))):
+            where = "%d ranks, %s, ofi/shm" % (n, flavour)
+            if n in txt:
+                t, mpi, src = txt[n][i], txt[n][2], name
+            elif f is not None:
+                t, mpi = f.get("latency-4K", n, system), f.get("latency-4K", n, "openmpi")
+                src = "comparison.jsonl"
+            else:
+                rows.append(Row(1, where, LAT_RULE, "-", not_measured(
+                    "neither latency-vs-mpi.txt nor comparison.jsonl is stored"), name))
+                continue
+            if t is None or mpi is None:
+                why = f.why(system if t is None else "openmpi", "latency-4K", n)
+                rows.append(Row(1, where, LAT_RULE, "-", why, src))
+                continue
+            rows.append(Row(1, where, LAT_RULE, "%s vs Open MPI %s: %.1fx" % (
+                ms(t), ms(mpi), t / mpi), judged(t <= goals.LATENCY_GOAL_X_MPI * mpi), src))
+    return rows
+
+
+# --- goal 2 -----------------------------------------------------------------
+
+def goal2(results):
+    rows, src = [], "comparison.jsonl"
+    rule = ">= %gx as fast as Open MPI nonblocking" % SMALL_TENSORS_X_MPI
+    f = figures_of(results, src)
+    if f is None:
+        return absent(2, src, rule, per_rank("%d ranks, plait.torch, 200 x 64 KiB"))
+    for n in RANKS:
+        where = "%d ranks, plait.torch, 200 x 64 KiB" % n
+        t, system = f.best("200x64K", n, goals.is_torch)
+        mpi = f.get("200x64K", n, "openmpi-nonblocking")
+        if t is None or mpi is None:
+            why = f.why("plait.torch" if t is None else "openmpi-nonblocking", "200x64K", n)
+            rows.append(Row(2, where, rule, "-", why, src))
+            continue
+        rows.append(Row(2, where, rule, "%s (%s) vs Open MPI %s: %.2fx as fast" % (
+            ms(t), system, ms(mpi), mpi / t), judged(mpi / t >= SMALL_TENSORS_X_MPI), src))
+    return rows
+
+
+# --- goal 3 -----------------------------------------------------------------
+
+HIER_WHAT = (("allreduce 64M", "64 MiB"), ("fusion resnet50.txt", "ResNet-50 mix"))
+
+
+def goal3(results):
+    src = "hier-hosts.jsonl"
+    rule = ">= %gx the flat ring, 1 Gbit/s" % HIER_X_FLAT
+    recs = goals.read_jsonl([os.path.join(results, src)]) if exists(results, src) else None
+    rows = []
+    for hosts in (2, 3):
+        for what, name in HIER_WHAT:
+            where = "%d x 2 hosts, %s" % (hosts, name)
+            if recs is None:
+                rows += absent(3, src, rule, [where])
+                continue
+            found = [r for r in recs if r.get("bench") == "hier-hosts-summary"
+                     and r.get("hosts") == hosts and r.get("what") == what
+                     and r.get("link") == "tbf 1gbit"]
+            if not found:
+                rows.append(Row(3, where, rule, "-", not_measured(
+                    "no summary at 1 Gbit/s for it in %s (bench/hosts/hier.sh not run so)" % src),
+                    src))
+            for r in sorted(found, key=lambda r: (r["transport"], r["placement"])):
+                ratio = r["flat_ms"] / r["hierarchical_ms"]
+                rows.append(Row(3, "%s, %s, %s placement" % (where, r["transport"],
+                                                              r["placement"]), rule,
+                                "flat %.1f ms, hierarchical %.1f ms: %.2fx" % (
+                                    r["flat_ms"], r["hierarchical_ms"], ratio),
+                                judged(ratio >= HIER_X_FLAT), src))
+    return rows + hier_peers(recs, src)
+
+
+def hier_peers(recs, src):
+    """Goal 3's second rule: plait hierarchical ahead of Open MPI and Horovod."""
+    rule = "hierarchical faster than it, same hosts"
+    if recs is None:
+        return absent(3, src, rule, ["Open MPI and Horovod"])
+    rows = []
+    for peer, name in (("openmpi", "Open MPI"), ("horovod", "Horovod")):
+        theirs = [r for r in recs if r.get("system") == peer and "time_ms" in r]
+        if not theirs:
+            rows.append(Row(3, name, rule, "-", not_measured(
+                "no %s records in %s (bench/hosts/hier.sh runs plait alone)" % (name, src)), src))
+        for r in theirs:
+            ours = [s for s in recs if s.get("bench") == "hier-hosts-summary"
+                    and s.get("what") == r.get("what") and s.get("hosts") == r.get("hosts")
+                    and s.get("link") == r.get("link")
+                    and s.get("placement", "block") == r.get("placement", "block")]
+            where = "%s, %s x 2 hosts, %s, %s" % (name, r.get("hosts"), r.get("what"),
+                                                 r.get("link"))
+            if not ours:
+                rows.append(Row(3, where, rule, "%s %.1f ms" % (name, r["time_ms"]),
+                                not_measured("no plait summary of the same run"), src))
+                continue
+            h = min(s["hierarchical_ms"] for s in ours)
+            rows.append(Row(3, where, rule, "plait %.1f ms vs %s %.1f ms" % (
+                h, name, r["time_ms"]), judged(h < r["time_ms"]), src))
+    return rows
+
+
+# --- goals 4 and 6 ----------------------------------------------------------
+
+def goal4(results):
+    src, rows = "auto-vs-explicit.jsonl", []
+    rule = "default <= %.2fx the best explicit transport, every workload" % goals.DEFAULT_NOISE
+    f = figures_of(results, src)
+    if f is None:
+        return absent(4, src, rule, per_rank())
+    for n in RANKS:
+        where = "%d ranks" % n
+        parts, ok, gaps = [], True, []
+        for w, name in goals.DEFAULT_WORKLOADS:
+            auto = f.get(w, n, "plait-auto")
+            have = [(f.get(w, n, "plait-" + t), t) for t in goals.TRANSPORTS
+                    if f.get(w, n, "plait-" + t) is not None]
+            if auto is None or not have:
+                gaps.append(name)
+                continue
+            best, bt = min(have)
+            parts.append("%s %.2fx (%s best)" % (name, auto / best, bt))
+            ok = ok and auto / best <= goals.DEFAULT_NOISE
+        measured = "; ".join(parts) or "-"
+        if gaps and ok:  # a workload measured slower is a MISS whatever is missing
+            rows.append(Row(4, where, rule, measured, not_measured(
+                "no default or explicit figure for " + ", ".join(gaps)), src))
+        else:
+            rows.append(Row(4, where, rule, measured + "".join(
+                "; %s: not measured" % g for g in gaps), judged(ok), src))
+    return rows
+
+
+def goal6(results):
+    src, rows = "stack-vs-plugin.jsonl", []
+    rule = "plait C >= %.2fx the plugin alone, 64 MiB, same kernels" % goals.WHOLE_VS_PLUGIN
+    f = figures_of(results, src)
+    if f is None:
+        return absent(6, src, rule, per_rank())
+    for n in RANKS:
+        found = False
+        for t in goals.TRANSPORTS:
+            plug, c = f.get("allreduce-64M", n, "plugin-" + t), f.get("allreduce-64M", n,
+                                                                       "plait-" + t)
+            if plug is None and c is None:
+                continue
+            found, where = True, "%d ranks, %s" % (n, t)
+            if plug is None or c is None:
+                why = f.why("plugin-" + t if plug is None else "plait-" + t, "allreduce-64M", n)
+                rows.append(Row(6, where, rule, "-", why, src))
+                continue
+            rows.append(Row(6, where, rule, "plait C %s, plugin %s: %.2fx" % (
+                ms(c), ms(plug), plug / c), judged(plug / c >= goals.WHOLE_VS_PLUGIN), src))
+        if not found:
+            rows.append(Row(6, "%d ranks" % n, rule, "-", not_measured(
+                "no 64 MiB figures at %d ranks in %s" % (n, src)), src))
+    return rows
+
+
+# --- goal 5 -----------------------------------------------------------------
+
+SWEEP = re.compile(r"fusion-(%s)(-\dranks)?\.jsonl$" % "|".join(goals.TRANSPORTS))
+
+
+def tuning_verdicts(results):
+    """{(ranks, transport): [(mix, verdict cell)]} from goals.py's table (c)
+    on the stored tuning records and sweeps."""
+    sweeps = sorted(p for p in glob.glob(os.path.join(results, "fusion-*.jsonl"))
+                    if SWEEP.search(os.path.basename(p)))
+    sweep = [r for r in goals.read_jsonl(sweeps) if r.get("kind") == "fusion"]
+    tuning = goals.read_jsonl([os.path.join(results, "tuning.jsonl")])
+    lines = goals.tuning_table(sweep, tuning, os.path.abspath(results), list(RANKS))
+    head = next((x for x in lines if x.startswith("| ranks |")), None)
+    names = [c.strip() for c in (head or "").strip().strip("|").split("|")]
+    if not {"ranks", "transport", "mix", "verdict"} <= set(names):
+        raise ValueError("goals.py's table (c) has no header with ranks, transport, mix "
+                         "and verdict columns")
+    out = {}
+    for line in lines:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or len(cells) != len(names) or not cells[0].isdigit():
+            continue
+        row = dict(zip(names, cells))
+        out.setdefault((int(row["ranks"]), row["transport"]), []).append(
+            (row["mix"], row["verdict"].replace("**", "")))
+    return out
+
+
+def goal5(results):
+    src = "tuning.jsonl"
+    rule = "goals.py (c): every mix measured, converged, within 10% where it counts"
+    if not exists(results, src):
+        return absent(5, src, rule, per_rank())
+    found, rows = tuning_verdicts(results), []
+    for n in RANKS:
+        keys = sorted(k for k in found if k[0] == n)
+        if not keys:
+            rows.append(Row(5, "%d ranks" % n, rule, "-", not_measured(
+                "no sweep or autotune record at %d ranks" % n), src))
+        for k in keys:
+            groups = {"PASS": [], "MISS": [], "NOT MEASURED": []}
+            for mix, cell in found[k]:
+                kind = "NOT MEASURED" if "NOT MEASURED" in cell else \
+                    "MISS" if "MISS" in cell else "PASS"
+                groups[kind].append(mix if kind != "MISS" else "%s (%s)" % (mix, cell))
+            measured = "; ".join("%s: %s" % (g, ", ".join(v)) for g, v in groups.items() if v)
+            ok = not groups["MISS"] and not groups["NOT MEASURED"]
+            rows.append(Row(5, "%d ranks, %s" % k, rule, measured, judged(ok), src))
+    return rows
+
+
+# --- goal 7 -----------------------------------------------------------------
+
+def goal7(results):
+    rule_n = "rank 0 negotiation per cached op < %g ms at %d ranks" % (NEGOTIATION_MS,
+                                                                     SCALE_RANKS)
+    rule_b = "control bytes per rank per op constant in N (within 10%)"
+    files = sorted(os.path.basename(p) for p in glob.glob(os.path.join(results, "scale*.jsonl")))
+    if not files:
+        why = not_measured("no scale*.jsonl stored (bench/scale/scale.py)")
+        return [Row(7, "%d ranks" % SCALE_RANKS, rule_n, "-", why, "scale.jsonl"),
+                Row(7, "16-%d ranks" % SCALE_RANKS, rule_b, "-", why, "scale.jsonl")]
+    rows = []
+    for src in files:
+        groups = {}
+        for r in goals.read_jsonl([os.path.join(results, src)]):
+            if r.get("kind") == "scale":
+                groups.setdefault((r.get("label", "-"), r.get("transport", "-")), []).append(r)
+        for (label, t), recs in sorted(groups.items()):
+            where = "%s, %s" % (label, t)
+            at = [r for r in recs if r.get("ranks") == SCALE_RANKS]
+            ok = [r for r in at if "negotiate_s" in r]
+            if ok:
+                neg = ok[-1]["negotiate_s"] * 1e3
+                rows.append(Row(7, "%d ranks, %s" % (SCALE_RANKS, where), rule_n,
+                                "%.3f ms" % neg, judged(neg < NEGOTIATION_MS), src))
+            else:
+                err = at[-1].get("error", "") if at else ""
+                why = "the %d-rank run failed: %s" % (SCALE_RANKS, err.split(";")[0][:90]) \
+                    if err else "no %d-rank run" % SCALE_RANKS
+                rows.append(Row(7, "%d ranks, %s" % (SCALE_RANKS, where), rule_n, "-",
+                                not_measured(why.replace("|", "/")), src))
+            rows.append(constant_bytes_row(recs, where, rule_b, src))
+    return rows
+
+
+def constant_bytes_row(recs, where, rule, src):
+    by_n = {r["ranks"]: r["control_bytes_rank"] for r in recs if "control_bytes_rank" in r}
+    if len(by_n) < 2:
+        return Row(7, where, rule, "-", not_measured("fewer than 2 rank counts measured"), src)
+    lo, hi = min(by_n.values()), max(by_n.values())
+    ns = sorted(by_n)
+    measured = "%g-%g bytes at %d-%d ranks" % (lo, hi, ns[0], ns[-1]) if lo != hi else \
+        "%g bytes at %d-%d ranks" % (lo, ns[0], ns[-1])
+    return Row(7, "%d-%d ranks, %s" % (ns[0], ns[-1], where), rule, measured,
+               judged(lo > 0 and hi / lo <= CONSTANT_SLACK), src)
+
+
+# --- goal 8 -----------------------------------------------------------------
+
+def fw_name(x):
+    x = str(x or "").lower()
+    return FW_ALIASES.get(x, x)
+
+
+def fw_system(x):
+    x = str(x or "").lower().replace("_", "-").replace(".", "-")
+    if x.startswith("plait") and "ofi" in x:
+        return "plait-ofi"
+    if x.startswith("plait"):
+        return "plait-gloo" if "gloo" in x else x
+    return FW_ALIASES.get(x, x)
+
+
+def goal8(results):
+    src = "frameworks.jsonl"
+    rule = "step time per framework x {plait gloo, plait ofi, Horovod, its own}"
+    if not exists(results, src):
+        return [Row(8, "2 ranks", rule, "-", not_measured(
+            "no frameworks.jsonl: ci/bench frameworks not run"), src)]
+    recs = goals.read_jsonl([os.path.join(results, src)])
+    rows = []
+    for fw in FRAMEWORKS:
+        mine = [r for r in recs if fw_name(r.get("framework")) == fw]
+        times = {}
+        for r in mine:
+            s = fw_system(r.get("system"))
+            if r.get("kind") != "missing" and isinstance(r.get("step_s_median"), (int, float)):
+                times.setdefault(s, []).append(r["step_s_median"])
+        gaps = [s for s in FW_SYSTEMS if s not in times]
+        measured = ", ".join("%s %s" % (s, ms(statistics.median(times[s])))
+                             for s in FW_SYSTEMS if s in times) or "-"
+        if not mine:
+            rows.append(Row(8, fw, rule, "-", not_measured("no %s records in %s" % (fw, src)),
+                            src))
+        else:
+            why = [r.get("reason", "") for r in mine if r.get("kind") == "missing"]
+            verdict = judged(True) if not gaps else "MISS: no step time for %s%s" % (
+                ", ".join(gaps), " (%s)" % why[0][:80] if why else "")
+            rows.append(Row(8, fw, rule, measured, verdict.replace("|", "/"), src))
+    return rows
+
+
+# --- the table --------------------------------------------------------------
+
+GOALS = ((goal1, "latency-vs-mpi.txt"), (goal2, "comparison.jsonl"), (goal3, "hier-hosts.jsonl"),
+         (goal4, "auto-vs-explicit.jsonl"), (goal5, "tuning.jsonl"),
+         (goal6, "stack-vs-plugin.jsonl"), (goal7, "scale.jsonl"), (goal8, "frameworks.jsonl"))
+
+
+def all_rows(results):
+    """Every goal's rows; a stored file a goal cannot read (a record without a
+    field its rule needs) is a NOT MEASURED row naming the goal, the file and
+    what is wrong, and the other goals are still judged."""
+    rows = []
+    for i, (g, src) in enumerate(GOALS, 1):
+        try:
+            rows += g(results)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
+            rows.append(Row(i, "-", "-", "-", not_measured(
+                "goal %d cannot read its records (%s, or the files beside it): %s: %s" % (
+                    i, src, type(e).__name__, e)).replace("|", "/"), src))
+    return rows
+
+
+def markdown(rows, link_base, results):
+    counts = {v: sum(r.verdict.startswith(v) for r in rows) for v in ("PASS", "MISS",
+                                                                     "NOT MEASURED")}
+    out = ["# Issue 37's goals, measured", "",
+           "<!-- generated by `ci/bench goals` (bench/goal_table.py) from bench/results/; "
+           "do not edit: a test (goal_table_fresh) fails when it is stale -->", "",
+           "Each row: a goal of issue 37 at one rank count, transport or host layout, its rule, "
+           "the figures stored in bench/results/ (medians over interleaved rounds on the "
+           "2-core VM; how loaded it was is said where performance.md quotes each file), and "
+           "the verdict. A goal without its input is NOT MEASURED with the reason; nothing is "
+           "left out. How each figure was measured: [performance.md](../performance.md).", "",
+           "Goal 3 is judged per placement: with ranks placed by block (a host's ranks "
+           "adjacent, as `plaitrun -H` places them) the flat ring crosses each link with "
+           "1.5 N at 2 hosts x 2 ranks, so no hierarchical algorithm can reach 1.7x there; "
+           "placed cyclically it crosses with 3 N ([performance.md](../performance.md#"
+           "across-hosts-the-hierarchical-allreduce)). Goal 5's rows take table (c)'s verdicts "
+           "as `bench/goals.py` gives them; a mix it could not measure is a MISS there.", "",
+           "%d PASS, %d MISS, %d NOT MEASURED." % (counts["PASS"], counts["MISS"],
+                                                   counts["NOT MEASURED"]), "",
+           "| goal | where | rule | measured | verdict | from |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        c = r.cells()
+        c[4] = "**%s**" % c[4] if c[4] in ("PASS", "MISS") else c[4]
+        if exists(results, c[5]):  # an absent input is named, not linked
+            c[5] = "[%s](%s%s)" % (c[5], link_base, c[5])
+        out.append("| " + " | ".join(x.replace("|", "/") for x in c) + " |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--results", default=os.path.join(os.path.dirname(HERE), "bench", "results"))
+    ap.add_argument("--markdown", help="write the table to this file")
+    ap.add_argument("--check", help="exit 1 unless this file holds the table as of now")
+    ap.add_argument("--link-base", default="../../bench/results/",
+                    help="the links' prefix to the stored files (default: from docs/performance/)")
+    args = ap.parse_args(argv)
+    if not os.path.isdir(args.results):
+        sys.exit("goal_table.py: --results %s is not a folder" % args.results)
+    text = markdown(all_rows(args.results), args.link_base, args.results)
+    if args.check:
+        try:
+            with open(args.check, encoding="utf-8") as f:
+                old = f.read()
+        except OSError as e:
+            sys.exit("goal_table.py: %s" % e)
+        if old != text:
+            print("goal_table.py: %s is stale against %s: run `ci/bench goals` and commit it"
+                  % (args.check, args.results), file=sys.stderr)
+            return 1
+        print("goal_table.py: %s matches %s" % (args.check, args.results))
+        return 0
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

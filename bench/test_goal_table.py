@@ -1,0 +1,251 @@
+"""Tests for bench/goal_table.py (issue 37's goals 1-8 from bench/results/):
+each goal's rule gives PASS on one record and MISS on the other, a goal whose
+input is absent is a NOT MEASURED row with the reason (never dropped), and
+--check tells a stale table from a fresh one.
+Run: /usr/bin/python3 -m pytest bench/test_goal_table.py
+
+The records written here are FAKE, made up to exercise the rules. They are
+not measurements and must never be copied into results.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import goal_table  # noqa: E402
+from test_goals import cmp, lat  # noqa: E402  (the same fake records as goals.py's tests)
+
+
+def write(folder, name, rows):
+    path = folder / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def verdicts(rows, goal):
+    return {r.where: r.verdict for r in rows if r.goal == goal}
+
+
+def test_every_goal_is_a_row_when_nothing_is_stored(tmp_path):
+    rows = goal_table.all_rows(str(tmp_path))
+    assert sorted({r.goal for r in rows}) == list(range(1, 9))
+    assert all(r.verdict.startswith("NOT MEASURED: ") for r in rows), \
+        [r.cells() for r in rows]
+    g8 = [r for r in rows if r.goal == 8]
+    assert g8[0].verdict == "NOT MEASURED: no frameworks.jsonl: ci/bench frameworks not run"
+    # an absent input is named, not linked
+    text = goal_table.markdown(rows, "../../bench/results/", str(tmp_path))
+    assert "| frameworks.jsonl |" in text and "](../../bench/results/frameworks" not in text
+
+
+def test_goal1_latency_from_the_txt_table(tmp_path):
+    (tmp_path / "latency-vs-mpi.txt").write_text(
+        "# medians\n| ranks | plait C | plait.torch | Open MPI | C / MPI | torch / MPI |\n"
+        "|---|---|---|---|---|---|\n| 2 | 19.0 | 25.0 | 10.0 | 1.9x | 2.5x |\n"
+        "| 3 | 31.0 | 29.0 | 15.0 | 2.1x | 1.9x |\n")
+    v = verdicts(goal_table.goal1(str(tmp_path)), 1)
+    assert v["2 ranks, plait C, ofi/shm"] == "PASS"
+    assert v["2 ranks, plait.torch, ofi/shm"] == "MISS"
+    assert v["3 ranks, plait C, ofi/shm"] == "MISS"
+    assert v["3 ranks, plait.torch, ofi/shm"] == "PASS"
+
+
+def test_goal1_falls_back_to_ci_bench_all_and_names_what_is_missing(tmp_path):
+    write(tmp_path, "comparison.jsonl", [
+        lat("ofi-shm", 2, 15e-6), lat("openmpi", 2, 10e-6),
+        cmp("plait.torch-ofi-shm", "latency-4K", 2, 25e-6),
+        lat("ofi-shm", 3, 15e-6),
+        {"kind": "missing", "system": "openmpi", "ranks": 3, "reason": "mpirun failed"}])
+    rows = goal_table.goal1(str(tmp_path))
+    v = verdicts(rows, 1)
+    assert v["2 ranks, plait C, ofi/shm"] == "PASS"
+    assert v["2 ranks, plait.torch, ofi/shm"] == "MISS"
+    assert "mpirun failed" in v["3 ranks, plait C, ofi/shm"]
+    assert {r.source for r in rows} == {"comparison.jsonl"}
+
+
+def test_goal2_small_tensors_need_1_5x_open_mpi(tmp_path):
+    write(tmp_path, "comparison.jsonl", [
+        cmp("plait.torch-ofi-shm", "200x64K", 2, 2.0e-3),
+        cmp("plait.torch-gloo", "200x64K", 2, 9.0e-3),
+        cmp("openmpi-nonblocking", "200x64K", 2, 3.1e-3),
+        cmp("plait.torch-ofi-shm", "200x64K", 3, 2.2e-3),
+        cmp("openmpi-nonblocking", "200x64K", 3, 3.1e-3)])
+    v = verdicts(goal_table.goal2(str(tmp_path)), 2)
+    assert v["2 ranks, plait.torch, 200 x 64 KiB"] == "PASS"  # 1.55x, at its best transport
+    assert v["3 ranks, plait.torch, 200 x 64 KiB"] == "MISS"  # 1.41x
+
+
+def hier(hosts, what, placement, flat, h, link="tbf 1gbit"):
+    return {"bench": "hier-hosts-summary", "what": what, "placement": placement, "hosts": hosts,
+            "ranks_per_host": 2, "transport": "gloo", "link": link, "flat_ms": flat,
+            "hierarchical_ms": h}
+
+
+def test_goal3_hierarchical_against_flat_and_peers(tmp_path):
+    write(tmp_path, "hier-hosts.jsonl", [
+        hier(2, "allreduce 64M", "cyclic", 1800.0, 1000.0),
+        hier(2, "allreduce 64M", "block", 1600.0, 1000.0),
+        hier(2, "fusion resnet50.txt", "block", 900.0, 1000.0, link="tbf 10gbit"),
+        hier(3, "allreduce 64M", "block", 1700.0, 1000.0),
+        {"system": "openmpi", "what": "allreduce 64M", "hosts": 2, "link": "tbf 1gbit",
+         "time_ms": 1200.0}])
+    rows = goal_table.goal3(str(tmp_path))
+    v = verdicts(rows, 3)
+    assert v["2 x 2 hosts, 64 MiB, gloo, cyclic placement"] == "PASS"  # 1.8x
+    assert v["2 x 2 hosts, 64 MiB, gloo, block placement"] == "MISS"  # 1.6x
+    assert v["3 x 2 hosts, 64 MiB, gloo, block placement"] == "PASS"  # 1.7x, the bound
+    # only 10 Gbit/s for the ResNet-50 mix: not the goal's link
+    assert v["2 x 2 hosts, ResNet-50 mix"].startswith("NOT MEASURED: no summary at 1 Gbit/s")
+    assert v["3 x 2 hosts, ResNet-50 mix"].startswith("NOT MEASURED")
+    peer = [r for r in rows if r.where.startswith("Open MPI, 2 x 2")]
+    assert peer[0].verdict == "PASS"  # plait's hierarchical 1000 ms (block) vs 1200 ms
+    assert v["Horovod"].startswith("NOT MEASURED: no Horovod records")
+
+
+def test_goal3_peer_ahead_of_plait_is_a_miss(tmp_path):
+    write(tmp_path, "hier-hosts.jsonl", [
+        hier(2, "allreduce 64M", "block", 1600.0, 1000.0),
+        {"system": "horovod", "what": "allreduce 64M", "hosts": 2, "link": "tbf 1gbit",
+         "time_ms": 950.0}])
+    peer = [r for r in goal_table.goal3(str(tmp_path)) if r.where.startswith("Horovod, 2 x 2")]
+    assert peer[0].verdict == "MISS"
+
+
+def fusion(transport, ranks, t, mix="uniform-200x64K"):
+    return {"kind": "fusion", "mix": mix, "transport": transport, "ranks": ranks,
+            "threshold_bytes": 64 << 20, "cycle_time_ms": 1, "step_s_median": t}
+
+
+def big(kind, transport, ranks, t):
+    return {"kind": "transport" if kind == "plugin" else "collective",
+            "collective": "allreduce", "transport": transport, "ranks": ranks,
+            "bytes": 64 << 20, "time_s_median": t}
+
+
+def test_goal4_default_against_the_best_explicit_transport(tmp_path):
+    recs = []
+    for n, auto_step in ((2, 2.05e-3), (3, 2.2e-3)):  # 2 ranks 1.025x: PASS; 3 ranks 1.1x
+        recs += [fusion("auto", n, auto_step), fusion("ofi-shm", n, 2.0e-3),
+                 fusion("gloo", n, 9e-3), lat("auto", n, 30e-6), lat("ofi-shm", n, 31e-6),
+                 big("plait", "auto", n, 0.1), big("plait", "gloo", n, 0.1)]
+    write(tmp_path, "auto-vs-explicit.jsonl", recs)
+    v = verdicts(goal_table.goal4(str(tmp_path)), 4)
+    assert v == {"2 ranks": "PASS", "3 ranks": "MISS"}
+    # 64 MiB missing: 2 ranks cannot pass, 3 ranks still misses on the step
+    write(tmp_path, "auto-vs-explicit.jsonl", [r for r in recs if r["kind"] != "collective"])
+    rows = goal_table.goal4(str(tmp_path))
+    v = verdicts(rows, 4)
+    assert v["2 ranks"] == "NOT MEASURED: no default or explicit figure for 64 MiB in place"
+    assert v["3 ranks"] == "MISS" and "64 MiB in place: not measured" in rows[1].measured
+
+
+def test_goal6_stack_against_the_plugin(tmp_path):
+    write(tmp_path, "stack-vs-plugin.jsonl", [
+        big("plugin", "ofi-shm", 2, 0.100), big("plait", "ofi-shm", 2, 0.104),  # 0.96x
+        big("plugin", "ofi-shm", 3, 0.100), big("plait", "ofi-shm", 3, 0.110),  # 0.91x
+        big("plugin", "gloo", 3, 0.2)])
+    v = verdicts(goal_table.goal6(str(tmp_path)), 6)
+    assert v["2 ranks, ofi-shm"] == "PASS"
+    assert v["3 ranks, ofi-shm"] == "MISS"
+    assert v["3 ranks, gloo"].startswith("NOT MEASURED")
+
+
+def scale(n, neg_s, cbytes, transport="ofi-shm"):
+    return {"kind": "scale", "label": "epoll", "transport": transport, "ranks": n,
+            "negotiate_s": neg_s, "control_bytes_rank": cbytes}
+
+
+def test_goal7_negotiation_at_256_ranks_and_constant_bytes(tmp_path):
+    write(tmp_path, "scale.jsonl", [scale(16, 1e-4, 34.0), scale(256, 0.9e-3, 36.0),
+                                    scale(16, 1e-4, 34.0, "gloo"),
+                                    scale(256, 1.2e-3, 60.0, "gloo")])
+    write(tmp_path, "scale-tree.jsonl", [scale(16, 1e-4, 34.0),
+                                         {"kind": "scale", "label": "epoll",
+                                          "transport": "ofi-shm", "ranks": 256,
+                                          "error": "256 of 256 ranks failed; stderr: x"}])
+    rows = goal_table.goal7(str(tmp_path))
+    v = {(r.source, r.where, r.rule[:7]): r.verdict for r in rows}
+    assert v[("scale.jsonl", "256 ranks, epoll, ofi-shm", "rank 0 ")] == "PASS"
+    assert v[("scale.jsonl", "256 ranks, epoll, gloo", "rank 0 ")] == "MISS"
+    assert v[("scale.jsonl", "16-256 ranks, epoll, ofi-shm", "control")] == "PASS"  # 34-36
+    assert v[("scale.jsonl", "16-256 ranks, epoll, gloo", "control")] == "MISS"  # 34-60
+    failed = v[("scale-tree.jsonl", "256 ranks, epoll, ofi-shm", "rank 0 ")]
+    assert failed == "NOT MEASURED: the 256-rank run failed: 256 of 256 ranks failed"
+    assert v[("scale-tree.jsonl", "epoll, ofi-shm", "control")].startswith("NOT MEASURED")
+
+
+def test_goal8_frameworks_every_system_or_a_miss(tmp_path):
+    recs = [{"framework": fw, "system": s, "step_s_median": 0.05}
+            for fw in ("pytorch", "tensorflow") for s in ("plait-gloo", "plait-ofi-shm",
+                                                          "horovod", "native")]
+    recs.append({"framework": "mxnet", "system": "plait-gloo", "step_s_median": 0.04})
+    recs.append({"kind": "missing", "framework": "mxnet", "system": "horovod",
+                 "reason": "Horovod has no MXNet build here"})
+    write(tmp_path, "frameworks.jsonl", recs)
+    v = verdicts(goal_table.goal8(str(tmp_path)), 8)
+    assert v["torch"] == "PASS" and v["tensorflow"] == "PASS"
+    assert v["mxnet"].startswith("MISS: no step time for plait-ofi, horovod, native")
+    assert "Horovod has no MXNet build here" in v["mxnet"]
+
+
+def test_goal5_reads_goals_py_table_c(tmp_path):
+    sweep = [dict(fusion("gloo", 2, 0.010, mix="uniform-64k"), fusion_max_tensor_bytes=0),
+             dict(fusion("gloo", 2, 0.020, mix="mlp-10m"), fusion_max_tensor_bytes=0)]
+    write(tmp_path, "fusion-gloo.jsonl", sweep)
+    tuned = [dict(fusion("gloo", 2, 0.0101, mix="uniform-64k"), autotune=True,
+                  autotune_settle_steps=120, autotune_steps_run=130),
+             dict(fusion("gloo", 2, 0.0300, mix="mlp-10m"), autotune=True,
+                  autotune_settle_steps=120, autotune_steps_run=130)]
+    write(tmp_path, "tuning.jsonl", tuned)
+    rows = goal_table.goal5(str(tmp_path))
+    v = verdicts(rows, 5)
+    assert v["2 ranks, gloo"] == "MISS"  # mlp-10m at 1.5x the best
+    assert "mlp-10m" in rows[0].measured and "uniform-64k" in rows[0].measured
+    assert v["3 ranks"].startswith("NOT MEASURED")
+    write(tmp_path, "tuning.jsonl", tuned[:1])  # mlp-10m not tuned: still a MISS
+    assert verdicts(goal_table.goal5(str(tmp_path)), 5)["2 ranks, gloo"] == "MISS"
+    write(tmp_path, "fusion-gloo.jsonl", sweep[:1])
+    assert verdicts(goal_table.goal5(str(tmp_path)), 5)["2 ranks, gloo"] == "PASS"
+
+
+def test_check_tells_stale_from_fresh(tmp_path):
+    write(tmp_path, "scale.jsonl", [scale(16, 1e-4, 34.0), scale(256, 0.9e-3, 36.0)])
+    out = tmp_path / "goals.md"
+    run = [sys.executable, os.path.join(HERE, "goals.py"), "--issue37", "--results",
+           str(tmp_path)]
+    p = subprocess.run(run + ["--markdown", str(out)], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "| 7 | 256 ranks, epoll, ofi-shm |" in out.read_text()
+    p = subprocess.run(run + ["--check", str(out)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    write(tmp_path, "scale.jsonl", [scale(16, 1e-4, 34.0), scale(256, 1.9e-3, 36.0)])
+    p = subprocess.run(run + ["--check", str(out)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "is stale" in p.stderr and "ci/bench goals" in p.stderr
+    p = subprocess.run(run[:-1] + [str(tmp_path / "nope")], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode != 0 and "is not a folder" in p.stderr
+
+
+def test_a_record_without_its_fields_is_named_not_a_crash(tmp_path):
+    write(tmp_path, "hier-hosts.jsonl", [{"bench": "hier-hosts-summary", "what": "allreduce 64M",
+                                         "hosts": 2, "link": "tbf 1gbit"}])
+    write(tmp_path, "scale.jsonl", [scale(16, 1e-4, 34.0), scale(256, 0.9e-3, 36.0)])
+    rows = goal_table.all_rows(str(tmp_path))
+    g3 = [r for r in rows if r.goal == 3]
+    assert len(g3) == 1 and g3[0].verdict.startswith(
+        "NOT MEASURED: goal 3 cannot read its records (hier-hosts.jsonl"), g3[0].verdict
+    assert "KeyError" in g3[0].verdict
+    assert verdicts(rows, 7)["256 ranks, epoll, ofi-shm"] == "PASS"  # the others still judged
+
+
+def test_goal5_says_so_when_table_c_changes_shape(tmp_path, monkeypatch):
+    write(tmp_path, "tuning.jsonl", [])
+    monkeypatch.setattr(goal_table.goals, "tuning_table", lambda *a: ["| n | t | m | v |"])
+    g5 = [r for r in goal_table.all_rows(str(tmp_path)) if r.goal == 5]
+    assert len(g5) == 1 and "has no header with ranks, transport, mix and verdict" in \
+        g5[0].verdict, g5[0].verdict
