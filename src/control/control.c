@@ -285,6 +285,7 @@ plait_result_t plait_control_start(plait_control_t *c, plait_topology_t *t,
   c->start_deadline = plait_now() + cfg->start_timeout_s;
   c->secret = cfg->secret;
   c->listen_fd = -1;
+  c->tree.parent_fd = c->tree.listen_fd = -1;
   c->epoch = t->epoch;
   if (t->epoch && t->rank == 0) { /* bound before the driver was asked: ours now */
     c->listen_fd = t->listen_fd;
@@ -334,8 +335,9 @@ plait_result_t plait_control_start(plait_control_t *c, plait_topology_t *t,
     t->cross_rank = cross_rank;
     t->cross_size = cross_size;
   }
-  PLAIT_DEBUG("ctrl", "%d ranks joined at %s in %.1f ms", c->size, c->rendezvous,
-              (plait_now() - t0) * 1e3);
+  PLAIT_CHECK_GOTO(rc, plait_tree_connect(c, (int)cfg->control_fanout), out);
+  PLAIT_DEBUG("ctrl", "%d ranks joined at %s in %.1f ms (control tree: %s)", c->size,
+              c->rendezvous, (plait_now() - t0) * 1e3, c->tree.fanout ? "yes" : "no");
 out:
   free(hosts);
   free(lr);
@@ -370,6 +372,7 @@ plait_result_t plait_control_send_by(plait_control_t *c, int peer, const plait_w
 }
 
 void plait_control_close(plait_control_t *c) {
+  plait_tree_close(&c->tree);
   if (c->fds) {
     int n = c->rank == 0 ? c->size : 1;
     for (int r = 0; r < n; r++) plait_net_close(&c->fds[r]);

@@ -87,12 +87,16 @@ plait_result_t plait_coord_submit(plait_coord_t *c, plait_entry_t **entries, int
   return plait_table_submit(&c->table, entries, n);
 }
 
-static void count_sent(plait_coord_t *c, const plait_writer_t *w, int copies) {
-  plait_silence_sent(&c->silence);
+static void count_bytes(plait_coord_t *c, size_t len, int copies) {
   plait_stats_t *s = plait_stats_lock(&c->e->stats);
   s->control_messages += (uint64_t)copies;
-  s->control_bytes += (uint64_t)copies * w->len;
+  s->control_bytes += (uint64_t)copies * len;
   plait_stats_unlock(&c->e->stats);
+}
+
+static void count_sent(plait_coord_t *c, const plait_writer_t *w, int copies) {
+  plait_silence_sent(&c->silence);
+  count_bytes(c, w->len, copies);
 }
 
 /* Drains new submissions into the local map and the request list. */
@@ -178,8 +182,16 @@ static void add_negotiation_time(plait_coord_t *c, double s) {
 /* Whether this rank must send now, a heartbeat if nothing else (silence.h). */
 static int heartbeat_due(plait_coord_t *c) { return plait_silence_beat_due(&c->silence); }
 
-/* Rank > 0: announce what is new, run what rank 0 decided. */
-static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int *busy) {
+/* Whether a list (or the link closing) waits on the control-tree parent link. */
+static int tree_readable(plait_coord_t *c) {
+  struct pollfd p = {c->ctrl->tree.parent_fd, POLLIN, 0};
+  return plait_tree_has_parent_link(c->ctrl) && p.fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+/* Rank > 0: announce what is new, run what rank 0 decided (readable: from
+ * rank 0 over the star; from_parent: from the control-tree parent). */
+static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int from_parent,
+                                 int *busy) {
   double t0 = plait_now();
   /* read before draining: what was submitted before plait_shutdown on this
    * rank is then announced before the shutdown is */
@@ -209,17 +221,35 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int *
     free(req.r);
     PLAIT_CHECK(rc);
   }
-  while (readable) {
+  while (readable || from_parent) {
     plait_frame_t f;
-    PLAIT_CHECK(plait_control_recv_polled(c->ctrl, 0, PLAIT_MSG_RESPONSES, &f));
+    if (from_parent) { /* the control tree: lists only (control/tree.h) */
+      PLAIT_CHECK(plait_tree_recv(c->ctrl, &f));
+      if (!f.type) break; /* the parent's link closed: rank 0 names who was lost */
+    } else {
+      PLAIT_CHECK(plait_control_recv_polled(c->ctrl, 0, PLAIT_MSG_RESPONSES, &f));
+    }
     plait_silence_heard(&c->silence, 0, plait_now());
     if (f.type == PLAIT_MSG_ALIVE) { /* rank 0 is away; it may be asking who is here */
       c->answer_alive = 1;
       readable = plait_control_readable(c->ctrl, 0);
       continue;
     }
+    if (plait_tree_has_parent_link(c->ctrl) && !from_parent) {
+      plait_frame_free(&f);
+      return plait_control_fail(c->ctrl, plait_error(PLAIT_ERR_PROTOCOL, "rank 0 sent a response "
+                                                     "list over the star to a rank that takes "
+                                                     "them from its control-tree parent"));
+    }
+    plait_result_t rc = plait_tree_relay(c->ctrl, &f); /* the children's turn first */
+    if (rc) {
+      plait_frame_free(&f);
+      return rc;
+    }
+    if (c->ctrl->tree.nchildren) /* relayed: counted as this rank's control bytes */
+      count_bytes(c, PLAIT_WIRE_HEADER_SIZE + (size_t)f.length, c->ctrl->tree.nchildren);
     plait_response_list_t l;
-    plait_result_t rc = plait_responses_decode(f.payload, f.length, &l);
+    rc = plait_responses_decode(f.payload, f.length, &l);
     plait_frame_free(&f);
     if (rc) return plait_error_context(rc, "from rank 0");
     rc = plait_cache_resolve_responses(&c->cache, &c->local, &l);
@@ -240,6 +270,7 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int *
     PLAIT_CHECK(rc);
     if (done) return CYCLE_DONE;
     readable = plait_control_readable(c->ctrl, 0);
+    from_parent = !readable && tree_readable(c);
   }
   add_negotiation_time(c, plait_now() - t0);
   if (c->answer_alive) { /* once for all the heartbeats just read */
@@ -330,9 +361,11 @@ static plait_result_t root_cycle(plait_coord_t *c, int woke, int *busy) {
   if (any || done || heartbeat_due(c)) { /* an empty list is a heartbeat */
     plait_writer_t w = {0};
     rc = plait_responses_encode(&w, &l);
-    for (int r = 1; r < c->size && rc == PLAIT_SUCCESS; r++)
+    /* the star: every rank; the control tree: rank 0's children relay it */
+    int last = c->ctrl->tree.fanout ? c->ctrl->tree.nchildren : c->size - 1;
+    for (int r = 1; r <= last && rc == PLAIT_SUCCESS; r++)
       rc = plait_control_send(c->ctrl, r, &w);
-    if (rc == PLAIT_SUCCESS) count_sent(c, &w, c->size - 1);
+    if (rc == PLAIT_SUCCESS) count_sent(c, &w, last);
     c->neg.lists_sent++;
     plait_wr_free(&w);
     *busy = 1;
@@ -385,6 +418,8 @@ static plait_result_t cycle(plait_coord_t *c) {
       for (int r = 1; r < c->size; r++) c->pfd[n++] = plait_control_pollfd(c->ctrl, r);
     else
       c->pfd[n++] = plait_control_pollfd(c->ctrl, 0);
+    if (c->rank > 0 && plait_tree_has_parent_link(c->ctrl)) /* pfd[2]: unused (-1) once closed */
+      c->pfd[n++] = (struct pollfd){c->ctrl->tree.parent_fd, POLLIN, 0};
   }
   int waiting = 0; /* rank 0: submissions made while it was lazy are waiting */
   if (c->rank == 0) {
@@ -413,7 +448,8 @@ static plait_result_t cycle(plait_coord_t *c) {
   if (c->rank == 0)
     rc = root_cycle(c, woke, &busy);
   else
-    rc = peer_cycle(c, woke, c->size > 1 && ready > 0 && c->pfd[1].revents, &busy);
+    rc = peer_cycle(c, woke, c->size > 1 && ready > 0 && c->pfd[1].revents,
+                    n > 2 && ready > 0 && c->pfd[2].revents, &busy);
   plait_stats_t *s = plait_stats_lock(&c->e->stats);
   s->cycles++;
   s->busy_cycles += busy != 0;
@@ -421,6 +457,7 @@ static plait_result_t cycle(plait_coord_t *c) {
   if (busy) plait_tl_mark_cycle(c->e->timeline);
   if (busy) c->last_busy = plait_now();
   if (rc == PLAIT_SUCCESS) rc = plait_silence_check(&c->silence);
+  if (rc == PLAIT_SUCCESS) rc = plait_tree_check(c->ctrl); /* a lost parent, unnamed by rank 0 */
   if (rc == PLAIT_SUCCESS && c->sent_shutdown &&
       plait_now() - c->shutdown_sent_at > 2 * c->cfg->timeout_s + 1)
     rc = plait_error(PLAIT_ERR_PEER_LOST, "rank 0 was lost: it did not end coordination within "
