@@ -165,7 +165,10 @@ static plait_result_t recv_frame(plait_control_t *c, int peer, plait_msg_type_t 
                                                  who, out);
     if (rc) return plait_control_fail(c, rc);
     if (out->type == PLAIT_MSG_ALIVE && polled) return PLAIT_SUCCESS;
+    if (out->type == PLAIT_MSG_RELAYED && type == PLAIT_MSG_REQUESTS && c->tree.fanout)
+      return PLAIT_SUCCESS; /* rank 0: a child's subtree's requests (tree.h) */
     if ((out->type == PLAIT_MSG_RESPONSES && type != PLAIT_MSG_RESPONSES) || /* stale */
+        (out->type == PLAIT_MSG_RELAYED && type != PLAIT_MSG_REQUESTS) ||
         out->type == PLAIT_MSG_ALIVE) {
       plait_frame_free(out);
       continue;
@@ -234,7 +237,9 @@ plait_result_t plait_control_gather(plait_control_t *c, plait_msg_type_t type,
       char who[32];
       snprintf(who, sizeof who, "rank %d", r);
       rc = plait_control_read_frame(c->fds[r], PLAIT_WIRE_MAX_PAYLOAD, deadline, who, &frames[r]);
-      if (rc == PLAIT_SUCCESS && ((frames[r].type == PLAIT_MSG_REQUESTS && type != PLAIT_MSG_REQUESTS) ||
+      if (rc == PLAIT_SUCCESS && (((frames[r].type == PLAIT_MSG_REQUESTS ||
+                                    frames[r].type == PLAIT_MSG_RELAYED) &&
+                                   type != PLAIT_MSG_REQUESTS) ||
                                   frames[r].type == PLAIT_MSG_ALIVE)) {
         plait_frame_free(&frames[r]); /* sent before coordination ended: stale */
         continue;

@@ -2,6 +2,7 @@
  * (tree.h). Connecting the links is tree_connect.c. */
 #include "control/tree.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,7 +90,100 @@ plait_result_t plait_tree_check(plait_control_t *c) {
                                            c->timeout_s));
 }
 
+int plait_tree_sends_up(const plait_control_t *c) { return plait_tree_has_parent_link(c); }
+
+int plait_tree_below(int origin, int via, int k) {
+  if (via <= 0 || origin <= via) return origin == via && via > 0;
+  int p = origin;
+  while (p > via) p = plait_tree_parent(p, k);
+  return p == via;
+}
+
+void plait_tree_up_add(plait_control_t *c, int origin, const uint8_t *payload, size_t len) {
+  plait_tree_t *t = &c->tree;
+  if (!t->up_count) {
+    plait_wr_begin(&t->up, PLAIT_MSG_RELAYED);
+    plait_wr_u32(&t->up, 0); /* the count, filled in at the flush */
+  }
+  plait_wr_u32(&t->up, (uint32_t)origin);
+  plait_wr_blob(&t->up, payload, len);
+  t->up_count++;
+}
+
+/* One frame from child i into the batch: its own REQUESTS, or its subtree's. */
+static plait_result_t take_child_frame(plait_control_t *c, int i, const plait_frame_t *f) {
+  int child = c->tree.first_child + i;
+  if (f->type == PLAIT_MSG_REQUESTS) {
+    plait_tree_up_add(c, child, f->payload, f->length);
+    return PLAIT_SUCCESS;
+  }
+  if (f->type != PLAIT_MSG_RELAYED)
+    return plait_error(PLAIT_ERR_PROTOCOL, "rank %d sent message type %u on the control tree",
+                       child, f->type);
+  plait_reader_t r;
+  plait_rd_init(&r, f->payload, f->length);
+  uint32_t n = plait_rd_u32(&r);
+  for (uint32_t j = 0; j < n && !r.bad; j++) {
+    uint32_t origin = plait_rd_u32(&r);
+    size_t len;
+    const uint8_t *p = plait_rd_blob(&r, &len);
+    if (r.bad) break;
+    if (origin >= (uint32_t)c->size || !plait_tree_below((int)origin, child, c->tree.fanout))
+      return plait_error(PLAIT_ERR_PROTOCOL, "rank %d relayed requests of rank %u, which is not "
+                         "below it in the control tree", child, origin);
+    plait_tree_up_add(c, (int)origin, p, len);
+  }
+  return plait_rd_finish(&r, "relayed requests");
+}
+
+plait_result_t plait_tree_up_read(plait_control_t *c, int i) {
+  int *fd = &c->tree.child_fds[i];
+  while (*fd >= 0) {
+    struct pollfd p = {*fd, POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0) return PLAIT_SUCCESS;
+    char who[64];
+    snprintf(who, sizeof who, "rank %d", c->tree.first_child + i);
+    plait_frame_t f;
+    plait_result_t rc = plait_control_read_frame(*fd, PLAIT_WIRE_MAX_PAYLOAD,
+                                                 plait_now() + c->timeout_s, who, &f);
+    if (rc == PLAIT_ERR_PEER_LOST) { /* its star connection closed too: rank 0 names it */
+      plait_net_close(fd);
+      return PLAIT_SUCCESS;
+    }
+    if (rc == PLAIT_SUCCESS) rc = take_child_frame(c, i, &f);
+    plait_frame_free(&f);
+    if (rc) return plait_control_fail(c, rc);
+  }
+  return PLAIT_SUCCESS;
+}
+
+plait_result_t plait_tree_up_flush(plait_control_t *c, size_t *bytes) {
+  plait_tree_t *t = &c->tree;
+  if (!t->up_count) return PLAIT_SUCCESS;
+  if (t->up.data && t->up.len >= PLAIT_WIRE_HEADER_SIZE + 4)
+    plait_store_le32(t->up.data + PLAIT_WIRE_HEADER_SIZE, t->up_count);
+  t->up_count = 0;
+  plait_result_t rc = plait_wr_end(&t->up);
+  if (rc == PLAIT_SUCCESS && t->parent == 0) {
+    rc = plait_control_send(c, 0, &t->up);
+  } else if (rc == PLAIT_SUCCESS && t->parent_fd >= 0) {
+    plait_io_t io = plait_net_write_full(t->parent_fd, t->up.data, t->up.len,
+                                         plait_now() + c->timeout_s);
+    if (io == PLAIT_IO_TIMEOUT)
+      rc = plait_control_fail(c, plait_error(PLAIT_ERR_PEER_LOST, "rank %d was lost: it took no "
+                                             "control message for %g s (PLAIT_TIMEOUT_S)",
+                                             t->parent, c->timeout_s));
+    else if (io && !t->parent_lost_at) /* rank 0 names who was lost (tree.h) */
+      t->parent_lost_at = plait_now();
+  }
+  if (rc == PLAIT_SUCCESS) *bytes += t->up.len;
+  plait_wr_free(&t->up);
+  return rc;
+}
+
 void plait_tree_close(plait_tree_t *t) {
+  plait_wr_free(&t->up);
+  t->up_count = 0;
   plait_net_close(&t->parent_fd);
   plait_net_close(&t->listen_fd);
   if (t->child_fds)

@@ -9,8 +9,15 @@
  * each list to its children before it runs it, so every rank still runs the
  * same lists in the same order.
  *
- * Everything else stays on the star: announcements, errors, ABORT,
- * heartbeats, blame. A job of up to k+1 ranks (or k < 2) has no tree: the
+ * Announcements go UP the same links: a rank below rank 0's children sends
+ * its REQUESTS payloads to its parent, and every rank forwards what its
+ * subtree sent, batched into one RELAYED frame per cycle, each payload
+ * with its origin rank; rank 0's children forward theirs over the star. So
+ * rank 0 reads about k frames per operation instead of N-1, and records
+ * every rank's requests exactly as if it had sent them itself (its own
+ * acked count, its own order: one rank's requests all take one path).
+ * Everything else stays on the star: heartbeats, failure reports, blame,
+ * errors, ABORT. A job of up to k+1 ranks (or k < 2) has no tree: the
  * star of before, byte for byte. A rank whose parent link closes waits for
  * rank 0's ABORT on the star (rank 0 sees the lost rank's star connection
  * close and names it); after PLAIT_TIMEOUT_S without one it names its parent
@@ -22,6 +29,7 @@
 #define PLAIT_CONTROL_TREE_H
 
 #include "plait/plait.h"
+#include "control/wire.h"
 
 struct plait_control;
 struct plait_frame;
@@ -35,6 +43,8 @@ typedef struct plait_tree {
   int *child_fds;  /* rank > 0: one per child; rank 0: NULL (the star's) */
   int listen_fd;   /* only while the tree is being connected */
   double parent_lost_at; /* when the parent link closed; 0: it has not */
+  plait_writer_t up;     /* the RELAYED frame being batched */
+  uint32_t up_count;     /* payloads in it */
 } plait_tree_t;
 
 /* The shape: whether a job of size ranks has a tree with fan-out k, rank r's
@@ -64,6 +74,20 @@ plait_result_t plait_tree_recv(struct plait_control *c, struct plait_frame *out)
  * skipped (rank 0 names it); a child that takes no bytes for
  * PLAIT_TIMEOUT_S is lost, named. */
 plait_result_t plait_tree_relay(struct plait_control *c, const struct plait_frame *f);
+
+/* Whether this rank's own announcements go up the tree (a rank below rank
+ * 0's children) rather than over the star. */
+int plait_tree_sends_up(const struct plait_control *c);
+/* Adds origin's REQUESTS payload to the batch going up. */
+void plait_tree_up_add(struct plait_control *c, int origin, const uint8_t *payload, size_t len);
+/* Reads what child i (0 .. nchildren-1) sent (its readiness polled) into
+ * the batch. A closed child link is dropped (rank 0 names the rank). */
+plait_result_t plait_tree_up_read(struct plait_control *c, int i);
+/* Sends the batch to the parent (rank 0's children: over the star); adds
+ * the bytes sent to *bytes. Nothing to send: nothing sent. */
+plait_result_t plait_tree_up_flush(struct plait_control *c, size_t *bytes);
+/* Rank 0: whether origin lies in the subtree of rank `via` (1..k). */
+int plait_tree_below(int origin, int via, int k);
 
 /* PLAIT_ERR_PEER_LOST naming the parent once its link has been closed for
  * PLAIT_TIMEOUT_S with no ABORT from rank 0; PLAIT_SUCCESS otherwise. */

@@ -182,6 +182,39 @@ static void add_negotiation_time(plait_coord_t *c, double s) {
 /* Whether this rank must send now, a heartbeat if nothing else (silence.h). */
 static int heartbeat_due(plait_coord_t *c) { return plait_silence_beat_due(&c->silence); }
 
+/* Rank > 0: sends its requests over the star, or up the control tree
+ * (tree.h; a heartbeat still over the star, straight to rank 0). */
+static plait_result_t send_requests(plait_coord_t *c, const plait_request_list_t *req) {
+  plait_writer_t w = {0};
+  plait_result_t rc = plait_requests_encode(&w, req);
+  if (rc == PLAIT_SUCCESS && plait_tree_sends_up(c->ctrl) && (req->n || req->flags)) {
+    plait_tree_up_add(c->ctrl, c->rank, w.data + PLAIT_WIRE_HEADER_SIZE,
+                      w.len - PLAIT_WIRE_HEADER_SIZE); /* counted when it goes */
+    plait_wr_free(&w);
+    if (!heartbeat_due(c)) return PLAIT_SUCCESS;
+    plait_request_list_t beat = {0, 0, NULL, req->acked};
+    rc = plait_requests_encode(&w, &beat);
+  }
+  if (rc == PLAIT_SUCCESS) rc = plait_control_send(c->ctrl, 0, &w);
+  if (rc == PLAIT_SUCCESS) count_sent(c, &w, 1);
+  plait_wr_free(&w);
+  return rc;
+}
+
+/* Rank > 0 with children in the control tree: what its subtree announced
+ * (and its own announcements) go up in one frame (tree.h). */
+static plait_result_t forward_up(plait_coord_t *c, int polled, int *busy) {
+  plait_tree_t *t = &c->ctrl->tree;
+  if (!t->fanout) return PLAIT_SUCCESS;
+  for (int i = 0; polled && i < t->nchildren; i++) PLAIT_CHECK(plait_tree_up_read(c->ctrl, i));
+  if (!t->up_count) return PLAIT_SUCCESS;
+  size_t bytes = 0;
+  PLAIT_CHECK(plait_tree_up_flush(c->ctrl, &bytes));
+  count_bytes(c, bytes, 1);
+  *busy = 1;
+  return PLAIT_SUCCESS;
+}
+
 /* Whether a list (or the link closing) waits on the control-tree parent link. */
 static int tree_readable(plait_coord_t *c) {
   struct pollfd p = {c->ctrl->tree.parent_fd, POLLIN, 0};
@@ -191,7 +224,7 @@ static int tree_readable(plait_coord_t *c) {
 /* Rank > 0: announce what is new, run what rank 0 decided (readable: from
  * rank 0 over the star; from_parent: from the control-tree parent). */
 static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int from_parent,
-                                 int *busy) {
+                                 int polled, int *busy) {
   double t0 = plait_now();
   /* read before draining: what was submitted before plait_shutdown on this
    * rank is then announced before the shutdown is */
@@ -211,16 +244,13 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int f
     plait_table_await(&c->table, c->ann.missing); /* no wake-up per companion */
     req.acked = c->lists_run;
     if (rc == PLAIT_SUCCESS && (req.n || req.flags || heartbeat_due(c))) {
-      plait_writer_t w = {0};
-      rc = plait_requests_encode(&w, &req);
-      if (rc == PLAIT_SUCCESS) rc = plait_control_send(c->ctrl, 0, &w);
-      if (rc == PLAIT_SUCCESS) count_sent(c, &w, 1);
-      plait_wr_free(&w);
+      rc = send_requests(c, &req);
       *busy = 1;
     }
     free(req.r);
     PLAIT_CHECK(rc);
   }
+  PLAIT_CHECK(forward_up(c, polled, busy));
   while (readable || from_parent) {
     plait_frame_t f;
     if (from_parent) { /* the control tree: lists only (control/tree.h) */
@@ -304,6 +334,39 @@ static plait_result_t root_take(plait_coord_t *c, int rank, const plait_request_
   return PLAIT_SUCCESS;
 }
 
+/* Rank 0 records one REQUESTS payload of rank. */
+static plait_result_t root_take_frame(plait_coord_t *c, int rank, const uint8_t *p, size_t n) {
+  plait_request_list_t req;
+  uint32_t fail_code = 0;
+  char *fail_text = NULL;
+  plait_result_t rc = plait_requests_decode_failure(p, n, &req, &fail_code, &fail_text);
+  if (rc) return plait_error_context(rc, "from rank %d", rank);
+  rc = root_take(c, rank, &req, fail_code, fail_text);
+  plait_requests_free(&req);
+  free(fail_text);
+  return rc;
+}
+
+/* Rank 0: the requests of ranks below `via` in the control tree (tree.h),
+ * each recorded as its origin's own. */
+static plait_result_t root_take_relayed(plait_coord_t *c, int via, const plait_frame_t *f) {
+  plait_reader_t r;
+  plait_rd_init(&r, f->payload, f->length);
+  uint32_t count = plait_rd_u32(&r);
+  for (uint32_t i = 0; i < count && !r.bad; i++) {
+    uint32_t origin = plait_rd_u32(&r);
+    size_t len;
+    const uint8_t *p = plait_rd_blob(&r, &len);
+    if (r.bad) break;
+    if (origin >= (uint32_t)c->size || !plait_tree_below((int)origin, via, c->ctrl->tree.fanout))
+      return plait_error(PLAIT_ERR_PROTOCOL, "rank %d relayed requests of rank %u, which is not "
+                         "below it in the control tree", via, origin);
+    plait_silence_heard(&c->silence, (int)origin, plait_now());
+    PLAIT_CHECK(root_take_frame(c, (int)origin, p, len));
+  }
+  return plait_rd_finish(&r, "relayed requests");
+}
+
 static plait_result_t root_receive(plait_coord_t *c, int rank, int *busy) {
   for (;;) {
     plait_frame_t f;
@@ -313,16 +376,9 @@ static plait_result_t root_receive(plait_coord_t *c, int rank, int *busy) {
       if (!plait_control_readable(c->ctrl, rank)) return PLAIT_SUCCESS;
       continue;
     }
-    plait_request_list_t req;
-    uint32_t fail_code = 0;
-    char *fail_text = NULL;
-    plait_result_t rc = plait_requests_decode_failure(f.payload, f.length, &req, &fail_code,
-                                                      &fail_text);
+    plait_result_t rc = f.type == PLAIT_MSG_RELAYED ? root_take_relayed(c, rank, &f)
+                                                    : root_take_frame(c, rank, f.payload, f.length);
     plait_frame_free(&f);
-    if (rc) return plait_error_context(rc, "from rank %d", rank);
-    rc = root_take(c, rank, &req, fail_code, fail_text);
-    plait_requests_free(&req);
-    free(fail_text);
     PLAIT_CHECK(rc);
     *busy = 1;
     if (!plait_control_readable(c->ctrl, rank)) return PLAIT_SUCCESS;
@@ -409,6 +465,17 @@ static int root_may_sleep(plait_coord_t *c) {
          c->neg.shutdown_rank < 0;
 }
 
+/* Rank > 0: the open control-tree links (parent, children) after pfd[n-1];
+ * the new count. */
+static int tree_pollfds(plait_coord_t *c, int n) {
+  const plait_tree_t *t = &c->ctrl->tree;
+  if (!t->fanout) return n;
+  if (t->parent_fd >= 0) c->pfd[n++] = (struct pollfd){t->parent_fd, POLLIN, 0};
+  for (int i = 0; i < t->nchildren; i++)
+    if (t->child_fds[i] >= 0) c->pfd[n++] = (struct pollfd){t->child_fds[i], POLLIN, 0};
+  return n;
+}
+
 /* One wait and one cycle; CYCLE_DONE when coordination ended. */
 static plait_result_t cycle(plait_coord_t *c) {
   int n = 1;
@@ -418,8 +485,7 @@ static plait_result_t cycle(plait_coord_t *c) {
       for (int r = 1; r < c->size; r++) c->pfd[n++] = plait_control_pollfd(c->ctrl, r);
     else
       c->pfd[n++] = plait_control_pollfd(c->ctrl, 0);
-    if (c->rank > 0 && plait_tree_has_parent_link(c->ctrl)) /* pfd[2]: unused (-1) once closed */
-      c->pfd[n++] = (struct pollfd){c->ctrl->tree.parent_fd, POLLIN, 0};
+    if (c->rank > 0) n = tree_pollfds(c, n); /* the control tree's links, when open */
   }
   int waiting = 0; /* rank 0: submissions made while it was lazy are waiting */
   if (c->rank == 0) {
@@ -449,7 +515,7 @@ static plait_result_t cycle(plait_coord_t *c) {
     rc = root_cycle(c, woke, &busy);
   else
     rc = peer_cycle(c, woke, c->size > 1 && ready > 0 && c->pfd[1].revents,
-                    n > 2 && ready > 0 && c->pfd[2].revents, &busy);
+                    ready > 0 && tree_readable(c), ready > 0, &busy);
   plait_stats_t *s = plait_stats_lock(&c->e->stats);
   s->cycles++;
   s->busy_cycles += busy != 0;
