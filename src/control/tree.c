@@ -110,6 +110,29 @@ void plait_tree_up_add(plait_control_t *c, int origin, const uint8_t *payload, s
   t->up_count++;
 }
 
+plait_result_t plait_tree_each_relayed(const plait_control_t *c, int via, const plait_frame_t *f,
+                                      plait_tree_payload_fn fn, void *arg) {
+  plait_reader_t r;
+  plait_rd_init(&r, f->payload, f->length);
+  uint32_t n = plait_rd_u32(&r);
+  for (uint32_t j = 0; j < n && !r.bad; j++) {
+    uint32_t origin = plait_rd_u32(&r);
+    size_t len;
+    const uint8_t *p = plait_rd_blob(&r, &len);
+    if (r.bad) break;
+    if (origin >= (uint32_t)c->size || !plait_tree_below((int)origin, via, c->tree.fanout))
+      return plait_error(PLAIT_ERR_PROTOCOL, "rank %d relayed requests of rank %u, which is not "
+                         "below it in the control tree", via, origin);
+    PLAIT_CHECK(fn(arg, (int)origin, p, len));
+  }
+  return plait_rd_finish(&r, "relayed requests");
+}
+
+static plait_result_t add_cb(void *arg, int origin, const uint8_t *p, size_t len) {
+  plait_tree_up_add(arg, origin, p, len);
+  return PLAIT_SUCCESS;
+}
+
 /* One frame from child i into the batch: its own REQUESTS, or its subtree's. */
 static plait_result_t take_child_frame(plait_control_t *c, int i, const plait_frame_t *f) {
   int child = c->tree.first_child + i;
@@ -120,20 +143,7 @@ static plait_result_t take_child_frame(plait_control_t *c, int i, const plait_fr
   if (f->type != PLAIT_MSG_RELAYED)
     return plait_error(PLAIT_ERR_PROTOCOL, "rank %d sent message type %u on the control tree",
                        child, f->type);
-  plait_reader_t r;
-  plait_rd_init(&r, f->payload, f->length);
-  uint32_t n = plait_rd_u32(&r);
-  for (uint32_t j = 0; j < n && !r.bad; j++) {
-    uint32_t origin = plait_rd_u32(&r);
-    size_t len;
-    const uint8_t *p = plait_rd_blob(&r, &len);
-    if (r.bad) break;
-    if (origin >= (uint32_t)c->size || !plait_tree_below((int)origin, child, c->tree.fanout))
-      return plait_error(PLAIT_ERR_PROTOCOL, "rank %d relayed requests of rank %u, which is not "
-                         "below it in the control tree", child, origin);
-    plait_tree_up_add(c, (int)origin, p, len);
-  }
-  return plait_rd_finish(&r, "relayed requests");
+  return plait_tree_each_relayed(c, child, f, add_cb, c);
 }
 
 plait_result_t plait_tree_up_read(plait_control_t *c, int i) {

@@ -28,6 +28,9 @@
 #ifndef PLAIT_CONTROL_TREE_H
 #define PLAIT_CONTROL_TREE_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "plait/plait.h"
 #include "control/wire.h"
 
@@ -86,7 +89,15 @@ plait_result_t plait_tree_up_read(struct plait_control *c, int i);
 /* Sends the batch to the parent (rank 0's children: over the star); adds
  * the bytes sent to *bytes. Nothing to send: nothing sent. */
 plait_result_t plait_tree_up_flush(struct plait_control *c, size_t *bytes);
-/* Rank 0: whether origin lies in the subtree of rank `via` (1..k). */
+/* Calls fn for each payload of a RELAYED frame that rank `via` sent, after
+ * checking that its origin lies below via; PLAIT_ERR_PROTOCOL naming via
+ * for an origin that does not, or a malformed frame; fn's failure stops. */
+typedef plait_result_t (*plait_tree_payload_fn)(void *arg, int origin, const uint8_t *payload,
+                                                size_t len);
+plait_result_t plait_tree_each_relayed(const struct plait_control *c, int via,
+                                      const struct plait_frame *f, plait_tree_payload_fn fn,
+                                      void *arg);
+/* Whether origin lies in the subtree of rank `via` (1..k). */
 int plait_tree_below(int origin, int via, int k);
 
 /* PLAIT_ERR_PEER_LOST naming the parent once its link has been closed for

@@ -347,24 +347,12 @@ static plait_result_t root_take_frame(plait_coord_t *c, int rank, const uint8_t 
   return rc;
 }
 
-/* Rank 0: the requests of ranks below `via` in the control tree (tree.h),
- * each recorded as its origin's own. */
-static plait_result_t root_take_relayed(plait_coord_t *c, int via, const plait_frame_t *f) {
-  plait_reader_t r;
-  plait_rd_init(&r, f->payload, f->length);
-  uint32_t count = plait_rd_u32(&r);
-  for (uint32_t i = 0; i < count && !r.bad; i++) {
-    uint32_t origin = plait_rd_u32(&r);
-    size_t len;
-    const uint8_t *p = plait_rd_blob(&r, &len);
-    if (r.bad) break;
-    if (origin >= (uint32_t)c->size || !plait_tree_below((int)origin, via, c->ctrl->tree.fanout))
-      return plait_error(PLAIT_ERR_PROTOCOL, "rank %d relayed requests of rank %u, which is not "
-                         "below it in the control tree", via, origin);
-    plait_silence_heard(&c->silence, (int)origin, plait_now());
-    PLAIT_CHECK(root_take_frame(c, (int)origin, p, len));
-  }
-  return plait_rd_finish(&r, "relayed requests");
+/* Rank 0: one payload relayed up the control tree (tree.h), recorded as
+ * its origin's own. */
+static plait_result_t take_relayed_cb(void *arg, int origin, const uint8_t *p, size_t len) {
+  plait_coord_t *c = arg;
+  plait_silence_heard(&c->silence, origin, plait_now());
+  return root_take_frame(c, origin, p, len);
 }
 
 static plait_result_t root_receive(plait_coord_t *c, int rank, int *busy) {
@@ -376,7 +364,8 @@ static plait_result_t root_receive(plait_coord_t *c, int rank, int *busy) {
       if (!plait_control_readable(c->ctrl, rank)) return PLAIT_SUCCESS;
       continue;
     }
-    plait_result_t rc = f.type == PLAIT_MSG_RELAYED ? root_take_relayed(c, rank, &f)
+    plait_result_t rc = f.type == PLAIT_MSG_RELAYED
+                          ? plait_tree_each_relayed(c->ctrl, rank, &f, take_relayed_cb, c)
                                                     : root_take_frame(c, rank, f.payload, f.length);
     plait_frame_free(&f);
     PLAIT_CHECK(rc);
