@@ -10,6 +10,9 @@
  *    against the same job run as a star: fewer by about (N-1)/k);
  *  - a job of k+1 ranks or fewer has no tree (the shape test; nothing of
  *    the tree is connected or sent then);
+ *  - a mismatch from a rank at depth 3 and a stall of another fail every
+ *    rank naming the rank, as on the star (rank 0 records each relayed
+ *    request as its origin's own);
  *  - kill -9 of a mid-tree rank in a 16-rank job (k=2, rank 3: parent of 7
  *    and 8, grandparent of 15), over gloo and over ofi/shm: every survivor's
  *    operation fails with PLAIT_ERR_PEER_LOST naming rank 3, within the
@@ -200,4 +203,42 @@ Test(tree, kill9_mid_tree_rank_ofi_shm, .timeout = 300) {
   if (access(PLAIT_TEST_LIB_DIR "/libplait-transport-ofi.so", R_OK))
     cr_skip_test("the ofi transport plugin was not built (is libfabric-dev installed?)");
   lose_rank_3("ofi");
+}
+
+/* ---- rank 0's errors through the tree, word for word ------------------ */
+
+#define ODD 11  /* at depth 3 with k=2: 11 -> 5 -> 2 -> 0 */
+#define LATE 9  /* 9 -> 4 -> 1 -> 0 */
+
+/* Step 0 caches "m" on every rank; at step 1 rank ODD sends another length
+ * (by name, up the tree): every rank fails naming rank ODD. Then "lonely",
+ * which rank LATE never submits (it waits on "after"), fails by
+ * PLAIT_STALL_ABORT_S naming it (no deadlock check: PLAIT_STALL_WARN_S=0). */
+static int errors_through_the_tree(int rank, int n, void *arg) {
+  shared_t *sh = arg;
+  EXPECT_OK(plait_init());
+  float x[8] = {0};
+  EXPECT_OK(allreduce_wait("m", x, 8, 60));
+  plait_result_t rc = allreduce_wait("m", x, rank == ODD ? 4 : 8, 60);
+  EXPECT_ERR(rc, PLAIT_ERR_MISMATCH, "'m'", "rank 11 sent");
+  if (rank != LATE) {
+    rc = allreduce_wait("lonely", x, 8, 60);
+    EXPECT_ERR(rc, PLAIT_ERR_STALLED, "'lonely'", "rank 9 never submitted it");
+    atomic_fetch_add(&sh->count, 1);
+  } else if (!await_flag(&sh->count, n - 1, 120)) { /* "after" only then: it must not stall */
+    FAIL("the others did not see 'lonely' fail");
+  }
+  EXPECT_OK(allreduce_wait("after", x, 8, 60)); /* the job goes on */
+  EXPECT_OK(plait_shutdown());
+  return 0;
+}
+
+Test(tree, mismatch_and_stall_name_the_rank_as_on_the_star, .timeout = 300) {
+  const char *env[] = {"PLAIT_CONTROL_FANOUT=2", "PLAIT_STALL_WARN_S=0", "PLAIT_STALL_ABORT_S=2",
+                       NULL};
+  plait_test_job_t job = {.nranks = 16, .timeout_s = 240, .env = env};
+  shared_t *sh = shared_new();
+  cr_assert_eq(plait_test_run_ranks(&job, errors_through_the_tree, sh), 0,
+               "a rank did not see rank 0's error (see above)");
+  munmap(sh, sizeof *sh);
 }
