@@ -13,6 +13,7 @@
  *  - a mismatch from a rank at depth 3 and a stall of another fail every
  *    rank naming the rank, as on the star (rank 0 records each relayed
  *    request as its origin's own);
+ *  - process sets (two halves of 16 ranks, k=2) and join through the tree;
  *  - kill -9 of a mid-tree rank in a 16-rank job (k=2, rank 3: parent of 7
  *    and 8, grandparent of 15), over gloo and over ofi/shm: every survivor's
  *    operation fails with PLAIT_ERR_PEER_LOST naming rank 3, within the
@@ -241,4 +242,48 @@ Test(tree, mismatch_and_stall_name_the_rank_as_on_the_star, .timeout = 300) {
   cr_assert_eq(plait_test_run_ranks(&job, errors_through_the_tree, sh), 0,
                "a rank did not see rank 0's error (see above)");
   munmap(sh, sizeof *sh);
+}
+
+/* ---- process sets and join through the tree -------------------------- */
+
+/* PLAIT_PROCESS_SETS="0,...,7;8,...,15" (ids 1 and 2): each half
+ * allreduces within its set (cached after the first step, relayed across
+ * the other half's ranks in the tree); then ranks 0-7 join while 8-15 run
+ * two more global allreduces (the joined contribute zeros), and join. */
+static int sets_and_join(int rank, int n, void *arg) {
+  (void)arg;
+  EXPECT_OK(plait_init());
+  float x[4];
+  for (int step = 0; step < 5; step++) {
+    for (int i = 0; i < 4; i++) x[i] = (float)(rank + i);
+    plait_op_options_t o = PLAIT_OP_OPTIONS_INIT;
+    o.process_set = rank < 8 ? 1 : 2;
+    plait_handle_t *h = NULL;
+    EXPECT_OK(allreduce("half", x, 4, PLAIT_OP_SUM, &o, &h));
+    EXPECT_OK(plait_wait(h, 60));
+    EXPECT_OK(plait_release(h));
+    int base = rank < 8 ? 0 : 8; /* the sum of the set's ranks, plus 8 * i */
+    for (int i = 0; i < 4; i++)
+      if (x[i] != (float)(8 * base + 28 + 8 * i)) FAIL("step %d half[%d] = %g", step, i, x[i]);
+  }
+  if (rank >= 8)
+    for (int step = 0; step < 2; step++) {
+      for (int i = 0; i < 4; i++) x[i] = 1;
+      EXPECT_OK(allreduce_wait("late", x, 4, 60));
+      for (int i = 0; i < 4; i++)
+        if (x[i] != (float)(n - 8)) FAIL("late[%d] = %g with 8 ranks joined", i, x[i]);
+    }
+  plait_handle_t *j = NULL;
+  EXPECT_OK(plait_join_async(NULL, &j));
+  EXPECT_OK(plait_wait(j, 60));
+  EXPECT_OK(plait_release(j));
+  EXPECT_OK(plait_shutdown());
+  return 0;
+}
+
+Test(tree, process_sets_and_join_through_the_tree, .timeout = 300) {
+  const char *env[] = {"PLAIT_CONTROL_FANOUT=2",
+                       "PLAIT_PROCESS_SETS=0,1,2,3,4,5,6,7;8,9,10,11,12,13,14,15", NULL};
+  plait_test_job_t job = {.nranks = 16, .timeout_s = 240, .env = env};
+  cr_assert_eq(plait_test_run_ranks(&job, sets_and_join, NULL), 0, "a rank failed (see above)");
 }
