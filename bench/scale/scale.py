@@ -15,7 +15,12 @@ transport's latency. Printed per N, from plait_stats:
   neg_ms       rank 0's negotiation time per allreduce (negotiate_s / ops)
   neg_us/rank  the same divided by N - 1: flat while the star costs linearly
   ctl_B/op r0  control bytes rank 0 sends per allreduce (to all ranks)
-  ctl_B/op r>0 control bytes each other rank sends per allreduce (median)
+  ctl_B/op r>0 control bytes each other rank sends per allreduce (median;
+               the records also keep the most any rank sent: a relaying
+               rank of the control tree, PLAIT_CONTROL_FANOUT)
+
+With --fanouts 0,8 every point runs as a star and as a tree of fan-out 8,
+side by side in the same round (--rounds N: N rounds, interleaved).
 
 Raises RLIMIT_NOFILE to its hard limit (rank 0 holds one socket per rank,
 gloo one per pair) and says so.
@@ -61,8 +66,9 @@ def raise_nofile(need):
         print("scale: warning: %d descriptors may not be enough for %d" % (want, need))
 
 
-def run_point(args, transport, n):
-    """One job of n ranks; returns the record, or one with "error"."""
+def run_point(args, transport, n, fanout=None):
+    """One job of n ranks (PLAIT_CONTROL_FANOUT=fanout when given); returns
+    the record, or one with "error"."""
     port, secret = free_port(), secrets.token_hex(32)
     exe = os.path.join(args.build_dir, "bin", "scale_rank")
     out = tempfile.TemporaryFile()
@@ -78,6 +84,8 @@ def run_point(args, transport, n):
                  "PLAIT_START_TIMEOUT_S": str(args.plait_timeout),
                  "SCALE_GO_FD": str(go_r), "SCALE_ITERS": str(args.iters),
                  "SCALE_WARMUP": str(args.warmup)})
+    if fanout is not None:
+        base["PLAIT_CONTROL_FANOUT"] = str(fanout)
     procs = []
     t0 = time.monotonic()
     try:
@@ -117,6 +125,8 @@ def run_point(args, transport, n):
     rec = {"kind": "scale", "label": args.label, "transport": transport, "ranks": n,
            "iters": args.iters,
            "spawn_s": round(spawn_s, 3), "job_s": round(job_s, 3)}
+    if fanout is not None:
+        rec["fanout"] = fanout
     if bad or len(lines) != n:
         rec["error"] = "%d of %d ranks failed or hung (first: %s); stderr: %s" % (
             len(bad), n, bad[:3], errors[-800:])
@@ -129,6 +139,7 @@ def run_point(args, transport, n):
         "negotiate_s_per_rank": r0["negotiate_s"] / (n - 1),
         "control_bytes_rank0": r0["control_bytes"] / args.iters,
         "control_bytes_rank": statistics.median(x["control_bytes"] for x in others) / args.iters,
+        "control_bytes_rank_max": max(x["control_bytes"] for x in others) / args.iters,
         "control_messages_rank0": r0["control_messages"] / args.iters,
         "busy_cycles_rank0": r0["busy_cycles"] / args.iters,
     })
@@ -136,10 +147,11 @@ def run_point(args, transport, n):
 
 
 def row(rec):
+    tr = rec["transport"] + ("/k%d" % rec["fanout"] if "fanout" in rec else "")
     if "error" in rec:
-        return "%-8s %5d  FAILED: %s" % (rec["transport"], rec["ranks"], rec["error"])
+        return "%-8s %5d  FAILED: %s" % (tr, rec["ranks"], rec["error"])
     return "%-8s %5d %7.2f (%6.2f) %8.3f %8.3f %8.3f %11.2f %11.0f %12.0f" % (
-        rec["transport"], rec["ranks"], rec["init_s"], rec["init_s_max"], rec["op_s"] * 1e3,
+        tr, rec["ranks"], rec["init_s"], rec["init_s_max"], rec["op_s"] * 1e3,
         rec["cpu_s"] * 1e3,
         rec["negotiate_s"] * 1e3, rec["negotiate_s_per_rank"] * 1e6,
         rec["control_bytes_rank0"], rec["control_bytes_rank"])
@@ -148,6 +160,11 @@ def row(rec):
 HEAD = "%-8s %5s %7s %8s %8s %8s %8s %11s %11s %12s" % (
     "", "ranks", "init_s", "(max)", "op_ms", "cpu_ms", "neg_ms", "neg_us/rank", "ctl_B/op r0",
     "ctl_B/op r>0")
+
+
+def series(rec):
+    """transport, and the fan-out when set (k0: the star)."""
+    return rec["transport"] + ("/k%d" % rec["fanout"] if "fanout" in rec else "")
 
 
 def plot(records, path):
@@ -169,8 +186,8 @@ def plot(records, path):
               ("init_s", 1, "rank 0 plait_init (s)")]
     fig, axes = plt.subplots(2, 3, figsize=(12.6, 7.6))
     for ax, (field, scale, title) in zip(axes.flat, panels):
-        for tr in sorted({r["transport"] for r in good}):
-            rs = sorted((r for r in good if r["transport"] == tr), key=lambda r: r["ranks"])
+        for tr in sorted({series(r) for r in good}):
+            rs = sorted((r for r in good if series(r) == tr), key=lambda r: r["ranks"])
             xs = [r["ranks"] for r in rs]
             ys = [r[field] * scale for r in rs]
             ax.plot(xs, ys, marker="o", label=tr)
@@ -203,6 +220,11 @@ def main(argv):
                    help="set this for rank 0 only (e.g. PLAIT_LOG_LEVEL=debug)")
     a.add_argument("--rank0-wrap", help="run rank 0 under this command "
                    "(e.g. 'perf record -g -o rank0.data --')")
+    a.add_argument("--fanouts", default="",
+                   help="comma-separated PLAIT_CONTROL_FANOUT values run for every point, "
+                   "interleaved (0: the star); empty: the variable left unset")
+    a.add_argument("--rounds", type=int, default=1,
+                   help="repeat every point this many times, interleaved round by round")
     a.add_argument("--stderr", help="write the ranks' stderr here")
     a.add_argument("--label", default="", help="a label for the records (e.g. the build)")
     a.add_argument("--out", help="append the JSON records to this file")
@@ -226,14 +248,18 @@ def main(argv):
               os.uname().nodename, os.cpu_count(), ranks, trs, args.iters, args.warmup))
     print(HEAD, flush=True)
     records = []
+    fanouts = [int(x) for x in args.fanouts.split(",") if x] or [None]
     for n in ranks:
-        for tr in trs:
-            rec = run_point(args, tr, n)
-            records.append(rec)
-            print(row(rec), flush=True)
-            if args.out:
-                with open(args.out, "a") as f:
-                    f.write(json.dumps(rec) + "\n")
+        for rnd in range(args.rounds):
+            for tr in trs:
+                for k in fanouts:  # star and tree side by side, the same round
+                    rec = run_point(args, tr, n, k)
+                    rec["round"] = rnd
+                    records.append(rec)
+                    print(row(rec), flush=True)
+                    if args.out:
+                        with open(args.out, "a") as f:
+                            f.write(json.dumps(rec) + "\n")
     if args.plot:
         plot(records, args.plot)
     return 1 if any("error" in r for r in records) else 0

@@ -15,12 +15,15 @@ static const char *role_label(plait_auth_role_t role) {
   case PLAIT_AUTH_SERVER: return "plait-v1 rank0 proof";
   case PLAIT_AUTH_ELASTIC_WORKER: return "plait-elastic-client";
   case PLAIT_AUTH_ELASTIC_DRIVER: return "plait-elastic-driver";
+  case PLAIT_AUTH_TREE_CHILD: return "plait-tree child proof";
+  case PLAIT_AUTH_TREE_PARENT: return "plait-tree parent proof";
   default: return "plait-v1 peer proof";
   }
 }
 
 static int server_role(plait_auth_role_t role) {
-  return role == PLAIT_AUTH_SERVER || role == PLAIT_AUTH_ELASTIC_DRIVER;
+  return role == PLAIT_AUTH_SERVER || role == PLAIT_AUTH_ELASTIC_DRIVER ||
+         role == PLAIT_AUTH_TREE_PARENT;
 }
 
 plait_result_t plait_auth_nonce(uint8_t *nonce) {

@@ -3,7 +3,8 @@
  * the job secret (OpenSSL libcrypto). The secret never travels: each side
  * sends a fresh nonce and a MAC over both nonces, a role label, the rank, the
  * job size and, in an elastic job, the epoch. Each role has a label of its own
- * (control plane: peer, rank 0; elastic rendezvous: worker, driver), so a MAC
+ * (control plane: peer, rank 0; elastic rendezvous: worker, driver;
+ * control tree: child, parent), so a MAC
  * made for one role cannot be replayed in another.
  */
 #ifndef PLAIT_AUTH_H
@@ -19,7 +20,9 @@ typedef enum {
   PLAIT_AUTH_CLIENT = 0,         /* control plane: a rank > 0 */
   PLAIT_AUTH_SERVER = 1,         /* control plane: rank 0 */
   PLAIT_AUTH_ELASTIC_WORKER = 2, /* elastic rendezvous: a worker (control/elastic_wire.h) */
-  PLAIT_AUTH_ELASTIC_DRIVER = 3  /* elastic rendezvous: plaitrun's driver */
+  PLAIT_AUTH_ELASTIC_DRIVER = 3, /* elastic rendezvous: plaitrun's driver */
+  PLAIT_AUTH_TREE_CHILD = 4,     /* control tree (tree.h): a child */
+  PLAIT_AUTH_TREE_PARENT = 5     /* control tree: its parent */
 } plait_auth_role_t;
 
 /* Fills nonce with PLAIT_WIRE_NONCE_SIZE cryptographically random bytes. */

@@ -165,7 +165,10 @@ static plait_result_t recv_frame(plait_control_t *c, int peer, plait_msg_type_t 
                                                  who, out);
     if (rc) return plait_control_fail(c, rc);
     if (out->type == PLAIT_MSG_ALIVE && polled) return PLAIT_SUCCESS;
+    if (out->type == PLAIT_MSG_RELAYED && type == PLAIT_MSG_REQUESTS && c->tree.fanout)
+      return PLAIT_SUCCESS; /* rank 0: a child's subtree's requests (tree.h) */
     if ((out->type == PLAIT_MSG_RESPONSES && type != PLAIT_MSG_RESPONSES) || /* stale */
+        (out->type == PLAIT_MSG_RELAYED && type != PLAIT_MSG_REQUESTS) ||
         out->type == PLAIT_MSG_ALIVE) {
       plait_frame_free(out);
       continue;
@@ -234,7 +237,9 @@ plait_result_t plait_control_gather(plait_control_t *c, plait_msg_type_t type,
       char who[32];
       snprintf(who, sizeof who, "rank %d", r);
       rc = plait_control_read_frame(c->fds[r], PLAIT_WIRE_MAX_PAYLOAD, deadline, who, &frames[r]);
-      if (rc == PLAIT_SUCCESS && ((frames[r].type == PLAIT_MSG_REQUESTS && type != PLAIT_MSG_REQUESTS) ||
+      if (rc == PLAIT_SUCCESS && (((frames[r].type == PLAIT_MSG_REQUESTS ||
+                                    frames[r].type == PLAIT_MSG_RELAYED) &&
+                                   type != PLAIT_MSG_REQUESTS) ||
                                   frames[r].type == PLAIT_MSG_ALIVE)) {
         plait_frame_free(&frames[r]); /* sent before coordination ended: stale */
         continue;
@@ -285,6 +290,7 @@ plait_result_t plait_control_start(plait_control_t *c, plait_topology_t *t,
   c->start_deadline = plait_now() + cfg->start_timeout_s;
   c->secret = cfg->secret;
   c->listen_fd = -1;
+  c->tree.parent_fd = c->tree.listen_fd = -1;
   c->epoch = t->epoch;
   if (t->epoch && t->rank == 0) { /* bound before the driver was asked: ours now */
     c->listen_fd = t->listen_fd;
@@ -334,8 +340,9 @@ plait_result_t plait_control_start(plait_control_t *c, plait_topology_t *t,
     t->cross_rank = cross_rank;
     t->cross_size = cross_size;
   }
-  PLAIT_DEBUG("ctrl", "%d ranks joined at %s in %.1f ms", c->size, c->rendezvous,
-              (plait_now() - t0) * 1e3);
+  PLAIT_CHECK_GOTO(rc, plait_tree_connect(c, (int)cfg->control_fanout), out);
+  PLAIT_DEBUG("ctrl", "%d ranks joined at %s in %.1f ms (control tree: %s)", c->size,
+              c->rendezvous, (plait_now() - t0) * 1e3, c->tree.fanout ? "yes" : "no");
 out:
   free(hosts);
   free(lr);
@@ -370,6 +377,7 @@ plait_result_t plait_control_send_by(plait_control_t *c, int peer, const plait_w
 }
 
 void plait_control_close(plait_control_t *c) {
+  plait_tree_close(&c->tree);
   if (c->fds) {
     int n = c->rank == 0 ? c->size : 1;
     for (int r = 0; r < n; r++) plait_net_close(&c->fds[r]);

@@ -19,6 +19,7 @@
 #include "util/config.h"
 #include "plait/plait.h"
 #include "control/topology.h"
+#include "control/tree.h"
 #include "control/wire.h"
 
 /* Handshake frames are small; anything bigger before authentication is refused. */
@@ -40,6 +41,7 @@ typedef struct plait_control {
   int *fds; /* rank 0: fds[r] for r > 0; others: fds[0] */
   char local_ip[64];
   char rendezvous[PLAIT_HOST_MAX + 16];
+  plait_tree_t tree; /* PLAIT_CONTROL_FANOUT: lists go down a tree (tree.h) */
   plait_result_t failed; /* sticky failure, PLAIT_SUCCESS while healthy */
   char fail_msg[1024];
 } plait_control_t;

@@ -41,7 +41,9 @@ typedef enum plait_msg_type {
   PLAIT_MSG_EL_STOP = 14,    /* driver -> worker: no place, and why */
   PLAIT_MSG_EL_POLL = 15,    /* worker -> driver: host updates since my epoch? */
   PLAIT_MSG_EL_UPDATES = 16, /* driver -> worker: the answer to POLL */
-  PLAIT_MSG_TYPE_MAX_ = 16
+  PLAIT_MSG_TREE = 17,       /* either way, connecting the control tree (control/tree.h) */
+  PLAIT_MSG_RELAYED = 18,    /* up the control tree: other ranks' REQUESTS payloads */
+  PLAIT_MSG_TYPE_MAX_ = 18
 } plait_msg_type_t;
 
 typedef struct plait_frame_header {

@@ -87,12 +87,16 @@ plait_result_t plait_coord_submit(plait_coord_t *c, plait_entry_t **entries, int
   return plait_table_submit(&c->table, entries, n);
 }
 
-static void count_sent(plait_coord_t *c, const plait_writer_t *w, int copies) {
-  plait_silence_sent(&c->silence);
+static void count_bytes(plait_coord_t *c, size_t len, int copies) {
   plait_stats_t *s = plait_stats_lock(&c->e->stats);
   s->control_messages += (uint64_t)copies;
-  s->control_bytes += (uint64_t)copies * w->len;
+  s->control_bytes += (uint64_t)copies * len;
   plait_stats_unlock(&c->e->stats);
+}
+
+static void count_sent(plait_coord_t *c, const plait_writer_t *w, int copies) {
+  plait_silence_sent(&c->silence);
+  count_bytes(c, w->len, copies);
 }
 
 /* Drains new submissions into the local map and the request list. */
@@ -178,8 +182,49 @@ static void add_negotiation_time(plait_coord_t *c, double s) {
 /* Whether this rank must send now, a heartbeat if nothing else (silence.h). */
 static int heartbeat_due(plait_coord_t *c) { return plait_silence_beat_due(&c->silence); }
 
-/* Rank > 0: announce what is new, run what rank 0 decided. */
-static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int *busy) {
+/* Rank > 0: sends its requests over the star, or up the control tree
+ * (tree.h; a heartbeat still over the star, straight to rank 0). */
+static plait_result_t send_requests(plait_coord_t *c, const plait_request_list_t *req) {
+  plait_writer_t w = {0};
+  plait_result_t rc = plait_requests_encode(&w, req);
+  if (rc == PLAIT_SUCCESS && plait_tree_sends_up(c->ctrl) && (req->n || req->flags)) {
+    plait_tree_up_add(c->ctrl, c->rank, w.data + PLAIT_WIRE_HEADER_SIZE,
+                      w.len - PLAIT_WIRE_HEADER_SIZE); /* counted when it goes */
+    plait_wr_free(&w);
+    if (!heartbeat_due(c)) return PLAIT_SUCCESS;
+    plait_request_list_t beat = {0, 0, NULL, req->acked};
+    rc = plait_requests_encode(&w, &beat);
+  }
+  if (rc == PLAIT_SUCCESS) rc = plait_control_send(c->ctrl, 0, &w);
+  if (rc == PLAIT_SUCCESS) count_sent(c, &w, 1);
+  plait_wr_free(&w);
+  return rc;
+}
+
+/* Rank > 0 with children in the control tree: what its subtree announced
+ * (and its own announcements) go up in one frame (tree.h). */
+static plait_result_t forward_up(plait_coord_t *c, int polled, int *busy) {
+  plait_tree_t *t = &c->ctrl->tree;
+  if (!t->fanout) return PLAIT_SUCCESS;
+  for (int i = 0; polled && i < t->nchildren; i++) PLAIT_CHECK(plait_tree_up_read(c->ctrl, i));
+  if (!t->up_count) return PLAIT_SUCCESS;
+  size_t bytes = 0;
+  PLAIT_CHECK(plait_tree_up_flush(c->ctrl, &bytes));
+  count_bytes(c, bytes, 1);
+  *busy = 1;
+  return PLAIT_SUCCESS;
+}
+
+/* Whether a list (or the link closing) waits on the control-tree parent link. */
+static int tree_readable(plait_coord_t *c) {
+  struct pollfd p = {c->ctrl->tree.parent_fd, POLLIN, 0};
+  return plait_tree_has_parent_link(c->ctrl) && p.fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+/* Rank > 0: announce what is new, run what rank 0 decided (readable: from
+ * rank 0 over the star; from_parent: from the control-tree parent). */
+static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int from_parent,
+                                 int polled, int *busy) {
   double t0 = plait_now();
   /* read before draining: what was submitted before plait_shutdown on this
    * rank is then announced before the shutdown is */
@@ -199,27 +244,42 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int *
     plait_table_await(&c->table, c->ann.missing); /* no wake-up per companion */
     req.acked = c->lists_run;
     if (rc == PLAIT_SUCCESS && (req.n || req.flags || heartbeat_due(c))) {
-      plait_writer_t w = {0};
-      rc = plait_requests_encode(&w, &req);
-      if (rc == PLAIT_SUCCESS) rc = plait_control_send(c->ctrl, 0, &w);
-      if (rc == PLAIT_SUCCESS) count_sent(c, &w, 1);
-      plait_wr_free(&w);
+      rc = send_requests(c, &req);
       *busy = 1;
     }
     free(req.r);
     PLAIT_CHECK(rc);
   }
-  while (readable) {
+  PLAIT_CHECK(forward_up(c, polled, busy));
+  while (readable || from_parent) {
     plait_frame_t f;
-    PLAIT_CHECK(plait_control_recv_polled(c->ctrl, 0, PLAIT_MSG_RESPONSES, &f));
+    if (from_parent) { /* the control tree: lists only (control/tree.h) */
+      PLAIT_CHECK(plait_tree_recv(c->ctrl, &f));
+      if (!f.type) break; /* the parent's link closed: rank 0 names who was lost */
+    } else {
+      PLAIT_CHECK(plait_control_recv_polled(c->ctrl, 0, PLAIT_MSG_RESPONSES, &f));
+    }
     plait_silence_heard(&c->silence, 0, plait_now());
     if (f.type == PLAIT_MSG_ALIVE) { /* rank 0 is away; it may be asking who is here */
       c->answer_alive = 1;
       readable = plait_control_readable(c->ctrl, 0);
       continue;
     }
+    if (plait_tree_has_parent_link(c->ctrl) && !from_parent) {
+      plait_frame_free(&f);
+      return plait_control_fail(c->ctrl, plait_error(PLAIT_ERR_PROTOCOL, "rank 0 sent a response "
+                                                     "list over the star to a rank that takes "
+                                                     "them from its control-tree parent"));
+    }
+    plait_result_t rc = plait_tree_relay(c->ctrl, &f); /* the children's turn first */
+    if (rc) {
+      plait_frame_free(&f);
+      return rc;
+    }
+    if (c->ctrl->tree.nchildren) /* relayed: counted as this rank's control bytes */
+      count_bytes(c, PLAIT_WIRE_HEADER_SIZE + (size_t)f.length, c->ctrl->tree.nchildren);
     plait_response_list_t l;
-    plait_result_t rc = plait_responses_decode(f.payload, f.length, &l);
+    rc = plait_responses_decode(f.payload, f.length, &l);
     plait_frame_free(&f);
     if (rc) return plait_error_context(rc, "from rank 0");
     rc = plait_cache_resolve_responses(&c->cache, &c->local, &l);
@@ -240,6 +300,7 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int *
     PLAIT_CHECK(rc);
     if (done) return CYCLE_DONE;
     readable = plait_control_readable(c->ctrl, 0);
+    from_parent = !readable && tree_readable(c);
   }
   add_negotiation_time(c, plait_now() - t0);
   if (c->answer_alive) { /* once for all the heartbeats just read */
@@ -273,6 +334,27 @@ static plait_result_t root_take(plait_coord_t *c, int rank, const plait_request_
   return PLAIT_SUCCESS;
 }
 
+/* Rank 0 records one REQUESTS payload of rank. */
+static plait_result_t root_take_frame(plait_coord_t *c, int rank, const uint8_t *p, size_t n) {
+  plait_request_list_t req;
+  uint32_t fail_code = 0;
+  char *fail_text = NULL;
+  plait_result_t rc = plait_requests_decode_failure(p, n, &req, &fail_code, &fail_text);
+  if (rc) return plait_error_context(rc, "from rank %d", rank);
+  rc = root_take(c, rank, &req, fail_code, fail_text);
+  plait_requests_free(&req);
+  free(fail_text);
+  return rc;
+}
+
+/* Rank 0: one payload relayed up the control tree (tree.h), recorded as
+ * its origin's own. */
+static plait_result_t take_relayed_cb(void *arg, int origin, const uint8_t *p, size_t len) {
+  plait_coord_t *c = arg;
+  plait_silence_heard(&c->silence, origin, plait_now());
+  return root_take_frame(c, origin, p, len);
+}
+
 static plait_result_t root_receive(plait_coord_t *c, int rank, int *busy) {
   for (;;) {
     plait_frame_t f;
@@ -282,16 +364,10 @@ static plait_result_t root_receive(plait_coord_t *c, int rank, int *busy) {
       if (!plait_control_readable(c->ctrl, rank)) return PLAIT_SUCCESS;
       continue;
     }
-    plait_request_list_t req;
-    uint32_t fail_code = 0;
-    char *fail_text = NULL;
-    plait_result_t rc = plait_requests_decode_failure(f.payload, f.length, &req, &fail_code,
-                                                      &fail_text);
+    plait_result_t rc = f.type == PLAIT_MSG_RELAYED
+                          ? plait_tree_each_relayed(c->ctrl, rank, &f, take_relayed_cb, c)
+                                                    : root_take_frame(c, rank, f.payload, f.length);
     plait_frame_free(&f);
-    if (rc) return plait_error_context(rc, "from rank %d", rank);
-    rc = root_take(c, rank, &req, fail_code, fail_text);
-    plait_requests_free(&req);
-    free(fail_text);
     PLAIT_CHECK(rc);
     *busy = 1;
     if (!plait_control_readable(c->ctrl, rank)) return PLAIT_SUCCESS;
@@ -330,9 +406,11 @@ static plait_result_t root_cycle(plait_coord_t *c, int woke, int *busy) {
   if (any || done || heartbeat_due(c)) { /* an empty list is a heartbeat */
     plait_writer_t w = {0};
     rc = plait_responses_encode(&w, &l);
-    for (int r = 1; r < c->size && rc == PLAIT_SUCCESS; r++)
+    /* the star: every rank; the control tree: rank 0's children relay it */
+    int last = c->ctrl->tree.fanout ? c->ctrl->tree.nchildren : c->size - 1;
+    for (int r = 1; r <= last && rc == PLAIT_SUCCESS; r++)
       rc = plait_control_send(c->ctrl, r, &w);
-    if (rc == PLAIT_SUCCESS) count_sent(c, &w, c->size - 1);
+    if (rc == PLAIT_SUCCESS) count_sent(c, &w, last);
     c->neg.lists_sent++;
     plait_wr_free(&w);
     *busy = 1;
@@ -376,6 +454,17 @@ static int root_may_sleep(plait_coord_t *c) {
          c->neg.shutdown_rank < 0;
 }
 
+/* Rank > 0: the open control-tree links (parent, children) after pfd[n-1];
+ * the new count. */
+static int tree_pollfds(plait_coord_t *c, int n) {
+  const plait_tree_t *t = &c->ctrl->tree;
+  if (!t->fanout) return n;
+  if (t->parent_fd >= 0) c->pfd[n++] = (struct pollfd){t->parent_fd, POLLIN, 0};
+  for (int i = 0; i < t->nchildren; i++)
+    if (t->child_fds[i] >= 0) c->pfd[n++] = (struct pollfd){t->child_fds[i], POLLIN, 0};
+  return n;
+}
+
 /* One wait and one cycle; CYCLE_DONE when coordination ended. */
 static plait_result_t cycle(plait_coord_t *c) {
   int n = 1;
@@ -385,6 +474,7 @@ static plait_result_t cycle(plait_coord_t *c) {
       for (int r = 1; r < c->size; r++) c->pfd[n++] = plait_control_pollfd(c->ctrl, r);
     else
       c->pfd[n++] = plait_control_pollfd(c->ctrl, 0);
+    if (c->rank > 0) n = tree_pollfds(c, n); /* the control tree's links, when open */
   }
   int waiting = 0; /* rank 0: submissions made while it was lazy are waiting */
   if (c->rank == 0) {
@@ -413,7 +503,8 @@ static plait_result_t cycle(plait_coord_t *c) {
   if (c->rank == 0)
     rc = root_cycle(c, woke, &busy);
   else
-    rc = peer_cycle(c, woke, c->size > 1 && ready > 0 && c->pfd[1].revents, &busy);
+    rc = peer_cycle(c, woke, c->size > 1 && ready > 0 && c->pfd[1].revents,
+                    ready > 0 && tree_readable(c), ready > 0, &busy);
   plait_stats_t *s = plait_stats_lock(&c->e->stats);
   s->cycles++;
   s->busy_cycles += busy != 0;
@@ -421,6 +512,7 @@ static plait_result_t cycle(plait_coord_t *c) {
   if (busy) plait_tl_mark_cycle(c->e->timeline);
   if (busy) c->last_busy = plait_now();
   if (rc == PLAIT_SUCCESS) rc = plait_silence_check(&c->silence);
+  if (rc == PLAIT_SUCCESS) rc = plait_tree_check(c->ctrl); /* a lost parent, unnamed by rank 0 */
   if (rc == PLAIT_SUCCESS && c->sent_shutdown &&
       plait_now() - c->shutdown_sent_at > 2 * c->cfg->timeout_s + 1)
     rc = plait_error(PLAIT_ERR_PEER_LOST, "rank 0 was lost: it did not end coordination within "

@@ -47,6 +47,10 @@
     "HOROVOD_THREAD_AFFINITY); empty: not pinned")                             \
   X(cache_capacity, "PLAIT_CACHE_CAPACITY", COUNT, "1024", "0..1048576",       \
     "response cache entries; 0 disables the cache")                            \
+  X(control_fanout, "PLAIT_CONTROL_FANOUT", COUNT, "0", "0..65536",           \
+    "fan-out k of the control-plane tree that carries rank 0's response "     \
+    "lists (each rank relays them to k ranks) in jobs of more than k+1 "       \
+    "ranks; 0 or 1: rank 0 sends every list to every rank (the star)")       \
   X(timeline, "PLAIT_TIMELINE", TEXT, "", "",                                  \
     "path of a Chrome-trace JSON timeline to write (%r: the rank); empty: none") \
   X(timeline_mark_cycles, "PLAIT_TIMELINE_MARK_CYCLES", BOOL, "0", "",         \

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#define PLAIT_TEST_MAX_RANKS 16
+#define PLAIT_TEST_MAX_RANKS 32
 
 typedef int (*plait_test_rank_fn)(int rank, int nranks, void *arg);
 
