@@ -19,7 +19,9 @@
 # TRANSPORT (default gloo), EXTRA_ENV (more NAME=value for every rank,
 # e.g. PLAIT_LOG_LEVEL=debug), MIX (a
 # bench/mixes file: then plait-bench fusion with that mix, 64M threshold,
-# instead of allreduce). PEERS (e.g. "openmpi horovod"): in each round, after
+# instead of allreduce), COLL=allgather (plait-bench allgather of SIZE bytes
+# of output, PLAIT_HIERARCHICAL_ALLGATHER off then on, instead of the
+# allreduce). PEERS (e.g. "openmpi horovod"): in each round, after
 # plait's two jobs, the same allreduce by Open MPI (mpirun) and by Horovod
 # (horovodrun --gloo) on the same hosts (bench/hosts/peers.sh); the summary
 # is then a "hier-hosts-peers-summary" row with openmpi_ms and horovod_ms.
@@ -29,13 +31,14 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 out="${2:-$root/bench/results/hier-hosts.jsonl}"
 placement="${PLACEMENT:-block}" nh="${HOSTS:-2}"
-rate="${RATE:-1gbit}" size="${SIZE:-64M}" iters="${ITERS:-5}" transport="${TRANSPORT:-gloo}"
+rate="${RATE:-1gbit}" size="${SIZE:-64M}" coll="${COLL:-allreduce}" iters="${ITERS:-5}" transport="${TRANSPORT:-gloo}"
 bench="$root/build/bin/plait-bench"
 [ -x "$bench" ] || { echo "no $bench: cmake --build build --target plait-bench plait-transport-gloo"; exit 1; }
 # shellcheck source=../../tests/tools/hosts/lib.sh
 . "$root/tests/tools/hosts/lib.sh"
 modes="off on ${PEERS:-}"
-[ -z "${PEERS:-}" ] || [ -z "${MIX:-}" ] || { echo "PEERS runs an allreduce of SIZE, not a MIX"; exit 2; }
+[ -z "${PEERS:-}" ] || [ -z "${MIX:-}${COLL:-}" ] || { echo "PEERS runs an allreduce of SIZE, not a MIX or COLL"; exit 2; }
+case "$coll" in allreduce | allgather) ;; *) echo "COLL: '$coll' is not allreduce or allgather"; exit 2 ;; esac
 for mode in ${PEERS:-}; do
   case "$mode" in openmpi | horovod) ;; *) echo "PEERS: '$mode' is not openmpi or horovod"; exit 2 ;; esac
 done
@@ -54,6 +57,11 @@ run_job() { # mode round: one job, its plait-bench JSON in $tmp/<mode>.<round>.j
   port=$((29500 + round * 2))
   [ "$mode" = off ] || port=$((port + 1))
   local args=(allreduce --min "$size" --max "$size" --iters "$iters" --warmup 2 --in-place)
+  local knob=PLAIT_HIERARCHICAL_ALLREDUCE
+  if [ "$coll" = allgather ]; then
+    args=(allgather --min "$size" --max "$size" --iters "$iters" --warmup 2)
+    knob=PLAIT_HIERARCHICAL_ALLGATHER
+  fi
   [ -n "${MIX:-}" ] && args=(fusion --mix "$MIX" --thresholds 64M --steps "$iters" --warmup 2)
   local job=()
   for n in $(seq 1 "$nh"); do
@@ -62,7 +70,7 @@ run_job() { # mode round: one job, its plait-bench JSON in $tmp/<mode>.<round>.j
       [ "$placement" = block ] || r=$((l * nh + n - 1)) # cyclic: 0 and nh on host 1
       on_host "$n" env PLAIT_TRANSPORT="$transport" FI_PROVIDER=tcp FI_TCP_IFACE=eth0 \
         PLAIT_RANK=$r PLAIT_SIZE=$((nh * 2)) PLAIT_LOCAL_RANK=$l PLAIT_LOCAL_SIZE=2 PLAIT_SECRET="$secret" \
-        PLAIT_RENDEZVOUS=10.77.0.1:$port PLAIT_TIMEOUT_S=60 PLAIT_HIERARCHICAL_ALLREDUCE="$mode" \
+        PLAIT_RENDEZVOUS=10.77.0.1:$port PLAIT_TIMEOUT_S=60 "$knob=$mode" \
         OMP_NUM_THREADS=1 ${EXTRA_ENV:-} "$bench" "${args[@]}" --json "$json" >"$tmp/out.$mode.$round.$r" 2>&1 &
       job+=($!)
       pids+=($!)
@@ -102,7 +110,7 @@ for mode in $modes; do
 done
 ratio="$(awk -v a="${med[off]}" -v b="${med[on]}" 'BEGIN { printf "%.2f", a / b }')"
 what="${MIX:+fusion $(basename "$MIX")}"
-what="${what:-allreduce $size}"
+what="${what:-$coll $size}"
 echo "RESULT $what, $nh hosts x 2 ranks ($placement), tbf $rate, $transport, $rounds interleaved rounds:" \
   "flat ${med[off]} ms, hierarchical ${med[on]} ms (median of rounds): ${ratio}x"
 peers_json=""
