@@ -178,41 +178,27 @@ Test(horovod_env, rendezvous_without_port_is_an_error) {
             plait_last_error());
 }
 
-/* HOROVOD_HIERARCHICAL_ALLREDUCE forces plait's hierarchical allreduce on
- * (> 0) or off, as in Horovod; PLAIT_HIERARCHICAL_ALLREDUCE wins. */
-Test(horovod_env, hierarchical_allreduce_is_taken) {
-  setenv("HOROVOD_HIERARCHICAL_ALLREDUCE", "1", 1);
-  plait_config_t cfg = load_ok();
-  cr_expect_str_eq(cfg.hierarchical_allreduce, "1");
-  plait_config_free(&cfg);
-  setenv("HOROVOD_HIERARCHICAL_ALLREDUCE", "0", 1);
-  cfg = load_ok();
-  cr_expect_str_eq(cfg.hierarchical_allreduce, "0");
-  plait_config_free(&cfg);
-  setenv("PLAIT_HIERARCHICAL_ALLREDUCE", "auto", 1);
-  cfg = load_ok();
-  cr_expect_str_eq(cfg.hierarchical_allreduce, "auto");
-  plait_config_free(&cfg);
-  unsetenv("PLAIT_HIERARCHICAL_ALLREDUCE");
-  unsetenv("HOROVOD_HIERARCHICAL_ALLREDUCE");
-}
-
-/* HOROVOD_HIERARCHICAL_ALLGATHER likewise for the hierarchical allgather. */
-Test(horovod_env, hierarchical_allgather_is_taken) {
-  setenv("HOROVOD_HIERARCHICAL_ALLGATHER", "1", 1);
-  plait_config_t cfg = load_ok();
-  cr_expect_str_eq(cfg.hierarchical_allgather, "1");
-  plait_config_free(&cfg);
-  setenv("HOROVOD_HIERARCHICAL_ALLGATHER", "0", 1);
-  cfg = load_ok();
-  cr_expect_str_eq(cfg.hierarchical_allgather, "0");
-  plait_config_free(&cfg);
-  setenv("PLAIT_HIERARCHICAL_ALLGATHER", "auto", 1);
-  cfg = load_ok();
-  cr_expect_str_eq(cfg.hierarchical_allgather, "auto");
-  plait_config_free(&cfg);
-  unsetenv("PLAIT_HIERARCHICAL_ALLGATHER");
-  unsetenv("HOROVOD_HIERARCHICAL_ALLGATHER");
+/* HOROVOD_HIERARCHICAL_ALLREDUCE and _ALLGATHER force plait's hierarchical
+ * allreduce and allgather on (> 0) or off, as in Horovod; the PLAIT_*
+ * variable wins. */
+Test(horovod_env, hierarchical_allreduce_and_allgather_are_taken) {
+  const char *coll[] = {"ALLREDUCE", "ALLGATHER"};
+  for (int i = 0; i < 2; i++) {
+    char hvd[64], pl[64];
+    snprintf(hvd, sizeof hvd, "HOROVOD_HIERARCHICAL_%s", coll[i]);
+    snprintf(pl, sizeof pl, "PLAIT_HIERARCHICAL_%s", coll[i]);
+    const char *want[] = {"1", "0", "auto"};
+    for (int k = 0; k < 3; k++) {
+      if (k < 2) setenv(hvd, want[k], 1);
+      else setenv(pl, "auto", 1);
+      plait_config_t cfg = load_ok();
+      cr_expect_str_eq(i ? cfg.hierarchical_allgather : cfg.hierarchical_allreduce, want[k],
+                       "%s", hvd);
+      plait_config_free(&cfg);
+    }
+    unsetenv(pl);
+    unsetenv(hvd);
+  }
 }
 
 Test(horovod_env, no_equivalent_reported_by_name_not_an_error) {
