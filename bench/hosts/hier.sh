@@ -21,10 +21,11 @@
 # bench/mixes file: then plait-bench fusion with that mix, 64M threshold,
 # instead of allreduce), COLL=allgather (plait-bench allgather of SIZE bytes
 # of output, PLAIT_HIERARCHICAL_ALLGATHER off then on, instead of the
-# allreduce). PEERS (e.g. "openmpi horovod"): in each round, after
-# plait's two jobs, the same allreduce by Open MPI (mpirun) and by Horovod
-# (horovodrun --gloo) on the same hosts (bench/hosts/peers.sh); the summary
-# is then a "hier-hosts-peers-summary" row with openmpi_ms and horovod_ms.
+# allreduce). PEERS (e.g. "openmpi openmpi_han horovod"): in each round,
+# after plait's two jobs, the same allreduce by Open MPI (mpirun; _han: with
+# its hierarchical coll/han) and by Horovod (horovodrun --gloo) on the same
+# hosts (bench/hosts/peers.sh); the summary is then a
+# "hier-hosts-peers-summary" row with <peer>_ms for each.
 set -euo pipefail
 rounds="${1:-3}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -40,7 +41,10 @@ modes="off on ${PEERS:-}"
 [ -z "${PEERS:-}" ] || [ -z "${MIX:-}${COLL:-}" ] || { echo "PEERS runs an allreduce of SIZE, not a MIX or COLL"; exit 2; }
 case "$coll" in allreduce | allgather) ;; *) echo "COLL: '$coll' is not allreduce or allgather"; exit 2 ;; esac
 for mode in ${PEERS:-}; do
-  case "$mode" in openmpi | horovod) ;; *) echo "PEERS: '$mode' is not openmpi or horovod"; exit 2 ;; esac
+  case "$mode" in
+    openmpi | openmpi_han | horovod) ;;
+    *) echo "PEERS: '$mode' is not openmpi, openmpi_han or horovod"; exit 2 ;;
+  esac
 done
 hosts_require
 hosts_make "$nh"

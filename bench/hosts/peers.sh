@@ -4,7 +4,7 @@
 #
 #   peers_setup              builds bench/mpi_allreduce.c with mpicc and writes
 #                            $tmp/bin/ssh, the remote shell both launchers use
-#   peers_job MODE ROUND     MODE openmpi or horovod: one job, the same message
+#   peers_job MODE ROUND     MODE openmpi, openmpi_han or horovod: one job, the same message
 #                            as plait's jobs (SIZE float32 allreduce, ITERS timed
 #                            after 2 warm-up ones), its time in $tmp/MODE.ROUND.json
 #                            as plait-bench's "time_s_median"
@@ -17,7 +17,9 @@
 # lookupAddrForHostname) where it does not resolve, as h<n> does not. mpirun takes it as plm_rsh_agent;
 # horovodrun calls `ssh` by name, so it is first in the job's PATH. Open MPI:
 # its own shared memory (vader) within a host, tcp over eth0 across; ranks
-# placed like plait's (PLACEMENT=cyclic: --map-by node). Horovod 0.28.1 (the
+# placed like plait's (PLACEMENT=cyclic: --map-by node); openmpi_han: the
+# same with Open MPI's hierarchical collectives (coll/han, priority 100:
+# within the node, then across nodes), where openmpi is its default (tuned). Horovod 0.28.1 (the
 # horovod venv) over gloo, bench/horovod_bench.py's "large" workload;
 # horovodrun places ranks by host, so Horovod runs block-placed whatever
 # PLACEMENT says (its row in the summary says so).
@@ -60,9 +62,9 @@ peers_on_host1() {
   "$tmp/bin/ssh" 10.77.0.1 "$(printf '%q ' "$@")"
 }
 
-peers_openmpi() { # json out
-  local map=()
-  [ "$placement" = block ] || map=(--map-by node)
+peers_openmpi() { # json out [mpirun options]
+  local map=("${@:3}")
+  [ "$placement" = block ] || map+=(--map-by node)
   peers_on_host1 timeout 600 mpirun --allow-run-as-root -np $((nh * 2)) -H "$(peers_hosts)" "${map[@]}" \
     --bind-to none --mca plm_rsh_agent "$tmp/bin/ssh" --mca plm_rsh_no_tree_spawn 1 \
     --mca oob_tcp_if_include eth0 --mca btl_tcp_if_include eth0 --mca btl self,vader,tcp \
@@ -73,6 +75,10 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print(json.dumps([r for r in rows if r.get("kind") == "collective"][-1]))
 PY
+}
+
+peers_openmpi_han() { # json out
+  peers_openmpi "$1" "$2" --mca coll_han_priority 100
 }
 
 peers_horovod() { # json out
