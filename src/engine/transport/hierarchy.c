@@ -27,6 +27,7 @@ void plait_hier_destroy(plait_hier_t *h) {
     PLAIT_WARN("hier", "transport '%s' finalize of the local set: %s", h->t->name,
                h->t->last_error(NULL));
   free(h->index_of);
+  free(h->ag_scratch);
   free(h);
 }
 

@@ -26,6 +26,8 @@ typedef struct plait_hier {
   plait_hier_mode_t mode; /* rank 0's PLAIT_HIERARCHICAL_ALLREDUCE */
   plait_hier_mode_t ag_mode; /* rank 0's PLAIT_HIERARCHICAL_ALLGATHER */
   int *index_of;          /* every rank's local index (size entries) */
+  void *ag_scratch;       /* the hierarchical allgather's buffer, kept: its pages */
+  size_t ag_cap;          /* stay mapped (bytes; grown to the largest output) */
   uint64_t threshold;     /* rank 0's PLAIT_HIERARCHICAL_THRESHOLD */
   double gain;            /* bytes across hosts, flat over hierarchical (hier_plan.h) */
 } plait_hier_t;
