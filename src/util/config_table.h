@@ -115,7 +115,7 @@
   X(hierarchical_allgather, "PLAIT_HIERARCHICAL_ALLGATHER", NAME, "off", "",   \
     "allgather across hosts among the ranks of each local index, then "      \
     "within each host, when ranks share hosts (as the hierarchical "         \
-    "allreduce): off (measured slower), auto (from "                         \
+    "allreduce): off (measured level at best), auto (from "                 \
     "PLAIT_HIERARCHICAL_THRESHOLD bytes of output up, where the placement "  \
     "halves the bytes across hosts) or on; rank 0's value is the job's")     \
   X(hierarchical_threshold, "PLAIT_HIERARCHICAL_THRESHOLD", SIZE, "1M",        \
