@@ -19,20 +19,37 @@
 # TRANSPORT (default gloo), EXTRA_ENV (more NAME=value for every rank,
 # e.g. PLAIT_LOG_LEVEL=debug), MIX (a
 # bench/mixes file: then plait-bench fusion with that mix, 64M threshold,
-# instead of allreduce).
+# instead of allreduce), COLL=allgather (plait-bench allgather of SIZE bytes
+# of output, PLAIT_HIERARCHICAL_ALLGATHER off then on, instead of the
+# allreduce). PEERS (e.g. "openmpi openmpi_han horovod"): in each round,
+# after plait's two jobs, the same allreduce by Open MPI (mpirun; _han: with
+# its hierarchical coll/han) and by Horovod (horovodrun --gloo) on the same
+# hosts (bench/hosts/peers.sh); the summary is then a
+# "hier-hosts-peers-summary" row with <peer>_ms for each.
 set -euo pipefail
 rounds="${1:-3}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 out="${2:-$root/bench/results/hier-hosts.jsonl}"
 placement="${PLACEMENT:-block}" nh="${HOSTS:-2}"
-rate="${RATE:-1gbit}" size="${SIZE:-64M}" iters="${ITERS:-5}" transport="${TRANSPORT:-gloo}"
+rate="${RATE:-1gbit}" size="${SIZE:-64M}" coll="${COLL:-allreduce}" iters="${ITERS:-5}" transport="${TRANSPORT:-gloo}"
 bench="$root/build/bin/plait-bench"
 [ -x "$bench" ] || { echo "no $bench: cmake --build build --target plait-bench plait-transport-gloo"; exit 1; }
 # shellcheck source=../../tests/tools/hosts/lib.sh
 . "$root/tests/tools/hosts/lib.sh"
+modes="off on ${PEERS:-}"
+[ -z "${PEERS:-}" ] || [ -z "${MIX:-}${COLL:-}" ] || { echo "PEERS runs an allreduce of SIZE, not a MIX or COLL"; exit 2; }
+case "$coll" in allreduce | allgather) ;; *) echo "COLL: '$coll' is not allreduce or allgather"; exit 2 ;; esac
+for mode in ${PEERS:-}; do
+  case "$mode" in
+    openmpi | openmpi_han | horovod) ;;
+    *) echo "PEERS: '$mode' is not openmpi, openmpi_han or horovod"; exit 2 ;;
+  esac
+done
 hosts_require
 hosts_make "$nh"
+# shellcheck source=peers.sh
+[ -z "${PEERS:-}" ] || { . "$here/peers.sh" && peers_setup; }
 for n in $(seq 1 "$nh"); do
   tc -n "plait-$id-h$n" qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
 done
@@ -44,6 +61,11 @@ run_job() { # mode round: one job, its plait-bench JSON in $tmp/<mode>.<round>.j
   port=$((29500 + round * 2))
   [ "$mode" = off ] || port=$((port + 1))
   local args=(allreduce --min "$size" --max "$size" --iters "$iters" --warmup 2 --in-place)
+  local knob=PLAIT_HIERARCHICAL_ALLREDUCE
+  if [ "$coll" = allgather ]; then
+    args=(allgather --min "$size" --max "$size" --iters "$iters" --warmup 2)
+    knob=PLAIT_HIERARCHICAL_ALLGATHER
+  fi
   [ -n "${MIX:-}" ] && args=(fusion --mix "$MIX" --thresholds 64M --steps "$iters" --warmup 2)
   local job=()
   for n in $(seq 1 "$nh"); do
@@ -52,7 +74,7 @@ run_job() { # mode round: one job, its plait-bench JSON in $tmp/<mode>.<round>.j
       [ "$placement" = block ] || r=$((l * nh + n - 1)) # cyclic: 0 and nh on host 1
       on_host "$n" env PLAIT_TRANSPORT="$transport" FI_PROVIDER=tcp FI_TCP_IFACE=eth0 \
         PLAIT_RANK=$r PLAIT_SIZE=$((nh * 2)) PLAIT_LOCAL_RANK=$l PLAIT_LOCAL_SIZE=2 PLAIT_SECRET="$secret" \
-        PLAIT_RENDEZVOUS=10.77.0.1:$port PLAIT_TIMEOUT_S=60 PLAIT_HIERARCHICAL_ALLREDUCE="$mode" \
+        PLAIT_RENDEZVOUS=10.77.0.1:$port PLAIT_TIMEOUT_S=60 "$knob=$mode" \
         OMP_NUM_THREADS=1 ${EXTRA_ENV:-} "$bench" "${args[@]}" --json "$json" >"$tmp/out.$mode.$round.$r" 2>&1 &
       job+=($!)
       pids+=($!)
@@ -81,31 +103,40 @@ PY
 }
 
 for round in $(seq 1 "$rounds"); do
-  for mode in off on; do run_job "$mode" "$round"; done
+  for mode in $modes; do
+    case "$mode" in off | on) run_job "$mode" "$round" ;; *) peers_job "$mode" "$round" ;; esac
+  done
 done
 declare -A med
-for mode in off on; do
+for mode in $modes; do
   for round in $(seq 1 "$rounds"); do job_ms "$tmp/$mode.$round.json"; done >"$tmp/$mode.ms"
   med[$mode]="$(median <"$tmp/$mode.ms")"
 done
 ratio="$(awk -v a="${med[off]}" -v b="${med[on]}" 'BEGIN { printf "%.2f", a / b }')"
 what="${MIX:+fusion $(basename "$MIX")}"
-what="${what:-allreduce $size}"
+what="${what:-$coll $size}"
 echo "RESULT $what, $nh hosts x 2 ranks ($placement), tbf $rate, $transport, $rounds interleaved rounds:" \
   "flat ${med[off]} ms, hierarchical ${med[on]} ms (median of rounds): ${ratio}x"
+peers_json=""
+for mode in ${PEERS:-}; do
+  echo "RESULT $mode ${med[$mode]} ms: hierarchical plait" \
+    "$(awk -v a="${med[$mode]}" -v b="${med[on]}" 'BEGIN { printf "%.2f", a / b }')x faster"
+  peers_json="$peers_json, \"${mode}_ms\": ${med[$mode]}"
+done
 mkdir -p "$(dirname "$out")"
 stamp="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-for mode in off on; do
+for mode in $modes; do
   for round in $(seq 1 "$rounds"); do
     python3 - "$tmp/$mode.$round.json" "$mode" "$round" "$rate" "$stamp" "$(cut -d' ' -f1 /proc/loadavg)" "$what" "$placement" "$nh" <<'PY' >>"$out"
 import json, sys
 path, mode, rnd, rate, stamp, load, what, placement, hosts = sys.argv[1:]
 row = [json.loads(l) for l in open(path) if l.strip()][-1]
-row.update({"bench": "hier-hosts", "what": what, "hierarchical": mode, "round": int(rnd),
-            "hosts": int(hosts), "ranks_per_host": 2, "placement": placement, "link": "tbf " + rate, "when": stamp,
+system = {"off": "plait", "on": "plait"}.get(mode, mode)
+row.update({"bench": "hier-hosts", "what": what, "hierarchical": mode, "system": system, "round": int(rnd),
+            "hosts": int(hosts), "ranks_per_host": 2, "placement": row.get("placement", placement), "link": "tbf " + rate, "when": stamp,
             "load1": float(load)})
 print(json.dumps(row, sort_keys=True))
 PY
   done
 done
-echo "{\"bench\": \"hier-hosts-summary\", \"what\": \"$what\", \"placement\": \"$placement\", \"hosts\": $nh, \"ranks_per_host\": 2, \"transport\": \"$transport\", \"link\": \"tbf $rate\", \"rounds\": $rounds, \"flat_ms\": ${med[off]}, \"hierarchical_ms\": ${med[on]}, \"ratio\": $ratio, \"when\": \"$stamp\"}" >>"$out"
+echo "{\"bench\": \"hier-hosts${PEERS:+-peers}-summary\", \"what\": \"$what\", \"placement\": \"$placement\", \"hosts\": $nh, \"ranks_per_host\": 2, \"transport\": \"$transport\", \"link\": \"tbf $rate\", \"rounds\": $rounds, \"flat_ms\": ${med[off]}, \"hierarchical_ms\": ${med[on]}, \"ratio\": $ratio$peers_json, \"when\": \"$stamp\"}" >>"$out"

@@ -130,15 +130,21 @@ static void free_engine(plait_engine_t *e) {
   free(e);
 }
 
-/* The hierarchical allreduce's local and cross sub-states (hierarchy.h),
- * collective over the job: a rank whose PLAIT_HIERARCHICAL_ALLREDUCE does
- * not parse tells the others, as a transport that fails to start does. */
+/* The hierarchical allreduce's and allgather's local and cross sub-states
+ * (hierarchy.h), collective over the job: a rank whose
+ * PLAIT_HIERARCHICAL_ALLREDUCE or _ALLGATHER does not parse tells the
+ * others, as a transport that fails to start does. */
 static plait_result_t start_hierarchy(plait_engine_t *e) {
-  plait_hier_mode_t mode;
-  plait_result_t rc = plait_hier_parse_mode(e->cfg.hierarchical_allreduce, &mode);
+  plait_hier_mode_t mode, ag_mode;
+  plait_result_t rc =
+      plait_hier_parse_mode("PLAIT_HIERARCHICAL_ALLREDUCE", e->cfg.hierarchical_allreduce, &mode);
+  if (rc == PLAIT_SUCCESS)
+    rc = plait_hier_parse_mode("PLAIT_HIERARCHICAL_ALLGATHER", e->cfg.hierarchical_allgather,
+                               &ag_mode);
   if (rc) return e->topo.size > 1 ? plait_boot_fail(&e->boot, rc) : rc;
-  return plait_hier_create(&e->boot.api, e->topo.host, mode, e->cfg.hierarchical_threshold,
-                           e->plugin.table, e->plugin.state, &e->hier);
+  return plait_hier_create(&e->boot.api, e->topo.host, mode, ag_mode,
+                           e->cfg.hierarchical_threshold, e->plugin.table, e->plugin.state,
+                           &e->hier);
 }
 
 plait_result_t plait_engine_start(plait_config_t *cfg, const plait_topology_t *topo,

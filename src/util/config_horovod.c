@@ -52,6 +52,7 @@ static const mapped_t MAPPED[] = {
     {"HOROVOD_DYNAMIC_PROCESS_SETS", "PLAIT_DYNAMIC_PROCESS_SETS", K_FLAG},
     {"HOROVOD_AUTOTUNE", "PLAIT_AUTOTUNE", K_FLAG},
     {"HOROVOD_HIERARCHICAL_ALLREDUCE", "PLAIT_HIERARCHICAL_ALLREDUCE", K_FLAG},
+    {"HOROVOD_HIERARCHICAL_ALLGATHER", "PLAIT_HIERARCHICAL_ALLGATHER", K_FLAG},
     {"HOROVOD_THREAD_AFFINITY", "PLAIT_THREAD_AFFINITY", K_TEXT},
     {"HOROVOD_AUTOTUNE_LOG", "PLAIT_AUTOTUNE_LOG", K_TEXT},
     {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "PLAIT_AUTOTUNE_WARMUP_SAMPLES", K_COUNT},
@@ -77,8 +78,6 @@ static const unsupported_t UNSUPPORTED[] = {
     {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", W_ANY,
      "plait's autotuner searches a grid by coordinate descent and takes the median of "
      "repeated samples; it has no Gaussian process to give a noise level"},
-    {"HOROVOD_HIERARCHICAL_ALLGATHER", W_GT0,
-     "plait has no hierarchical allgather: each collective runs over all ranks at once"},
     {"HOROVOD_TORUS_ALLREDUCE", W_GT0, "plait has no torus allreduce"},
     {"HOROVOD_ELASTIC", W_GT0,
      "plait's elastic workers are started by plaitrun's elastic driver (--min-np, --max-np, "
@@ -185,6 +184,7 @@ static char **text_field(plait_config_t *cfg, const char *plait_var) {
   if (!strcmp(plait_var, "PLAIT_AUTOTUNE_LOG")) return &cfg->autotune_log;
   if (!strcmp(plait_var, "PLAIT_THREAD_AFFINITY")) return &cfg->thread_affinity;
   if (!strcmp(plait_var, "PLAIT_HIERARCHICAL_ALLREDUCE")) return &cfg->hierarchical_allreduce;
+  if (!strcmp(plait_var, "PLAIT_HIERARCHICAL_ALLGATHER")) return &cfg->hierarchical_allgather;
   return NULL;
 }
 

@@ -116,9 +116,15 @@
     "ranks on each): auto (from PLAIT_HIERARCHICAL_THRESHOLD bytes up, "      \
     "where the placement halves the bytes across hosts), on or off; rank "    \
     "0's value is the job's")                                                 \
+  X(hierarchical_allgather, "PLAIT_HIERARCHICAL_ALLGATHER", NAME, "off", "",   \
+    "allgather across hosts among the ranks of each local index, then "      \
+    "within each host, when ranks share hosts (as the hierarchical "         \
+    "allreduce): off (measured level at best), auto (from "                 \
+    "PLAIT_HIERARCHICAL_THRESHOLD bytes of output up, where the placement "  \
+    "halves the bytes across hosts) or on; rank 0's value is the job's")     \
   X(hierarchical_threshold, "PLAIT_HIERARCHICAL_THRESHOLD", SIZE, "1M",        \
-    "0..1T", "smallest allreduce (bytes, after fusion) that runs "           \
-    "hierarchically under PLAIT_HIERARCHICAL_ALLREDUCE=auto")                 \
+    "0..1T", "smallest allreduce (bytes, after fusion) or allgather (bytes "  \
+    "of output) that runs hierarchically under auto")                         \
   X(elastic_driver, "PLAIT_ELASTIC_DRIVER", TEXT, "", "",                      \
     "host:port of the elastic driver that started this worker (set by "        \
     "plaitrun --min-np/--max-np/--host-discovery-script): plait_init asks it " \

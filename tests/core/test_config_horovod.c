@@ -178,27 +178,31 @@ Test(horovod_env, rendezvous_without_port_is_an_error) {
             plait_last_error());
 }
 
-/* HOROVOD_HIERARCHICAL_ALLREDUCE forces plait's hierarchical allreduce on
- * (> 0) or off, as in Horovod; PLAIT_HIERARCHICAL_ALLREDUCE wins. */
-Test(horovod_env, hierarchical_allreduce_is_taken) {
-  setenv("HOROVOD_HIERARCHICAL_ALLREDUCE", "1", 1);
-  plait_config_t cfg = load_ok();
-  cr_expect_str_eq(cfg.hierarchical_allreduce, "1");
-  plait_config_free(&cfg);
-  setenv("HOROVOD_HIERARCHICAL_ALLREDUCE", "0", 1);
-  cfg = load_ok();
-  cr_expect_str_eq(cfg.hierarchical_allreduce, "0");
-  plait_config_free(&cfg);
-  setenv("PLAIT_HIERARCHICAL_ALLREDUCE", "auto", 1);
-  cfg = load_ok();
-  cr_expect_str_eq(cfg.hierarchical_allreduce, "auto");
-  plait_config_free(&cfg);
-  unsetenv("PLAIT_HIERARCHICAL_ALLREDUCE");
-  unsetenv("HOROVOD_HIERARCHICAL_ALLREDUCE");
+/* HOROVOD_HIERARCHICAL_ALLREDUCE and _ALLGATHER force plait's hierarchical
+ * allreduce and allgather on (> 0) or off, as in Horovod; the PLAIT_*
+ * variable wins. */
+Test(horovod_env, hierarchical_allreduce_and_allgather_are_taken) {
+  const char *coll[] = {"ALLREDUCE", "ALLGATHER"};
+  for (int i = 0; i < 2; i++) {
+    char hvd[64], pl[64];
+    snprintf(hvd, sizeof hvd, "HOROVOD_HIERARCHICAL_%s", coll[i]);
+    snprintf(pl, sizeof pl, "PLAIT_HIERARCHICAL_%s", coll[i]);
+    const char *want[] = {"1", "0", "auto"};
+    for (int k = 0; k < 3; k++) {
+      if (k < 2) setenv(hvd, want[k], 1);
+      else setenv(pl, "auto", 1);
+      plait_config_t cfg = load_ok();
+      cr_expect_str_eq(i ? cfg.hierarchical_allgather : cfg.hierarchical_allreduce, want[k],
+                       "%s", hvd);
+      plait_config_free(&cfg);
+    }
+    unsetenv(pl);
+    unsetenv(hvd);
+  }
 }
 
 Test(horovod_env, no_equivalent_reported_by_name_not_an_error) {
-  setenv("HOROVOD_HIERARCHICAL_ALLGATHER", "1", 1);
+  setenv("HOROVOD_ADASUM_MPI_CHUNK_SIZE", "1", 1);
   setenv("HOROVOD_TORUS_ALLREDUCE", "0", 1); /* off: harmless, not reported */
   setenv("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.8", 1);
   setenv("HOROVOD_CONTROLLER", "mpi", 1);
@@ -210,8 +214,8 @@ Test(horovod_env, no_equivalent_reported_by_name_not_an_error) {
   cr_expect_eq(cfg.timeline_mark_cycles, 1, "HOROVOD_TIMELINE_MARK_CYCLES=1 marks cycles");
   plait_config_free(&cfg);
   char *n = notes();
-  cr_expect(strstr(n, "# HOROVOD_HIERARCHICAL_ALLGATHER=1 has no plait equivalent and is "
-                      "ignored: plait has no hierarchical allgather"), "%s", n);
+  cr_expect(strstr(n, "# HOROVOD_ADASUM_MPI_CHUNK_SIZE=1 has no plait equivalent and is "
+                      "ignored: plait has no Adasum reduction"), "%s", n);
   cr_expect_null(strstr(n, "HOROVOD_TORUS_ALLREDUCE"), "%s", n);
   cr_expect(strstr(n, "# HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE=0.8 has no plait equivalent "
                       "and is ignored: plait's autotuner searches a grid"), "%s", n);
@@ -289,7 +293,7 @@ Test(horovod_env, dump_says_where_values_came_from) {
 
 Test(horovod_env, settle_logs_once_at_init) {
   setenv("HOROVOD_FUSION_THRESHOLD", "0", 1);
-  setenv("HOROVOD_HIERARCHICAL_ALLGATHER", "1", 1);
+  setenv("HOROVOD_ADASUM_MPI_CHUNK_SIZE", "1", 1);
   setenv("PLAIT_LOG_LEVEL", "info", 1);
   plait_test_set_plugin_path();
   cr_redirect_stderr();
@@ -304,7 +308,7 @@ Test(horovod_env, settle_logs_once_at_init) {
   const char *first = strstr(text, taken);
   cr_expect(first, "%s", text);
   cr_expect(first && !strstr(first + 1, taken), "logged twice:\n%s", text);
-  cr_expect(strstr(text, "HOROVOD_HIERARCHICAL_ALLGATHER=1 has no plait equivalent"), "%s", text);
+  cr_expect(strstr(text, "HOROVOD_ADASUM_MPI_CHUNK_SIZE=1 has no plait equivalent"), "%s", text);
 }
 
 Test(horovod_env, rank_without_size_names_horovods_variables) {

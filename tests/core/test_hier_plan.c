@@ -102,14 +102,18 @@ Test(hier_plan, mode_values) {
   plait_hier_mode_t m;
   const char *on[] = {"on", "1", "TRUE", "yes"}, *off[] = {"off", "0", "false", "No"};
   for (int i = 0; i < 4; i++) {
-    cr_expect_eq(plait_hier_parse_mode(on[i], &m), PLAIT_SUCCESS);
+    cr_expect_eq(plait_hier_parse_mode("PLAIT_HIERARCHICAL_ALLREDUCE", on[i], &m), PLAIT_SUCCESS);
     cr_expect_eq(m, PLAIT_HIER_ON, "%s", on[i]);
-    cr_expect_eq(plait_hier_parse_mode(off[i], &m), PLAIT_SUCCESS);
+    cr_expect_eq(plait_hier_parse_mode("PLAIT_HIERARCHICAL_ALLREDUCE", off[i], &m), PLAIT_SUCCESS);
     cr_expect_eq(m, PLAIT_HIER_OFF, "%s", off[i]);
   }
-  cr_expect_eq(plait_hier_parse_mode("auto", &m), PLAIT_SUCCESS);
+  cr_expect_eq(plait_hier_parse_mode("PLAIT_HIERARCHICAL_ALLREDUCE", "auto", &m), PLAIT_SUCCESS);
   cr_expect_eq(m, PLAIT_HIER_AUTO);
-  cr_expect_eq(plait_hier_parse_mode("sometimes", &m), PLAIT_ERR_CONFIG);
+  cr_expect_eq(plait_hier_parse_mode("PLAIT_HIERARCHICAL_ALLREDUCE", "sometimes", &m),
+               PLAIT_ERR_CONFIG);
   cr_expect(strstr(plait_last_error(), "PLAIT_HIERARCHICAL_ALLREDUCE='sometimes' is not valid: "
                                        "expected auto, on or off"), "%s", plait_last_error());
+  cr_expect_eq(plait_hier_parse_mode("PLAIT_HIERARCHICAL_ALLGATHER", "x", &m), PLAIT_ERR_CONFIG);
+  cr_expect(strstr(plait_last_error(), "PLAIT_HIERARCHICAL_ALLGATHER='x' is not valid"), "%s",
+            plait_last_error());
 }

@@ -556,15 +556,19 @@ Test(plaitrun, horovodrun_thread_affinity_flag_sets_horovods_variable, .timeout 
 
 /* --hierarchical-allreduce sets HOROVOD_HIERARCHICAL_ALLREDUCE=1 (plait
  * takes it as PLAIT_HIERARCHICAL_ALLREDUCE, which the flag overrides);
- * --no-hierarchical-allreduce sets it to 0. */
+ * --no-hierarchical-allreduce sets it to 0; the same for the allgather. */
 Test(plaitrun, horovodrun_hierarchical_allreduce_flag_sets_horovods_variable, .timeout = 90) {
-  const char *flags[] = {"--hierarchical-allreduce", "--no-hierarchical-allreduce"};
-  const char *want[] = {"[1]: HA=1 P=unset\n", "[1]: HA=0 P=unset\n"};
-  for (int i = 0; i < 2; i++) {
+  const char *flags[] = {"--hierarchical-allreduce", "--no-hierarchical-allreduce",
+                         "--hierarchical-allgather", "--no-hierarchical-allgather"};
+  const char *want[] = {"[1]: HA=1 P=unset\n", "[1]: HA=0 P=unset\n", "[1]: HG=1 PG=unset\n",
+                        "[1]: HG=0 PG=unset\n"};
+  for (int i = 0; i < 4; i++) {
     run_t run = {.args = {"-np", "2", "-H", "localhost:2", flags[i], "/bin/sh", "-c",
                           "echo \"HA=$HOROVOD_HIERARCHICAL_ALLREDUCE "
-                          "P=${PLAIT_HIERARCHICAL_ALLREDUCE-unset}\""},
-                 .env = {"PLAIT_HIERARCHICAL_ALLREDUCE=auto"}};
+                          "P=${PLAIT_HIERARCHICAL_ALLREDUCE-unset}\"; "
+                          "echo \"HG=$HOROVOD_HIERARCHICAL_ALLGATHER "
+                          "PG=${PLAIT_HIERARCHICAL_ALLGATHER-unset}\""},
+                 .env = {"PLAIT_HIERARCHICAL_ALLREDUCE=auto", "PLAIT_HIERARCHICAL_ALLGATHER=auto"}};
     run_plaitrun(&run);
     cr_assert_eq(run.exit_code, 0, "%s: stderr: %s", flags[i], run.err.data);
     cr_expect_not_null(strstr(run.out.data, want[i]), "%s: %s", flags[i], run.out.data);
@@ -575,7 +579,7 @@ Test(plaitrun, horovodrun_hierarchical_allreduce_flag_sets_horovods_variable, .t
 Test(plaitrun, horovodrun_flags_without_effect_are_accepted, .timeout = 90) {
   run_t run = {.args = {"--num-proc", "2", "--disable-cache", "-p", "22", "-i", "/no/key",
                         "--network-interface", "lo", "--no-hierarchical-allreduce",
-                        "--no-hierarchical-allgather", "--no-autotune", "--tcp",
+                        "--no-autotune", "--tcp",
                         "--mpi-threads-disable", "--log-without-timestamp",
                         "--timeline-mark-cycles", "--verbose", "--stall-check", "/bin/sh", "-c",
                         "echo ok$PLAIT_RANK"}};
@@ -594,7 +598,6 @@ Test(plaitrun, horovodrun_flags_plait_cannot_honour_exit_2_with_why, .timeout = 
       {{"-np", "2", "--autotune-gaussian-process-noise", "0.8", "true"},
        "--autotune-gaussian-process-noise is not supported: plait's autotuner searches a grid"},
       {{"-np", "2", "--autotune-steps-per-sample", "0", "true"}, "--autotune-steps-per-sample '0'"},
-      {{"-np", "2", "--hierarchical-allgather", "true"}, "no hierarchical allgather"},
       {{"-np", "2", "--reset-limit", "1", "true"}, "--reset-limit needs elastic mode"},
       {{"--min-np", "0", "-H", "localhost:2", "true"}, "--min-np '0': expected a whole number"},
       {{"--min-np", "3", "--max-np", "2", "-H", "localhost:4", "true"},

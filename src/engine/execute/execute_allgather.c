@@ -42,7 +42,9 @@ plait_result_t plait_exec_allgather(plait_exec_t *x, const plait_response_t *r, 
   double t0 = plait_now();
   if (rc == PLAIT_SUCCESS) {
     if (e) plait_tl_begin(x->tl, name, x->activity[PLAIT_COLL_ALLGATHER]);
-    rc = x->t->allgatherv(x->ts, out, bytes);
+    x->hier_msg[0] = '\0';
+    rc = plait_exec_hier_ag_wanted(x, m, total) ? plait_exec_hier_allgather(x, out, bytes)
+                                                : x->t->allgatherv(x->ts, out, bytes);
     if (e) plait_tl_end(x->tl, name, x->activity[PLAIT_COLL_ALLGATHER]);
     if (rc) rc = plait_exec_transport_error(x, rc, "allgather", name);
   }

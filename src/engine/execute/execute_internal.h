@@ -32,6 +32,13 @@ plait_result_t plait_exec_reducescatter(plait_exec_t *x, plait_entry_t *e);
 int plait_exec_hier_wanted(const plait_exec_t *x, const plait_meta_t *m, size_t count);
 plait_result_t plait_exec_hier_allreduce(plait_exec_t *x, const plait_meta_t *m, plait_op_t op,
                                          const void *in, void *out, size_t count, double post);
+/* The hierarchical allgather (execute_hier_allgather.c): whether an
+ * allgather of total output bytes described by m runs so (the same answer
+ * on every rank); and the allgather in place in out of blocks of bytes[q]
+ * per rank q, in rank order (as the transport's allgatherv). A failure's
+ * message is in x->hier_msg. */
+int plait_exec_hier_ag_wanted(const plait_exec_t *x, const plait_meta_t *m, size_t total);
+plait_result_t plait_exec_hier_allgather(plait_exec_t *x, void *out, const size_t *bytes);
 /* A host buffer for an output plait allocates (memory.c). */
 void *plait_exec_alloc_host(size_t bytes);
 /* The factor a reduction's result is scaled by: the postscale factor, and

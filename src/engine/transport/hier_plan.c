@@ -7,7 +7,7 @@
 
 #include "util/error.h"
 
-plait_result_t plait_hier_parse_mode(const char *text, plait_hier_mode_t *mode) {
+plait_result_t plait_hier_parse_mode(const char *var, const char *text, plait_hier_mode_t *mode) {
   static const char *on[] = {"on", "1", "true", "yes"}, *off[] = {"off", "0", "false", "no"};
   const char *t = text ? text : "";
   if (!strcasecmp(t, "auto")) return *mode = PLAIT_HIER_AUTO, PLAIT_SUCCESS;
@@ -15,8 +15,8 @@ plait_result_t plait_hier_parse_mode(const char *text, plait_hier_mode_t *mode) 
     if (!strcasecmp(t, on[i])) return *mode = PLAIT_HIER_ON, PLAIT_SUCCESS;
     if (!strcasecmp(t, off[i])) return *mode = PLAIT_HIER_OFF, PLAIT_SUCCESS;
   }
-  return plait_error(PLAIT_ERR_CONFIG, "PLAIT_HIERARCHICAL_ALLREDUCE='%s' is not valid: expected "
-                     "auto, on or off (also 1/0, true/false, yes/no)", t);
+  return plait_error(PLAIT_ERR_CONFIG, "%s='%s' is not valid: expected auto, on or off (also "
+                     "1/0, true/false, yes/no)", var, t);
 }
 
 const char *plait_hier_mode_name(plait_hier_mode_t mode) {

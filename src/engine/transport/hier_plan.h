@@ -37,10 +37,10 @@ typedef enum {
   PLAIT_HIER_AUTO = 2, /* from PLAIT_HIERARCHICAL_THRESHOLD bytes up */
 } plait_hier_mode_t;
 
-/* PLAIT_HIERARCHICAL_ALLREDUCE's value: auto; on, 1, true, yes; off, 0,
- * false, no (any case). PLAIT_ERR_CONFIG naming the variable and what it
- * accepts otherwise. */
-plait_result_t plait_hier_parse_mode(const char *text, plait_hier_mode_t *mode);
+/* The value of var (PLAIT_HIERARCHICAL_ALLREDUCE or _ALLGATHER): auto; on,
+ * 1, true, yes; off, 0, false, no (any case). PLAIT_ERR_CONFIG naming var
+ * and what it accepts otherwise. */
+plait_result_t plait_hier_parse_mode(const char *var, const char *text, plait_hier_mode_t *mode);
 const char *plait_hier_mode_name(plait_hier_mode_t mode);
 
 /* FNV-1a, 64 bits: a host identity as the ranks exchange it. */

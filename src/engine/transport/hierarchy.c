@@ -1,5 +1,5 @@
-/* The hierarchical allreduce's local and cross sub-states, made at engine
- * start (hierarchy.h). */
+/* The hierarchical allreduce's and allgather's local and cross sub-states,
+ * made at engine start (hierarchy.h). */
 #include "engine/transport/hierarchy.h"
 
 #include <stdio.h>
@@ -15,7 +15,7 @@ typedef struct {
   uint64_t host;
   uint64_t threshold;
   uint32_t mode;
-  uint32_t pad;
+  uint32_t ag_mode;
 } record_t;
 
 void plait_hier_destroy(plait_hier_t *h) {
@@ -26,6 +26,8 @@ void plait_hier_destroy(plait_hier_t *h) {
   if (h->local && h->t->finalize(h->local))
     PLAIT_WARN("hier", "transport '%s' finalize of the local set: %s", h->t->name,
                h->t->last_error(NULL));
+  free(h->index_of);
+  free(h->ag_scratch);
   free(h);
 }
 
@@ -48,6 +50,11 @@ static plait_result_t make_sets(plait_hier_t *h, void *ts, const int *of, int si
   return PLAIT_SUCCESS;
 }
 
+/* Whether a mode could ever run on a layout of this gain. */
+static int may_run(plait_hier_mode_t mode, double gain) {
+  return mode == PLAIT_HIER_ON || (mode == PLAIT_HIER_AUTO && gain >= PLAIT_HIER_AUTO_MIN_GAIN);
+}
+
 /* The layout from every rank's record: the sets made, or *out left NULL. */
 static plait_result_t from_records(const record_t *all, int rank, int size,
                                    const plait_transport_t *t, void *ts, plait_hier_t **out) {
@@ -63,30 +70,36 @@ static plait_result_t from_records(const record_t *all, int rank, int size,
     for (int r = 0; r < size; r++) host[r] = all[r].host;
     h->t = t;
     h->mode = (plait_hier_mode_t)all[0].mode;
+    h->ag_mode = (plait_hier_mode_t)all[0].ag_mode;
     h->threshold = all[0].threshold;
     fits = plait_hier_layout(host, size, of, of + size, &h->hosts, &h->per_host, why, sizeof why);
     if (fits) h->gain = plait_hier_flat_gain(of, size, h->hosts);
-    /* auto where it would never run: no sub-states (their connections) */
-    if (fits && h->mode == PLAIT_HIER_AUTO && h->gain < PLAIT_HIER_AUTO_MIN_GAIN) {
+    /* neither would ever run (off, or auto where the layout gains too
+     * little): no sub-states (their connections) */
+    if (fits && !may_run(h->mode, h->gain) && !may_run(h->ag_mode, h->gain)) {
       fits = 0;
-      snprintf(why, sizeof why, "auto, and the flat ring sends only %.2fx the bytes across hosts "
-               "(PLAIT_HIER_AUTO_MIN_GAIN: %.1f)", h->gain, PLAIT_HIER_AUTO_MIN_GAIN);
+      snprintf(why, sizeof why, "off or auto, and the flat ring sends only %.2fx the bytes "
+               "across hosts (PLAIT_HIER_AUTO_MIN_GAIN: %.1f)", h->gain, PLAIT_HIER_AUTO_MIN_GAIN);
     }
   }
-  if (rc == PLAIT_SUCCESS && fits && h->mode != PLAIT_HIER_OFF) {
+  if (rc == PLAIT_SUCCESS && fits) {
     h->index = of[size + rank];
     rc = make_sets(h, ts, of, size, h->hosts, of + 2 * size, "local", &h->local);
     if (rc == PLAIT_SUCCESS)
       rc = make_sets(h, ts, of + size, size, h->per_host, of + 2 * size, "cross", &h->cross);
     if (rc == PLAIT_SUCCESS)
-      PLAIT_INFO("hier", "hierarchical allreduce %s: %d hosts x %d ranks, this rank's local "
-                 "index %d; %.2fx fewer bytes across hosts than the flat ring; from %llu "
-                 "bytes up under auto", plait_hier_mode_name(h->mode), h->hosts, h->per_host,
-                 h->index, h->gain, (unsigned long long)h->threshold);
+      PLAIT_INFO("hier", "hierarchical collectives (allreduce: %s, allgather: %s): %d hosts x "
+                 "%d ranks, this rank's local index %d; %.2fx fewer bytes across hosts than "
+                 "the flat ring; from %llu bytes up under auto", plait_hier_mode_name(h->mode),
+                 plait_hier_mode_name(h->ag_mode), h->hosts, h->per_host, h->index, h->gain,
+                 (unsigned long long)h->threshold);
   } else if (rc == PLAIT_SUCCESS) {
-    PLAIT_DEBUG("hier", "no hierarchical allreduce: %s", h->mode == PLAIT_HIER_OFF ? "off" : why);
+    PLAIT_DEBUG("hier", "no hierarchical allreduce or allgather: %s", why);
   }
   if (rc == PLAIT_SUCCESS && h->local && h->cross) {
+    h->index_of = of; /* of[size..2 size): index_of, moved to the front */
+    memmove(of, of + size, sizeof *of * (size_t)size);
+    of = NULL;
     *out = h;
     h = NULL;
   }
@@ -97,13 +110,14 @@ static plait_result_t from_records(const record_t *all, int rank, int size,
 }
 
 plait_result_t plait_hier_create(const plait_bootstrap_t *boot, const char *host,
-                                 plait_hier_mode_t mode, uint64_t threshold,
+                                 plait_hier_mode_t mode, plait_hier_mode_t ag_mode,
+                                 uint64_t threshold,
                                  const plait_transport_t *t, void *ts, plait_hier_t **out) {
   *out = NULL;
   /* the same on every rank: the transport is the job's */
   if (boot->nranks < 2 || !PLAIT_TRANSPORT_HAS(t, subset) || !(t->caps & PLAIT_CAP_HOST_MEMORY))
     return PLAIT_SUCCESS;
-  record_t mine = {plait_hier_host_hash(host), threshold, (uint32_t)mode, 0};
+  record_t mine = {plait_hier_host_hash(host), threshold, (uint32_t)mode, (uint32_t)ag_mode};
   record_t *all = malloc(sizeof *all * (size_t)boot->nranks);
   if (!all) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory for the hosts' records");
   plait_result_t rc = boot->allgather(boot->ctx, &mine, sizeof mine, all);
@@ -111,10 +125,13 @@ plait_result_t plait_hier_create(const plait_bootstrap_t *boot, const char *host
     free(all);
     return plait_error_context(rc, "exchanging host identities for the hierarchical allreduce");
   }
-  if (all[0].mode != mine.mode || all[0].threshold != mine.threshold)
-    PLAIT_WARN("hier", "PLAIT_HIERARCHICAL_ALLREDUCE=%s, PLAIT_HIERARCHICAL_THRESHOLD=%llu on "
-               "this rank; rank 0's (%s, %llu) are the job's", plait_hier_mode_name(mode),
+  if (all[0].mode != mine.mode || all[0].ag_mode != mine.ag_mode ||
+      all[0].threshold != mine.threshold)
+    PLAIT_WARN("hier", "PLAIT_HIERARCHICAL_ALLREDUCE=%s, PLAIT_HIERARCHICAL_ALLGATHER=%s, "
+               "PLAIT_HIERARCHICAL_THRESHOLD=%llu on this rank; rank 0's (%s, %s, %llu) are the "
+               "job's", plait_hier_mode_name(mode), plait_hier_mode_name(ag_mode),
                (unsigned long long)threshold, plait_hier_mode_name((plait_hier_mode_t)all[0].mode),
+               plait_hier_mode_name((plait_hier_mode_t)all[0].ag_mode),
                (unsigned long long)all[0].threshold);
   rc = from_records(all, boot->rank, boot->nranks, t, ts, out);
   free(all);

@@ -1,6 +1,6 @@
 /*
- * Internal: the hierarchical allreduce's communicators (hier_plan.h says
- * the algorithm): one local set (this rank's host) and one cross set (the
+ * Internal: the hierarchical allreduce's and allgather's communicators
+ * (hier_plan.h says the algorithms): one local set (this rank's host) and one cross set (the
  * ranks of this rank's local index on every host), made at engine start as
  * transport sub-states (transport.h, subset), so they run on any transport
  * that has sub-communicators. They are not process sets: no id, invisible
@@ -23,7 +23,11 @@ typedef struct plait_hier {
   void *local;   /* sub-state over this host's ranks (its rank: index) */
   void *cross;   /* sub-state over the ranks of local index `index` */
   int hosts, per_host, index;
-  plait_hier_mode_t mode; /* rank 0's */
+  plait_hier_mode_t mode; /* rank 0's PLAIT_HIERARCHICAL_ALLREDUCE */
+  plait_hier_mode_t ag_mode; /* rank 0's PLAIT_HIERARCHICAL_ALLGATHER */
+  int *index_of;          /* every rank's local index (size entries) */
+  void *ag_scratch;       /* the hierarchical allgather's buffer, kept: its pages */
+  size_t ag_cap;          /* stay mapped (bytes; grown to the largest output) */
   uint64_t threshold;     /* rank 0's PLAIT_HIERARCHICAL_THRESHOLD */
   double gain;            /* bytes across hosts, flat over hierarchical (hier_plan.h) */
 } plait_hier_t;
@@ -34,13 +38,15 @@ typedef struct plait_hier {
  * 0's mode is not off, H + L subsets of ts in the same order everywhere).
  * *out: the communicators, or NULL where the hierarchical allreduce cannot
  * or must not run (one host, one rank per host, hosts of unequal counts,
- * mode off, auto on a layout that gains less than PLAIT_HIER_AUTO_MIN_GAIN,
- * a transport without subset or host memory). mode is this
- * rank's PLAIT_HIERARCHICAL_ALLREDUCE (parsed by the caller, which tells
- * the others when it does not parse); a rank whose settings differ from
- * rank 0's is told so at warn level (rank 0's are the job's). */
+ * both modes off or auto on a layout that gains less than
+ * PLAIT_HIER_AUTO_MIN_GAIN, a transport without subset or host memory).
+ * mode and ag_mode are this rank's PLAIT_HIERARCHICAL_ALLREDUCE and
+ * PLAIT_HIERARCHICAL_ALLGATHER (parsed by the caller, which tells the
+ * others when one does not parse); a rank whose settings differ from rank
+ * 0's is told so at warn level (rank 0's are the job's). */
 plait_result_t plait_hier_create(const plait_bootstrap_t *boot, const char *host,
-                                 plait_hier_mode_t mode, uint64_t threshold,
+                                 plait_hier_mode_t mode, plait_hier_mode_t ag_mode,
+                                 uint64_t threshold,
                                  const plait_transport_t *t, void *ts, plait_hier_t **out);
 /* Releases the sub-states (before the job's state goes). NULL is harmless. */
 void plait_hier_destroy(plait_hier_t *h);

@@ -12,9 +12,10 @@
 #           cut                      a host's link goes down mid-job
 #           kill                     a host's processes are killed mid-job
 #           hier                     2 hosts x 2 ranks started by hand with
-#                                    PLAIT_HIERARCHICAL_ALLREDUCE=on: 4 MB allreduces
-#                                    for 3 s, each checked, then every operation;
-#                                    every rank must log hierarchical allreduces
+#                                    PLAIT_HIERARCHICAL_ALLREDUCE=on and _ALLGATHER=on:
+#                                    4 MB allreduces for 3 s, each checked, then every
+#                                    operation; every rank must log hierarchical
+#                                    allreduces and allgathers
 #           hier-kill                kill with PLAIT_HIERARCHICAL_ALLREDUCE=on: a
 #                                    lost rank is still named
 #           hier-stop                the same with host 3's processes stopped
@@ -63,7 +64,8 @@ if [ "$transport" = ofi ]; then common_env+=(FI_PROVIDER=tcp FI_TCP_IFACE=eth0);
 # auto: nothing named; the choice is checked below (ofi over tcp across hosts)
 if [ "$transport" = auto ]; then common_env+=(PLAIT_LOG_LEVEL=info); fi
 case "$scenario" in
-hier) common_env+=(PLAIT_HIERARCHICAL_ALLREDUCE=on PLAIT_LOG_LEVEL=debug HOST_WORKER_FLOATS=1000000) ;;
+hier) common_env+=(PLAIT_HIERARCHICAL_ALLREDUCE=on PLAIT_HIERARCHICAL_ALLGATHER=on PLAIT_LOG_LEVEL=debug
+  HOST_WORKER_FLOATS=1000000) ;;
 hier-kill|hier-stop) common_env+=(PLAIT_HIERARCHICAL_ALLREDUCE=on) ;;
 esac
 secret="$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')"
@@ -230,7 +232,9 @@ hier)
     check_layout "$tmp/out.$r" "$r" 4 2
     n="$(grep -c "hierarchical allreduce of" "$tmp/out.$r" || true)"
     [ "$n" -gt 0 ] || die "rank $r ran no hierarchical allreduce: $(grep -a hier "$tmp/out.$r" | head -3)"
-    echo "rank $r: $(grep "^done " "$tmp/out.$r") steps, $n hierarchical allreduces"
+    g="$(grep -c "hierarchical allgather of" "$tmp/out.$r" || true)"
+    [ "$g" -gt 0 ] || die "rank $r ran no hierarchical allgather: $(grep -a hier "$tmp/out.$r" | head -3)"
+    echo "rank $r: $(grep "^done " "$tmp/out.$r") steps, $n hierarchical allreduces, $g allgathers"
   done
   [ $status = 0 ] || die "the hierarchical job across 2 hosts failed (above)"
   echo "PASS: hierarchical allreduce across 2 hosts x 2 ranks over $transport: every 4 MB result and every operation right"
