@@ -14,7 +14,7 @@
 #     default: 2 and 3 ranks, gloo and ofi/shm (about 15-25 minutes on 2 cores, more on a
 #              busy machine); --rounds: recheck rounds (default 5; --quick 2)
 #     --quick: a smaller sweep; autotune on uniform-64k only: to check the harness
-#     --docs:  also copy them into bench/results/ as tuning.jsonl, fusion-*.jsonl (the
+#     --docs:  also copy them into bench/results/tune/: tuning.jsonl, fusion-*.jsonl (the
 #              sweeps), autotune-*.csv and .log, and goals-tune.md
 quick=0
 ranks_list=2,3
@@ -63,6 +63,13 @@ for f in "$out"/fusion-*.jsonl; do [ -e "$f" ] && sweeps+=(--sweep "$f"); done
 /usr/bin/python3 bench/goals.py --comparison "$out/empty.jsonl" --tuning "$tuning" \
   ${sweeps[@]+"${sweeps[@]}"} --ranks "$ranks_list" --only c --markdown "$out/goals-tune.md"
 rm -f "$out/empty.jsonl"
+# --docs: into bench/results/tune/, beside (not over) ci/bench all's snapshot, which other
+# pages quote; the autotune-run rows name their CSV and log relative to tuning.jsonl
 shopt -s nullglob
-bench_docs "$tuning" "$out"/fusion-*.jsonl "$out"/autotune-*.csv "$out"/autotune-*.log \
-  "$out/goals-tune.md"
+[ "$docs" = 1 ] && mkdir -p bench/results/tune
+docs_files=()
+for f in "$tuning" "$out"/fusion-*.jsonl "$out"/autotune-*.csv "$out"/autotune-*.log \
+    "$out/goals-tune.md"; do
+  docs_files+=("$f:tune/$(basename "$f")")
+done
+bench_docs "${docs_files[@]}"
