@@ -226,29 +226,84 @@ def test_autotune_against_the_sweep(tmp_path):
     assert row(out, "| 2 | ofi-shm | bert-base |").endswith(
         "| 200.00 ms (4 MiB, 1 ms) | 290.00 ms (64 MiB, 1 ms) | 1.45x | 210.00 ms | 1.05x | - "
         "| 4 MiB, max 1 MiB, 0.5 ms | 420 | 380 lists, 70 samples: FUSION_THRESHOLD=4M "
-        "FUSION_MAX_TENSOR=1M CYCLE_TIME_MS=0.5 (log) | within 10%: **PASS**; settled: **PASS** |")
+        "FUSION_MAX_TENSOR=1M CYCLE_TIME_MS=0.5 (log) | within 10%: **PASS**; settled: **PASS**; "
+        "defaults 1.45x off the best, autotune within 10%: **PASS** |")
     assert row(out, "| 2 | ofi-shm | resnet50 |").endswith(
         "| 80.00 ms (16 MiB, 5 ms) | NOT MEASURED | - | 100.00 ms | 1.25x "
         "| 1.04x (defaults 1.55x), 57.00 ms vs 55.00 ms, 3 rounds "
         "| 16 MiB, max no limit, 0.5 ms | 560 | 130 steps, 400 lists, 60 samples: "
         "FUSION_THRESHOLD=4M FUSION_MAX_TENSOR=1M CYCLE_TIME_MS=0.5 (log) "
-        "| within 10%: **PASS**; settled: **MISS** |")
+        "| within 10%: **PASS**; settled: **MISS**; defaults 1.55x side by side off the best, "
+        "autotune within 10%: **PASS** |")
     # not settled: a MISS however fast, with the limit that stopped it
     assert row(out, "| 2 | ofi-shm | mlp-10m |").endswith(
         "| 41.00 ms | 1.02x | - | 4 MiB, max 1 MiB, 0.5 ms (still exploring) "
         "| not settled within 230 steps (the 60 s budget) | - (no 'settled' log line, no "
-        "PLAIT_AUTOTUNE_LOG CSV) | within 10%: **MISS**; settled: **MISS** |")
+        "PLAIT_AUTOTUNE_LOG CSV) | within 10%: **MISS**; settled: **MISS**; defaults off the "
+        "best: NOT MEASURED (no defaults run) |")
     assert row(out, "| 2 | gloo | mlp-10m |").endswith(
         "| 52.00 ms | 1.04x | 1.20x, 60.00 ms vs 50.00 ms, 1 round "
         "| 4 MiB, max 1 MiB, 0.5 ms "
         "| 480 | 565 lists, 103 samples (the sample cap: it stopped searching, did not "
         "converge): FUSION_THRESHOLD=4M FUSION_MAX_TENSOR=1M CYCLE_TIME_MS=0.5 (log) "
-        "| within 10%: **MISS**; settled: **MISS** |")
+        "| within 10%: **MISS**; settled: **MISS**; defaults off the best: NOT MEASURED "
+        "(no defaults run) |")
     # left out to bound ci/bench's time: its own reason in its row ('|' kept out of the cell)
     assert row(out, "| 2 | ofi-shm | uniform-64k |").endswith(
         "| NOT MEASURED: settling uniform-64k here takes / minutes | - | - | - | - | - "
         "| NOT MEASURED |")
     assert "- NOT MEASURED" not in out  # nothing concerned a whole transport
+
+
+def test_autotune_says_whether_it_converged(tmp_path):
+    """Issue 37, goal 5: the tuner's settled line says whether it converged; a search that
+    stopped at the cap is a MISS whatever its sample count, a converged one is not."""
+    conv = SETTLED_LINE.rstrip("\n") + "; converged: a pass moved nothing (noise 3.9%% a " \
+        "sample, a move needed 7.8%%)\n"
+    cap = SETTLED_LINE.rstrip("\n") + "; stopped at the sample cap " \
+        "(PLAIT_AUTOTUNE_MAX_SAMPLES=30), did not converge\n"
+    (tmp_path / "conv.log").write_text(conv % (103, 400))
+    (tmp_path / "cap.log").write_text(cap % (33, 120))
+    cell, capped = goals.autotune_search({"log": "conv.log"}, str(tmp_path))
+    assert not capped and "did not converge" not in cell
+    cell, capped = goals.autotune_search({"log": "cap.log"}, str(tmp_path))
+    assert capped and cell.startswith("120 lists, 33 samples (the sample cap")
+
+
+def test_defaults_far_off_the_best_need_autotune_within_10_percent(tmp_path):
+    """Issue 37, goal 5: where the defaults are 1.15x or more off the best (side by side when
+    the recheck timed them), autotune must land within 10% of the best; where they are not,
+    the row says the defaults are already near the best."""
+    sweep = write(tmp_path / "sweep.jsonl",
+                  sweep_rows("gloo", 3, "mlp-10m", [(4 << 20, 1, 0.050)]) +
+                  sweep_rows("gloo", 3, "resnet50", [(16 << 20, 1, 0.100)]) +
+                  sweep_rows("ofi-shm", 3, "mlp-10m", [(4 << 20, 1, 0.010)]) +
+                  sweep_rows("ofi-shm", 3, "uniform-64k", [(64 << 20, 1, 0.004)]))
+    rows = [
+        # far off (1.30x): autotune 1.04x, a PASS
+        defaults_row("gloo", 3, "mlp-10m", 0.065), autotune_row("gloo", 3, "mlp-10m", 0.052, 150, 150),
+        # near (1.05x): no verdict on this rule
+        defaults_row("gloo", 3, "resnet50", 0.105),
+        autotune_row("gloo", 3, "resnet50", 0.104, 150, 150),
+        # far off (1.40x), autotune stayed near the defaults (1.30x): a MISS
+        defaults_row("ofi-shm", 3, "mlp-10m", 0.014),
+        autotune_row("ofi-shm", 3, "mlp-10m", 0.013, 150, 150),
+        # 1.35x in the separate runs, 1.05x side by side: the side-by-side ratio decides
+        defaults_row("ofi-shm", 3, "uniform-64k", 0.0054),
+        autotune_row("ofi-shm", 3, "uniform-64k", 0.0041, 150, 150)]
+    for r, (a, b, d) in enumerate([(4.1, 4.0, 4.2), (4.0, 4.1, 4.2), (4.2, 4.0, 4.15)], 1):
+        rows += [recheck_row("ofi-shm", 3, "uniform-64k", "autotune", r, a / 1e3),
+                 recheck_row("ofi-shm", 3, "uniform-64k", "best", r, b / 1e3),
+                 recheck_row("ofi-shm", 3, "uniform-64k", "defaults", r, d / 1e3)]
+    tuning = write(tmp_path / "tuning.jsonl", rows)
+    out = run("--comparison", write(tmp_path / "c.jsonl", []), "--tuning", tuning,
+              "--sweep", sweep, "--ranks", "3", "--only", "c")
+    for key, rule in [
+            ("gloo | mlp-10m", "defaults 1.30x off the best, autotune within 10%: **PASS**"),
+            ("gloo | resnet50", "defaults 1.05x: already near the best"),
+            ("ofi-shm | mlp-10m", "defaults 1.40x off the best, autotune within 10%: **MISS**"),
+            ("ofi-shm | uniform-64k", "defaults 1.05x side by side: already near the best")]:
+        assert row(out, "| 3 | %s |" % key).endswith("; %s |" % rule), key
 
 
 def test_autotune_step_cap_named():

@@ -76,8 +76,9 @@ typedef struct {
 
 static const unsupported_t UNSUPPORTED[] = {
     {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", W_ANY,
-     "plait's autotuner searches a grid by coordinate descent and takes the median of "
-     "repeated samples; it has no Gaussian process to give a noise level"},
+     "plait's autotuner searches a grid by coordinate descent and measures the noise "
+     "itself, from the spread of repeated samples; it has no Gaussian process to give a "
+     "noise level"},
     {"HOROVOD_TORUS_ALLREDUCE", W_GT0, "plait has no torus allreduce"},
     {"HOROVOD_ELASTIC", W_GT0,
      "plait's elastic workers are started by plaitrun's elastic driver (--min-np, --max-np, "

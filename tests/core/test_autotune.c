@@ -323,7 +323,7 @@ Test(autotune, a_sample_is_whole_steps_of_at_least_the_minimum_time) {
 }
 
 /* A candidate whose first sample is far below the best (here: no fusion,
- * twice as slow) is rejected on that one sample, without the other two
+ * twice as slow, next to the best threshold) is rejected on that one sample, without the other two
  * and the best's re-check: most of the grid is far from the best. */
 Test(autotune, a_clearly_worse_setting_costs_one_sample) {
   char path[] = "/tmp/plait_autotune_reject_XXXXXX";
@@ -335,7 +335,10 @@ Test(autotune, a_clearly_worse_setting_costs_one_sample) {
   cr_assert_eq(plait_autotune_create(&o, &DEFAULTS, &at), PLAIT_SUCCESS);
   double clock = 0;
   for (int k = 0; k < 100000 && plait_autotune_phase(at) != PLAIT_AT_SETTLED; k++) {
-    clock += plait_autotune_current(at).threshold ? 0.010 : 0.020; /* flat, but no fusion */
+    /* 4% better a grid step down to 256K, so the walk reaches the grid's end:
+     * no fusion, twice as slow */
+    uint64_t thr = plait_autotune_current(at).threshold;
+    clock += thr ? 0.010 * (1 + 0.02 * log2((double)thr / (256 << 10))) : 0.020;
     plait_autotune_step(at, 100 * MiB, 50, 1, clock);
   }
   cr_assert_eq(plait_autotune_phase(at), PLAIT_AT_SETTLED);

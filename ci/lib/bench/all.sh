@@ -15,14 +15,12 @@
 #     fresh tuner per mix, stepped until it settles, then timed with its
 #     choice; its PLAIT_AUTOTUNE_LOG CSV and info log kept beside the
 #     results), then its choice, the sweep's best point and the defaults timed
-#     again in interleaved rounds (bench/recheck.py); settling takes 100-400
-#     steps, so each run has a cap in steps
-#     and seconds (past it: "not settled within N steps"), and the costly
-#     ones are NOT MEASURED with that reason unless PLAIT_CI_AUTOTUNE_ALL=1
-#     (settled by default: every mix at 2 ranks over ofi/shm, uniform-64k and
-#     mlp-10m at 2 ranks over gloo, uniform-64k at 3 ranks; --quick:
-#     uniform-64k at 2 ranks); an autotune that is refused or fails is NOT
-#     MEASURED with its reason;
+#     again in interleaved rounds (bench/recheck.py); every mix x transport x
+#     ranks row (settling takes about 100-180 steps; each run has a cap in
+#     steps and seconds, past it: "not settled within N steps"; --quick:
+#     uniform-64k only); an autotune that is refused or fails is NOT MEASURED
+#     with its reason. Sections 3 and 4 are ci/lib/bench_tuning.sh,
+#     which ci/bench tune runs alone;
 #  5. comparison rounds, interleaved (the order rotates each round), at each
 #     rank count: a lone 4 KiB allreduce (plait-bench latency per transport,
 #     plait.torch, torch.distributed, Open MPI); 200 x 64 KiB float32
@@ -93,42 +91,10 @@ elif ! err="$(mpicc -O2 -o build/bench/mpi_allreduce bench/mpi_allreduce.c 2>&1)
   mpi=0; missing openmpi "mpicc bench/mpi_allreduce.c failed: $(tail -1 <<<"$err")"
 fi
 
-# Which transports can start here, at every rank count.
-transports=()
-for t in gloo ofi:shm ofi:tcp; do
-  name="${t%%:*}" prov="${t#*:}"
-  [ "$prov" = "$t" ] && prov=""
-  ok=1
-  for n in "${ranks[@]}"; do
-    if ! env PLAIT_TRANSPORT="$name" ${prov:+FI_PROVIDER=$prov} "$bin/plaitrun" -np "$n" \
-        "$bin/plait-bench" allreduce --min 4K --max 4K --iters 1 --quiet >/dev/null \
-        2>"$out/probe.err"; then
-      why="transport $t cannot start here at $n ranks: $(tail -1 "$out/probe.err")"
-      missing "plait-${t/:/-}" "$why"
-      missing "plait.torch-${t/:/-}" "$why"
-      ok=0
-      break
-    fi
-  done
-  [ "$ok" = 1 ] && transports+=("$t")
-done
-rm -f "$out/probe.err"
-# plaitrun with one transport: run_plait gloo|ofi:shm RANKS ARGS...
-run_plait() {
-  local t="$1" n="$2" name="${1%%:*}" prov="${1#*:}"
-  shift 2
-  [ "$prov" = "$t" ] && prov=""
-  env PLAIT_TRANSPORT="$name" ${prov:+FI_PROVIDER=$prov} "$bin/plaitrun" -np "$n" "$@"
-}
-label() { echo "${1/:/-}"; }
-# The fusion study's file per transport and rank count (2 ranks: the names of before).
-sweep_file() { echo "$out/fusion-$(label "$1")$([ "$2" = 2 ] || echo "-${2}ranks").jsonl"; }
-mixes=(bench/mixes/resnet50.txt bench/mixes/bert-base.txt bench/mixes/mlp-10m.txt
-       bench/mixes/uniform-64k.txt)
-mix_args=()
-for m in "${mixes[@]}"; do mix_args+=(--mix "$m"); done
-sweep_transports=()  # shm is the ofi provider for one machine: no fusion study over tcp
-for t in "${transports[@]}"; do [ "$t" = ofi:tcp ] || sweep_transports+=("$t"); done
+source ci/lib/bench_tuning.sh
+# A transport that cannot start is NOT MEASURED in the comparison tables.
+probe_failed() { missing "plait-${1/:/-}" "$2"; missing "plait.torch-${1/:/-}" "$2"; }
+probe_transports gloo ofi:shm ofi:tcp
 
 say "1. memcpy (one thread)"
 "$bin/plait-bench" memcpy --min 4K --max 256M --factor 4 --json "$out/bandwidth.jsonl"
@@ -153,134 +119,10 @@ else
 fi
 
 say "3. fusion study"
-for n in "${ranks[@]}"; do
-  for t in "${sweep_transports[@]}"; do
-    say "   plait over $t, $n ranks"
-    run_plait "$t" "$n" "$bin/plait-bench" fusion "${mix_args[@]}" \
-      --thresholds "$thresholds" --cycle-times "$([ "$n" = 2 ] && echo "$cycles2" || echo 1)" \
-      --steps "$sweep_steps" --warmup 1 --label "$(label "$t")" --json "$(sweep_file "$t" "$n")" \
-      | sed 's/^\[0\]: //'
-  done
-done
+tuning_sweep
 
 say "4. the job's own settings: defaults, and PLAIT_AUTOTUNE=1 settled"
-# autotune_plan MIX RANKS TRANSPORT: "MAX_STEPS BUDGET_S TIMED_STEPS" for plait-bench fusion
-# with PLAIT_AUTOTUNE=1 (a fresh tuner steps until it settles, at most MAX_STEPS steps or
-# BUDGET_S seconds, then TIMED_STEPS are timed with its choice), or "- REASON" when the run
-# is left out to bound ci/bench's time. Settling takes 100-400 steps (2 ranks, this machine):
-# uniform-64k ~10 s over ofi/shm, ~25 s over gloo; mlp-10m ~25 s and ~45 s (measured);
-# resnet50 ~45 s and ~2.5 min, bert-base ~3 min and ~7 min (the sweep's step times x 500);
-# more at 3 ranks. The default run settles every mix at 2 ranks over ofi/shm (where the
-# defaults lose most), the two light ones over gloo, and uniform-64k at 3 ranks: about
-# 6-7 minutes, 13 at most (every run at its cap). PLAIT_CI_AUTOTUNE_ALL=1 runs them all.
-autotune_plan() {
-  local mix="$1" n="$2" t="$3" why="left out to bound ci/bench's time: settling $mix takes 100-400 steps, minutes here; PLAIT_CI_AUTOTUNE_ALL=1 measures it"
-  if [ -n "${PLAIT_CI_AUTOTUNE_ALL:-}" ]; then echo "1000 900 5"; return; fi
-  if [ "$quick" = 1 ]; then
-    case "$mix:$n" in
-      uniform-64k:2) echo "600 30 5" ;;
-      *) echo "- --quick settles autotune on uniform-64k at 2 ranks only" ;;
-    esac
-    return
-  fi
-  case "$mix:$n:$t" in
-    uniform-64k:*) echo "600 60 20" ;;
-    mlp-10m:2:*) echo "600 90 10" ;;
-    resnet50:2:ofi:shm) echo "600 120 5" ;;
-    bert-base:2:ofi:shm) echo "600 240 3" ;;
-    *) echo "- $why" ;;
-  esac
-}
-# recheck TRANSPORT RANKS MIXFILE MIX STEPS: autotune's choice, the sweep's best and the
-# defaults timed again side by side, recheck_rounds rounds in a rotating order
-# (bench/recheck.py: the sweep ran minutes earlier, and the machine's speed moves by more
-# than 10% in that time); bench/goals.py takes "autotune / best" from these rows.
-recheck() {
-  local t="$1" n="$2" m="$3" mix="$4" steps="$5" l pts r i k role thr mt cyc tmp
-  l="$(label "$t")"
-  if ! pts="$(python3 bench/recheck.py points --sweep "$(sweep_file "$t" "$n")" \
-      --tuning "$tuning" --transport "$l" --ranks "$n" --mix "$mix")"; then
-    echo "ci/bench all: autotune ($l, $n ranks, $mix): no interleaved recheck (above)" >&2
-    return 0
-  fi
-  mapfile -t pts <<<"$pts"
-  tmp="$out/recheck.tmp.jsonl"
-  for ((r = 1; r <= recheck_rounds; r++)); do
-    for ((i = 0; i < ${#pts[@]}; i++)); do
-      k=$(((i + r - 1) % ${#pts[@]}))
-      read -r role thr mt cyc <<<"${pts[$k]}"
-      rm -f "$tmp"
-      if [ "$role" = defaults ]; then
-        set -- --job-settings
-      else
-        set -- --thresholds "$thr" --max-tensors "$mt" --cycle-times "$cyc"
-      fi
-      if run_plait "$t" "$n" "$bin/plait-bench" fusion --mix "$m" "$@" --steps "$steps" \
-          --warmup 1 --label "$l" --json "$tmp" >/dev/null; then
-        python3 bench/recheck.py tag --json "$tmp" --role "$role" --round "$r" >>"$tuning"
-      else
-        echo "ci/bench all: autotune recheck ($l, $n ranks, $mix): $role failed in round $r" >&2
-      fi
-    done
-  done
-  rm -f "$tmp"
-  python3 - "$tuning" "$l" "$n" "$mix" <<'PY'
-import json, statistics, sys
-path, l, n, mix = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-got = {}
-for line in open(path):
-    r = json.loads(line)
-    if r.get("kind") == "recheck" and (r["transport"], r["ranks"], r["mix"]) == (l, n, mix):
-        got.setdefault(r["role"], []).append(r["step_s_median"] * 1e3)
-print("   interleaved: " + ", ".join("%s %.2f ms" % (k, statistics.median(v))
-                                    for k, v in sorted(got.items())))
-PY
-}
-# 5 rounds: a launch's speed at 3 ranks on 2 cores varies by about 10% with where
-# the scheduler puts its threads (four settings of uniform-64k, all alike since fused
-# responses are no longer copied, read 5.63-6.22 ms over 3 launches each), as much as the
-# goal's margin; with 3 rounds one lucky launch decided a verdict
-recheck_rounds=$([ "$quick" = 1 ] && echo 2 || echo 5)
-for n in "${ranks[@]}"; do
-  for t in "${sweep_transports[@]}"; do
-    l="$(label "$t")"
-    say "   defaults over $t, $n ranks"
-    run_plait "$t" "$n" "$bin/plait-bench" fusion --job-settings "${mix_args[@]}" \
-      --steps "$defaults_steps" --warmup 1 --label "$l" --json "$tuning" | sed 's/^\[0\]: //'
-    for m in "${mixes[@]}"; do
-      mix="$(basename "$m" .txt)"
-      read -r max budget steps <<<"$(autotune_plan "$mix" "$n" "$t")"
-      if [ "$max" = - ]; then
-        json "$tuning" kind=missing system=autotune transport="$l" ranks="$n" mix="$mix" \
-          reason="$budget $steps"
-        continue
-      fi
-      base="autotune-$l-${n}r-$mix"
-      say "   PLAIT_AUTOTUNE=1 over $t, $n ranks, $mix: settle (<= $max steps, $budget s), $steps steps"
-      if PLAIT_AUTOTUNE=1 PLAIT_AUTOTUNE_LOG="$out/$base.csv" PLAIT_LOG_LEVEL=info \
-          run_plait "$t" "$n" "$bin/plait-bench" fusion --mix "$m" --settle-max "$max" \
-          --settle-budget "$budget" --steps "$steps" --warmup 1 --label "$l" --json "$tuning" \
-          >"$out/$base.out" 2>"$out/$base.log"; then
-        sed 's/^\[0\]: //' "$out/$base.out" | tail -2
-        json "$tuning" kind=autotune-run transport="$l" ranks="$n" mix="$mix" csv="$base.csv" \
-          log="$base.log"
-        recheck "$t" "$n" "$m" "$mix" "$((steps < 10 ? 10 : steps))"
-      else
-        rc=$?
-        cat "$out/$base.out" "$out/$base.log" >&2
-        # plait-bench's own words ("plait_init() failed: ...")
-        why="$(grep -h 'plait-bench: ' "$out/$base.log" "$out/$base.out" | sed 's/^\[[0-9]*\]: //; s/^plait-bench: //' \
-               | head -1)"
-        reason="PLAIT_AUTOTUNE=1 over $t at $n ranks failed (exit $rc): ${why:-$(tail -1 "$out/$base.log")}"
-        echo "ci/bench all: NOT MEASURED: autotune ($l, $n ranks): $reason" >&2
-        json "$tuning" kind=missing system=autotune transport="$l" ranks="$n" reason="$reason"
-        rm -f "$out/$base".*
-        break  # the other mixes would fail the same way
-      fi
-      rm -f "$out/$base.out"
-    done
-  done
-done
+tuning_rows
 
 say "5. comparison rounds at ${ranks[*]} ranks"
 bench_horovod torch

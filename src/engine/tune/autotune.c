@@ -13,7 +13,10 @@
 
 #define MAX_REPEATS 9
 #define MAX_STEP_TIMES 64 /* step durations kept per sample for its median */
-#define EARLY_REJECT 0.15 /* a candidate's first sample this far below the best: worse */
+#define EARLY_REJECT 0.15 /* a first sample this far below the best: worse (no noise known) */
+#define NOISE_K 2.0       /* a move needs a gain of NOISE_K standard errors, at least */
+#define REJECT_K 3.0      /* a first sample REJECT_K x the noise below the best: worse */
+#define REJECT_MIN 0.08   /* ...and at least this far below */
 #define RETUNE_FACTOR 1.5 /* the bytes per tensor moved by more than this... */
 #define RETUNE_WINDOWS 2  /* ...in this many windows in a row: tune again */
 #define WINDOW_LISTS 30   /* a window: whole samples, at least this many lists */
@@ -47,8 +50,12 @@ struct plait_autotune {
   int have_best;
   int param, dir, moved; /* the parameter walked, -1 down / +1 up, moved this pass */
   int stepped;           /* param already moved in dir: a worse neighbour ends it */
-  int probing;           /* the last candidate tied: look past it (a plateau) */
+  int probing;           /* the last candidate tied: look past it, once (a plateau) */
   double probe;          /* that candidate's value of param */
+  /* Where each parameter's walk last ended: a pass walks it again only when
+   * the best setting moved since (another parameter moved). */
+  point_t done_at[PLAIT_AT_NPARAMS];
+  int have_done[PLAIT_AT_NPARAMS];
   double scores[MAX_REPEATS]; /* the candidate's samples so far */
   int nscores;
   /* The incumbent (best) is measured again after each candidate, whose
@@ -66,6 +73,12 @@ struct plait_autotune {
   uint64_t lists, bytes, tensors, sample_steps;
   double step_s[MAX_STEP_TIMES]; /* the sample's step durations (the first ones) */
   uint64_t samples, steps, train_steps, search_samples;
+  /* The noise: the spread of log(score) among a setting's consecutive
+   * samples, pooled over every setting measured more than once. */
+  double spread_ss;
+  int spread_df;
+  int capped; /* the last search stopped at max_samples (did not converge) */
+  double step_bytes; /* allreduce bytes of a training step, in the last sample */
   /* the traffic profile (bytes per tensor): over the whole search, and over
    * windows of samples once settled */
   uint64_t ref_bytes, ref_tensors, win_bytes, win_tensors, win_lists;
@@ -173,6 +186,37 @@ plait_autotune_phase_t plait_autotune_phase(const plait_autotune_t *at) { return
 uint64_t plait_autotune_samples(const plait_autotune_t *at) { return at->samples; }
 uint64_t plait_autotune_steps(const plait_autotune_t *at) { return at->steps; }
 uint64_t plait_autotune_train_steps(const plait_autotune_t *at) { return at->train_steps; }
+int plait_autotune_capped(const plait_autotune_t *at) {
+  return at->phase == PLAIT_AT_SETTLED && at->capped;
+}
+
+/* The relative noise of one sample (0 until a setting was measured twice). */
+static double noise(const plait_autotune_t *at) {
+  return at->spread_df ? sqrt(at->spread_ss / at->spread_df) : 0;
+}
+
+/* A candidate measured n times is better or worse than the incumbent (its
+ * two samples around the candidate's) only beyond this fraction: the margin,
+ * or NOISE_K standard errors of their difference when that is larger (a
+ * margin below the noise makes the search walk on noise and never converge). */
+static double band_n(const plait_autotune_t *at, int n) {
+  double b = NOISE_K * noise(at) * sqrt(1.0 / (n > 0 ? n : 1) + 0.5);
+  return b > at->o.margin ? b : at->o.margin;
+}
+
+static double band(const plait_autotune_t *at) { return band_n(at, 2); }
+
+/* One setting's consecutive samples: their spread joins the noise. */
+static void add_spread(plait_autotune_t *at, const double *scores, int n) {
+  if (n < 2) return;
+  double mean = 0;
+  for (int i = 0; i < n; i++) mean += log(scores[i] > 0 ? scores[i] : 1e-300) / n;
+  for (int i = 0; i < n; i++) {
+    double d = log(scores[i] > 0 ? scores[i] : 1e-300) - mean;
+    at->spread_ss += d * d;
+  }
+  at->spread_df += n - 1;
+}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -184,27 +228,58 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static void settle(plait_autotune_t *at) {
+static void settle(plait_autotune_t *at, int capped) {
   at->phase = PLAIT_AT_SETTLED;
+  at->capped = capped;
   at->win_bytes = at->win_tensors = at->win_lists = 0;
   at->drifted = 0;
   char best[160], start[160];
   double ratio = at->start_score > 0 ? at->best_score / at->start_score : 1;
+  char why[160];
+  if (capped)
+    snprintf(why, sizeof why, "stopped at the sample cap (PLAIT_AUTOTUNE_MAX_SAMPLES=%d), did not "
+             "converge", at->o.max_samples);
+  else
+    snprintf(why, sizeof why, "converged: a pass moved nothing (noise %.1f%% a sample, a move "
+             "needed %.1f%%)", 100 * noise(at), 100 * band(at));
   PLAIT_INFO("autotune", "settled after %llu samples (%llu steps, %llu response lists): %s; "
-             "%.1f MB/s, %.2fx the start (%s: %.1f MB/s)%s", (unsigned long long)at->samples,
+             "%.1f MB/s, %.2fx the start (%s: %.1f MB/s)%s; %s", (unsigned long long)at->samples,
              (unsigned long long)at->train_steps, (unsigned long long)at->steps,
              setting_text(at->best, best, sizeof best),
              at->best_score / 1e6, ratio, setting_text(at->start, start, sizeof start),
              at->start_score / 1e6,
-             at->o.pinned ? " (variables set explicitly were kept)" : "");
+             at->o.pinned ? " (variables set explicitly were kept)" : "", why);
+}
+
+/* param's walk is over: remember where, and go on to the next one. */
+static void param_done(plait_autotune_t *at) {
+  if (at->param < PLAIT_AT_NPARAMS) {
+    memcpy(at->done_at[at->param], at->best, sizeof at->best);
+    at->have_done[at->param] = 1;
+  }
+  at->param++;
+  at->dir = -1;
+  at->stepped = at->probing = 0;
+}
+
+/* 1 when param's walk would start where its last one ended: nothing to learn. */
+static int walked_here(const plait_autotune_t *at) {
+  int p = at->param;
+  return at->dir < 0 && !at->stepped && !at->probing && at->have_done[p] &&
+         !memcmp(at->done_at[p], at->best, sizeof at->best);
 }
 
 /* The next setting to measure, from best: along param in dir, or the next
  * parameter, or the next pass, or settle. */
 static void next_candidate(plait_autotune_t *at) {
+  int capped = 0;
   for (;;) {
-    if (at->search_samples >= (uint64_t)at->o.max_samples) break;
-    if (at->param < PLAIT_AT_NPARAMS && !(at->o.pinned & PLAIT_AT_PIN(at->param))) {
+    if (at->search_samples >= (uint64_t)at->o.max_samples) {
+      capped = 1;
+      break;
+    }
+    if (at->param < PLAIT_AT_NPARAMS && !(at->o.pinned & PLAIT_AT_PIN(at->param)) &&
+        !walked_here(at)) {
       double v;
       double from = at->probing ? at->probe : at->best[at->param];
       if (neighbour(at->param, from, at->dir, &v)) {
@@ -219,18 +294,16 @@ static void next_candidate(plait_autotune_t *at) {
       }
     }
     if (at->param < PLAIT_AT_NPARAMS) { /* this parameter is done */
-      at->param++;
-      at->dir = -1;
-      at->stepped = 0;
+      param_done(at);
       continue;
     }
     if (!at->moved) break; /* a whole pass moved nothing: settled */
     at->param = 0;
     at->dir = -1;
-    at->moved = at->stepped = 0;
+    at->moved = at->stepped = at->probing = 0;
   }
   memcpy(at->cand, at->best, sizeof at->cand);
-  settle(at);
+  settle(at, capped);
 }
 
 /* A new incumbent: its latest sample is the one before the next candidate. */
@@ -246,31 +319,40 @@ static void incumbent_sample(plait_autotune_t *at, double score) {
   at->best_score = at->ninc == 2 ? (at->inc[0] + at->inc[1]) / 2 : score;
 }
 
+/* A threshold at or above a step's bytes fuses the whole step like any larger
+ * one: a tie there is the plateau, and the walk down goes on past it however
+ * many grid values it spans. Elsewhere a tie is looked past once. */
+static int on_plateau(const plait_autotune_t *at) {
+  return at->param == PLAIT_AT_THRESHOLD && at->step_bytes > 0 &&
+         at->cand[PLAIT_AT_THRESHOLD] >= at->step_bytes;
+}
+
 /* The candidate has its median score m (its samples in scores[0..n)). */
 static void judge(plait_autotune_t *at, double m, const double *scores, int n) {
+  add_spread(at, scores, n);
+  double b = band_n(at, n);
   if (!at->have_best) { /* the start */
     at->have_best = 1;
     at->start_score = at->best_score = m;
     incumbent_is(at, scores, n);
     at->param = 0;
     at->dir = -1;
-    at->moved = at->stepped = 0;
-  } else if (m > at->best_score * (1 + at->o.margin)) {
+    at->moved = at->stepped = at->probing = 0;
+    memset(at->have_done, 0, sizeof at->have_done);
+  } else if (m > at->best_score * (1 + b)) {
     memcpy(at->best, at->cand, sizeof at->best);
     at->best_score = m;
     incumbent_is(at, scores, n);
     at->moved = at->stepped = 1; /* keep walking the same way */
     at->probing = 0;
-  } else if (m >= at->best_score * (1 - at->o.margin)) {
+  } else if (m >= at->best_score * (1 - b) && (!at->probing || on_plateau(at))) {
     at->probing = 1; /* a tie: the next value that way may be better (a threshold above */
     at->probe = at->cand[at->param]; /* every step's bytes fuses the same) */
-  } else if (at->dir < 0 && !at->stepped) {
+  } else if (at->dir < 0 && !at->stepped) { /* worse, or a second tie: the other way */
     at->dir = 1;
     at->probing = 0;
   } else {
-    at->param++;
-    at->dir = -1;
-    at->stepped = at->probing = 0;
+    param_done(at);
   }
   next_candidate(at);
 }
@@ -306,6 +388,7 @@ static void watch_profile(plait_autotune_t *at) {
   memcpy(at->cand, at->best, sizeof at->cand);
   at->have_best = 0;
   at->search_samples = 0;
+  at->capped = 0;
   at->nscores = 0;
   at->checking = 0;
   at->ref_bytes = at->ref_tensors = 0;
@@ -328,6 +411,7 @@ static int sample_done(plait_autotune_t *at, double secs, double score) {
     return 0;
   }
   at->search_samples++;
+  if (at->sample_steps) at->step_bytes = (double)at->bytes / (double)at->sample_steps;
   at->ref_bytes += at->bytes;
   at->ref_tensors += at->tensors;
   int budget_left = at->search_samples < (uint64_t)at->o.max_samples;
@@ -338,7 +422,9 @@ static int sample_done(plait_autotune_t *at, double secs, double score) {
     at->nscores = 0;
   } else {
     at->scores[at->nscores++] = score;
-    if (at->have_best && at->nscores == 1 && score < at->best_score * (1 - EARLY_REJECT)) {
+    double reject = at->spread_df ? REJECT_K * noise(at) : EARLY_REJECT;
+    if (reject < REJECT_MIN) reject = REJECT_MIN;
+    if (at->have_best && at->nscores == 1 && score < at->best_score * (1 - reject)) {
       judge(at, score, at->scores, 1); /* clearly worse: no need to measure it again */
       at->nscores = 0;
       return memcmp(running(at), before, sizeof before) != 0;
@@ -347,6 +433,12 @@ static int sample_done(plait_autotune_t *at, double secs, double score) {
     double copy[MAX_REPEATS];
     memcpy(copy, at->scores, sizeof copy);
     double m = median(copy, at->nscores);
+    /* A close call (better, but not by the band): more samples, up to twice
+     * as many, which narrow the band; a clear loss or tie is not worth them. */
+    if (at->have_best && budget_left && m > at->best_score &&
+        m <= at->best_score * (1 + band_n(at, at->nscores)) &&
+        at->nscores < 2 * at->o.repeats && at->nscores < MAX_REPEATS)
+      return 0;
     if (at->have_best && budget_left) {
       at->checking = 1;
       at->pending = m;

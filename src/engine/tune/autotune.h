@@ -23,14 +23,22 @@
  *   more, and the candidate is compared with the mean of the incumbent's
  *   samples just before and just after it (a load that drifts while the
  *   search runs affects both alike);
+ * - the noise is measured: the spread of log(score) among a setting's
+ *   consecutive samples, pooled over every setting measured twice or more. A
+ *   candidate is better or worse only beyond the band, 2 standard errors of
+ *   the comparison (or `margin`, when larger); a first sample 3x the noise
+ *   below the best (at least 8%) rejects it at once; a close call (better,
+ *   but within the band) gets up to `repeats` samples more;
  * - the start (the configured values) is measured first; then coordinate
  *   descent over log grids: for each free parameter in turn (threshold,
  *   largest fused tensor, cycle time) it walks to the neighbouring grid value
- *   while that scores better by more than `margin`, down first, then up
- *   (past a value that scores the same, within the margin: above the bytes of
- *   a step every threshold fuses alike, and the better one may lie beyond), and
- *   repeats the passes until a pass moves nothing or max_samples samples were
- *   taken. Then it settles on the best setting measured and stops exploring;
+ *   while that scores better, down first, then up, past a value that ties
+ *   once, and past every tie of a threshold at or above a step's bytes (those
+ *   all fuse the whole step: the better one may lie beyond); a pass walks a
+ *   parameter again only when the best setting moved since its last walk;
+ *   the passes end when one moves nothing (converged) or max_samples samples
+ *   were taken (capped: plait_autotune_capped). Then it settles on the best
+ *   setting measured and stops exploring;
  * - settled, it keeps only the traffic profile (bytes per tensor, over
  *   windows of whole samples of at least 30 lists): when it is more than a
  *   factor of 1.5 away from the profile seen while searching for 2 windows in
@@ -103,5 +111,9 @@ uint64_t plait_autotune_samples(const plait_autotune_t *at);
 uint64_t plait_autotune_steps(const plait_autotune_t *at);
 /* Training steps begun so far (lists fed with new_step, the first aside). */
 uint64_t plait_autotune_train_steps(const plait_autotune_t *at);
+/* 1 when the last search stopped because it took max_samples samples (it
+ * did not converge: it settled on the best measured by then); 0 when a pass
+ * moved nothing (converged) or while it still searches. */
+int plait_autotune_capped(const plait_autotune_t *at);
 
 #endif

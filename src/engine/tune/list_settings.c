@@ -30,7 +30,7 @@ static plait_result_t start_tuner(plait_list_settings_t *ls, const plait_tuning_
       .warmup_samples = (int)ls->cfg->autotune_warmup_samples,
       .steps_per_sample = (int)ls->cfg->autotune_steps_per_sample,
       .max_samples = (int)ls->cfg->autotune_max_samples,
-      .repeats = 3,
+      .repeats = 2,
       .margin = 0.03,
       .min_sample_s = ls->cfg->autotune_sample_min_s,
       .pinned = own->pinned,
