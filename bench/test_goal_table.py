@@ -196,17 +196,20 @@ def test_goal5_reads_goals_py_table_c(tmp_path):
     sweep = [dict(fusion("gloo", 2, 0.010, mix="uniform-64k"), fusion_max_tensor_bytes=0),
              dict(fusion("gloo", 2, 0.020, mix="mlp-10m"), fusion_max_tensor_bytes=0)]
     write(tmp_path, "fusion-gloo.jsonl", sweep)
+    # the defaults timed beside the sweep (goals.py (c)'s third rule needs them)
+    defaults = [dict(fusion("gloo", 2, 0.0105, mix="uniform-64k"), kind="tuning"),
+                dict(fusion("gloo", 2, 0.0210, mix="mlp-10m"), kind="tuning")]
     tuned = [dict(fusion("gloo", 2, 0.0101, mix="uniform-64k"), autotune=True,
                   autotune_settle_steps=120, autotune_steps_run=130),
              dict(fusion("gloo", 2, 0.0300, mix="mlp-10m"), autotune=True,
                   autotune_settle_steps=120, autotune_steps_run=130)]
-    write(tmp_path, "tuning.jsonl", tuned)
+    write(tmp_path, "tuning.jsonl", tuned + defaults)
     rows = goal_table.goal5(str(tmp_path))
     v = verdicts(rows, 5)
     assert v["2 ranks, gloo"] == "MISS"  # mlp-10m at 1.5x the best
     assert "mlp-10m" in rows[0].measured and "uniform-64k" in rows[0].measured
     assert v["3 ranks"].startswith("NOT MEASURED")
-    write(tmp_path, "tuning.jsonl", tuned[:1])  # mlp-10m not tuned: still a MISS
+    write(tmp_path, "tuning.jsonl", tuned[:1] + defaults)  # mlp-10m not tuned: still a MISS
     assert verdicts(goal_table.goal5(str(tmp_path)), 5)["2 ranks, gloo"] == "MISS"
     write(tmp_path, "fusion-gloo.jsonl", sweep[:1])
     assert verdicts(goal_table.goal5(str(tmp_path)), 5)["2 ranks, gloo"] == "PASS"
@@ -249,3 +252,20 @@ def test_goal5_says_so_when_table_c_changes_shape(tmp_path, monkeypatch):
     g5 = [r for r in goal_table.all_rows(str(tmp_path)) if r.goal == 5]
     assert len(g5) == 1 and "has no header with ranks, transport, mix and verdict" in \
         g5[0].verdict, g5[0].verdict
+
+
+def test_goal5_prefers_the_tune_suite_s_run(tmp_path):
+    sweep = [dict(fusion("gloo", 2, 0.010, mix="uniform-64k"), fusion_max_tensor_bytes=0)]
+    defaults = [dict(fusion("gloo", 2, 0.0105, mix="uniform-64k"), kind="tuning")]
+    good = [dict(fusion("gloo", 2, 0.0101, mix="uniform-64k"), autotune=True,
+                 autotune_settle_steps=120, autotune_steps_run=130)]
+    bad = [dict(good[0], step_s_median=0.030)]
+    write(tmp_path, "fusion-gloo.jsonl", sweep)
+    write(tmp_path, "tuning.jsonl", bad + defaults)  # ci/bench all's older run: a MISS
+    assert verdicts(goal_table.goal5(str(tmp_path)), 5)["2 ranks, gloo"] == "MISS"
+    (tmp_path / "tune").mkdir()
+    write(tmp_path / "tune", "fusion-gloo.jsonl", sweep)
+    write(tmp_path / "tune", "tuning.jsonl", good + defaults)
+    rows = goal_table.goal5(str(tmp_path))
+    assert verdicts(rows, 5)["2 ranks, gloo"] == "PASS"
+    assert rows[0].source == "tune/tuning.jsonl"
