@@ -35,6 +35,7 @@ on that file, or by `<!-- figures: none bench/results/FILE ... -->` (a link
 given for no figure quoted from it).
 
   check_figures.py ROOT [DOC...]   # default: README.md docs/coordinator.md docs/performance.md
+                                   # docs/install.md docs/horovod-comparison.md
   check_figures.py --self-test
 
 Exit 0 when every figure matches; 1 listing each mismatch.
@@ -47,7 +48,8 @@ import statistics
 import sys
 import tempfile
 
-DOCS = ["README.md", "docs/coordinator.md", "docs/performance.md"]
+DOCS = ["README.md", "docs/coordinator.md", "docs/performance.md", "docs/install.md",
+        "docs/horovod-comparison.md"]
 COMMENT = re.compile(r"<!--\s*figures:\s*(.*?)-->", re.S)
 LINK = re.compile(r"\]\(((?:\.\./)?bench/results/[^)#\s]+\.(?:jsonl|txt|md|csv))\)")
 HEADING = re.compile(r"^#{1,6} ", re.M)
