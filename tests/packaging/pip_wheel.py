@@ -12,10 +12,13 @@
                            a C program built with pkg-config and CMake against the venv
     pip_wheel.py tf        the same for a 2-rank plait.tensorflow job
     pip_wheel.py switches  PLAIT_WITHOUT_OFI / HOROVOD_WITHOUT_MXNET / HOROVOD_WITHOUT_MPI
-                           / PLAIT_WITH_NCCL honoured and reported in a second wheel
+                           / PLAIT_WITH_NCCL honoured and reported in a second wheel (where
+                           /usr/local/cuda holds nvcc and nccl.h, NCCL must be built)
     pip_wheel.py bad       PLAIT_WITH_TENSORFLOW=1 without TensorFlow, contradicting
-                           switches, HOROVOD_WITH_MPI=1, CXX naming no compiler, an MXNet
-                           outside the supported range: the install fails naming why
+                           switches, HOROVOD_WITH_MPI=1, CXX naming no compiler, an MXNet,
+                           a TensorFlow and a torch outside the supported ranges,
+                           PLAIT_WITH_OFI=1 without libfabric's pkg-config file (as
+                           without libfabric-dev): the install fails naming why
 
 Environment: PLAIT_PACKAGING_DIR (the work folder, in the build tree),
 PLAIT_SOURCE_DIR, PLAIT_TF_VENV (the tf venv: $PLAIT_CI_VENV_DIR/tf, default
@@ -39,6 +42,13 @@ DEBIAN_PYTHON = "/usr/bin/python3"
 WHEELHOUSE = os.path.join(WORK, "wheelhouse")  # scikit-build-core and its dependencies
 WHEELS = os.path.join(WORK, "wheels")
 SKIP = 77
+CUDA = "/usr/local/cuda"  # where CMake's FindCUDAToolkit looks last
+
+
+def nccl_here():
+    """The CUDA toolkit and NCCL are installed (no GPU needed): pip must build NCCL."""
+    return os.path.exists(os.path.join(CUDA, "bin", "nvcc")) and \
+        os.path.exists(os.path.join(CUDA, "include", "nccl.h"))
 
 
 def run(cmd, env=None, cwd=None, timeout=900, check=True):
@@ -231,6 +241,8 @@ def case_torch():
     cb = run([os.path.join(venv, "bin", "plaitrun"), "--check-build"], cwd="/").stdout
     expect(cb.startswith("plait v0.") and "Available Frameworks:\n    [X] TensorFlow: " + venv in cb
            and "    [X] Gloo: " + venv in cb, "plaitrun --check-build", cb)
+    if nccl_here():  # found, so built without a switch, and said
+        expect("    [X] NCCL: " + venv in cb, "--check-build shows the NCCL plugin", cb)
     c_user(venv)
 
 
@@ -255,10 +267,11 @@ def case_switches():
         PLAIT_WITHOUT_OFI="1", HOROVOD_WITHOUT_MXNET="1", HOROVOD_WITHOUT_MPI="1",
         PLAIT_WITHOUT_TENSORFLOW="1", PLAIT_WITH_NCCL="1"), check=False)
     log = p.stdout + p.stderr
-    if p.returncode != 0:  # no CUDA toolkit or NCCL here: the reason must be named
+    if p.returncode != 0 and not nccl_here():  # no CUDA or NCCL: the reason must be named
         expect("PLAIT_WITH_NCCL=1 but the NCCL transport cannot be built:" in log and
                "libnccl-dev" in log, "PLAIT_WITH_NCCL=1 fails naming what is missing", log)
         return
+    expect(p.returncode == 0, "PLAIT_WITH_NCCL=1 builds (nvcc and nccl.h are in %s)" % CUDA, log)
     expect("libfabric | no | left out (PLAIT_WITHOUT_OFI=1)" in log, "WITHOUT_OFI reported", log)
     expect("MXNet | no | left out (HOROVOD_WITHOUT_MXNET=1)" in log, "HOROVOD_ alias read", log)
     expect("MPI | no | HOROVOD_WITHOUT_MPI=1 noted" in log, "HOROVOD_WITHOUT_MPI noted", log)
@@ -289,18 +302,39 @@ def case_bad():
         flat = " ".join(log.split())  # CMake wraps its error messages
         expect(p.returncode != 0 and says in flat, "%s: the install fails saying '%s'"
                % (env, says), log)
-    # An MXNet outside the supported range (no such MXNet is installed here: a
-    # package that only says its version, enough for the build's probe).
+    # A framework outside the supported range (none is installed here: a package
+    # that only says its version, enough for the build's probe; the venv's own
+    # site-packages come before Debian's, so the fake torch hides torch 1.13).
     site = run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).stdout
-    fake = os.path.join(site.strip(), "mxnet")
-    os.makedirs(fake, exist_ok=True)
-    with open(os.path.join(fake, "__init__.py"), "w") as f:
-        f.write("__version__ = '2.1.0'\n")
-    p = pip_wheel(python, out, os.path.join(WORK, "skbuild-bad"), check=False)
+    for module, version, says in [
+        ("mxnet", "2.1.0", "MXNet 2.1.0 (%s) is not supported: plait needs MXNet >= 1.6 and < 2.0 "
+         "(tested: 1.9.1); pip install 'mxnet==1.9.1', or set PLAIT_WITHOUT_MXNET=1" % python),
+        ("tensorflow", "2.11.0", "TensorFlow 2.11.0 (%s) is not supported: plait needs TensorFlow "
+         ">= 2.12 and < 2.22 (tested: 2.21.0); pip install 'tensorflow-cpu==2.21.0', or set "
+         "PLAIT_WITHOUT_TENSORFLOW=1" % python),
+        ("torch", "1.12.1", "PyTorch 1.12.1 (%s) is not supported: plait needs PyTorch >= 1.13 and "
+         "< 3 (tested: 1.13 (Debian) and 2.x); pip install 'torch>=2,<3', or set "
+         "PLAIT_WITHOUT_PYTORCH=1" % python),
+    ]:
+        fake = os.path.join(site.strip(), module)
+        os.makedirs(fake, exist_ok=True)
+        with open(os.path.join(fake, "__init__.py"), "w") as f:
+            f.write("__version__ = '%s'\n" % version)
+        p = pip_wheel(python, out, os.path.join(WORK, "skbuild-bad"), check=False)
+        shutil.rmtree(fake)
+        flat = " ".join((p.stdout + p.stderr).split())
+        expect(p.returncode != 0 and says in flat, "an unsupported %s stops the install: %s"
+               % (module, says), p.stdout + p.stderr)
+    # A missing Debian package: libfabric's pkg-config file hidden (pkg-config
+    # searches only an empty folder), as on a machine without libfabric-dev.
+    empty = tempfile.mkdtemp(dir=WORK)
+    p = pip_wheel(python, out, os.path.join(WORK, "skbuild-bad"),
+                  {"PLAIT_WITH_OFI": "1", "PKG_CONFIG_LIBDIR": empty}, check=False)
+    os.rmdir(empty)
     flat = " ".join((p.stdout + p.stderr).split())
-    says = ("MXNet 2.1.0 (%s) is not supported: plait needs MXNet >= 1.6 and < 2.0 (tested: "
-            "1.9.1); pip install 'mxnet==1.9.1', or set PLAIT_WITHOUT_MXNET=1" % python)
-    expect(p.returncode != 0 and says in flat, "an unsupported MXNet stops the install: " + says,
+    says = ("PLAIT_WITH_OFI=1 but the libfabric transport cannot be built: libfabric-dev not "
+            "found: apt-get install libfabric-dev")
+    expect(p.returncode != 0 and says in flat, "a missing libfabric-dev stops the install: " + says,
            p.stdout + p.stderr)
     expect(not glob.glob(os.path.join(out, "*.whl")), "no wheel came out of the failed builds")
 
