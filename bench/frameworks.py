@@ -29,7 +29,8 @@ the timed steps of all rounds, p10 - p90, images/s (ranks x batch / median),
 the scaling efficiency (single's median / the system's median: 1.0 when 2
 ranks each do a step in the time one process does, so twice the images), whether the ranks
 ended with identical weights, and plait's fusion statistics (plait.stats()
-over the timed steps on rank 0: tensors, collectives and bytes per step).
+over the timed steps on rank 0: tensors, collectives, bytes and the time in
+the transport's collectives per step).
 A second table sets the frameworks against each other per system, next to the
 seed study's ratios (sync TensorFlow 2.65x PyTorch's step time, PyTorch 1.38x
 MXNet's, on CPU clusters).
@@ -291,7 +292,7 @@ def summarize(records):
             steps = sum(len(r["step_s"]) for r in rs if r.get("stats"))
             row["fusion"] = {k: sum(s[src] for s in stats) / steps for k, src in
                              (("tensors", "tensors"), ("collectives", "responses"),
-                              ("bytes", "bytes"), ("fused", "fused_tensors"))}
+                              ("bytes", "bytes"), ("transport_s", "transport_s"))}
         rows[key] = row
     for (fw, s), row in rows.items():
         single = rows.get((fw, "single"))
@@ -346,26 +347,27 @@ def table(records):
     out += ["", check] if check else []
     out += ["", "| framework | system | ranks | step time (median) | p10 - p90 | img/s | "
             "scaling efficiency | ranks' weights | plait tensors / step | "
-            "plait collectives / step | MB allreduced / step |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+            "plait collectives / step | MB allreduced / step | plait transport / step |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for fw in fws:
         for s in systems:
             name = "| %s | %s |" % (TITLE[fw], system_label(fw, s))
             if (fw, s) in missing and (fw, s) not in rows:
-                out.append("%s - | NOT MEASURED: %s | - | - | - | - | - | - | - |"
+                out.append("%s - | NOT MEASURED: %s | - | - | - | - | - | - | - | - |"
                            % (name, missing[(fw, s)].replace("|", "/")))
                 continue
             if (fw, s) not in rows:
                 continue
             r = rows[(fw, s)]
             f = r["fusion"]
-            out.append("%s %d | %s | %.1f - %.1f ms | %.0f | %s | %s | %s | %s | %s |" % (
+            out.append("%s %d | %s | %.1f - %.1f ms | %.0f | %s | %s | %s | %s | %s | %s |" % (
                 name, r["ranks"], fmt_ms(r["median_s"]), 1e3 * r["p10_s"], 1e3 * r["p90_s"],
                 r["img_s"], "%.2f" % r["efficiency"] if r["efficiency"] is not None else "-",
                 "- (one process)" if r["ranks"] == 1 else
                 ("identical" if r["identical"] else "DIFFER"),
                 "%.1f" % f["tensors"] if f else "-", "%.1f" % f["collectives"] if f else "-",
-                "%.2f" % (f["bytes"] / 1e6) if f else "-"))
+                "%.2f" % (f["bytes"] / 1e6) if f else "-",
+                fmt_ms(f["transport_s"]) if f else "-"))
     out += ["", "Frameworks against each other (ratio of median step times; the seed study: "
             "sync TensorFlow %.2fx PyTorch, PyTorch %.2fx MXNet, on CPU clusters):"
             % (SEED["tensorflow/torch"], SEED["torch/mxnet"]), "",

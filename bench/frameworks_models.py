@@ -286,6 +286,7 @@ def mxnet_run(spec, impl, hvd, rank, size, steps, warmup):
             loss = loss_fn(net(x), y)
         loss.backward()
         trainer.step(scale)
+        mx.nd.waitall()  # MXNet's engine is asynchronous: the update (and its allreduce) too
         return float(loss.mean().asscalar())
 
     out = timed(step, steps, warmup, hvd if impl == "plait" else None)
