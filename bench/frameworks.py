@@ -374,7 +374,7 @@ def table(records):
             "| system | TensorFlow / PyTorch | PyTorch / MXNet |", "|---|---|---|",
             "| seed study | %.2fx | %.2fx |" % (SEED["tensorflow/torch"], SEED["torch/mxnet"])]
     for s, tt, tm in ratios(rows, systems):
-        out.append("| %s | %s | %s |" % (s, fmt_x(tt), fmt_x(tm)))
+        out.append("| `%s` | %s | %s |" % (s, fmt_x(tt), fmt_x(tm)))
     versions = sorted({"%s %s" % (TITLE[fw], r["version"]) for (fw, s), r in rows.items()
                        if s == "single"})
     if versions:

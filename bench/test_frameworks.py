@@ -79,8 +79,8 @@ def test_table_efficiency_fusion_and_ratios(tmp_path):
     assert "NOT MEASURED: the build failed" in line(md, "| MXNet | plait-gloo |")[3]
     assert md.startswith("NOT MEASURED: mxnet plait-gloo: the build failed")
     assert line(md, "| seed study |")[1:] == ["2.65x", "1.38x"]
-    assert line(md, "| single |")[1:] == ["3.00x", "2.00x"]      # 300/100, 100/50
-    assert line(md, "| plait-gloo |")[1:] == ["1.60x", "-"]       # 400/250; MXNet missing
+    assert line(md, "| `single` |")[1:] == ["3.00x", "2.00x"]      # 300/100, 100/50
+    assert line(md, "| `plait-gloo` |")[1:] == ["1.60x", "-"]       # 400/250; MXNet missing
     assert "1199882 parameters in 8 tensors" in md
 
 
