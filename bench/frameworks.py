@@ -27,8 +27,8 @@ Every process computes with one thread. The order of the runs rotates each
 round. A step's time is the slowest rank's; the table gives the median over
 the timed steps of all rounds, p10 - p90, images/s (ranks x batch / median),
 the scaling efficiency (single's median / the system's median: 1.0 when 2
-ranks each do a step in the time one process does, so twice the images), whether the ranks
-ended with identical weights, and plait's fusion statistics (plait.stats()
+ranks each do a step in the time one process does, so twice the images),
+whether the ranks ended with identical weights, and plait's fusion statistics (plait.stats()
 over the timed steps on rank 0: tensors, collectives, bytes and the time in
 the transport's collectives per step).
 A second table sets the frameworks against each other per system, next to the
@@ -156,8 +156,8 @@ def launch(args, fw, system, tag, log):
         t = {"PLAIT_TRANSPORT": "gloo"} if system == "plait-gloo" else \
             {"PLAIT_TRANSPORT": "ofi", "FI_PROVIDER": "shm"}
         env = env_for(args, dict(args.plait_env, **t))
-        run_job([args.plaitrun, "-np", str(n), "--no-prefix"] + worker_cmd(args, py, fw, "plait", tag),
-                env, args.timeout, log)
+        run_job([args.plaitrun, "-np", str(n), "--no-prefix"]
+                + worker_cmd(args, py, fw, "plait", tag), env, args.timeout, log)
     elif system == "horovod":
         hpy = args.horovod_python[fw]
         env = env_for(args, {"HOROVOD_FUSION_THRESHOLD": str(64 << 20)})  # plait's default
