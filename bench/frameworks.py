@@ -368,18 +368,24 @@ def table(records):
                 "%.1f" % f["tensors"] if f else "-", "%.1f" % f["collectives"] if f else "-",
                 "%.2f" % (f["bytes"] / 1e6) if f else "-",
                 fmt_ms(f["transport_s"]) if f else "-"))
-    out += ["", "Frameworks against each other (ratio of median step times; the seed study: "
-            "sync TensorFlow %.2fx PyTorch, PyTorch %.2fx MXNet, on CPU clusters):"
-            % (SEED["tensorflow/torch"], SEED["torch/mxnet"]), "",
-            "| system | TensorFlow / PyTorch | PyTorch / MXNet |", "|---|---|---|",
-            "| seed study | %.2fx | %.2fx |" % (SEED["tensorflow/torch"], SEED["torch/mxnet"])]
-    for s, tt, tm in ratios(rows, systems):
-        out.append("| `%s` | %s | %s |" % (s, fmt_x(tt), fmt_x(tm)))
+    if len(fws) > 1:
+        out += ratio_table(rows, systems)
     versions = sorted({"%s %s" % (TITLE[fw], r["version"]) for (fw, s), r in rows.items()
                        if s == "single"})
     if versions:
         out += ["", "Versions: " + ", ".join(versions) + "."]
     return "\n".join(out), rows, check
+
+
+def ratio_table(rows, systems):
+    out = ["", "Frameworks against each other (ratio of median step times; the seed study: "
+           "sync TensorFlow %.2fx PyTorch, PyTorch %.2fx MXNet, on CPU clusters):"
+           % (SEED["tensorflow/torch"], SEED["torch/mxnet"]), "",
+           "| system | TensorFlow / PyTorch | PyTorch / MXNet |", "|---|---|---|",
+           "| seed study | %.2fx | %.2fx |" % (SEED["tensorflow/torch"], SEED["torch/mxnet"])]
+    for s, tt, tm in ratios(rows, systems):
+        out.append("| `%s` | %s | %s |" % (s, fmt_x(tt), fmt_x(tm)))
+    return out
 
 
 def plot(rows, path):

@@ -84,6 +84,13 @@ def test_table_efficiency_fusion_and_ratios(tmp_path):
     assert "1199882 parameters in 8 tensors" in md
 
 
+def test_one_framework_has_no_ratio_table(tmp_path):
+    p, md = report(tmp_path, [SETUP, run("mxnet", "single", [0.1], ranks=1),
+                              run("mxnet", "native", [0.2])])
+    assert p.returncode == 0, p.stderr
+    assert "seed study" not in md and line(md, "| MXNet | native (kvstore dist_sync) |")[6] == "0.50"
+
+
 def test_ranks_that_differ_fail_the_report(tmp_path):
     p, md = report(tmp_path, [SETUP, run("torch", "single", [0.1], ranks=1),
                               run("torch", "native", [0.2], identical=False)])
