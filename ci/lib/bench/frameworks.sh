@@ -64,15 +64,24 @@ args=(--frameworks "$fw_list" --systems "$sys_list" --ranks "$fw_ranks" --rounds
       --out "$out" --python torch=/usr/bin/python3)
 nm() { args+=(--not-measured "$1=$2"); }
 
+# fw_venv FW FUNCTION VAR: VAR set to the python of FW's venv (FUNCTION prints it), or
+# left empty with every row of FW NOT MEASURED, the venv's reason given.
+fw_venv() {
+  local err py s
+  err="$(mktemp)"
+  if py="$("$2" 2>"$err")"; then
+    cat "$err" >&2
+    args+=(--python "$1=$py")
+    printf -v "$3" '%s' "$py"
+  else
+    cat "$err" >&2
+    for s in ${sys_list//,/ }; do nm "$1:$s" "no $1 venv: $(tail -1 "$err" | sed 's/^ci: //')"; done
+  fi
+  rm -f "$err"
+}
 tf_python="" mxnet_python=""
-if [[ ",$fw_list," == *,tensorflow,* ]]; then
-  if tf_python="$(plait_tf_python)"; then args+=(--python "tensorflow=$tf_python")
-  else tf_python=""; fi  # frameworks.py: every tensorflow row NOT MEASURED, no python
-fi
-if [[ ",$fw_list," == *,mxnet,* ]]; then
-  if mxnet_python="$(plait_mxnet_python)"; then args+=(--python "mxnet=$mxnet_python")
-  else mxnet_python=""; fi
-fi
+[[ ",$fw_list," == *,tensorflow,* ]] && fw_venv tensorflow plait_tf_python tf_python
+[[ ",$fw_list," == *,mxnet,* ]] && fw_venv mxnet plait_mxnet_python mxnet_python
 
 # plait: one Release build with the TensorFlow op library and the MXNet adapter.
 build=build/bench-frameworks
