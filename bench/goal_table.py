@@ -399,6 +399,18 @@ def constant_bytes_row(recs, where, rule, src):
 
 # --- goal 8 -----------------------------------------------------------------
 
+def step_times(r):
+    """A record's step times in seconds: [step_s_median], or the per-step list
+    step_s (ci/bench frameworks' "run" records, one per round, whose table
+    takes the median over the steps of all rounds); None when it has neither."""
+    if isinstance(r.get("step_s_median"), (int, float)):
+        return [r["step_s_median"]]
+    steps = r.get("step_s")
+    if isinstance(steps, list) and steps and all(isinstance(x, (int, float)) for x in steps):
+        return steps
+    return None
+
+
 def fw_name(x):
     x = str(x or "").lower()
     return FW_ALIASES.get(x, x)
@@ -419,17 +431,27 @@ def goal8(results):
     if not exists(results, src):
         return [Row(8, "2 ranks", rule, "-", not_measured(
             "no frameworks.jsonl: ci/bench frameworks not run"), src)]
-    recs = goals.read_jsonl([os.path.join(results, src)])
+    # ci/bench frameworks' run of all three, then runs of one framework
+    # (frameworks-<fw>.jsonl) that fill a system the main run could not measure
+    files = [src] + sorted(os.path.basename(p) for p in
+                           glob.glob(os.path.join(results, "frameworks-*.jsonl")))
+    recs = []
+    for name in files:
+        recs += [dict(r, _file=name) for r in goals.read_jsonl([os.path.join(results, name)])]
     rows = []
     for fw in FRAMEWORKS:
         mine = [r for r in recs if fw_name(r.get("framework")) == fw]
         times = {}
         for r in mine:
-            s = fw_system(r.get("system"))
-            if r.get("kind") != "missing" and isinstance(r.get("step_s_median"), (int, float)):
-                times.setdefault(s, []).append(r["step_s_median"])
+            s, t = fw_system(r.get("system")), step_times(r)
+            if r.get("kind") != "missing" and t is not None and \
+                    times.get(s, (r["_file"], []))[0] == r["_file"]:
+                times.setdefault(s, (r["_file"], []))[1].extend(t)
+        mine = [r for r in mine if r.get("kind") != "missing" or
+                fw_system(r.get("system")) not in times]
         gaps = [s for s in FW_SYSTEMS if s not in times]
-        measured = ", ".join("%s %s" % (s, ms(statistics.median(times[s])))
+        measured = ", ".join("%s %s%s" % (s, ms(statistics.median(times[s][1])),
+                                          "" if times[s][0] == src else " (%s)" % times[s][0])
                              for s in FW_SYSTEMS if s in times) or "-"
         if not mine:
             rows.append(Row(8, fw, rule, "-", not_measured("no %s records in %s" % (fw, src)),

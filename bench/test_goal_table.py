@@ -269,3 +269,26 @@ def test_goal5_prefers_the_tune_suite_s_run(tmp_path):
     rows = goal_table.goal5(str(tmp_path))
     assert verdicts(rows, 5)["2 ranks, gloo"] == "PASS"
     assert rows[0].source == "tune/tuning.jsonl"
+
+
+def test_goal8_reads_ci_bench_frameworks_runs_and_fills_from_one_framework_runs(tmp_path):
+    runs = [{"kind": "run", "framework": fw, "system": s, "round": k, "step_s": [0.1, 0.2, 0.3]}
+            for fw in ("torch", "tensorflow", "mxnet")
+            for s in ("plait-gloo", "plait-ofi", "native", "single") for k in (1, 2)]
+    runs += [{"kind": "run", "framework": "torch", "system": "horovod", "round": 1,
+              "step_s": [0.4, 0.5, 0.6]}]
+    runs += [{"kind": "missing", "framework": fw, "system": "horovod",
+              "reason": "no Horovod venv for %s yet" % fw} for fw in ("tensorflow", "mxnet")]
+    write(tmp_path, "frameworks.jsonl", runs)
+    v = verdicts(goal_table.goal8(str(tmp_path)), 8)
+    assert v["torch"] == "PASS"
+    assert v["tensorflow"].startswith("MISS: no step time for horovod")
+    assert "no Horovod venv for tensorflow yet" in v["tensorflow"]
+    write(tmp_path, "frameworks-tf.jsonl", [{"kind": "run", "framework": "tensorflow",
+                                            "system": "horovod", "round": 1,
+                                            "step_s": [0.7, 0.8, 0.9]}])
+    rows = {r.where: r for r in goal_table.goal8(str(tmp_path)) if r.goal == 8}
+    assert rows["tensorflow"].verdict == "PASS"
+    assert "horovod 800" in rows["tensorflow"].measured.replace(".00", "")
+    assert "(frameworks-tf.jsonl)" in rows["tensorflow"].measured
+    assert "torch" in rows and "plait-gloo 200" in rows["torch"].measured.replace(".00", "")
