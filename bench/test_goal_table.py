@@ -292,3 +292,27 @@ def test_goal8_reads_ci_bench_frameworks_runs_and_fills_from_one_framework_runs(
     assert "horovod 800" in rows["tensorflow"].measured.replace(".00", "")
     assert "(frameworks-tf.jsonl)" in rows["tensorflow"].measured
     assert "torch" in rows and "plait-gloo 200" in rows["torch"].measured.replace(".00", "")
+
+
+def test_goal1_judges_the_latest_rerun(tmp_path):
+    table = ("| ranks | plait C | plait.torch | Open MPI | C / MPI | torch / MPI |\n"
+             "|---|---|---|---|---|---|\n"
+             "| 2 | %s | 20.0 | 5.0 | - | - |\n| 3 | 9.0 | 9.0 | 5.0 | - | - |\n")
+    (tmp_path / "latency-vs-mpi.txt").write_text(table % "9.0")
+    (tmp_path / "latency-vs-mpi-2.txt").write_text(table % "50.0")
+    rows = {r.where: r for r in goal_table.goal1(str(tmp_path))}
+    assert rows["2 ranks, plait C, ofi/shm"].verdict == "MISS"
+    assert rows["2 ranks, plait C, ofi/shm"].source == "latency-vs-mpi-2.txt"
+    assert rows["3 ranks, plait C, ofi/shm"].verdict == "PASS"
+
+
+def test_goal3_peers_from_the_peers_summary(tmp_path):
+    run = {"bench": "hier-hosts-peers-summary", "what": "allreduce 64M", "placement": "block",
+           "hosts": 2, "ranks_per_host": 2, "transport": "gloo", "link": "tbf 1gbit",
+           "flat_ms": 900.0, "hierarchical_ms": 800.0, "openmpi_ms": 1700.0,
+           "horovod_ms": 790.0}
+    write(tmp_path, "hier-hosts.jsonl", [run])
+    rows = [r for r in goal_table.goal3(str(tmp_path)) if "Open MPI" in r.where
+            or "Horovod" in r.where]
+    v = {r.where.split(",")[0]: r.verdict for r in rows}
+    assert v == {"Open MPI": "PASS", "Horovod": "MISS"}
