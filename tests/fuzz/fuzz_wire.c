@@ -8,10 +8,14 @@
  * A frame that decodes is also encoded again from what was decoded, with
  * plait's own encoders: that frame must decode too, and encoding it once more
  * must give the same bytes (the encoders and decoders agree on every value
- * the decoders let through). Run with ci/fuzz; seeds in tests/fuzz/corpus/wire.
+ * the decoders let through). A RELAYED frame (up the control tree) is also read
+ * as rank 0 reads one: each origin checked against the tree, each payload
+ * decoded. Run with ci/fuzz; seeds in tests/fuzz/corpus/wire.
  */
 #include "control/elastic_wire.h"
+#include "control/control.h"
 #include "control/messages.h"
+#include "control/tree.h"
 #include "control/wire.h"
 #include "engine/negotiate/messages.h"
 
@@ -151,7 +155,41 @@ static plait_result_t reencode(const uint8_t *frame, size_t len, plait_writer_t 
   return NOT_COVERED;
 }
 
+/* One payload a RELAYED frame carries: another rank's REQUESTS payload, as
+ * rank 0 decodes it. */
+static plait_result_t decode_relayed(void *arg, int origin, const uint8_t *p, size_t n) {
+  (void)arg;
+  (void)origin;
+  plait_request_list_t l;
+  uint32_t code = 0;
+  char *text = NULL;
+  plait_result_t rc = plait_requests_decode_failure(p, n, &l, &code, &text);
+  if (rc == PLAIT_SUCCESS) plait_requests_free(&l);
+  free(text);
+  return rc;
+}
+
+/* A RELAYED frame (up the control tree, control/tree.h) as rank 0 reads one
+ * from its child rank 1 in a job of 64 ranks with fan-out 4: the origins
+ * checked against the tree, each payload decoded. */
+static void relayed(const uint8_t *data, size_t size) {
+  plait_frame_header_t h;
+  if (size < PLAIT_WIRE_HEADER_SIZE ||
+      plait_wire_decode_header(data, PLAIT_WIRE_MAX_PAYLOAD, &h) != PLAIT_SUCCESS ||
+      h.type != PLAIT_MSG_RELAYED || h.length != size - PLAIT_WIRE_HEADER_SIZE)
+    return;
+  plait_control_t c;
+  memset(&c, 0, sizeof c);
+  c.size = 64;
+  c.tree.fanout = 4;
+  plait_frame_t f = {h.type, h.length, (uint8_t *)data + PLAIT_WIRE_HEADER_SIZE};
+  plait_result_t rc = plait_tree_each_relayed(&c, 1, &f, decode_relayed, NULL);
+  if (rc != PLAIT_SUCCESS && rc != PLAIT_ERR_PROTOCOL && rc != PLAIT_ERR_NO_MEMORY)
+    finding("a relayed frame failed with another error than PROTOCOL or NO_MEMORY");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  relayed(data, size);
   /* The header alone, as the reader checks it before taking the payload. */
   if (size >= PLAIT_WIRE_HEADER_SIZE) {
     plait_frame_header_t h;

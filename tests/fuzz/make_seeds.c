@@ -120,6 +120,20 @@ static void negotiation_messages(void) {
   frame("responses", &w, plait_responses_encode(&w, &list));
   plait_response_list_t down = {.flags = PLAIT_RESP_SHUTDOWN, .shutdown_rank = 1, .n = 0, .r = NULL};
   frame("responses_shutdown", &w, plait_responses_encode(&w, &down));
+  /* up the control tree (control/tree.h): rank 1 relays its own and rank 5's
+   * requests (fuzz_wire reads it as rank 0 of 64 ranks, fan-out 4) */
+  plait_writer_t req = {0};
+  if (plait_requests_encode(&req, &rl) != PLAIT_SUCCESS) g_failed = 1;
+  plait_wr_begin(&w, PLAIT_MSG_RELAYED);
+  plait_wr_u32(&w, 2);
+  for (uint32_t origin = 1; origin <= 5; origin += 4) {
+    plait_wr_u32(&w, origin);
+    plait_wr_blob(&w, req.data + PLAIT_WIRE_HEADER_SIZE, req.len - PLAIT_WIRE_HEADER_SIZE);
+  }
+  if (plait_wr_end(&w) != PLAIT_SUCCESS) g_failed = 1;
+  put("wire", "relayed", w.data, w.len); /* not a negotiation frame: not checked by frame() */
+  plait_wr_free(&w);
+  plait_wr_free(&req);
   plait_response_list_t tuned = {.flags = PLAIT_RESP_TUNING, .shutdown_rank = -1, .n = 1,
                                  .r = resp, .tuning = {1, 4u << 20, 1u << 20, 0.5}};
   frame("responses_tuning", &w, plait_responses_encode(&w, &tuned));
