@@ -47,7 +47,7 @@ typedef struct ofi_mr {
 typedef struct ofi_peer {
   int64_t pid;
   uint64_t start_time; /* /proc/<pid>/stat field 22: guards against pid reuse */
-  int same_kernel;     /* same boot id and pid namespace: pid is checkable */
+  int same_kernel;     /* same boot id, pid and time namespace: pid is checkable */
 } ofi_peer_t;
 
 /* A plugin-owned, registered, growable buffer. */

@@ -80,6 +80,15 @@ void ofi_self_identity(int64_t *pid, uint64_t *start_time, uint64_t *kernel_id) 
   h = fnv1a(h, boot, strlen(boot));
   h = fnv1a(h, &ns.st_ino, sizeof ns.st_ino);
   h = fnv1a(h, &ns.st_dev, sizeof ns.st_dev);
+  /* The time namespace too: /proc/<pid>/stat's start time is shown shifted by
+   * the reader's boot-time offset, so a process in another time namespace
+   * would read as another process (pid reused) while it runs. A kernel
+   * without time namespaces has no such file and no such shift. */
+  struct stat tns;
+  if (stat("/proc/self/ns/time", &tns) == 0) {
+    h = fnv1a(h, &tns.st_ino, sizeof tns.st_ino);
+    h = fnv1a(h, &tns.st_dev, sizeof tns.st_dev);
+  }
   *kernel_id = h ? h : 1;
 }
 

@@ -3,7 +3,7 @@
  * timeout: each rank publishes its pid, its start time and the identity of
  * its kernel and pid namespace at init; while a wait is idle the plugin
  * checks /proc/<pid>/stat of the peers it waits on. A peer on another host
- * (or in another pid namespace) is only caught by PLAIT_TIMEOUT_S.
+ * (or in another pid or time namespace) is only caught by PLAIT_TIMEOUT_S.
  */
 #ifndef PLAIT_OFI_LIVENESS_H
 #define PLAIT_OFI_LIVENESS_H
@@ -13,7 +13,8 @@
 
 #include "state.h"
 
-/* This process: pid, start time, and a hash of boot id + pid namespace. */
+/* This process: pid, start time, and a hash of boot id + pid namespace + time
+ * namespace (the start time reads alike only within one time namespace). */
 void ofi_self_identity(int64_t *pid, uint64_t *start_time, uint64_t *kernel_id);
 
 /* Whether process pid on this host runs: 1 (and its start time, field 22 of
