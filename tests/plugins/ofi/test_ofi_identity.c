@@ -28,6 +28,39 @@ typedef struct {
   uint64_t start, kernel;
 } ident_t;
 
+/* A child that publishes its identity, then waits until *hold is closed by
+ * the parent; *peer: what it published. */
+static pid_t spawn_peer(ident_t *peer, int *hold) {
+  int up[2], h[2];
+  cr_assert_eq(pipe(up), 0);
+  cr_assert_eq(pipe(h), 0);
+  pid_t child = fork();
+  cr_assert_geq(child, 0);
+  if (child == 0) {
+    close(h[1]); /* the parent's close then ends the wait below */
+    ident_t me;
+    ofi_self_identity(&me.pid, &me.start, &me.kernel);
+    ssize_t w = write(up[1], &me, sizeof me);
+    char c;
+    ssize_t r = read(h[0], &c, 1);
+    _exit(w == (ssize_t)sizeof me && r >= 0 ? 0 : 1);
+  }
+  close(h[0]);
+  close(up[1]);
+  cr_assert_eq(read(up[0], peer, sizeof *peer), (ssize_t)sizeof *peer);
+  close(up[0]);
+  *hold = h[1];
+  return child;
+}
+
+/* Lets the child end and checks it ended well. */
+static void end_peer(pid_t child, int hold) {
+  cr_assert_eq(close(hold), 0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 Test(ofi_identity, a_peer_in_another_time_namespace_is_not_checked_by_pid, .timeout = 60) {
   if (unshare(CLONE_NEWTIME) != 0)
     cr_skip_test("no time namespace can be made here (unshare: %s)", strerror(errno));
@@ -35,22 +68,9 @@ Test(ofi_identity, a_peer_in_another_time_namespace_is_not_checked_by_pid, .time
   cr_assert_not_null(f, "timens_offsets: %s", strerror(errno));
   fprintf(f, "monotonic 3600 0\nboottime 3600 0\n");
   cr_assert_eq(fclose(f), 0, "setting the offsets: %s", strerror(errno));
-  int up[2], hold[2];
-  cr_assert_eq(pipe(up), 0);
-  cr_assert_eq(pipe(hold), 0);
-  pid_t child = fork();
-  cr_assert_geq(child, 0);
-  if (child == 0) { /* in the new time namespace: publishes itself, then waits */
-    close(hold[1]); /* the parent's close then ends the wait below */
-    ident_t me;
-    ofi_self_identity(&me.pid, &me.start, &me.kernel);
-    ssize_t w = write(up[1], &me, sizeof me);
-    char c;
-    ssize_t r = read(hold[0], &c, 1);
-    _exit(w == (ssize_t)sizeof me && r >= 0 ? 0 : 1);
-  }
   ident_t peer, me;
-  cr_assert_eq(read(up[0], &peer, sizeof peer), (ssize_t)sizeof peer);
+  int hold;
+  pid_t child = spawn_peer(&peer, &hold); /* in the new time namespace */
   ofi_self_identity(&me.pid, &me.start, &me.kernel);
   /* what the check would have said of the live child had it been checked */
   ofi_peer_t rec = {0};
@@ -59,10 +79,7 @@ Test(ofi_identity, a_peer_in_another_time_namespace_is_not_checked_by_pid, .time
   rec.same_kernel = 1;
   char why[256] = "";
   int gone = ofi_peer_record_gone(&rec, why, sizeof why);
-  cr_assert_eq(close(hold[1]), 0);
-  int status = 0;
-  waitpid(child, &status, 0);
-  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  end_peer(child, hold);
   cr_assert(gone && strstr(why, "pid reused"), "the case was not made: the live child's start "
             "time read alike across time namespaces (%s)", why);
   cr_assert_neq(peer.kernel, me.kernel, "a process in another time namespace has the same "
@@ -70,22 +87,9 @@ Test(ofi_identity, a_peer_in_another_time_namespace_is_not_checked_by_pid, .time
 }
 
 Test(ofi_identity, a_peer_in_the_same_namespaces_is_checked_and_alive, .timeout = 60) {
-  int up[2], hold[2];
-  cr_assert_eq(pipe(up), 0);
-  cr_assert_eq(pipe(hold), 0);
-  pid_t child = fork();
-  cr_assert_geq(child, 0);
-  if (child == 0) {
-    close(hold[1]); /* the parent's close then ends the wait below */
-    ident_t me;
-    ofi_self_identity(&me.pid, &me.start, &me.kernel);
-    ssize_t w = write(up[1], &me, sizeof me);
-    char c;
-    ssize_t r = read(hold[0], &c, 1);
-    _exit(w == (ssize_t)sizeof me && r >= 0 ? 0 : 1);
-  }
   ident_t peer, me;
-  cr_assert_eq(read(up[0], &peer, sizeof peer), (ssize_t)sizeof peer);
+  int hold;
+  pid_t child = spawn_peer(&peer, &hold);
   ofi_self_identity(&me.pid, &me.start, &me.kernel);
   cr_assert_eq(peer.kernel, me.kernel, "same boot, pid and time namespace: the same identity");
   ofi_peer_t rec = {0};
@@ -94,8 +98,6 @@ Test(ofi_identity, a_peer_in_the_same_namespaces_is_checked_and_alive, .timeout 
   rec.same_kernel = 1;
   char why[256] = "";
   cr_assert_eq(ofi_peer_record_gone(&rec, why, sizeof why), 0, "a live peer named gone: %s", why);
-  cr_assert_eq(close(hold[1]), 0);
-  int status = 0;
-  waitpid(child, &status, 0);
+  end_peer(child, hold);
   cr_assert_eq(ofi_peer_record_gone(&rec, why, sizeof why), 1, "an exited peer not named gone");
 }
