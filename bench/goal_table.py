@@ -279,7 +279,9 @@ def goal4(results):
                 gaps.append(name)
                 continue
             best, bt = min(have)
-            parts.append("%s %.2fx (%s best)" % (name, auto / best, bt))
+            twice = goals.same_twice(f, w, n)  # the run's noise, where it timed it
+            parts.append("%s %.2fx (%s best%s)" % (name, auto / best, bt, "" if twice is None
+                                                   else "; same settings twice %.2fx" % twice))
             ok = ok and auto / best <= goals.DEFAULT_NOISE
         measured = "; ".join(parts) or "-"
         if gaps and ok:  # a workload measured slower is a MISS whatever is missing

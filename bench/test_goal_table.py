@@ -141,6 +141,12 @@ def test_goal4_default_against_the_best_explicit_transport(tmp_path):
     v = verdicts(rows, 4)
     assert v["2 ranks"] == "NOT MEASURED: no default or explicit figure for 64 MiB in place"
     assert v["3 ranks"] == "MISS" and "64 MiB in place: not measured" in rows[1].measured
+    # the same settings timed twice: the measured text says how far apart they came
+    recs += [fusion("ofi-shm-again", 3, 2.4e-3)]
+    write(tmp_path, "auto-vs-explicit.jsonl", recs)
+    rows = goal_table.goal4(str(tmp_path))
+    assert "200 x 64 KiB step 1.10x (ofi-shm best; same settings twice 1.20x)" in rows[1].measured
+    assert verdicts(rows, 4)["3 ranks"] == "MISS"
 
 
 def test_goal6_stack_against_the_plugin(tmp_path):

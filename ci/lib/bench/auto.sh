@@ -1,8 +1,11 @@
 # auto: goal 4, the default transport (auto) against each explicit one, at 2 and 3 ranks.
 #
-# plait C with PLAIT_TRANSPORT unset (auto: label "auto"), gloo, ofi/shm, ofi/tcp, and ofi/shm
-# with PLAIT_OFI_YIELD_US=2000 (the progress loop as it was before it looked at ranks per
-# CPU: label "ofi-shm-yield2000"), on the workloads the goals time from C: the 200 x 64 KiB
+# plait C with PLAIT_TRANSPORT unset (auto: label "auto"), gloo, ofi/shm, ofi/tcp, ofi/shm
+# again under another label ("ofi-shm-again": the same settings as "ofi-shm", so the tables
+# show how far apart two identical launches come in this run, the noise a verdict must
+# beat), and ofi/shm with PLAIT_OFI_YIELD_US=2000 (the progress loop as it was before it
+# looked at ranks per CPU: label "ofi-shm-yield2000"), on the workloads the goals time from
+# C: the 200 x 64 KiB
 # step (plait-bench fusion, 64M threshold), a lone 4 KiB allreduce (plait-bench latency) and
 # 64 MiB in place, at each rank count (3 ranks on 2 cores: oversubscribed), in interleaved
 # rounds (the order rotates each round). Records in OUT/comparison.jsonl, the tables
@@ -10,7 +13,7 @@
 # when auto is within 5% of the best explicit transport) in OUT/goals-auto.md.
 #
 #   ci/bench auto [--rounds N] [--ranks 2,3] [--docs]
-#     default: 3 rounds, 2 and 3 ranks (about 5-10 minutes on 2 cores)
+#     default: 3 rounds, 2 and 3 ranks (about 6-12 minutes on 2 cores)
 #     --docs: also copy them into bench/results/ as auto-vs-explicit.jsonl,
 #             auto-vs-explicit.md and goals-auto.md
 ranks_list=2,3
@@ -32,6 +35,7 @@ rm -f "$cmp"
 # LABEL=settings (space-separated VAR=value; auto: PLAIT_TRANSPORT left unset)
 configs=("auto=" "gloo=PLAIT_TRANSPORT=gloo" "ofi-shm=PLAIT_TRANSPORT=ofi FI_PROVIDER=shm"
          "ofi-tcp=PLAIT_TRANSPORT=ofi FI_PROVIDER=tcp"
+         "ofi-shm-again=PLAIT_TRANSPORT=ofi FI_PROVIDER=shm"
          "ofi-shm-yield2000=PLAIT_TRANSPORT=ofi FI_PROVIDER=shm PLAIT_OFI_YIELD_US=2000")
 measure() {  # measure LABEL=SETTINGS RANKS: the three workloads, as ci/bench all times them
   local l="${1%%=*}" n="$2" settings
