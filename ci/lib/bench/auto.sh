@@ -8,7 +8,9 @@
 # C: the 200 x 64 KiB
 # step (plait-bench fusion, 64M threshold), a lone 4 KiB allreduce (plait-bench latency) and
 # 64 MiB in place, at each rank count (3 ranks on 2 cores: oversubscribed), in interleaved
-# rounds (the order rotates each round). Records in OUT/comparison.jsonl, the tables
+# rounds (the order rotates each round, and runs backwards every second round, so that no
+# configuration always follows the same one: a launch can be slowed by what the one
+# before it left, e.g. memory to reclaim). Records in OUT/comparison.jsonl, the tables
 # (bench/compare.py) in OUT/comparison.md, goal 4's table (bench/goals.py --only e: PASS
 # when auto is within 5% of the best explicit transport) in OUT/goals-auto.md.
 #
@@ -53,7 +55,10 @@ nc=${#configs[@]}
 for r in $(seq "$rounds"); do
   for n in "${ranks[@]}"; do
     bench_say "round $r of $rounds, $n ranks"
-    for ((i = 0; i < nc; i++)); do measure "${configs[$(((i + r - 1) % nc))]}" "$n"; done
+    for ((i = 0; i < nc; i++)); do  # odd rounds forwards, even rounds backwards
+      k=$(((r % 2 ? i : nc - 1 - i) + r - 1))
+      measure "${configs[$((k % nc))]}" "$n"
+    done
   done
 done
 /usr/bin/python3 bench/compare.py "$cmp" --ranks "$ranks_list" --markdown "$out/comparison.md" \
