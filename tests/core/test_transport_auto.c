@@ -15,7 +15,6 @@
  */
 #include <criterion/criterion.h>
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,9 +111,8 @@ static int rank_main(int rank, int nranks, void *arg) {
   setenv("PLAIT_TIMEOUT_S", "10", 1);
   char log[320];
   snprintf(log, sizeof log, "%s/rank%d.log", s->dir, rank);
-  int fd = open(log, O_CREAT | O_TRUNC | O_WRONLY, 0600), saved = dup(2);
-  if (fd < 0 || saved < 0 || dup2(fd, 2) < 0) return 1;
-  close(fd);
+  int saved = plait_test_stderr_to(log);
+  if (saved < 0) return 1;
   plait_result_t rc = plait_init();
   char err[2048];
   snprintf(err, sizeof err, "%s", plait_last_error());
@@ -122,9 +120,7 @@ static int rank_main(int rank, int nranks, void *arg) {
   if (rc == PLAIT_SUCCESS) plait_transport_name(&name);
   int fails = rc == PLAIT_SUCCESS && s->want ? allreduce_one(rank, nranks) : 0;
   if (rc == PLAIT_SUCCESS) plait_shutdown();
-  fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
+  plait_test_stderr_back(saved);
   if (s->want && (rc || strcmp(name, s->want))) {
     plait_test_say(rank, "wanted transport %s, got %s (%s: %s)", s->want, rc ? "none" : name,
                    plait_result_name(rc), rc ? err : "");

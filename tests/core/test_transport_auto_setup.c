@@ -14,7 +14,6 @@
  */
 #include <criterion/criterion.h>
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,9 +43,8 @@ static int rank_main(int rank, int nranks, void *arg) {
   setenv("PLAIT_TIMEOUT_S", "20", 1);
   char log[128];
   snprintf(log, sizeof log, "%s/rank%d.log", j->dir, rank);
-  int fd = open(log, O_CREAT | O_TRUNC | O_WRONLY, 0600), saved = dup(2);
-  if (fd < 0 || saved < 0 || dup2(fd, 2) < 0) return 1;
-  close(fd);
+  int saved = plait_test_stderr_to(log);
+  if (saved < 0) return 1;
   plait_result_t rc = plait_init();
   float x = (float)(rank + 1);
   plait_tensor_t t = {sizeof t, &x, PLAIT_FLOAT32, PLAIT_DEVICE_HOST, 1, {1}};
@@ -57,9 +55,7 @@ static int rank_main(int rank, int nranks, void *arg) {
   char err[1024];
   snprintf(err, sizeof err, "%s", plait_last_error());
   plait_shutdown();
-  fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
+  plait_test_stderr_back(saved);
   if (rc || x != (float)(nranks * (nranks + 1) / 2)) {
     plait_test_say(rank, "%s: %s (%s), sum %g", j->explicit_shm ? "ofi/shm" : "auto",
                    plait_result_name(rc), err, (double)x);

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -80,6 +81,23 @@ void plait_test_clear_env(void) {
 
 void plait_test_set_plugin_path(void) {
   setenv("PLAIT_PLUGIN_PATH", PLAIT_TEST_LIB_DIR ":" PLAIT_TEST_PLUGIN_DIR, 1);
+}
+
+int plait_test_stderr_to(const char *path) {
+  int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600), saved = dup(2);
+  if (fd < 0 || saved < 0 || dup2(fd, 2) < 0) {
+    if (fd >= 0) close(fd);
+    if (saved >= 0) close(saved);
+    return -1;
+  }
+  close(fd);
+  return saved;
+}
+
+void plait_test_stderr_back(int saved) {
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
 }
 
 void plait_test_say(int rank, const char *fmt, ...) {

@@ -56,6 +56,14 @@ void plait_test_remove_shm_regions(pid_t pid);
 /* Sets PLAIT_PLUGIN_PATH for tests run in this process. */
 void plait_test_set_plugin_path(void);
 
+/* Sends this process's stderr (plait's log) to path, created or truncated:
+ * returns the former stderr for plait_test_stderr_back, or -1 when path
+ * cannot be opened. For rank functions that read their own log afterwards. */
+int plait_test_stderr_to(const char *path);
+
+/* Puts back the stderr plait_test_stderr_to saved (flushing the log first). */
+void plait_test_stderr_back(int saved);
+
 /* printf to stderr prefixed with the rank, for use inside rank functions. */
 void plait_test_say(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
