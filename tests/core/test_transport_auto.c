@@ -109,9 +109,7 @@ static int rank_main(int rank, int nranks, void *arg) {
     if (s->extra[rank][i]) putenv(strdup(s->extra[rank][i]));
   setenv("PLAIT_LOG_LEVEL", "info", 1);
   setenv("PLAIT_TIMEOUT_S", "10", 1);
-  char log[320];
-  snprintf(log, sizeof log, "%s/rank%d.log", s->dir, rank);
-  int saved = plait_test_stderr_to(log);
+  int saved = plait_test_stderr_to(s->dir, rank);
   if (saved < 0) return 1;
   plait_result_t rc = plait_init();
   char err[2048];

@@ -41,9 +41,7 @@ static int rank_main(int rank, int nranks, void *arg) {
   }
   setenv("PLAIT_LOG_LEVEL", "debug", 1);
   setenv("PLAIT_TIMEOUT_S", "20", 1);
-  char log[128];
-  snprintf(log, sizeof log, "%s/rank%d.log", j->dir, rank);
-  int saved = plait_test_stderr_to(log);
+  int saved = plait_test_stderr_to(j->dir, rank);
   if (saved < 0) return 1;
   plait_result_t rc = plait_init();
   float x = (float)(rank + 1);

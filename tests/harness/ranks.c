@@ -83,7 +83,9 @@ void plait_test_set_plugin_path(void) {
   setenv("PLAIT_PLUGIN_PATH", PLAIT_TEST_LIB_DIR ":" PLAIT_TEST_PLUGIN_DIR, 1);
 }
 
-int plait_test_stderr_to(const char *path) {
+int plait_test_stderr_to(const char *dir, int rank) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/rank%d.log", dir, rank);
   int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600), saved = dup(2);
   if (fd < 0 || saved < 0 || dup2(fd, 2) < 0) {
     if (fd >= 0) close(fd);

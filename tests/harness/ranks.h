@@ -56,10 +56,11 @@ void plait_test_remove_shm_regions(pid_t pid);
 /* Sets PLAIT_PLUGIN_PATH for tests run in this process. */
 void plait_test_set_plugin_path(void);
 
-/* Sends this process's stderr (plait's log) to path, created or truncated:
- * returns the former stderr for plait_test_stderr_back, or -1 when path
- * cannot be opened. For rank functions that read their own log afterwards. */
-int plait_test_stderr_to(const char *path);
+/* Sends this process's stderr (plait's log) to <dir>/rank<rank>.log, created
+ * or truncated: returns the former stderr for plait_test_stderr_back, or -1
+ * when the file cannot be opened. For rank functions whose logs the test
+ * reads afterwards. */
+int plait_test_stderr_to(const char *dir, int rank);
 
 /* Puts back the stderr plait_test_stderr_to saved (flushing the log first). */
 void plait_test_stderr_back(int saved);
