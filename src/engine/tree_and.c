@@ -6,6 +6,7 @@
 
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/log.h"
 
 /* One held id: per slot (0 this rank, 1 + i child i's subtree) whether it is
  * held (announced, not yet sent) and whether it was seen (held or sent). */
@@ -46,6 +47,10 @@ plait_result_t plait_and_init(plait_and_t *a, plait_control_t *ctrl, const plait
 }
 
 void plait_and_free(plait_and_t *a) {
+  if (a->nslots) /* what the AND saved: one item per id, or the detail */
+    PLAIT_DEBUG("tree", "cached-id AND: %llu items for the whole subtree, %llu for one part of it "
+                "(held past %g s, another acked count, or before a payload of its part)",
+                (unsigned long long)a->anded, (unsigned long long)a->detailed, a->hold_s);
   for (int i = 0; a->by_id && i < a->cap; i++) free(a->by_id[i]);
   free(a->by_id);
   if (a->ctrl && a->nslots) memset(&a->ctrl->tree.hooks, 0, sizeof a->ctrl->tree.hooks);
@@ -166,6 +171,21 @@ static int has_join(const plait_request_list_t *req) {
   return 0;
 }
 
+/* Names in req (sent by name, so with other metadata than the cache's): an
+ * id held under the same name will not come from that rank (a mismatch
+ * rank 0 must see now, not after the hold): what is held of it goes. */
+static void release_named(plait_and_t *a, const plait_request_list_t *req, double now) {
+  for (uint32_t i = 0; i < req->n; i++) {
+    const plait_request_t *q = &req->r[i];
+    if (q->cache_id >= 0 || !q->name) continue;
+    char key[PLAIT_OP_KEY_MAX];
+    intptr_t v = (intptr_t)plait_namemap_get(&a->cache->by_name,
+                                             plait_op_key(key, q->meta.pset, q->name));
+    plait_and_entry_t *e = v > 0 && v - 1 < a->cap ? a->by_id[v - 1] : NULL;
+    if (e && !e->detail) to_detail(a, e, now);
+  }
+}
+
 plait_result_t plait_and_payload(plait_and_t *a, int origin, const uint8_t *p, size_t len,
                                  double now) {
   plait_request_list_t req;
@@ -181,9 +201,10 @@ plait_result_t plait_and_payload(plait_and_t *a, int origin, const uint8_t *p, s
     return rc;
   }
   if (rc == PLAIT_SUCCESS && has_join(&req)) a->joins = 1;
-  if (rc == PLAIT_SUCCESS) plait_requests_free(&req);
   if (a->joins) flush_all(a, now);
   else flush_slot(a, slot_of(a, origin), now);
+  if (rc == PLAIT_SUCCESS) release_named(a, &req, now);
+  if (rc == PLAIT_SUCCESS) plait_requests_free(&req);
   plait_tree_up_add(a->ctrl, origin, p, len); /* as it came; malformed: rank 0 names origin */
   return PLAIT_SUCCESS;
 }

@@ -13,8 +13,9 @@
  * the global one, and everything while a JOIN is pending in the subtree.
  * Before such a payload, what this rank holds for the slot it came through
  * goes up first, as items of that slot, so one rank's announcements keep
- * their order. An id held longer than hold_s, or announced with another
- * acked count, goes up slot by slot (the detail: a child's AND, or this
+ * their order. An id held longer than hold_s, announced with another
+ * acked count, or whose name comes by name from below (another shape: a
+ * mismatch rank 0 must see at once), goes up slot by slot (the detail: a child's AND, or this
  * rank's own id with PLAIT_TREE_ONE), and the rest of that id's slots
  * follow as they come, so rank 0 names the ranks missing in a stall as it
  * does on the star. Rank 0 records an AND item as each rank's own request

@@ -191,6 +191,25 @@ Test(tree_and, names_flags_and_other_sets_go_as_they_came_after_what_was_held) {
   expect_and(0, 15, 0, 0, 5);
 }
 
+Test(tree_and, a_name_sent_by_name_releases_its_held_id_at_once) {
+  cached(ME, 5, 2, 1.0); /* "g2" by id from rank 3 and rank 7's subtree ... */
+  child_and(7, 5, 2, 1.0);
+  plait_request_t q = {.name = "g2", .cache_id = -1}; /* ... and by name (other metadata) */
+  q.meta.coll = PLAIT_COLL_ALLREDUCE;
+  q.meta.ndim = 1;
+  q.meta.shape[0] = 4;
+  plait_request_list_t l = {0, 1, &q, 5};
+  plait_writer_t w = {0};
+  cr_assert_eq(plait_requests_encode(&w, &l), PLAIT_SUCCESS);
+  cr_assert_eq(plait_and_payload(&A, 8, w.data + PLAIT_WIRE_HEADER_SIZE,
+                                 w.len - PLAIT_WIRE_HEADER_SIZE, 1.0), PLAIT_SUCCESS);
+  plait_wr_free(&w);
+  cr_assert_eq(sent(), 3, "rank 0 sees the mismatch now, not after the hold");
+  expect_and(0, ME, 1, 2, 5);
+  expect_and(1, 7, 0, 2, 5);
+  cr_expect(!got[2].and_item && got[2].origin == 8 && got[2].nreq == 1);
+}
+
 Test(tree_and, a_join_below_stops_the_holding_until_a_join_ran) {
   cached(ME, 5, 0, 1.0);
   int by_name = -1;
