@@ -184,6 +184,27 @@ def test_goal7_negotiation_at_256_ranks_and_constant_bytes(tmp_path):
     assert v[("scale-tree.jsonl", "epoll, ofi-shm", "control")].startswith("NOT MEASURED")
 
 
+def tree(n, k, neg_s, rank0, rank_max):
+    return {"kind": "scale", "label": "and", "transport": "ofi-shm", "ranks": n, "fanout": k,
+            "negotiate_s": neg_s, "control_bytes_rank0": rank0, "control_bytes_rank": 34.0,
+            "control_bytes_rank_max": rank_max}
+
+
+def test_goal7_star_and_tree_apart_judged_on_the_rank_that_sent_most(tmp_path):
+    write(tmp_path, "scale-tree.jsonl", [tree(16, 0, 2e-4, 780, 34), tree(16, 8, 1e-4, 416, 600),
+                                         tree(256, 0, 9e-3, 13260, 36),
+                                         tree(256, 8, 0.8e-3, 416, 640)])
+    rows = goal_table.goal7(str(tmp_path))
+    v = {(r.where, r.rule[:7]): (r.verdict, r.measured) for r in rows}
+    assert v[("256 ranks, and, ofi-shm, star", "rank 0 ")][0] == "MISS"
+    assert v[("256 ranks, and, ofi-shm, fan-out 8", "rank 0 ")][0] == "PASS"
+    # the star's rank 0 sends 17x more at 256 ranks: not constant, though the others send 34-36
+    assert v[("16-256 ranks, and, ofi-shm, star", "control")] == \
+        ("MISS", "780-13260 bytes at 16-256 ranks")
+    assert v[("16-256 ranks, and, ofi-shm, fan-out 8", "control")] == \
+        ("PASS", "600-640 bytes at 16-256 ranks")
+
+
 def test_goal8_frameworks_every_system_or_a_miss(tmp_path):
     recs = [{"framework": fw, "system": s, "step_s_median": 0.05}
             for fw in ("pytorch", "tensorflow") for s in ("plait-gloo", "plait-ofi-shm",

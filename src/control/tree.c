@@ -99,51 +99,110 @@ int plait_tree_below(int origin, int via, int k) {
   return p == via;
 }
 
-void plait_tree_up_add(plait_control_t *c, int origin, const uint8_t *payload, size_t len) {
-  plait_tree_t *t = &c->tree;
+static void up_item(plait_tree_t *t, uint32_t origin, const void *p, size_t len) {
   if (!t->up_count) {
     plait_wr_begin(&t->up, PLAIT_MSG_RELAYED);
     plait_wr_u32(&t->up, 0); /* the count, filled in at the flush */
   }
-  plait_wr_u32(&t->up, (uint32_t)origin);
-  plait_wr_blob(&t->up, payload, len);
+  plait_wr_u32(&t->up, origin);
+  plait_wr_blob(&t->up, p, len);
   t->up_count++;
 }
 
-plait_result_t plait_tree_each_relayed(const plait_control_t *c, int via, const plait_frame_t *f,
-                                      plait_tree_payload_fn fn, void *arg) {
+void plait_tree_up_add(plait_control_t *c, int origin, const uint8_t *payload, size_t len) {
+  up_item(&c->tree, (uint32_t)origin, payload, len);
+}
+
+void plait_tree_up_and(plait_control_t *c, const plait_tree_and_t *a) {
+  uint8_t b[PLAIT_TREE_AND_BLOB];
+  plait_store_le32(b, (uint32_t)a->id);
+  plait_store_le32(b + 4, (uint32_t)a->acked);
+  plait_store_le32(b + 8, (uint32_t)(a->acked >> 32));
+  up_item(&c->tree, (uint32_t)a->root | PLAIT_TREE_AND | (a->one ? PLAIT_TREE_ONE : 0), b,
+          sizeof b);
+}
+
+void plait_tree_up_frame(plait_control_t *c, plait_frame_t *f) {
+  plait_tree_t *t = &c->tree;
+  memset(f, 0, sizeof *f);
+  if (!t->up_count || !t->up.data || t->up.len < PLAIT_WIRE_HEADER_SIZE + 4) return;
+  plait_store_le32(t->up.data + PLAIT_WIRE_HEADER_SIZE, t->up_count);
+  f->type = PLAIT_MSG_RELAYED;
+  f->length = (uint32_t)(t->up.len - PLAIT_WIRE_HEADER_SIZE);
+  f->payload = t->up.data + PLAIT_WIRE_HEADER_SIZE;
+}
+
+/* An AND item's blob; PLAIT_ERR_PROTOCOL naming via when malformed. */
+static plait_result_t read_and(uint32_t origin, const uint8_t *p, size_t len, int via,
+                               plait_tree_and_t *a) {
+  if (len != PLAIT_TREE_AND_BLOB)
+    return plait_error(PLAIT_ERR_PROTOCOL, "rank %d relayed a malformed cached-id AND (%zu "
+                       "bytes)", via, len);
+  plait_reader_t r;
+  plait_rd_init(&r, p, len);
+  a->root = (int)(origin & ~(PLAIT_TREE_AND | PLAIT_TREE_ONE));
+  a->one = (origin & PLAIT_TREE_ONE) != 0;
+  a->id = plait_rd_i32(&r);
+  a->acked = plait_rd_u64(&r);
+  if (a->id < 0)
+    return plait_error(PLAIT_ERR_PROTOCOL, "rank %d relayed the AND of cached id %d", via, a->id);
+  return PLAIT_SUCCESS;
+}
+
+plait_result_t plait_tree_each_item(const plait_control_t *c, int via, const plait_frame_t *f,
+                                    plait_tree_payload_fn fn, plait_tree_and_fn and_fn,
+                                    void *arg) {
   plait_reader_t r;
   plait_rd_init(&r, f->payload, f->length);
   uint32_t n = plait_rd_u32(&r);
   for (uint32_t j = 0; j < n && !r.bad; j++) {
-    uint32_t origin = plait_rd_u32(&r);
+    uint32_t item = plait_rd_u32(&r), origin = item & ~(PLAIT_TREE_AND | PLAIT_TREE_ONE);
     size_t len;
     const uint8_t *p = plait_rd_blob(&r, &len);
     if (r.bad) break;
-    if (origin >= (uint32_t)c->size || !plait_tree_below((int)origin, via, c->tree.fanout))
+    if (origin >= (uint32_t)c->size || !plait_tree_below((int)origin, via, c->tree.fanout) ||
+        (item & PLAIT_TREE_ONE && !(item & PLAIT_TREE_AND)))
       return plait_error(PLAIT_ERR_PROTOCOL, "rank %d relayed requests of rank %u, which is not "
                          "below it in the control tree", via, origin);
-    PLAIT_CHECK(fn(arg, (int)origin, p, len));
+    if (!(item & PLAIT_TREE_AND)) {
+      PLAIT_CHECK(fn(arg, (int)origin, p, len));
+      continue;
+    }
+    plait_tree_and_t a;
+    PLAIT_CHECK(read_and(item, p, len, via, &a));
+    if (and_fn) PLAIT_CHECK(and_fn(arg, &a));
   }
   return plait_rd_finish(&r, "relayed requests");
 }
 
+plait_result_t plait_tree_each_relayed(const plait_control_t *c, int via, const plait_frame_t *f,
+                                      plait_tree_payload_fn fn, void *arg) {
+  return plait_tree_each_item(c, via, f, fn, NULL, arg);
+}
+
+/* Without hooks: what came goes up as it came. */
 static plait_result_t add_cb(void *arg, int origin, const uint8_t *p, size_t len) {
-  plait_tree_up_add(arg, origin, p, len);
+  plait_control_t *c = arg;
+  if (c->tree.hooks.payload) return c->tree.hooks.payload(c->tree.hooks.arg, origin, p, len);
+  plait_tree_up_add(c, origin, p, len);
+  return PLAIT_SUCCESS;
+}
+
+static plait_result_t and_cb(void *arg, const plait_tree_and_t *a) {
+  plait_control_t *c = arg;
+  if (c->tree.hooks.and_item) return c->tree.hooks.and_item(c->tree.hooks.arg, a);
+  plait_tree_up_and(c, a);
   return PLAIT_SUCCESS;
 }
 
 /* One frame from child i into the batch: its own REQUESTS, or its subtree's. */
 static plait_result_t take_child_frame(plait_control_t *c, int i, const plait_frame_t *f) {
   int child = c->tree.first_child + i;
-  if (f->type == PLAIT_MSG_REQUESTS) {
-    plait_tree_up_add(c, child, f->payload, f->length);
-    return PLAIT_SUCCESS;
-  }
+  if (f->type == PLAIT_MSG_REQUESTS) return add_cb(c, child, f->payload, f->length);
   if (f->type != PLAIT_MSG_RELAYED)
     return plait_error(PLAIT_ERR_PROTOCOL, "rank %d sent message type %u on the control tree",
                        child, f->type);
-  return plait_tree_each_relayed(c, child, f, add_cb, c);
+  return plait_tree_each_item(c, child, f, add_cb, and_cb, c);
 }
 
 plait_result_t plait_tree_up_read(plait_control_t *c, int i) {
@@ -170,8 +229,8 @@ plait_result_t plait_tree_up_read(plait_control_t *c, int i) {
 plait_result_t plait_tree_up_flush(plait_control_t *c, size_t *bytes) {
   plait_tree_t *t = &c->tree;
   if (!t->up_count) return PLAIT_SUCCESS;
-  if (t->up.data && t->up.len >= PLAIT_WIRE_HEADER_SIZE + 4)
-    plait_store_le32(t->up.data + PLAIT_WIRE_HEADER_SIZE, t->up_count);
+  plait_frame_t f;
+  plait_tree_up_frame(c, &f); /* the count filled in */
   t->up_count = 0;
   plait_result_t rc = plait_wr_end(&t->up);
   if (rc == PLAIT_SUCCESS && t->parent == 0) {

@@ -16,7 +16,9 @@
  * rank 0 reads about k frames per operation instead of N-1, and records
  * every rank's requests exactly as if it had sent them itself (its own
  * acked count, its own order: one rank's requests all take one path).
- * Everything else stays on the star: heartbeats, failure reports, blame,
+ * A rank with children ANDs its subtree's cached ids on the way
+ * (engine/tree_and.h, through the hooks below): one item per id instead of
+ * one payload per rank. Everything else stays on the star: heartbeats, failure reports, blame,
  * errors, ABORT. A job of up to k+1 ranks (or k < 2) has no tree: the
  * star of before, byte for byte. A rank whose parent link closes waits for
  * rank 0's ABORT on the star (rank 0 sees the lost rank's star connection
@@ -37,6 +39,31 @@
 struct plait_control;
 struct plait_frame;
 
+/* An item of a RELAYED frame is a REQUESTS payload of its origin rank, or
+ * (origin | PLAIT_TREE_AND) the AND of one cached id (engine/tree_and.h):
+ * every rank of the subtree of its root announced the id, each with the
+ * same acked count; with PLAIT_TREE_ONE its root rank alone did. Its blob
+ * is the id (u32) and the acked count (u64). */
+#define PLAIT_TREE_AND 0x80000000u
+#define PLAIT_TREE_ONE 0x40000000u
+#define PLAIT_TREE_AND_BLOB 12
+
+typedef struct plait_tree_and {
+  int root;       /* every rank below root (root included) announced id ... */
+  int one;        /* ... or root alone */
+  int32_t id;
+  uint64_t acked;
+} plait_tree_and_t;
+
+/* What a relaying rank does with what its children sent (the engine's AND,
+ * engine/tree_and.h): origin's REQUESTS payload, or an AND item; without
+ * hooks each goes up as it came. */
+typedef struct plait_tree_hooks {
+  plait_result_t (*payload)(void *arg, int origin, const uint8_t *p, size_t len);
+  plait_result_t (*and_item)(void *arg, const plait_tree_and_t *a);
+  void *arg;
+} plait_tree_hooks_t;
+
 typedef struct plait_tree {
   int fanout;      /* k; 0: no tree (the star carries every list) */
   int parent;      /* rank 0: -1 */
@@ -48,6 +75,7 @@ typedef struct plait_tree {
   double parent_lost_at; /* when the parent link closed; 0: it has not */
   plait_writer_t up;     /* the RELAYED frame being batched */
   uint32_t up_count;     /* payloads in it */
+  plait_tree_hooks_t hooks; /* payload NULL: none */
 } plait_tree_t;
 
 /* The shape: whether a job of size ranks has a tree with fan-out k, rank r's
@@ -83,17 +111,29 @@ plait_result_t plait_tree_relay(struct plait_control *c, const struct plait_fram
 int plait_tree_sends_up(const struct plait_control *c);
 /* Adds origin's REQUESTS payload to the batch going up. */
 void plait_tree_up_add(struct plait_control *c, int origin, const uint8_t *payload, size_t len);
+/* Adds an AND item (see PLAIT_TREE_AND) to the batch going up. */
+void plait_tree_up_and(struct plait_control *c, const plait_tree_and_t *a);
+/* The batch as a frame (f->payload points into it; valid until the next
+ * add or flush); f->type 0 when it is empty. */
+void plait_tree_up_frame(struct plait_control *c, struct plait_frame *f);
 /* Reads what child i (0 .. nchildren-1) sent (its readiness polled) into
  * the batch. A closed child link is dropped (rank 0 names the rank). */
 plait_result_t plait_tree_up_read(struct plait_control *c, int i);
 /* Sends the batch to the parent (rank 0's children: over the star); adds
  * the bytes sent to *bytes. Nothing to send: nothing sent. */
 plait_result_t plait_tree_up_flush(struct plait_control *c, size_t *bytes);
-/* Calls fn for each payload of a RELAYED frame that rank `via` sent, after
- * checking that its origin lies below via; PLAIT_ERR_PROTOCOL naming via
- * for an origin that does not, or a malformed frame; fn's failure stops. */
+/* Calls fn for each payload of a RELAYED frame that rank `via` sent, and
+ * and_fn for each AND item, in the order they were sent, after checking
+ * that its origin (root) lies below via; PLAIT_ERR_PROTOCOL naming via for
+ * an origin that does not, or a malformed frame or item; a callback's
+ * failure stops. and_fn NULL: AND items are checked and skipped. */
 typedef plait_result_t (*plait_tree_payload_fn)(void *arg, int origin, const uint8_t *payload,
                                                 size_t len);
+typedef plait_result_t (*plait_tree_and_fn)(void *arg, const plait_tree_and_t *a);
+plait_result_t plait_tree_each_item(const struct plait_control *c, int via,
+                                    const struct plait_frame *f, plait_tree_payload_fn fn,
+                                    plait_tree_and_fn and_fn, void *arg);
+/* plait_tree_each_item without and_fn. */
 plait_result_t plait_tree_each_relayed(const struct plait_control *c, int via,
                                       const struct plait_frame *f, plait_tree_payload_fn fn,
                                       void *arg);

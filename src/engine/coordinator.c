@@ -28,6 +28,7 @@
 #include "util/waitset.h"
 #include "control/messages.h"
 #include "engine/negotiate/negotiate.h"
+#include "engine/tree_and.h"
 #include "engine/execute/pending.h"
 #include "util/clock.h"
 #include "engine/observe/stats.h"
@@ -66,6 +67,7 @@ struct plait_coord {
   double last_busy;     /* when a cycle last sent, received or ran something */
   plait_spin_t spin;    /* polling before sleeping (PLAIT_SPIN_US) */
   plait_announce_t ann; /* rank > 0: cached allreduces waiting for their burst */
+  plait_and_t tand;     /* a relaying rank: the AND of its subtree's cached ids (tree_and.h) */
 };
 
 /* The run-time settings (plait_config_set) as of the start of this cycle: one
@@ -183,15 +185,19 @@ static void add_negotiation_time(plait_coord_t *c, double s) {
 static int heartbeat_due(plait_coord_t *c) { return plait_silence_beat_due(&c->silence); }
 
 /* Rank > 0: sends its requests over the star, or up the control tree
- * (tree.h; a heartbeat still over the star, straight to rank 0). */
+ * (tree.h; a heartbeat still over the star, straight to rank 0); a relaying
+ * rank's through its AND (tree_and.h). */
 static plait_result_t send_requests(plait_coord_t *c, const plait_request_list_t *req) {
   plait_writer_t w = {0};
   plait_result_t rc = plait_requests_encode(&w, req);
-  if (rc == PLAIT_SUCCESS && plait_tree_sends_up(c->ctrl) && (req->n || req->flags)) {
-    plait_tree_up_add(c->ctrl, c->rank, w.data + PLAIT_WIRE_HEADER_SIZE,
-                      w.len - PLAIT_WIRE_HEADER_SIZE); /* counted when it goes */
+  int up = plait_tree_sends_up(c->ctrl) || plait_and_on(&c->tand);
+  if (rc == PLAIT_SUCCESS && up && (req->n || req->flags)) {
+    const uint8_t *p = w.data + PLAIT_WIRE_HEADER_SIZE; /* counted when it goes */
+    size_t len = w.len - PLAIT_WIRE_HEADER_SIZE;
+    if (plait_and_on(&c->tand)) rc = plait_and_payload(&c->tand, c->rank, p, len, plait_now());
+    else plait_tree_up_add(c->ctrl, c->rank, p, len);
     plait_wr_free(&w);
-    if (!heartbeat_due(c)) return PLAIT_SUCCESS;
+    if (rc || !heartbeat_due(c)) return rc;
     plait_request_list_t beat = {0, 0, NULL, req->acked};
     rc = plait_requests_encode(&w, &beat);
   }
@@ -207,6 +213,7 @@ static plait_result_t forward_up(plait_coord_t *c, int polled, int *busy) {
   plait_tree_t *t = &c->ctrl->tree;
   if (!t->fanout) return PLAIT_SUCCESS;
   for (int i = 0; polled && i < t->nchildren; i++) PLAIT_CHECK(plait_tree_up_read(c->ctrl, i));
+  if (plait_and_on(&c->tand)) plait_and_tick(&c->tand, plait_now()); /* held too long: detail */
   if (!t->up_count) return PLAIT_SUCCESS;
   size_t bytes = 0;
   PLAIT_CHECK(plait_tree_up_flush(c->ctrl, &bytes));
@@ -283,6 +290,7 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int f
     plait_frame_free(&f);
     if (rc) return plait_error_context(rc, "from rank 0");
     rc = plait_cache_resolve_responses(&c->cache, &c->local, &l);
+    plait_and_ran(&c->tand, &l);
     if (l.flags & PLAIT_RESP_TUNING) { /* this list and the next run with rank 0's settings */
       plait_ls_receive(&c->lists, &l);
       if (rc == PLAIT_SUCCESS) rc = apply_tuning(c);
@@ -355,6 +363,26 @@ static plait_result_t take_relayed_cb(void *arg, int origin, const uint8_t *p, s
   return root_take_frame(c, origin, p, len);
 }
 
+/* Rank 0: an AND of a cached id relayed up the control tree (tree_and.h),
+ * recorded as the request of each rank it covers. */
+static plait_result_t take_and_cb(void *arg, const plait_tree_and_t *a) {
+  plait_coord_t *c = arg;
+  plait_request_t q = {NULL, a->id, {0}};
+  long k = c->ctrl->tree.fanout;
+  double t = plait_now();
+  for (long lo = a->root, hi = a->root; lo < c->size; lo = lo * k + 1, hi = hi * k + k) {
+    for (long r = lo; r <= hi && r < c->size; r++) {
+      const char *name = NULL;
+      const plait_meta_t *meta = NULL;
+      plait_silence_heard(&c->silence, (int)r, t);
+      PLAIT_CHECK(plait_cache_resolve(&c->cache, (int)r, &q, &name, &meta));
+      PLAIT_CHECK(plait_neg_add(&c->neg, (int)r, name, meta, a->id, a->acked));
+    }
+    if (a->one) break;
+  }
+  return PLAIT_SUCCESS;
+}
+
 static plait_result_t root_receive(plait_coord_t *c, int rank, int *busy) {
   for (;;) {
     plait_frame_t f;
@@ -365,7 +393,7 @@ static plait_result_t root_receive(plait_coord_t *c, int rank, int *busy) {
       continue;
     }
     plait_result_t rc = f.type == PLAIT_MSG_RELAYED
-                          ? plait_tree_each_relayed(c->ctrl, rank, &f, take_relayed_cb, c)
+                          ? plait_tree_each_item(c->ctrl, rank, &f, take_relayed_cb, take_and_cb, c)
                                                     : root_take_frame(c, rank, f.payload, f.length);
     plait_frame_free(&f);
     PLAIT_CHECK(rc);
@@ -434,6 +462,8 @@ static int poll_timeout_ms(plait_coord_t *c) {
   /* operations wait for companions (rank 0: ready ones; others: announce.h): until then */
   double until = c->rank == 0 ? plait_neg_hold_until(&c->neg)
                               : plait_announce_until(&c->ann, c->tune.cycle_time_ms * 1e-3);
+  double held = plait_and_on(&c->tand) ? plait_and_until(&c->tand) : 0; /* tree_and.h */
+  if (held > 0 && (until <= 0 || held < until)) until = held;
   if (until > 0) { /* compared as a double: a day's hold does not fit an int of ms */
     double left_ms = (until - plait_now()) * 1000;
     if (left_ms < ms) ms = left_ms <= 0 ? 0 : (int)left_ms + 1;
@@ -576,7 +606,9 @@ static plait_result_t coord_alloc(plait_coord_t *c) {
   PLAIT_CHECK(plait_silence_init(&c->silence, c->rank, c->size, c->cfg->timeout_s));
   plait_blame_init(&c->blame, c->ctrl, &c->live, c->rank, c->size, c->cfg->timeout_s, c->pfd);
   plait_announce_init(&c->ann);
-  return PLAIT_SUCCESS;
+  return plait_and_init(&c->tand, c->ctrl, &c->cache,
+                        plait_and_hold_s(c->cfg->stall_warn_s, c->cfg->stall_abort_s,
+                                         c->cfg->cycle_time_ms * 1e-3));
 }
 
 plait_result_t plait_coord_start(plait_engine_t *e, plait_coord_t **out) {
@@ -640,6 +672,7 @@ void plait_coord_free(plait_coord_t *c) {
   plait_namemap_free(&c->local);
   plait_cache_free(&c->cache);
   plait_announce_free(&c->ann);
+  plait_and_free(&c->tand);
   plait_table_destroy(&c->table);
   pthread_mutex_destroy(&c->table.mu);
   free(c->pfd);

@@ -13,6 +13,12 @@
  *  - a mismatch from a rank at depth 3 and a stall of another fail every
  *    rank naming the rank, as on the star (rank 0 records each relayed
  *    request as its origin's own);
+ *  - the AND of cached ids on the way up (src/engine/tree_and.h): in a
+ *    32-rank job with k=2, rank 1 (a subtree of 16 ranks) sends no more
+ *    control bytes per operation than rank 7 (a subtree of 4), both with 2
+ *    children (without the AND, rank 1 forwards 16 announcements per
+ *    operation and rank 7 4); a cached operation that a rank at depth 3
+ *    never submits fails by the stall abort naming it, as on the star;
  *  - process sets (two halves of 16 ranks, k=2) and join through the tree;
  *  - kill -9 of a mid-tree rank in a 16-rank job (k=2, rank 3: parent of 7
  *    and 8, grandparent of 15), over gloo and over ofi/shm: every survivor's
@@ -153,6 +159,54 @@ Test(tree, thirty_two_ranks_fanout_4_same_results_as_the_star, .timeout = 900) {
   tree_against_star(32, 4);
 }
 
+/* ---- the AND of cached ids: bytes per rank constant in N ----------------- */
+
+#define AND_RANKS 32
+#define AND_STEPS 40
+
+typedef struct {
+  atomic_llong bytes[AND_RANKS], messages[AND_RANKS];
+} rank_bytes_t;
+
+/* Steps of 3 cached allreduces (after the first), each rank's control bytes. */
+static int cached_steps(int rank, int n, void *arg) {
+  rank_bytes_t *out = arg;
+  EXPECT_OK(plait_init());
+  for (int step = 0; step < AND_STEPS; step++)
+    for (int g = 0; g < 3; g++) {
+      float x[4] = {(float)rank, 1, 2, 3};
+      char name[16];
+      snprintf(name, sizeof name, "and.%d", g);
+      EXPECT_OK(allreduce_wait(name, x, 4, 60));
+      if (x[0] != (float)(n * (n - 1) / 2) || x[3] != (float)(3 * n))
+        FAIL("step %d %s = %g %g", step, name, x[0], x[3]);
+    }
+  plait_stats_t st = {.struct_size = sizeof st};
+  EXPECT_OK(plait_stats(&st));
+  atomic_store(&out->bytes[rank], (long long)st.control_bytes);
+  atomic_store(&out->messages[rank], (long long)st.control_messages);
+  EXPECT_OK(plait_shutdown());
+  return 0;
+}
+
+Test(tree, and_of_cached_ids_keeps_bytes_per_rank_constant_in_the_subtree, .timeout = 600) {
+  const char *env[] = {"PLAIT_CONTROL_FANOUT=2", "PLAIT_TIMEOUT_S=30", NULL};
+  rank_bytes_t *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                          -1, 0);
+  cr_assert(sh != MAP_FAILED);
+  memset(sh, 0, sizeof *sh);
+  plait_test_job_t job = {.nranks = AND_RANKS, .timeout_s = 400, .env = env};
+  cr_assert_eq(plait_test_run_ranks(&job, cached_steps, sh), 0, "a rank failed (see above)");
+  long long b1 = atomic_load(&sh->bytes[1]), b7 = atomic_load(&sh->bytes[7]);
+  fprintf(stderr, "%d ranks, k=2, %d cached allreduces: control bytes sent by rank 1 (16 "
+          "ranks below it) %lld, by rank 7 (4) %lld, by rank 0 %lld\n", AND_RANKS,
+          3 * AND_STEPS, b1, b7, (long long)atomic_load(&sh->bytes[0]));
+  cr_assert_gt(b7, 0);
+  /* without the AND: about 2.5x (16 announcements per operation against 4) */
+  cr_expect_lt(b1, b7 * 3 / 2, "rank 1 sent %lld bytes, rank 7 %lld", b1, b7);
+  munmap(sh, sizeof *sh);
+}
+
 /* ---- a mid-tree rank lost ---------------------------------------------- */
 
 #define VICTIM 3
@@ -230,6 +284,16 @@ static int errors_through_the_tree(int rank, int n, void *arg) {
     FAIL("the others did not see 'lonely' fail");
   }
   EXPECT_OK(allreduce_wait("after", x, 8, 60)); /* the job goes on */
+  /* "after" is cached now: the others' ids wait in the AND above rank 9
+   * (ranks 4 and 1) until their hold ends, then go up in detail */
+  if (rank != LATE) {
+    rc = allreduce_wait("after", x, 8, 60);
+    EXPECT_ERR(rc, PLAIT_ERR_STALLED, "'after'", "rank 9 never submitted it");
+    atomic_fetch_add(&sh->count, 1);
+  } else if (!await_flag(&sh->count, 2 * (n - 1), 120)) {
+    FAIL("the others did not see the cached 'after' fail");
+  }
+  EXPECT_OK(allreduce_wait("last", x, 8, 60));
   EXPECT_OK(plait_shutdown());
   return 0;
 }

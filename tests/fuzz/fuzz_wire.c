@@ -169,9 +169,17 @@ static plait_result_t decode_relayed(void *arg, int origin, const uint8_t *p, si
   return rc;
 }
 
+/* An AND of a cached id in a RELAYED frame (engine/tree_and.h), as rank 0
+ * takes it: its root, id and acked count, already checked by the reader. */
+static plait_result_t take_and(void *arg, const plait_tree_and_t *a) {
+  (void)arg;
+  if (a->id < 0 || a->root < 1 || a->root >= 64) finding("an AND item passed with a bad field");
+  return PLAIT_SUCCESS;
+}
+
 /* A RELAYED frame (up the control tree, control/tree.h) as rank 0 reads one
  * from its child rank 1 in a job of 64 ranks with fan-out 4: the origins
- * checked against the tree, each payload decoded. */
+ * checked against the tree, each payload decoded, each AND item read. */
 static void relayed(const uint8_t *data, size_t size) {
   plait_frame_header_t h;
   if (size < PLAIT_WIRE_HEADER_SIZE ||
@@ -183,7 +191,7 @@ static void relayed(const uint8_t *data, size_t size) {
   c.size = 64;
   c.tree.fanout = 4;
   plait_frame_t f = {h.type, h.length, (uint8_t *)data + PLAIT_WIRE_HEADER_SIZE};
-  plait_result_t rc = plait_tree_each_relayed(&c, 1, &f, decode_relayed, NULL);
+  plait_result_t rc = plait_tree_each_item(&c, 1, &f, decode_relayed, take_and, NULL);
   if (rc != PLAIT_SUCCESS && rc != PLAIT_ERR_PROTOCOL && rc != PLAIT_ERR_NO_MEMORY)
     finding("a relayed frame failed with another error than PROTOCOL or NO_MEMORY");
 }
