@@ -6,7 +6,9 @@
  * PLAIT_ERR_TIMEOUT with *released = 0 and the handle stays usable; once it
  * finishes, its result with *released = 1; a failed operation (a shape
  * mismatch) gives its error and message, also released; bad arguments give
- * PLAIT_ERR_INVALID_ARGUMENT naming the argument, with nothing released.
+ * PLAIT_ERR_INVALID_ARGUMENT naming the argument, with nothing released; an
+ * operation polled with timeout 0 that finishes between the wait's look and
+ * the release's is answered with its own result, never "still running".
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -96,6 +98,30 @@ static int mismatched(int rank) {
   return 0;
 }
 
+/* Both ranks: operations polled to completion with timeout 0, many times,
+ * so that some finish between the wait's look and the release's: every
+ * answer with *released = 1 is the operation's own result. */
+static int polled(int rank) {
+  float z[256];
+  plait_tensor_t tz;
+  plait_tensor_1d(&tz, z, 256, PLAIT_FLOAT32);
+  for (int i = 0; i < 1000; i++) {
+    z[0] = 1;
+    plait_handle_t *h = NULL;
+    int rel = 0;
+    plait_result_t rc;
+    EXPECT_OK(plait_allreduce_async("polled", &tz, &tz, PLAIT_OP_SUM, NULL, &h));
+    do {
+      rc = plait_wait_release(h, 0, &rel);
+    } while (!rel && rc == PLAIT_ERR_TIMEOUT);
+    if (!rel || rc != PLAIT_SUCCESS)
+      RFAIL("operation %d: %s, released %d: %s", i, plait_result_name(rc), rel,
+            plait_last_error());
+    if (z[0] != 2) RFAIL("operation %d gave %g", i, z[0]);
+  }
+  return 0;
+}
+
 static int rank_main(int rank, int n, void *arg) {
   pipe_arg_t *p = arg;
   (void)n;
@@ -115,7 +141,7 @@ static int rank_main(int rank, int n, void *arg) {
       EXPECT_WR(plait_wait_release(h, -1, &rel), PLAIT_SUCCESS, rel, 1, "");
     }
   }
-  if (mismatched(rank)) return 1;
+  if (polled(rank) || mismatched(rank)) return 1;
   EXPECT_OK(plait_shutdown());
   return 0;
 }

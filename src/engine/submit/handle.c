@@ -194,14 +194,16 @@ PLAIT_API plait_result_t plait_wait_release(plait_handle_t *handle, double timeo
   REQUIRE_HANDLE(handle);
   plait_result_t rc = plait_wait(handle, timeout_s);
   if (rc == PLAIT_ERR_INVALID_ARGUMENT && isnan(timeout_s)) return rc; /* nothing waited */
-  int done = 1;
   if (rc == PLAIT_ERR_TIMEOUT || rc == PLAIT_ERR_INVALID_ARGUMENT) {
     /* still running, or the operation itself failed so: the handle says */
     pthread_mutex_lock(&handle->mu);
-    done = handle->done;
+    int done = handle->done;
     pthread_mutex_unlock(&handle->mu);
+    if (!done) return rc;
+    /* finished, maybe only since plait_wait looked: its own result and
+     * message (done never goes back to 0) */
+    rc = plait_wait(handle, 0);
   }
-  if (!done) return rc;
   plait_release(handle); /* leaves plait_last_error as plait_wait set it */
   *released = 1;
   return rc;
