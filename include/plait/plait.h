@@ -578,6 +578,22 @@ PLAIT_API plait_result_t plait_wait(plait_handle_t *handle, double timeout_s);
  * until then) and its callback, if any, is still called. */
 PLAIT_API plait_result_t plait_release(plait_handle_t *handle);
 
+/*
+ * plait_wait, then plait_release when the operation has finished: one call
+ * where a caller would make both (a binding's synchronize; each foreign call
+ * costs a Python binding about 1 us). Returns what plait_wait returns (the
+ * operation's result, its message in plait_last_error; PLAIT_ERR_TIMEOUT
+ * while it runs). *released = 1 when the handle was released (the operation
+ * finished, successfully or not: an operation may itself fail with
+ * PLAIT_ERR_TIMEOUT, so the result alone cannot say), 0 when it is still
+ * running and the handle stays valid. A handle whose output is still to be
+ * read (plait_handle_output, _splits, _join_rank) is for plait_wait instead.
+ * Blocks as plait_wait does (timeout_s 0: never). Not from a callback on an
+ * unfinished handle. released NULL: PLAIT_ERR_INVALID_ARGUMENT, nothing done.
+ */
+PLAIT_API plait_result_t plait_wait_release(plait_handle_t *handle, double timeout_s,
+                                            int *released);
+
 /* After completion: the output of an allgather, alltoall or reducescatter (or
  * the output tensor given to allreduce/broadcast). out->data points into
  * memory owned by the handle, valid until plait_release. For a device input

@@ -9,8 +9,9 @@ by compiling a program that prints them.
 ctypes.CDLL releases the GIL around every foreign call, so a rank blocked in
 plait_wait or plait_init does not stop the program's other Python threads
 (waits are sliced so that signal handlers run: wait_sliced);
-three calls that never block also have twins that keep it (allreduce_async_gil,
-release_gil, and wait_gil for a wait of timeout 0: see there).
+calls that never block also have twins that keep it (allreduce_async_gil,
+release_gil, and wait_gil and wait_release_gil for a wait of timeout 0: see
+there).
 """
 
 import builtins
@@ -166,6 +167,7 @@ _FUNCTIONS = {
     "plait_poll": (_R, [_P, _IP]),
     "plait_wait": (_R, [_P, ctypes.c_double]),
     "plait_release": (_R, [_P]),
+    "plait_wait_release": (_R, [_P, ctypes.c_double, _IP]),
     "plait_handle_output": (_R, [_P, _TP]),
     "plait_handle_splits": (_R, [_P, ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t]),
     "plait_handle_join_rank": (_R, [_P, _IP]),
@@ -216,17 +218,21 @@ def _gil_twin(name):
 class _Twins:
     """gil.plait_allreduce_async, ...: every submission (plait_*_async only
     enqueues: short internal locks, never a wait), plait_release, and
-    plait_wait (timeout 0 only: it then never blocks; it answers
-    PLAIT_ERR_TIMEOUT while the operation runs; synchronize() tries it first,
-    since after a burst's first wait the others have finished)."""
+    plait_wait and plait_wait_release (timeout 0 only: they then never block;
+    they answer PLAIT_ERR_TIMEOUT while the operation runs; synchronize()
+    tries one first, since after a burst's first wait the others have
+    finished: plait_wait_release where the result needs nothing more from
+    the handle, one foreign call instead of a wait and a release)."""
 
 
 gil = _Twins()
-for _name in [n for n in _FUNCTIONS if n.endswith("_async")] + ["plait_release", "plait_wait"]:
+for _name in [n for n in _FUNCTIONS if n.endswith("_async")] + [
+        "plait_release", "plait_wait", "plait_wait_release"]:
     setattr(gil, _name, _gil_twin(_name))
 allreduce_async_gil = gil.plait_allreduce_async
 release_gil = gil.plait_release
 wait_gil = gil.plait_wait
+wait_release_gil = gil.plait_wait_release
 
 if lib.plait_abi_version() != ABI_VERSION:
     raise ImportError(

@@ -186,6 +186,29 @@ PLAIT_API plait_result_t plait_release(plait_handle_t *handle) {
   return PLAIT_SUCCESS;
 }
 
+PLAIT_API plait_result_t plait_wait_release(plait_handle_t *handle, double timeout_s,
+                                            int *released) {
+  if (!released)
+    return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_wait_release: released is NULL");
+  *released = 0;
+  REQUIRE_HANDLE(handle);
+  plait_result_t rc = plait_wait(handle, timeout_s);
+  if (rc == PLAIT_ERR_INVALID_ARGUMENT && isnan(timeout_s)) return rc; /* nothing waited */
+  if (rc == PLAIT_ERR_TIMEOUT || rc == PLAIT_ERR_INVALID_ARGUMENT) {
+    /* still running, or the operation itself failed so: the handle says */
+    pthread_mutex_lock(&handle->mu);
+    int done = handle->done;
+    pthread_mutex_unlock(&handle->mu);
+    if (!done) return rc;
+    /* finished, maybe only since plait_wait looked: its own result and
+     * message (done never goes back to 0) */
+    rc = plait_wait(handle, 0);
+  }
+  plait_release(handle); /* leaves plait_last_error as plait_wait set it */
+  *released = 1;
+  return rc;
+}
+
 /* Checks h is finished; its lock is held. */
 static plait_result_t require_done_locked(plait_handle_t *h, const char *fn) {
   if (!h->done)

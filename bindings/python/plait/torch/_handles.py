@@ -19,8 +19,9 @@ its integer handle as one tuple, (ptr, keep, name, finish):
 
 One tuple is one object Python's collector tracks per operation in flight
 (more kept the collector scanning: ~0.5 ms of a 200-tensor step), and
-synchronize() of a finished in-place allreduce makes two GIL-held foreign
-calls (plait_wait with timeout 0, plait_release) and no other Python call.
+synchronize() of a finished in-place allreduce makes one GIL-held foreign
+call (plait_wait_release with timeout 0, which also releases the core
+handle) and no other Python call.
 """
 
 import ctypes
@@ -107,6 +108,11 @@ def poll(handle):
 
 
 _wait_gil = _core.wait_gil
+_wait_release_gil = _core.wait_release_gil
+# Where plait_wait_release says whether it released the handle (one slot, as
+# _out: the GIL is held from the call until the slot is read).
+_released = ctypes.c_int()
+_released_address = ctypes.addressof(_released)
 _wait_sliced = _core.wait_sliced
 _release_gil = _core.release_gil
 _TIMEOUT = _core.RESULTS["PLAIT_ERR_TIMEOUT"]
@@ -176,7 +182,14 @@ def synchronize(handle):
     ptr = rec[0]
     if ptr is None:
         return _sync_group(handle, rec)
-    rc = _wait_gil(ptr, 0.0)  # finished already (all but the first of a burst)
+    if rec[3] is None:  # the in-place allreduce: its tensor, nothing read off the handle
+        rc = _wait_release_gil(ptr, 0.0, _released_address)
+        if _released.value:  # finished already (all but the first of a burst)
+            if rc:
+                raise _error(rc, _core._text(_last_error()))
+            return rec[1]
+    else:
+        rc = _wait_gil(ptr, 0.0)  # finished already (all but the first of a burst)
     if rc == _TIMEOUT:
         try:
             rc = _wait_sliced(ptr)
