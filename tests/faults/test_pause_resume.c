@@ -10,6 +10,12 @@
  * right and nobody named lost. Rank 0 (the coordinator) and rank 1 are
  * paused, in separate jobs. On gloo here; tests/plugins/ofi/CMakeLists.txt
  * runs it again on ofi shm and tcp (PLAIT_TEST_TRANSPORT).
+ * And every rank stopped together for 3 times PLAIT_TIMEOUT_S (1 s), between
+ * operations, then continued: a stall the whole host shares (on a loaded
+ * machine, a test's ranks all descheduled) loses nobody. Before, the first
+ * rank to run again named the others lost, before they could send
+ * (liveness_busy_set's 1 GiB case so failed under load, every rank naming
+ * another "silent for 2.5 s" at the same instant).
  */
 #include <criterion/criterion.h>
 
@@ -180,3 +186,62 @@ static void run(int victim) {
 
 Test(pause_resume, rank1_stopped_2s_then_continued_3ranks, .timeout = 320) { run(1); }
 Test(pause_resume, rank0_stopped_2s_then_continued_3ranks, .timeout = 320) { run(0); }
+
+/* ---- every rank stopped together ---- */
+
+#define FREEZE_S 3.0
+
+typedef struct {
+  atomic_int pid[3];
+  atomic_int frozen; /* the freezer: 1 stopped them all, 2 continued them */
+} freeze_t;
+
+static int allreduce_ranks(int rank, int nranks, const char *name) {
+  float v = (float)(rank + 1);
+  plait_tensor_t t;
+  plait_handle_t *h = NULL;
+  OK(plait_tensor_1d(&t, &v, 1, PLAIT_FLOAT32));
+  OK(plait_allreduce_async(name, &t, &t, PLAIT_OP_SUM, NULL, &h));
+  plait_result_t rc = plait_wait(h, 60);
+  plait_release(h);
+  if (rc) FAILF("%s: %s: %s", name, plait_result_name(rc), plait_last_error());
+  CHECK(v == (float)(nranks * (nranks + 1) / 2), "%s gave %g", name, v);
+  return 0;
+}
+
+static int freeze_body(int rank, int nranks, void *arg) {
+  freeze_t *f = arg;
+  if (allreduce_ranks(rank, nranks, "freeze/before")) return 1;
+  atomic_store(&f->pid[rank], (int)getpid()); /* idle in the loop from now on */
+  for (double end = ops_now() + 120; atomic_load(&f->frozen) != 2;) {
+    CHECK(ops_now() < end, "never stopped and continued");
+    ops_sleep(0.01);
+  }
+  ops_sleep(0.5); /* everyone runs again: heartbeats flow */
+  for (int i = 0; i < 3; i++)
+    if (allreduce_ranks(rank, nranks, "freeze/after")) return 1;
+  return 0;
+}
+
+Test(pause_resume, every_rank_stopped_together_past_the_timeout_loses_nobody, .timeout = 200) {
+  OPS_REQUIRE_GLOO();
+  plait_test_clear_env();
+  plait_test_set_plugin_path();
+  freeze_t *f = mmap(NULL, sizeof *f, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  cr_assert(f != MAP_FAILED, "mmap");
+  memset(f, 0, sizeof *f);
+  pid_t pz = fork();
+  cr_assert(pz >= 0, "fork");
+  if (pz == 0) freezer(f);
+  int rc = ops_run_hooked(3, "PLAIT_TIMEOUT_S=1", NULL, 150, freeze_body, f, NULL, NULL);
+  int st = 0;
+  if (waitpid(pz, &st, WNOHANG) == 0) {
+    kill(pz, SIGKILL);
+    waitpid(pz, &st, 0);
+  }
+  int frozen = atomic_load(&f->frozen);
+  munmap(f, sizeof *f);
+  cr_assert_eq(frozen, 2, "the ranks were not stopped and continued");
+  cr_assert_eq(rc, 0, "a rank failed after all were stopped %.0f s and continued (see above)",
+               FREEZE_S);
+}
