@@ -27,10 +27,14 @@ void ofi_begin(ofi_state_t *st, const char *op) {
   st->last_liveness = st->last_watch = st->last_progress;
 }
 
-/* A wait polls many times a millisecond: a longer time since its last empty
- * poll is time this rank did not watch (descheduled, the host stalled, or
- * its own work between polls), not the peers' silence. */
-#define OFI_WATCH_GAP_S 0.1
+/* A wait polls many times a millisecond: more time since its last empty
+ * poll than a heartbeat period (the core's, min(PLAIT_TIMEOUT_S / 4, 0.5 s))
+ * is time this rank did not watch (descheduled, the host stalled, or its own
+ * work between polls), not the peers' silence. Shorter gaps, frequent on a
+ * loaded host, still count, so that a stopped peer is named about as soon. */
+static double watch_gap_s(const ofi_state_t *st) {
+  return st->timeout_s / 4 < 0.5 ? st->timeout_s / 4 : 0.5;
+}
 
 /* The rank of the job a peer of st is, for messages (a subset numbers its
  * members from 0; the core names ranks of the job). */
@@ -162,7 +166,7 @@ static void waited_ranks(ofi_state_t *st, char *buf, size_t len, int *first) {
 
 /* Nothing completed: check the timeout and the local peers, then yield. */
 static plait_result_t idle(ofi_state_t *st) {
-  double now = ofi_now(), unwatched = now - st->last_watch - OFI_WATCH_GAP_S;
+  double now = ofi_now(), unwatched = now - st->last_watch - watch_gap_s(st);
   st->last_watch = now;
   /* Not counted: the first rank to run again after a stall the ranks shared
    * timed out before the others could send (test_blame_ofi_tcp under load:
