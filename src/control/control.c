@@ -303,7 +303,7 @@ plait_result_t plait_control_start(plait_control_t *c, plait_topology_t *t,
   c->timeout_s = cfg->timeout_s;
   c->start_deadline = plait_now() + cfg->start_timeout_s;
   c->start_timeout_s = cfg->start_timeout_s;
-  c->starting = 1;
+  c->starting = !t->epoch; /* an elastic job's ranks were ready: join_deadline's rule */
   c->secret = cfg->secret;
   c->listen_fd = -1;
   c->tree.parent_fd = c->tree.listen_fd = -1;

@@ -35,8 +35,9 @@ typedef struct plait_control {
   int rank, size;
   double timeout_s;
   double start_deadline, start_timeout_s;
-  /* 1 while plait_init runs (plait_control_start until plait_control_started):
-   * waits for a silent peer last until start_deadline, not PLAIT_TIMEOUT_S */
+  /* 1 while plait_init runs (plait_control_start until plait_control_started),
+   * but not in an elastic job: waits for a silent peer last until
+   * start_deadline, not PLAIT_TIMEOUT_S */
   int starting;
   const char *secret;
   uint64_t epoch; /* the elastic job's; 0: not elastic (auth.h: the MAC covers it) */
@@ -62,7 +63,10 @@ plait_result_t plait_control_start(plait_control_t *c, plait_topology_t *t,
  * collectives go through the control plane) a rank may be silent as long as
  * PLAIT_START_TIMEOUT_S allows: it sends nothing while it works alone between
  * two exchanges, and no liveness thread beats for it yet. A rank that dies
- * meanwhile is still named at once (its connection closes). */
+ * meanwhile is still named at once (its connection closes). Not in an
+ * elastic job: its ranks were running and ready when the driver formed it,
+ * and one silent past PLAIT_TIMEOUT_S is named lost so that the job re-forms
+ * without it, as one that does not join (control_accept.c). */
 void plait_control_started(plait_control_t *c);
 
 /* Sends a finished frame (plait_wr_end done) to peer (rank 0: any rank > 0;
