@@ -157,24 +157,36 @@ static void pauser(pause_t *p) {
   _exit(0);
 }
 
-static void run(int victim) {
+/* A zeroed page the ranks and the helper process share, the environment
+ * cleared for a job. */
+static void *shared_zeroed(size_t size) {
   OPS_REQUIRE_GLOO();
   plait_test_clear_env();
   plait_test_set_plugin_path();
-  pause_t *p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  cr_assert(p != MAP_FAILED, "mmap");
-  memset(p, 0, sizeof *p);
+  void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  cr_assert(m != MAP_FAILED, "mmap");
+  memset(m, 0, size);
+  return m;
+}
+
+/* The helper process, ended if the job ended without it finishing. */
+static void end_helper(pid_t pz) {
+  int st = 0;
+  if (waitpid(pz, &st, WNOHANG) == 0) {
+    kill(pz, SIGKILL);
+    waitpid(pz, &st, 0);
+  }
+}
+
+static void run(int victim) {
+  pause_t *p = shared_zeroed(sizeof *p);
   p->victim = victim;
   pid_t pz = fork();
   cr_assert(pz >= 0, "fork");
   if (pz == 0) pauser(p);
   /* PLAIT_TIMEOUT_S 15: the pause is 2 s, the margin generous on a loaded machine */
   int rc = ops_run(3, NULL, 300, body, p);
-  int st = 0;
-  if (waitpid(pz, &st, WNOHANG) == 0) { /* the job ended without asking for the pause */
-    kill(pz, SIGKILL);
-    waitpid(pz, &st, 0);
-  }
+  end_helper(pz); /* the job may end without asking for the pause */
   double stopped = p->resumed_at - p->stopped_at;
   double during = p->step_at[PAUSE_AT + 1] - p->step_at[PAUSE_AT > 0 ? PAUSE_AT - 1 : 0];
   int paused = atomic_load(&p->paused);
@@ -274,21 +286,12 @@ static void freezer(freeze_t *f) {
 }
 
 static void run_freeze(ops_body_fn body) {
-  OPS_REQUIRE_GLOO();
-  plait_test_clear_env();
-  plait_test_set_plugin_path();
-  freeze_t *f = mmap(NULL, sizeof *f, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  cr_assert(f != MAP_FAILED, "mmap");
-  memset(f, 0, sizeof *f);
+  freeze_t *f = shared_zeroed(sizeof *f);
   pid_t pz = fork();
   cr_assert(pz >= 0, "fork");
   if (pz == 0) freezer(f);
   int rc = ops_run_hooked(3, FREEZE_TIMEOUT, NULL, 150, body, f, NULL, NULL);
-  int st = 0;
-  if (waitpid(pz, &st, WNOHANG) == 0) {
-    kill(pz, SIGKILL);
-    waitpid(pz, &st, 0);
-  }
+  end_helper(pz);
   int frozen = atomic_load(&f->frozen);
   munmap(f, sizeof *f);
   cr_assert_eq(frozen, 2, "the ranks were not stopped and continued");
