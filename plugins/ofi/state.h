@@ -99,6 +99,7 @@ typedef struct ofi_state {
   ofi_req_t *done_head, *done_tail;  /* completed, not yet taken */
   double last_progress;              /* time of the last completion */
   double last_liveness;              /* time of the last pid check */
+  double last_watch;                 /* time of the last empty poll (progress.c, idle) */
   uint32_t seq;                      /* collective number: part of tags */
   uint32_t comm;                     /* communicator's tag bits: 0 for init's
                                       * state, 1..15 for subsets (subset.c) */

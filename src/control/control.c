@@ -148,6 +148,19 @@ static plait_result_t check_type(plait_control_t *c, plait_frame_t *f, plait_msg
                                            peer, got, (unsigned)type));
 }
 
+void plait_control_started(plait_control_t *c) { c->starting = 0; }
+
+/* How long to wait for a silent peer: `wait`, or while plait_init runs
+ * (control.h, plait_control_started), rank 0 until its start deadline, and
+ * the others past rank 0's, so that rank 0 names a rank slow to start, never
+ * they rank 0: their own deadline is at most one start timeout before rank
+ * 0's (they joined it before their deadline, and it listened before that). */
+static double silence_wait(const plait_control_t *c, double wait) {
+  double left = c->start_deadline - plait_now();
+  if (c->rank > 0) left += c->start_timeout_s + wait;
+  return c->starting && left > wait ? left : wait;
+}
+
 static plait_result_t recv_frame(plait_control_t *c, int peer, plait_msg_type_t type, int polled,
                                  plait_frame_t *out) {
   if (c->failed) return sticky(c);
@@ -159,8 +172,8 @@ static plait_result_t recv_frame(plait_control_t *c, int peer, plait_msg_type_t 
    * rank waiting on rank 0 gives it that long and more before blaming it.
    * Each heartbeat or stale frame skipped starts the wait again (a loop: rank
    * 0 may beat for as long as PLAIT_START_TIMEOUT_S while others join). */
-  double wait = c->rank == 0 ? c->timeout_s : 2 * c->timeout_s + 1;
   for (;;) {
+    double wait = silence_wait(c, c->rank == 0 ? c->timeout_s : 2 * c->timeout_s + 1);
     plait_result_t rc = plait_control_read_frame(fd, PLAIT_WIRE_MAX_PAYLOAD, plait_now() + wait,
                                                  who, out);
     if (rc) return plait_control_fail(c, rc);
@@ -215,7 +228,7 @@ plait_result_t plait_control_gather(plait_control_t *c, plait_msg_type_t type,
   memset(frames, 0, sizeof *frames * (size_t)n);
   plait_result_t rc = PLAIT_SUCCESS;
   int left = n - 1;
-  double deadline = plait_now() + c->timeout_s;
+  double t0 = plait_now(), deadline = t0 + silence_wait(c, c->timeout_s);
   while (left > 0 && rc == PLAIT_SUCCESS) {
     int k = 0;
     for (int r = 1; r < n; r++)
@@ -226,9 +239,10 @@ plait_result_t plait_control_gather(plait_control_t *c, plait_msg_type_t type,
     if (ready <= 0 && plait_now() >= deadline) {
       char list[256];
       missing_ranks(c, have, list, sizeof list);
-      rc = plait_error(PLAIT_ERR_PEER_LOST,
-                       "%s lost: silent for %.1f s (PLAIT_TIMEOUT_S=%g)", list,
-                       c->timeout_s, c->timeout_s);
+      rc = plait_error(PLAIT_ERR_PEER_LOST, "%s lost: silent for %.1f s (%s=%g)", list,
+                       plait_now() - t0, c->starting ? "while starting: PLAIT_START_TIMEOUT_S"
+                                                     : "PLAIT_TIMEOUT_S",
+                       c->starting ? c->start_timeout_s : c->timeout_s);
       break;
     }
     for (int i = 0, r = 1; i < k && rc == PLAIT_SUCCESS; r++) {
@@ -288,6 +302,8 @@ plait_result_t plait_control_start(plait_control_t *c, plait_topology_t *t,
   c->size = t->size;
   c->timeout_s = cfg->timeout_s;
   c->start_deadline = plait_now() + cfg->start_timeout_s;
+  c->start_timeout_s = cfg->start_timeout_s;
+  c->starting = !t->epoch; /* an elastic job's ranks were ready: join_deadline's rule */
   c->secret = cfg->secret;
   c->listen_fd = -1;
   c->tree.parent_fd = c->tree.listen_fd = -1;

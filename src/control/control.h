@@ -34,7 +34,11 @@ typedef struct plait_frame {
 typedef struct plait_control {
   int rank, size;
   double timeout_s;
-  double start_deadline;
+  double start_deadline, start_timeout_s;
+  /* 1 while plait_init runs (plait_control_start until plait_control_started),
+   * but not in an elastic job: waits for a silent peer last until
+   * start_deadline, not PLAIT_TIMEOUT_S */
+  int starting;
   const char *secret;
   uint64_t epoch; /* the elastic job's; 0: not elastic (auth.h: the MAC covers it) */
   int listen_fd;
@@ -54,12 +58,24 @@ typedef struct plait_control {
 plait_result_t plait_control_start(plait_control_t *c, plait_topology_t *t,
                                    const plait_config_t *cfg);
 
+/* plait_init is done: from now on a peer silent for PLAIT_TIMEOUT_S is lost.
+ * Until then (loading and starting the transport, whose bootstrap
+ * collectives go through the control plane) a rank may be silent as long as
+ * PLAIT_START_TIMEOUT_S allows: it sends nothing while it works alone between
+ * two exchanges, and no liveness thread beats for it yet. A rank that dies
+ * meanwhile is still named at once (its connection closes). Not in an
+ * elastic job: its ranks were running and ready when the driver formed it,
+ * and one silent past PLAIT_TIMEOUT_S is named lost so that the job re-forms
+ * without it, as one that does not join (control_accept.c). */
+void plait_control_started(plait_control_t *c);
+
 /* Sends a finished frame (plait_wr_end done) to peer (rank 0: any rank > 0;
  * others: only 0). */
 plait_result_t plait_control_send(plait_control_t *c, int peer, const plait_writer_t *w);
 
 /* Receives the next frame from peer, which must be of type `type`; an ABORT
- * from rank 0 instead returns the job's failure. Gives up at now+timeout_s.
+ * from rank 0 instead returns the job's failure. Gives up at now+timeout_s
+ * (while starting: at the start deadline, plait_control_started).
  * Heartbeats (PLAIT_MSG_ALIVE) are skipped. */
 plait_result_t plait_control_recv(plait_control_t *c, int peer, plait_msg_type_t type,
                                   plait_frame_t *out);

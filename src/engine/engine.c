@@ -185,6 +185,7 @@ plait_result_t plait_engine_start(plait_config_t *cfg, const plait_topology_t *t
     goto fail_plugin;
   }
   PLAIT_CHECK_GOTO(rc, start_hierarchy(e), fail_plugin);
+  plait_control_started(&e->ctrl); /* silence past PLAIT_TIMEOUT_S is loss from now on */
   if (with_coordinator) PLAIT_CHECK_GOTO(rc, plait_coord_start(e, &e->coord), fail_plugin);
   atomic_store(&e->running, 1);
   *out = e;

@@ -66,3 +66,30 @@ Test(silence, other_ranks_watch_rank_0_only) {
             plait_last_error());
   plait_silence_free(&s);
 }
+
+/* A stall this rank shared (descheduled under load, or the host stopped):
+ * 3 s since its last check, the peers silent as long. They are not lost: it
+ * was not watching. Silence it did watch still counts, and still names them. */
+Test(silence, time_this_rank_was_not_watching_is_not_the_peers_silence) {
+  plait_silence_t s;
+  cr_assert_eq(plait_silence_init(&s, 0, 3, 1.0), PLAIT_SUCCESS);
+  double now = plait_now();
+  s.last_check = now - 3;
+  s.last_heard[1] = now - 3.1;
+  s.last_heard[2] = now - 2.9;
+  cr_assert_eq(plait_silence_check(&s), PLAIT_SUCCESS, "%s", plait_last_error());
+  s.last_heard[1] = plait_now() - 1.5; /* then silent 1.5 s while it watched */
+  cr_assert_eq(plait_silence_check(&s), PLAIT_ERR_PEER_LOST);
+  cr_assert(strstr(plait_last_error(), "rank 1 was lost: silent for 1."), "%s",
+            plait_last_error());
+  plait_silence_free(&s);
+}
+
+Test(silence, a_rank_0_stall_on_another_rank_is_not_rank_0_silence) {
+  plait_silence_t s;
+  cr_assert_eq(plait_silence_init(&s, 1, 2, 2.0), PLAIT_SUCCESS);
+  s.last_check = plait_now() - 5;
+  s.last_heard[0] = plait_now() - 5;
+  cr_assert_eq(plait_silence_check(&s), PLAIT_SUCCESS, "%s", plait_last_error());
+  plait_silence_free(&s);
+}

@@ -14,6 +14,11 @@
  *  - huge: real allreduces (gloo, or the re-run's ofi) of 1 GiB a rank, the set's two ranks (all
  *    their threads, the liveness thread too) sharing one CPU: about a
  *    second each on this 2-core machine, more under load.
+ * Nor on what a rank is busy with while plait_init runs: one rank slow to
+ * start its transport (FLAKY_SLOW_INIT_S: 3 s, PLAIT_TIMEOUT_S=1) is waited
+ * for until PLAIT_START_TIMEOUT_S; one that never gets there is named then.
+ * (Under load, loading libfabric or gloo took a rank past the 1 s timeout:
+ * rank 0 named it lost in the bootstrap's first collective.)
  */
 #include <criterion/criterion.h>
 
@@ -183,4 +188,60 @@ Test(liveness_busy_set, huge_collectives_of_a_set_without_rank0_lose_nobody, .ti
                  avail / (1 << 30));
   const char *env[] = {"PLAIT_PROCESS_SETS=1,2", "PLAIT_TIMEOUT_S=1", NULL};
   run((size_t)256 << 20, env, share_one_cpu);
+}
+
+/* Every rank starts (rank 2 three times PLAIT_TIMEOUT_S late into its
+ * transport's bootstrap) and sums its rank + 1 over the job; rank 2 is the
+ * slow one. With expect_fail (rank 2 never done within the start timeout),
+ * ranks 0 and 1 must instead fail to start, naming rank 2. */
+static int start_slowly(int rank, int nranks, void *arg) {
+  int expect_fail = *(const int *)arg;
+  double t0 = ops_now();
+  plait_result_t rc = plait_init();
+  double took = ops_now() - t0;
+  plait_test_say(rank, "plait_init after %.1f s: %s %s", took, plait_result_name(rc),
+                 rc ? plait_last_error() : "");
+  if (expect_fail) {
+    if (rank == 2) return 0; /* it wakes to a job that has gone */
+    CHECK(rc == PLAIT_ERR_PEER_LOST && strstr(plait_last_error(), "rank 2 was lost"),
+          "expected rank 2 named lost while starting");
+    CHECK(took < 40, "a start timeout of 4 s ended after %.1f s", took);
+    return 0;
+  }
+  if (rc) FAILF("plait_init: %s: %s", plait_result_name(rc), plait_last_error());
+  float v = (float)(rank + 1);
+  plait_tensor_t t;
+  plait_handle_t *h = NULL;
+  OK(plait_tensor_1d(&t, &v, 1, PLAIT_FLOAT32));
+  OK(plait_allreduce_async("slow/start", &t, &t, PLAIT_OP_SUM, NULL, &h));
+  rc = plait_wait(h, 60);
+  plait_release(h);
+  if (rc) FAILF("allreduce after the start: %s: %s", plait_result_name(rc), plait_last_error());
+  CHECK(v == (float)(nranks * (nranks + 1) / 2), "the allreduce gave %g", v);
+  OK(plait_shutdown());
+  return 0;
+}
+
+static void run_slow_start(const char *slow_init, const char *start_timeout, int expect_fail) {
+  OPS_REQUIRE_GLOO();
+  plait_test_clear_env();
+  plait_test_set_plugin_path();
+  const char *tr = getenv("PLAIT_TEST_TRANSPORT");
+  int ofi = tr && !strcmp(tr, "ofi");
+  const char *env[] = {"PLAIT_TIMEOUT_S=1", "PLAIT_TRANSPORT=flaky", start_timeout,
+                       ofi ? "FLAKY_INNER=" PLAIT_TEST_LIB_DIR "/libplait-transport-ofi.so"
+                           : "FLAKY_INNER=" PLAIT_TEST_LIB_DIR "/libplait-transport-gloo.so",
+                       "FLAKY_RANK=-1", "FLAKY_SLOW_RANK=2", slow_init, NULL};
+  plait_test_job_t job = {.nranks = 3, .timeout_s = 100, .env = env};
+  cr_assert_eq(plait_test_run_ranks(&job, start_slowly, &expect_fail), 0,
+               "a rank failed (see above)");
+}
+
+Test(liveness_busy_set, a_rank_slow_to_start_its_transport_is_not_lost, .timeout = 120) {
+  run_slow_start("FLAKY_SLOW_INIT_S=3", "PLAIT_START_TIMEOUT_S=60", 0);
+}
+
+Test(liveness_busy_set, a_rank_stuck_starting_its_transport_is_named_at_the_start_timeout,
+     .timeout = 120) {
+  run_slow_start("FLAKY_SLOW_INIT_S=15", "PLAIT_START_TIMEOUT_S=4", 1);
 }

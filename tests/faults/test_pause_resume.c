@@ -10,6 +10,14 @@
  * right and nobody named lost. Rank 0 (the coordinator) and rank 1 are
  * paused, in separate jobs. On gloo here; tests/plugins/ofi/CMakeLists.txt
  * runs it again on ofi shm and tcp (PLAIT_TEST_TRANSPORT).
+ * And every rank stopped together for 8 s (PLAIT_TIMEOUT_S=3), between
+ * operations, then continued: a stall the whole host shares (on a loaded
+ * machine, a test's ranks all descheduled) loses nobody. Before, the first
+ * rank to run again named the others lost, before they could send
+ * (liveness_busy_set's 1 GiB case so failed under load, every rank naming
+ * another "silent for 2.5 s" at the same instant). Also stopped inside 32 MiB
+ * allreduces: over ofi every rank then timed out in the transport
+ * (test_blame_ofi_tcp's flake under load).
  */
 #include <criterion/criterion.h>
 
@@ -149,24 +157,36 @@ static void pauser(pause_t *p) {
   _exit(0);
 }
 
-static void run(int victim) {
+/* A zeroed page the ranks and the helper process share, the environment
+ * cleared for a job. */
+static void *shared_zeroed(size_t size) {
   OPS_REQUIRE_GLOO();
   plait_test_clear_env();
   plait_test_set_plugin_path();
-  pause_t *p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  cr_assert(p != MAP_FAILED, "mmap");
-  memset(p, 0, sizeof *p);
+  void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  cr_assert(m != MAP_FAILED, "mmap");
+  memset(m, 0, size);
+  return m;
+}
+
+/* The helper process, ended if the job ended without it finishing. */
+static void end_helper(pid_t pz) {
+  int st = 0;
+  if (waitpid(pz, &st, WNOHANG) == 0) {
+    kill(pz, SIGKILL);
+    waitpid(pz, &st, 0);
+  }
+}
+
+static void run(int victim) {
+  pause_t *p = shared_zeroed(sizeof *p);
   p->victim = victim;
   pid_t pz = fork();
   cr_assert(pz >= 0, "fork");
   if (pz == 0) pauser(p);
   /* PLAIT_TIMEOUT_S 15: the pause is 2 s, the margin generous on a loaded machine */
   int rc = ops_run(3, NULL, 300, body, p);
-  int st = 0;
-  if (waitpid(pz, &st, WNOHANG) == 0) { /* the job ended without asking for the pause */
-    kill(pz, SIGKILL);
-    waitpid(pz, &st, 0);
-  }
+  end_helper(pz); /* the job may end without asking for the pause */
   double stopped = p->resumed_at - p->stopped_at;
   double during = p->step_at[PAUSE_AT + 1] - p->step_at[PAUSE_AT > 0 ? PAUSE_AT - 1 : 0];
   int paused = atomic_load(&p->paused);
@@ -180,3 +200,116 @@ static void run(int victim) {
 
 Test(pause_resume, rank1_stopped_2s_then_continued_3ranks, .timeout = 320) { run(1); }
 Test(pause_resume, rank0_stopped_2s_then_continued_3ranks, .timeout = 320) { run(0); }
+
+/* ---- every rank stopped together ---- */
+
+#define FREEZE_S 8.0
+#define FREEZE_TIMEOUT "PLAIT_TIMEOUT_S=3" /* well under the stall, above a loaded host's lags */
+
+typedef struct {
+  atomic_int pid[3];
+  atomic_int frozen; /* the freezer: 1 stopped them all, 2 continued them */
+} freeze_t;
+
+static int allreduce_ranks(int rank, int nranks, const char *name) {
+  float v = (float)(rank + 1);
+  plait_tensor_t t;
+  plait_handle_t *h = NULL;
+  OK(plait_tensor_1d(&t, &v, 1, PLAIT_FLOAT32));
+  OK(plait_allreduce_async(name, &t, &t, PLAIT_OP_SUM, NULL, &h));
+  plait_result_t rc = plait_wait(h, 60);
+  plait_release(h);
+  if (rc) FAILF("%s: %s: %s", name, plait_result_name(rc), plait_last_error());
+  CHECK(v == (float)(nranks * (nranks + 1) / 2), "%s gave %g", name, v);
+  return 0;
+}
+
+static int freeze_body(int rank, int nranks, void *arg) {
+  freeze_t *f = arg;
+  if (allreduce_ranks(rank, nranks, "freeze/before")) return 1;
+  atomic_store(&f->pid[rank], (int)getpid()); /* idle in the loop from now on */
+  for (double end = ops_now() + 120; atomic_load(&f->frozen) != 2;) {
+    CHECK(ops_now() < end, "never stopped and continued");
+    ops_sleep(0.01);
+  }
+  ops_sleep(0.5); /* everyone runs again: heartbeats flow */
+  for (int i = 0; i < 3; i++)
+    if (allreduce_ranks(rank, nranks, "freeze/after")) return 1;
+  return 0;
+}
+
+#define MID_LEN ((size_t)8 << 20) /* floats: 32 MiB, a collective long enough to stop in */
+
+/* The same, stopped inside collectives: 32 MiB allreduces back to back. */
+static int freeze_mid_body(int rank, int nranks, void *arg) {
+  freeze_t *f = arg;
+  float *x = malloc(MID_LEN * sizeof *x);
+  CHECK(x != NULL, "out of memory");
+  int fails = 0, after = 0;
+  double end = ops_now() + 120;
+  for (int i = 0; !fails && after < 3; i++) {
+    for (size_t k = 0; k < MID_LEN; k++) x[k] = (float)(rank + 1);
+    plait_tensor_t t;
+    plait_handle_t *h = NULL;
+    OK(plait_tensor_1d(&t, x, (int64_t)MID_LEN, PLAIT_FLOAT32));
+    OK(plait_allreduce_async("freeze/mid", &t, &t, PLAIT_OP_SUM, NULL, &h));
+    if (i == 0) atomic_store(&f->pid[rank], (int)getpid());
+    plait_result_t rc = plait_wait(h, 60);
+    plait_release(h);
+    if (rc) {
+      plait_test_say(rank, "allreduce %d: %s: %s", i, plait_result_name(rc), plait_last_error());
+      fails = 1;
+    } else if (x[MID_LEN / 2] != (float)(nranks * (nranks + 1) / 2)) {
+      plait_test_say(rank, "allreduce %d gave %g", i, x[MID_LEN / 2]);
+      fails = 1;
+    }
+    after += atomic_load(&f->frozen) == 2;
+    if (ops_now() > end) fails = 1, plait_test_say(rank, "never stopped and continued");
+  }
+  free(x);
+  return fails;
+}
+
+/* Stops the 3 ranks once all are idle, continues them FREEZE_S later. */
+static void freezer(freeze_t *f) {
+  double end = ops_now() + 120;
+  for (int r = 0; r < 3; r++)
+    while (!atomic_load(&f->pid[r]))
+      if (ops_now() > end) _exit(1);
+      else ops_sleep(0.002);
+  for (int r = 0; r < 3; r++) kill(atomic_load(&f->pid[r]), SIGSTOP);
+  atomic_store(&f->frozen, 1);
+  ops_sleep(FREEZE_S);
+  for (int r = 0; r < 3; r++) kill(atomic_load(&f->pid[r]), SIGCONT);
+  atomic_store(&f->frozen, 2);
+  _exit(0);
+}
+
+static void run_freeze(ops_body_fn body) {
+  freeze_t *f = shared_zeroed(sizeof *f);
+  pid_t pz = fork();
+  cr_assert(pz >= 0, "fork");
+  if (pz == 0) freezer(f);
+  int rc = ops_run_hooked(3, FREEZE_TIMEOUT, NULL, 150, body, f, NULL, NULL);
+  end_helper(pz);
+  int frozen = atomic_load(&f->frozen);
+  munmap(f, sizeof *f);
+  cr_assert_eq(frozen, 2, "the ranks were not stopped and continued");
+  cr_assert_eq(rc, 0, "a rank failed after all were stopped %.0f s and continued (see above)",
+               FREEZE_S);
+}
+
+Test(pause_resume, every_rank_stopped_together_past_the_timeout_loses_nobody, .timeout = 200) {
+  run_freeze(freeze_body);
+}
+
+/* Over ofi only: gloo's own waits inside a collective (unbound_buffer.cc,
+ * "Timed out waiting 1000ms for recv operation") count the stall, a limit of
+ * the gloo library that plait's plugin cannot reach (design.md). */
+Test(pause_resume, every_rank_stopped_together_inside_collectives_loses_nobody, .timeout = 200) {
+  const char *tr = getenv("PLAIT_TEST_TRANSPORT");
+  if (!tr || strcmp(tr, "ofi"))
+    cr_skip_test("over ofi only (its re-runs): gloo's own waits inside a collective count a "
+                 "stall the ranks shared as the peers' silence");
+  run_freeze(freeze_mid_body);
+}

@@ -12,7 +12,7 @@ plait_result_t plait_silence_init(plait_silence_t *s, int rank, int size, double
   if (!(s->last_heard = calloc((size_t)size, sizeof *s->last_heard)))
     return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory starting the coordinator");
   for (int r = 0; r < size; r++) s->last_heard[r] = plait_now();
-  s->last_sent = plait_now();
+  s->last_sent = s->last_check = plait_now();
   return PLAIT_SUCCESS;
 }
 
@@ -30,8 +30,11 @@ int plait_silence_beat_due(const plait_silence_t *s) {
   return s->size > 1 && plait_now() - s->last_sent >= s->timeout_s / 4;
 }
 
-plait_result_t plait_silence_check(const plait_silence_t *s) {
-  double now = plait_now();
+plait_result_t plait_silence_check(plait_silence_t *s) {
+  double now = plait_now(), unwatched = now - s->last_check - s->timeout_s / 4;
+  s->last_check = now;
+  for (int r = 0; unwatched > 0 && r < s->size; r++) /* silence.h */
+    s->last_heard[r] = s->last_heard[r] + unwatched < now ? s->last_heard[r] + unwatched : now;
   if (s->rank == 0) {
     for (int r = 1; r < s->size; r++)
       if (now - s->last_heard[r] > s->timeout_s)

@@ -23,6 +23,7 @@ typedef struct plait_silence {
   double timeout_s;   /* PLAIT_TIMEOUT_S */
   double last_sent;   /* when this rank last sent on the control plane */
   double *last_heard; /* rank 0: per rank; others: [0] is rank 0 */
+  double last_check;  /* the last plait_silence_check */
 } plait_silence_t;
 
 /* Everyone heard from and this rank sent just now. PLAIT_ERR_NO_MEMORY,
@@ -44,7 +45,14 @@ void plait_silence_all_busy(plait_silence_t *s);
  * else): it has been quiet for PLAIT_TIMEOUT_S / 4, in a job of 2 or more. */
 int plait_silence_beat_due(const plait_silence_t *s);
 /* PLAIT_ERR_PEER_LOST, naming the rank and how long it was silent, when a
- * rank it watches was silent past PLAIT_TIMEOUT_S; PLAIT_SUCCESS otherwise. */
-plait_result_t plait_silence_check(const plait_silence_t *s);
+ * rank it watches was silent past PLAIT_TIMEOUT_S; PLAIT_SUCCESS otherwise.
+ * Silence is counted only while this rank watched: the coordinator checks
+ * at least every PLAIT_TIMEOUT_S / 8 while in its loop, so a longer time
+ * since the last check (this rank descheduled, or the whole host stalled;
+ * a collective it ran) is not the peers' silence, beyond a heartbeat period:
+ * it moves every last_heard forward by that much. Otherwise the first rank
+ * to run again after a stall they all shared named the others lost before
+ * they could send. */
+plait_result_t plait_silence_check(plait_silence_t *s);
 
 #endif
