@@ -218,9 +218,9 @@ static void run_and(const char *transport, int nranks, const char *const *env) {
                nranks);
 }
 
-Test(epoch_ranks, and_over_gloo_2, .timeout = 120) { run_and("gloo", 2, NULL); }
-Test(epoch_ranks, and_over_gloo_3, .timeout = 120) { run_and("gloo", 3, NULL); }
-Test(epoch_ranks, and_over_ofi_shm_2, .timeout = 120) {
+Test(epoch_and, and_over_gloo_2, .timeout = 120) { run_and("gloo", 2, NULL); }
+Test(epoch_and, and_over_gloo_3, .timeout = 120) { run_and("gloo", 3, NULL); }
+Test(epoch_and, and_over_ofi_shm_2, .timeout = 120) {
   const char *env[] = {"FI_PROVIDER=shm", NULL};
   run_and("ofi", 2, env);
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/clock.h"
 #include "util/error.h"
 
 void plait_epoch_init(plait_epoch_t *ep) { memset(ep, 0, sizeof *ep); }
@@ -12,6 +13,8 @@ void plait_epoch_init(plait_epoch_t *ep) { memset(ep, 0, sizeof *ep); }
 void plait_epoch_free(plait_epoch_t *ep) {
   free(ep->ids);
   free(ep->per_resp);
+  free(ep->held.r);
+  free(ep->scratch);
   memset(ep, 0, sizeof *ep);
 }
 
@@ -80,6 +83,7 @@ plait_result_t plait_epoch_open(plait_epoch_t *ep, const plait_response_list_t *
   ep->n = n;
   ep->nresp = l->n;
   ep->opened_at = number;
+  ep->since = plait_now();
   ep->open = 1;
   return PLAIT_SUCCESS;
 }
@@ -110,7 +114,11 @@ plait_result_t plait_epoch_and(const plait_transport_t *t, void *ts, uint8_t *vo
   s.src = s.dst;
   plait_result_t rc = t->allreduce(ts, &s, 1, narrow ? PLAIT_UINT8 : PLAIT_INT32, PLAIT_OP_MIN,
                                    1.0, 1.0);
-  if (rc) return rc;
+  if (rc) {
+    const char *msg = t->last_error ? t->last_error(ts) : NULL;
+    return plait_error(rc, "the cached epoch's agreement (a 1-byte allreduce) failed in transport "
+                       "'%s': %s", t->name, msg && *msg ? msg : plait_strerror(rc));
+  }
   *vote = (uint8_t)(narrow ? b != 0 : w != 0);
   return PLAIT_SUCCESS;
 }
@@ -148,7 +156,48 @@ plait_result_t plait_epoch_round(plait_epoch_t *ep, const plait_cache_t *cache,
   plait_result_t rc = PLAIT_SUCCESS;
   for (uint32_t i = 0; i < ep->nresp && rc == PLAIT_SUCCESS; i++, out->n++)
     rc = round_response(ep, cache, ep->per_resp[i], &at, &out->r[i]);
-  if (rc) plait_responses_free(out);
-  else ep->rounds++;
+  if (rc) {
+    plait_responses_free(out);
+  } else {
+    ep->rounds++;
+    ep->held.n = 0; /* exactly the burst: these requests are the round's */
+  }
   return rc;
+}
+
+plait_result_t plait_epoch_hold(plait_epoch_t *ep, plait_request_list_t *req) {
+  if (!req->n) return PLAIT_SUCCESS;
+  uint32_t need = ep->held.n + req->n;
+  if (need > ep->cap) {
+    uint32_t cap = ep->cap ? ep->cap : 16;
+    while (cap < need) cap *= 2;
+    plait_request_t *r = realloc(ep->held.r, sizeof *r * cap);
+    if (r) ep->held.r = r;
+    int32_t *ids = realloc(ep->scratch, sizeof *ids * cap);
+    if (ids) ep->scratch = ids;
+    if (!r || !ids) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory in a cached epoch");
+    ep->cap = cap;
+  }
+  memcpy(ep->held.r + ep->held.n, req->r, sizeof *req->r * req->n);
+  ep->held.n = need;
+  req->n = 0;
+  return PLAIT_SUCCESS;
+}
+
+int plait_epoch_due(plait_epoch_t *ep, double now, int other, uint8_t *stay) {
+  for (uint32_t i = 0; i < ep->held.n; i++) ep->scratch[i] = ep->held.r[i].cache_id;
+  if (plait_epoch_vote(ep, ep->scratch, (int)ep->held.n, other, stay)) return 1;
+  return now >= plait_epoch_until(ep);
+}
+
+double plait_epoch_until(const plait_epoch_t *ep) {
+  return ep->open ? ep->since + PLAIT_EPOCH_WAIT_S : 0;
+}
+
+void plait_epoch_take_held(plait_epoch_t *ep, plait_request_list_t *out) {
+  memset(out, 0, sizeof *out);
+  if (!ep->held.n) return;
+  *out = ep->held; /* the array goes with it */
+  ep->held = (plait_request_list_t){0};
+  ep->cap = 0;
 }

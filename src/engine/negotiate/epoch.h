@@ -1,7 +1,7 @@
 /*
  * Internal: the cached epoch's pieces (issue 37 goal 1, step 1 of
- * docs/performance.md "A lone cached operation"). Not wired into the
- * coordinator yet (docs/design.md, "Negotiation": what remains).
+ * docs/performance.md "A lone cached operation"), used by the coordinator
+ * behind PLAIT_CACHED_EPOCH (docs/design.md, "The cached epoch").
  *
  * The idea: once rank 0 has sent a response list whose responses are all
  * successful cached allreduces of the global process set (a burst), and
@@ -18,6 +18,12 @@
  * has run, and every rank announces what it holds to rank 0 as before, so a
  * mismatch gets rank 0's error word for word.
  *
+ * A rank that holds none of the burst (its framework is computing, or has
+ * stopped) votes to leave PLAIT_EPOCH_WAIT_S after the epoch opened or its
+ * last round ran, so that a rank that is ready waits in the AND at most that
+ * long (plus the other's scheduling), never PLAIT_TIMEOUT_S: after the leave
+ * everything goes through rank 0 again, stall warnings included.
+ *
  * Not thread-safe: a coordinator thread owns its epoch.
  */
 #ifndef PLAIT_EPOCH_H
@@ -30,6 +36,7 @@
 #include "engine/negotiate/messages.h"
 
 #define PLAIT_EPOCH_MAX_IDS 4096 /* a burst with more ids never opens an epoch */
+#define PLAIT_EPOCH_WAIT_S 0.02   /* the longest wait for the burst before leaving */
 
 typedef struct plait_epoch {
   int open;           /* the epoch is open on this rank */
@@ -39,6 +46,10 @@ typedef struct plait_epoch {
   uint32_t nresp;     /* responses of the opening list */
   uint32_t *per_resp; /* ids in each of them (its fusion) */
   uint64_t rounds;    /* rounds agreed and run since it opened */
+  double since;       /* when it opened or its last round ran: the wait's start */
+  plait_request_list_t held; /* drained since, not announced (held.flags unused) */
+  uint32_t cap;              /* room in held.r */
+  int32_t *scratch;          /* the held ids, for the vote */
 } plait_epoch_t;
 
 void plait_epoch_init(plait_epoch_t *ep);
@@ -60,6 +71,23 @@ int plait_epoch_may_open(const plait_response_list_t *l, int quiet);
 plait_result_t plait_epoch_open(plait_epoch_t *ep, const plait_response_list_t *l,
                                 uint64_t number);
 void plait_epoch_close(plait_epoch_t *ep);
+
+/* Moves req's requests (drained: by cache id, or by name with borrowed
+ * name and metadata) behind the held ones; req->n becomes 0 (req->r stays
+ * the caller's). PLAIT_ERR_NO_MEMORY leaves req as it was. */
+plait_result_t plait_epoch_hold(plait_epoch_t *ep, plait_request_list_t *req);
+
+/* Whether this rank votes now (plait_epoch_vote on what it holds), or
+ * because it has waited PLAIT_EPOCH_WAIT_S since ep->since (then *stay 0
+ * unless it holds the whole burst). */
+int plait_epoch_due(plait_epoch_t *ep, double now, int other, uint8_t *stay);
+
+/* When this rank votes at the latest, waiting (0: no epoch open). */
+double plait_epoch_until(const plait_epoch_t *ep);
+
+/* After the AND: a round ran (stay), or the epoch closed (leave) and *out
+ * takes the held requests, to announce to rank 0 (free out->r). */
+void plait_epoch_take_held(plait_epoch_t *ep, plait_request_list_t *out);
 
 /* What this rank holds, drained and not yet announced: the cache id of each
  * operation (-1: not in the cache, a miss), n of them; other: something
