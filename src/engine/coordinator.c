@@ -234,6 +234,15 @@ static plait_result_t maybe_open_epoch(plait_coord_t *c, const plait_response_li
   return plait_epoch_open(&c->ep, l, c->lists_run);
 }
 
+/* Every rank was in the collectives just run (the AND, a round): silence
+ * meanwhile is not loss. */
+static void all_were_here(plait_coord_t *c) {
+  if (c->rank == 0)
+    plait_silence_all_busy(&c->silence);
+  else
+    plait_silence_heard(&c->silence, 0, plait_now());
+}
+
 /* The cached epoch is open: hold what is drained; when this rank votes,
  * the AND, then the burst runs again on every rank, or the epoch closes on
  * every rank and what is held is announced to rank 0 as usual. */
@@ -264,11 +273,12 @@ static plait_result_t epoch_turn(plait_coord_t *c, int *busy) {
     c->transport_failed = 1;
     return rc;
   }
-  plait_silence_all_busy(&c->silence);
+  all_were_here(c);
   if (stay) {
     plait_response_list_t l;
     PLAIT_CHECK(plait_epoch_round(&c->ep, &c->cache, &l));
     rc = run_list(c, &l);
+    all_were_here(c);
     plait_responses_free(&l);
     c->ep.since = plait_now();
     return rc;

@@ -12,7 +12,9 @@
  *  - a rank that computes for longer than PLAIT_TIMEOUT_S before its next
  *    submission: nobody fails (a ready rank waits in the AND only briefly);
  *  - a rank killed in the epoch: the others fail with PEER_LOST naming it;
- *  - a join in the epoch: the joined rank contributes zeros, as without.
+ *  - a join in the epoch: the joined rank contributes zeros, as without;
+ *  - an AND slower than PLAIT_TIMEOUT_S (the "flaky" fixture sleeps in
+ *    every allreduce): nobody is named lost, as for a slow collective.
  */
 #include <criterion/criterion.h>
 
@@ -298,4 +300,21 @@ static int joins(int rank, int nranks, void *arg) {
 Test(epoch_ranks, a_rank_joins, .timeout = 300) {
   OPS_REQUIRE_GLOO();
   run(2, 1, joins, 120, NULL);
+}
+
+/* Three steps: the first opens the epoch, the next two agree through an
+ * AND that, like every allreduce of the fixture, takes 1.5 s. */
+static int slow_and(int rank, int nranks, void *arg) {
+  (void)arg;
+  for (int i = 0; i < 3; i++)
+    if (lone(rank, nranks, "s", i)) return 1;
+  return 0;
+}
+
+Test(epoch_ranks, an_and_slower_than_the_timeout, .timeout = 300) {
+  OPS_REQUIRE_GLOO();
+  const char *env[] = {"PLAIT_TIMEOUT_S=1", "PLAIT_TRANSPORT=flaky",
+                       "FLAKY_INNER=" PLAIT_TEST_LIB_DIR "/libplait-transport-gloo.so",
+                       "FLAKY_RANK=-1", "FLAKY_SLOW_S=1.5", NULL};
+  run(2, 1, slow_and, 120, env);
 }
