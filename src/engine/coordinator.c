@@ -266,9 +266,11 @@ static plait_result_t epoch_turn(plait_coord_t *c, int *busy) {
   }
   plait_table_await(&c->table, 0);
   *busy = 1;
+  double t0 = plait_now();
   plait_live_away(&c->live);
   rc = plait_epoch_and(c->t, c->exec.ts, &stay);
   plait_live_back(&c->live);
+  add_negotiation_time(c, plait_now() - t0); /* the agreement; the round is the transport's */
   if (rc) {
     c->transport_failed = 1;
     return rc;
@@ -304,7 +306,8 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int f
   int stopping = atomic_load(&c->stop);
   double hold_s = c->tune.cycle_time_ms * 1e-3, until = plait_announce_until(&c->ann, hold_s);
   if (c->ep.open) {
-    PLAIT_CHECK(epoch_turn(c, busy));
+    PLAIT_CHECK(epoch_turn(c, busy)); /* counts its own negotiation time */
+    t0 = plait_now();
     if (c->ep.open && heartbeat_due(c)) {
       plait_request_list_t beat = {0, 0, NULL, c->lists_run};
       PLAIT_CHECK(send_requests(c, &beat));
@@ -475,7 +478,10 @@ static int epoch_may_open(plait_coord_t *c) {
 static plait_result_t root_cycle(plait_coord_t *c, int woke, int *busy) {
   double t0 = plait_now();
   int stopping = atomic_load(&c->stop); /* before draining: see peer_cycle */
-  if (c->ep.open) PLAIT_CHECK(epoch_turn(c, busy));
+  if (c->ep.open) {
+    PLAIT_CHECK(epoch_turn(c, busy)); /* counts its own negotiation time */
+    t0 = plait_now();
+  }
   if (c->ep.open) {
   } else if (woke || stopping || c->lazy) {
     plait_request_list_t req;
