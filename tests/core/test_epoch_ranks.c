@@ -120,8 +120,10 @@ static int steady(int rank, int nranks, void *arg) {
   uint64_t sent = s1.control_messages - s0.control_messages;
   plait_test_say(rank, "epoch %d: %llu control messages for %d lone allreduces", epoch,
                  (unsigned long long)sent, STEPS);
+  /* off: one REQUESTS frame a step; on: one only for a step that closed the
+   * epoch (a rank descheduled past PLAIT_EPOCH_WAIT_S on a loaded machine) */
   if (rank > 0 && epoch)
-    CHECK(sent < STEPS / 4, "epoch on: %llu control messages for %d steps",
+    CHECK(sent < STEPS / 2, "epoch on: %llu control messages for %d steps",
           (unsigned long long)sent, STEPS);
   if (rank > 0 && !epoch) CHECK(sent >= STEPS, "epoch off: only %llu", (unsigned long long)sent);
   for (int i = 0; i < 100; i++)
@@ -253,11 +255,7 @@ static int killed_main(int rank, int nranks, void *arg) {
 
 static void run_killed(const char *epoch) {
   const char *all[] = {"PLAIT_TIMEOUT_S=5", epoch, NULL};
-  plait_test_job_t job;
-  memset(&job, 0, sizeof job);
-  job.nranks = 3;
-  job.timeout_s = 120;
-  job.env = all;
+  plait_test_job_t job = {.nranks = 3, .timeout_s = 120, .env = all};
   plait_test_run_ranks(&job, killed_main, NULL);
   cr_assert_eq(job.exit_code[2], -1, "rank 2 was to be killed");
   for (int r = 0; r < 2; r++)
