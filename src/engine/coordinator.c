@@ -68,6 +68,7 @@ struct plait_coord {
   plait_spin_t spin;    /* polling before sleeping (PLAIT_SPIN_US) */
   plait_announce_t ann; /* rank > 0: cached allreduces waiting for their burst */
   plait_epoch_t ep;     /* the cached epoch (PLAIT_CACHED_EPOCH, epoch.h) */
+  plait_tuning_t ep_tune; /* the settings when it opened: a change closes it */
 };
 
 /* The run-time settings (plait_config_set) as of the start of this cycle: one
@@ -231,6 +232,7 @@ static plait_result_t root_take(plait_coord_t *c, int rank, const plait_request_
 static plait_result_t maybe_open_epoch(plait_coord_t *c, const plait_response_list_t *l) {
   if (!(l->flags & PLAIT_RESP_EPOCH)) return PLAIT_SUCCESS;
   PLAIT_DEBUG("coord", "cached epoch opened at list %llu", (unsigned long long)c->lists_run);
+  c->ep_tune = c->tune;
   return plait_epoch_open(&c->ep, l, c->lists_run);
 }
 
@@ -241,6 +243,16 @@ static void all_were_here(plait_coord_t *c) {
     plait_silence_all_busy(&c->silence);
   else
     plait_silence_heard(&c->silence, 0, plait_now());
+}
+
+/* Whether this rank's fusion settings (plait_config_set) or autotuning
+ * changed since the epoch opened: it leaves, and what follows is planned
+ * with them. */
+static int settings_changed(const plait_coord_t *c) {
+  const plait_tuning_t *a = &c->ep_tune, *b = &c->tune;
+  return a->fusion_threshold != b->fusion_threshold ||
+         a->fusion_max_tensor != b->fusion_max_tensor || a->cycle_time_ms != b->cycle_time_ms ||
+         a->autotune != b->autotune;
 }
 
 /* The cached epoch is open: hold what is drained; when this rank votes,
@@ -257,6 +269,7 @@ static plait_result_t epoch_turn(plait_coord_t *c, int *busy) {
   /* leave for anything but the burst: a stop, a join, work announced before
    * the epoch opened (still in the local map, not held) or at rank 0 */
   int other = atomic_load(&c->stop) || c->exec.joined || c->local.count > c->ep.held.n ||
+              settings_changed(c) ||
               (c->rank == 0 && (c->neg.records.count || c->neg.shutdown_rank >= 0));
   uint8_t stay;
   if (!plait_epoch_due(&c->ep, plait_now(), other, &stay)) {

@@ -13,6 +13,10 @@
  *    submission: nobody fails (a ready rank waits in the AND only briefly);
  *  - a rank killed in the epoch: the others fail with PEER_LOST naming it;
  *  - a join in the epoch: the joined rank contributes zeros, as without;
+ *  - a setting changed in the epoch (fusion off by plait_config_set): the
+ *    epoch closes and the burst runs unfused from then on;
+ *  - a process set's work on two of three ranks in the epoch: the epoch
+ *    closes, the set's allreduce and the global ones are right;
  *  - an AND slower than PLAIT_TIMEOUT_S (the "flaky" fixture sleeps in
  *    every allreduce): nobody is named lost, as for a slow collective.
  */
@@ -235,8 +239,16 @@ static int killed(int rank, int nranks, void *arg) {
   (void)arg;
   if (warm(rank, nranks, "k")) return 1;
   if (rank == 2) raise(SIGKILL);
-  plait_result_t rc;
-  if (one(rank, nranks, "k", COUNT, 0, &rc)) return 1;
+  static float x[COUNT];
+  plait_tensor_t t;
+  plait_handle_t *h = NULL;
+  OK(plait_tensor_1d(&t, x, COUNT, PLAIT_FLOAT32));
+  /* the job may have failed already: then the submission says so */
+  plait_result_t rc = plait_allreduce_async("k", &t, &t, PLAIT_OP_SUM, NULL, &h);
+  if (rc == PLAIT_SUCCESS) {
+    rc = plait_wait(h, 60);
+    plait_release(h);
+  }
   plait_test_say(rank, "after the kill: %s: %s", plait_result_name(rc), plait_last_error());
   CHECK(rc == PLAIT_ERR_PEER_LOST, "%s, not PEER_LOST", plait_result_name(rc));
   CHECK(strstr(plait_last_error(), "rank 2") != NULL, "the error does not name rank 2");
@@ -315,4 +327,58 @@ Test(epoch_ranks, an_and_slower_than_the_timeout, .timeout = 300) {
                        "FLAKY_INNER=" PLAIT_TEST_LIB_DIR "/libplait-transport-gloo.so",
                        "FLAKY_RANK=-1", "FLAKY_SLOW_S=1.5", NULL};
   run(2, 1, slow_and, 120, env);
+}
+
+/* Bursts of three fuse; then every rank turns fusion off (a run-time
+ * setting): the bursts after it run as three collectives each. */
+static int setting(int rank, int nranks, void *arg) {
+  (void)arg;
+  for (int i = 0; i < 20; i++)
+    if (burst(rank, nranks, i)) return 1;
+  OK(plait_config_set("PLAIT_FUSION_THRESHOLD", "0"));
+  for (int i = 0; i < 3; i++) /* the change closes the epoch: a step, maybe two */
+    if (burst(rank, nranks, i)) return 1;
+  plait_stats_t s0, s1;
+  OK(ops_stats(&s0));
+  for (int i = 0; i < 10; i++)
+    if (burst(rank, nranks, i)) return 1;
+  OK(ops_stats(&s1));
+  CHECK(s1.fused_responses == s0.fused_responses, "%llu fused responses after fusion was turned "
+        "off", (unsigned long long)(s1.fused_responses - s0.fused_responses));
+  CHECK(s1.responses - s0.responses == 30, "%llu collectives for 10 bursts of 3 unfused",
+        (unsigned long long)(s1.responses - s0.responses));
+  return 0;
+}
+
+Test(epoch_ranks, a_setting_changed, .timeout = 300) {
+  OPS_REQUIRE_GLOO();
+  run(2, 1, setting, 120, NULL);
+}
+
+/* Ranks 1 and 2 run their set's allreduce while the epoch is open; rank 0
+ * waits for them, then everyone goes on. */
+static int set_work(int rank, int nranks, void *arg) {
+  (void)arg;
+  if (warm(rank, nranks, "p")) return 1;
+  if (rank > 0) {
+    float x[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    plait_tensor_t t;
+    plait_handle_t *h;
+    plait_op_options_t o = PLAIT_OP_OPTIONS_INIT;
+    o.process_set = 1;
+    OK(plait_tensor_1d(&t, x, 8, PLAIT_FLOAT32));
+    OK(plait_allreduce_async("p", &t, &t, PLAIT_OP_SUM, &o, &h)); /* the cached name, too */
+    OK(plait_wait(h, 60));
+    plait_release(h);
+    CHECK(x[0] == 2 && x[7] == 2, "the set's allreduce gave %g", x[0]);
+  }
+  for (int i = 0; i < 20; i++)
+    if (lone(rank, nranks, "p", i)) return 1;
+  return 0;
+}
+
+Test(epoch_ranks, a_process_set_in_the_epoch, .timeout = 300) {
+  OPS_REQUIRE_GLOO();
+  const char *env[] = {"PLAIT_PROCESS_SETS=1,2", NULL};
+  run(3, 1, set_work, 120, env);
 }
