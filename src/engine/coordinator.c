@@ -309,6 +309,15 @@ static plait_result_t epoch_turn(plait_coord_t *c, int *busy) {
   return rc;
 }
 
+/* Rank > 0 in the cached epoch: its turn, and a heartbeat when one is due
+ * (it announces nothing meanwhile). */
+static plait_result_t peer_epoch(plait_coord_t *c, int *busy) {
+  PLAIT_CHECK(epoch_turn(c, busy));
+  if (!c->ep.open || !heartbeat_due(c)) return PLAIT_SUCCESS;
+  plait_request_list_t beat = {0, 0, NULL, c->lists_run};
+  return send_requests(c, &beat);
+}
+
 /* Rank > 0: announce what is new, run what rank 0 decided (readable: from
  * rank 0 over the star; from_parent: from the control-tree parent). */
 static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int from_parent,
@@ -319,12 +328,8 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int f
   int stopping = atomic_load(&c->stop);
   double hold_s = c->tune.cycle_time_ms * 1e-3, until = plait_announce_until(&c->ann, hold_s);
   if (c->ep.open) {
-    PLAIT_CHECK(epoch_turn(c, busy)); /* counts its own negotiation time */
+    PLAIT_CHECK(peer_epoch(c, busy)); /* counts its own negotiation time */
     t0 = plait_now();
-    if (c->ep.open && heartbeat_due(c)) {
-      plait_request_list_t beat = {0, 0, NULL, c->lists_run};
-      PLAIT_CHECK(send_requests(c, &beat));
-    }
   }
   if (c->ep.open) {
   } else if (woke || (until > 0 && t0 >= until) || (stopping && !c->sent_shutdown) || heartbeat_due(c)) {
