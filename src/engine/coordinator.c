@@ -15,6 +15,7 @@
 #include "engine/negotiate/announce.h"
 #include "engine/health/blame.h"
 #include "engine/negotiate/cache.h"
+#include "engine/negotiate/epoch.h"
 #include "engine/engine.h"
 #include "util/error.h"
 #include "engine/execute/execute.h"
@@ -68,6 +69,8 @@ struct plait_coord {
   plait_spin_t spin;    /* polling before sleeping (PLAIT_SPIN_US) */
   plait_announce_t ann; /* rank > 0: cached allreduces waiting for their burst */
   plait_and_t tand;     /* a relaying rank: the AND of its subtree's cached ids (tree_and.h) */
+  plait_epoch_t ep;     /* the cached epoch (PLAIT_CACHED_EPOCH, epoch.h) */
+  plait_tuning_t ep_tune; /* the settings when it opened: a change closes it */
 };
 
 /* The run-time settings (plait_config_set) as of the start of this cycle: one
@@ -228,6 +231,100 @@ static int tree_readable(plait_coord_t *c) {
   return plait_tree_has_parent_link(c->ctrl) && p.fd >= 0 && poll(&p, 1, 0) > 0;
 }
 
+static plait_result_t root_take(plait_coord_t *c, int rank, const plait_request_list_t *req,
+                                uint32_t fail_code, const char *fail_text);
+
+/* Rank 0 or a peer with l just run: the epoch opens on its burst when rank
+ * 0 marked it so (every rank at the same list). */
+static plait_result_t maybe_open_epoch(plait_coord_t *c, const plait_response_list_t *l) {
+  if (!(l->flags & PLAIT_RESP_EPOCH)) return PLAIT_SUCCESS;
+  PLAIT_DEBUG("coord", "cached epoch opened at list %llu", (unsigned long long)c->lists_run);
+  c->ep_tune = c->tune;
+  return plait_epoch_open(&c->ep, l, c->lists_run);
+}
+
+/* Every rank was in the collectives just run (the AND, a round): silence
+ * meanwhile is not loss. */
+static void all_were_here(plait_coord_t *c) {
+  if (c->rank == 0)
+    plait_silence_all_busy(&c->silence);
+  else
+    plait_silence_heard(&c->silence, 0, plait_now());
+}
+
+/* Whether this rank's fusion settings (plait_config_set) or autotuning
+ * changed since the epoch opened: it leaves, and what follows is planned
+ * with them. */
+static int settings_changed(const plait_coord_t *c) {
+  const plait_tuning_t *a = &c->ep_tune, *b = &c->tune;
+  return a->fusion_threshold != b->fusion_threshold ||
+         a->fusion_max_tensor != b->fusion_max_tensor || a->cycle_time_ms != b->cycle_time_ms ||
+         a->autotune != b->autotune;
+}
+
+/* The cached epoch is open: hold what is drained; when this rank votes,
+ * the AND, then the burst runs again on every rank, or the epoch closes on
+ * every rank and what is held is announced to rank 0 as usual. */
+static plait_result_t epoch_turn(plait_coord_t *c, int *busy) {
+  plait_request_list_t req;
+  plait_result_t rc = take_new(c, &req);
+  if (rc == PLAIT_SUCCESS && c->rank > 0) /* held back before the epoch opened */
+    plait_announce_merge(&c->ann, &req, 0, &c->cache, c->tune.fusion_threshold, 0, plait_now());
+  if (rc == PLAIT_SUCCESS) rc = plait_epoch_hold(&c->ep, &req);
+  free(req.r);
+  PLAIT_CHECK(rc);
+  /* leave for anything but the burst: a stop, a join, work announced before
+   * the epoch opened (still in the local map, not held) or at rank 0 */
+  int other = atomic_load(&c->stop) || c->exec.joined || c->local.count > c->ep.held.n ||
+              settings_changed(c) ||
+              (c->rank == 0 && (c->neg.records.count || c->neg.shutdown_rank >= 0));
+  uint8_t stay;
+  if (!plait_epoch_due(&c->ep, plait_now(), other, &stay)) {
+    int64_t left = (int64_t)c->ep.n - (int64_t)c->ep.held.n;
+    plait_table_await(&c->table, left > 0 ? left : 0);
+    return PLAIT_SUCCESS;
+  }
+  plait_table_await(&c->table, 0);
+  *busy = 1;
+  double t0 = plait_now();
+  plait_live_away(&c->live);
+  rc = plait_epoch_and(c->t, c->exec.ts, &stay);
+  plait_live_back(&c->live);
+  add_negotiation_time(c, plait_now() - t0); /* the agreement; the round is the transport's */
+  if (rc) {
+    c->transport_failed = 1;
+    return rc;
+  }
+  all_were_here(c);
+  if (stay) {
+    plait_response_list_t l;
+    PLAIT_CHECK(plait_epoch_round(&c->ep, &c->cache, &l));
+    rc = run_list(c, &l);
+    all_were_here(c);
+    plait_responses_free(&l);
+    c->ep.since = plait_now();
+    return rc;
+  }
+  plait_request_list_t held;
+  plait_epoch_take_held(&c->ep, &held);
+  PLAIT_DEBUG("coord", "cached epoch closed after %llu rounds", (unsigned long long)c->ep.rounds);
+  plait_epoch_close(&c->ep);
+  held.acked = c->lists_run;
+  if (c->rank == 0) rc = root_take(c, 0, &held, 0, NULL);
+  else if (held.n) rc = send_requests(c, &held);
+  free(held.r);
+  return rc;
+}
+
+/* Rank > 0 in the cached epoch: its turn, and a heartbeat when one is due
+ * (it announces nothing meanwhile). */
+static plait_result_t peer_epoch(plait_coord_t *c, int *busy) {
+  PLAIT_CHECK(epoch_turn(c, busy));
+  if (!c->ep.open || !heartbeat_due(c)) return PLAIT_SUCCESS;
+  plait_request_list_t beat = {0, 0, NULL, c->lists_run};
+  return send_requests(c, &beat);
+}
+
 /* Rank > 0: announce what is new, run what rank 0 decided (readable: from
  * rank 0 over the star; from_parent: from the control-tree parent). */
 static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int from_parent,
@@ -237,7 +334,12 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int f
    * rank is then announced before the shutdown is */
   int stopping = atomic_load(&c->stop);
   double hold_s = c->tune.cycle_time_ms * 1e-3, until = plait_announce_until(&c->ann, hold_s);
-  if (woke || (until > 0 && t0 >= until) || (stopping && !c->sent_shutdown) || heartbeat_due(c)) {
+  if (c->ep.open) {
+    PLAIT_CHECK(peer_epoch(c, busy)); /* counts its own negotiation time */
+    t0 = plait_now();
+  }
+  if (c->ep.open) {
+  } else if (woke || (until > 0 && t0 >= until) || (stopping && !c->sent_shutdown) || heartbeat_due(c)) {
     plait_request_list_t req;
     plait_result_t rc = take_new(c, &req);
     if (rc == PLAIT_SUCCESS && stopping && !c->sent_shutdown) {
@@ -297,9 +399,13 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int f
     }
     *busy = 1;
     add_negotiation_time(c, plait_now() - t0);
+    if (rc == PLAIT_SUCCESS && c->ep.open && l.n)
+      rc = plait_control_fail(c->ctrl, plait_error(PLAIT_ERR_PROTOCOL, "rank 0 sent a response "
+                                                   "list during a cached epoch"));
     if (rc == PLAIT_SUCCESS) rc = run_list(c, &l);
     plait_announce_ran(&c->ann, &l);
     c->lists_run++;
+    if (rc == PLAIT_SUCCESS) rc = maybe_open_epoch(c, &l);
     t0 = plait_now();
     plait_silence_heard(&c->silence, 0, t0); /* rank 0 was in those collectives too */
     int done = (l.flags & PLAIT_RESP_SHUTDOWN) != 0;
@@ -402,11 +508,28 @@ static plait_result_t root_receive(plait_coord_t *c, int rank, int *busy) {
   }
 }
 
+/* Rank 0, a list just planned: whether nothing else is going on, so that
+ * the list may open a cached epoch (PLAIT_CACHED_EPOCH): nothing else
+ * pending or held, no join, no shutdown, no autotuning, host memory only
+ * (what a rank still has in flight makes it leave at its first vote). */
+static int epoch_may_open(plait_coord_t *c) {
+  return c->cfg->cached_epoch && c->size > 1 && !atomic_load(&c->stop) &&
+         c->neg.records.count == 0 && c->neg.nready == 0 && !c->neg.holding &&
+         c->neg.njoined == 0 && !c->exec.joined && c->neg.shutdown_rank < 0 && !c->lists.at &&
+         !c->lists.now.active && !c->tune.autotune &&
+         !(c->t->caps & PLAIT_CAP_DEVICE_MEMORY);
+}
+
 /* Rank 0: take everyone's announcements, decide, tell everyone, run. */
 static plait_result_t root_cycle(plait_coord_t *c, int woke, int *busy) {
   double t0 = plait_now();
   int stopping = atomic_load(&c->stop); /* before draining: see peer_cycle */
-  if (woke || stopping || c->lazy) {
+  if (c->ep.open) {
+    PLAIT_CHECK(epoch_turn(c, busy)); /* counts its own negotiation time */
+    t0 = plait_now();
+  }
+  if (c->ep.open) {
+  } else if (woke || stopping || c->lazy) {
     plait_request_list_t req;
     plait_result_t rc = take_new(c, &req);
     if (rc == PLAIT_SUCCESS) rc = root_take(c, 0, &req, 0, NULL);
@@ -426,11 +549,14 @@ static plait_result_t root_cycle(plait_coord_t *c, int woke, int *busy) {
     PLAIT_CHECK(plait_neg_fail_all(&c->neg, PLAIT_ERR_SHUTDOWN, why, &l));
     l.flags |= PLAIT_RESP_SHUTDOWN;
     l.shutdown_rank = c->neg.shutdown_rank;
+  } else if (c->ep.open) { /* nothing is planned while every rank agrees by itself */
+    memset(&l, 0, sizeof l);
   } else {
     PLAIT_CHECK(plait_neg_plan(&c->neg, plait_now(), &l, &any));
   }
   plait_result_t rc = PLAIT_SUCCESS;
   if (any) plait_ls_attach(&c->lists, &l); /* planned with new settings: say so */
+  if (any && epoch_may_open(c) && plait_epoch_may_open(&l, 1)) l.flags |= PLAIT_RESP_EPOCH;
   if (any || done || heartbeat_due(c)) { /* an empty list is a heartbeat */
     plait_writer_t w = {0};
     rc = plait_responses_encode(&w, &l);
@@ -447,6 +573,7 @@ static plait_result_t root_cycle(plait_coord_t *c, int woke, int *busy) {
   if (rc == PLAIT_SUCCESS && (any || done)) {
     rc = run_list(c, &l);
     plait_silence_all_busy(&c->silence); /* everyone was in those collectives */
+    if (rc == PLAIT_SUCCESS) rc = maybe_open_epoch(c, &l);
   }
   plait_responses_free(&l);
   PLAIT_CHECK(rc);
@@ -462,6 +589,7 @@ static int poll_timeout_ms(plait_coord_t *c) {
   /* operations wait for companions (rank 0: ready ones; others: announce.h): until then */
   double until = c->rank == 0 ? plait_neg_hold_until(&c->neg)
                               : plait_announce_until(&c->ann, c->tune.cycle_time_ms * 1e-3);
+  if (c->ep.open) until = plait_epoch_until(&c->ep); /* nothing else waits meanwhile */
   double held = plait_and_on(&c->tand) ? plait_and_until(&c->tand) : 0; /* tree_and.h */
   if (held > 0 && (until <= 0 || held < until)) until = held;
   if (until > 0) { /* compared as a double: a day's hold does not fit an int of ms */
@@ -481,7 +609,7 @@ static int poll_timeout_ms(plait_coord_t *c) {
 static int root_may_sleep(plait_coord_t *c) {
   return c->size > 1 && !atomic_load(&c->stop) && c->neg.records.count == 0 &&
          c->neg.nready == 0 && !c->neg.holding && c->neg.njoined == 0 && !c->exec.joined &&
-         c->neg.shutdown_rank < 0;
+         c->neg.shutdown_rank < 0 && !c->ep.open;
 }
 
 /* Rank > 0: the open control-tree links (parent, children) after pfd[n-1];
@@ -606,6 +734,7 @@ static plait_result_t coord_alloc(plait_coord_t *c) {
   PLAIT_CHECK(plait_silence_init(&c->silence, c->rank, c->size, c->cfg->timeout_s));
   plait_blame_init(&c->blame, c->ctrl, &c->live, c->rank, c->size, c->cfg->timeout_s, c->pfd);
   plait_announce_init(&c->ann);
+  plait_epoch_init(&c->ep);
   return plait_and_init(&c->tand, c->ctrl, &c->cache,
                         plait_and_hold_s(c->cfg->stall_warn_s, c->cfg->stall_abort_s,
                                          c->cfg->cycle_time_ms * 1e-3));
@@ -673,6 +802,7 @@ void plait_coord_free(plait_coord_t *c) {
   plait_cache_free(&c->cache);
   plait_announce_free(&c->ann);
   plait_and_free(&c->tand);
+  plait_epoch_free(&c->ep);
   plait_table_destroy(&c->table);
   pthread_mutex_destroy(&c->table.mu);
   free(c->pfd);

@@ -47,6 +47,11 @@
     "HOROVOD_THREAD_AFFINITY); empty: not pinned")                             \
   X(cache_capacity, "PLAIT_CACHE_CAPACITY", COUNT, "1024", "0..1048576",       \
     "response cache entries; 0 disables the cache")                            \
+  X(cached_epoch, "PLAIT_CACHED_EPOCH", BOOL, "0", "",                         \
+    "rank 0 may open a cached epoch after a list of cached allreduces: "      \
+    "while the same burst recurs, ranks agree on it with a 1-byte AND over "  \
+    "the transport instead of a round trip through rank 0 (rank 0's value "   \
+    "counts)")                                                                 \
   X(control_fanout, "PLAIT_CONTROL_FANOUT", COUNT, "0", "0..65536",           \
     "fan-out k of the control-plane tree that carries rank 0's response "     \
     "lists (each rank relays them to k ranks) in jobs of more than k+1 "       \

@@ -411,7 +411,7 @@ plait_result_t plait_responses_decode(const uint8_t *p, size_t n, plait_response
     l->n = i + 1;
     decode_response(&r, &l->r[i]);
   }
-  if (l->flags & ~(PLAIT_RESP_SHUTDOWN | PLAIT_RESP_TUNING)) r.bad = 1;
+  if (l->flags & ~(PLAIT_RESP_SHUTDOWN | PLAIT_RESP_TUNING | PLAIT_RESP_EPOCH)) r.bad = 1;
   if (!r.bad && (l->flags & PLAIT_RESP_TUNING)) {
     l->tuning.active = plait_rd_u8(&r);
     l->tuning.threshold = plait_rd_u64(&r);

@@ -22,6 +22,7 @@
 #define PLAIT_FAIL_TEXT_MAX 2048 /* bytes of a failure report's message */
 #define PLAIT_RESP_SHUTDOWN 0x1u /* coordination ends for everyone after this list */
 #define PLAIT_RESP_TUNING 0x2u   /* carries the settings this list and the next run with */
+#define PLAIT_RESP_EPOCH 0x4u    /* opens a cached epoch on this list's burst (epoch.h) */
 
 typedef struct plait_request {
   char *name;       /* NULL when by cache id */

@@ -1,0 +1,226 @@
+/*
+ * Tests of the cached epoch's pieces (src/engine/negotiate/epoch.h): which
+ * response lists may open an epoch, the flag that opens one on the wire,
+ * each rank's vote (wait for the rest of the burst, stay with exactly the
+ * burst, leave on a miss, on another operation or on anything else), the
+ * burst rebuilt from the cache as the opening list had it, and the AND over
+ * a real transport on forked ranks (gloo at 2 and 3 ranks, ofi/shm at 2
+ * where libfabric has a provider): one rank's 0 makes every rank read 0,
+ * round after round, in the same collective.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control/wire.h"
+#include "engine/negotiate/cache.h"
+#include "engine/negotiate/epoch.h"
+#include "engine/negotiate/messages.h"
+#include "transport_matrix.h"
+
+static plait_meta_t f32(int64_t count) {
+  plait_meta_t m;
+  memset(&m, 0, sizeof m);
+  m.coll = PLAIT_COLL_ALLREDUCE;
+  m.dtype = PLAIT_FLOAT32;
+  m.device = -1;
+  m.prescale = m.postscale = 1.0;
+  m.ndim = 1;
+  m.shape[0] = count;
+  return m;
+}
+
+static plait_resp_entry_t E[8];
+static plait_response_t R[4];
+
+/* A list of two responses: ids {3, 1} fused, then id 0 (sent by id, or
+ * assigned when assign is 1). */
+static plait_response_list_t burst_list(int assign) {
+  memset(E, 0, sizeof E);
+  memset(R, 0, sizeof R);
+  int32_t ids[3] = {3, 1, 0};
+  for (int i = 0; i < 3; i++) {
+    E[i].cache_id = assign && i == 2 ? -1 : ids[i];
+    E[i].assign_id = assign && i == 2 ? ids[i] : -1;
+    E[i].name = assign && i == 2 ? "t0" : NULL;
+  }
+  R[0] = (plait_response_t){.coll = PLAIT_COLL_ALLREDUCE, .n = 2, .e = &E[0], .join_rank = -1};
+  R[1] = (plait_response_t){.coll = PLAIT_COLL_ALLREDUCE, .n = 1, .e = &E[2], .join_rank = -1};
+  return (plait_response_list_t){.n = 2, .r = R};
+}
+
+Test(epoch, which_lists_may_open) {
+  plait_response_list_t l = burst_list(0);
+  cr_assert(plait_epoch_may_open(&l, 1));
+  cr_assert_not(plait_epoch_may_open(&l, 0), "something else pending at rank 0");
+  l = burst_list(1);
+  cr_assert(plait_epoch_may_open(&l, 1), "an id assigned in this list counts");
+  l = burst_list(0);
+  E[1].cache_id = -1; /* by name, no id: not cached */
+  cr_assert_not(plait_epoch_may_open(&l, 1));
+  l = burst_list(0);
+  E[1].cache_id = 3;
+  cr_assert_not(plait_epoch_may_open(&l, 1), "an id twice");
+  l = burst_list(0);
+  l.flags = PLAIT_RESP_TUNING;
+  cr_assert_not(plait_epoch_may_open(&l, 1), "settings change");
+  l.flags = PLAIT_RESP_SHUTDOWN;
+  cr_assert_not(plait_epoch_may_open(&l, 1), "shutdown");
+  l = burst_list(0);
+  R[1].pset = 2;
+  cr_assert_not(plait_epoch_may_open(&l, 1), "another process set");
+  l = burst_list(0);
+  R[1].coll = PLAIT_COLL_BROADCAST;
+  cr_assert_not(plait_epoch_may_open(&l, 1), "not an allreduce");
+  l = burst_list(0);
+  R[0].status = PLAIT_ERR_MISMATCH;
+  cr_assert_not(plait_epoch_may_open(&l, 1), "a failed response");
+  plait_response_list_t empty = {0};
+  cr_assert_not(plait_epoch_may_open(&empty, 1));
+}
+
+Test(epoch, votes) {
+  plait_epoch_t ep;
+  plait_epoch_init(&ep);
+  uint8_t stay = 9;
+  int32_t held[4] = {0, 3, 1, 7};
+  cr_assert(plait_epoch_vote(&ep, held, 1, 0, &stay), "closed: vote at once");
+  cr_assert_eq(stay, 0);
+  plait_response_list_t l = burst_list(1);
+  cr_assert_eq(plait_epoch_open(&ep, &l, 41), PLAIT_SUCCESS);
+  cr_assert(ep.open);
+  cr_assert_eq(ep.opened_at, 41);
+  cr_assert_eq(ep.n, 3);
+  cr_assert_not(plait_epoch_vote(&ep, held, 0, 0, &stay), "nothing yet: wait");
+  cr_assert_not(plait_epoch_vote(&ep, held, 2, 0, &stay), "part of the burst: wait");
+  cr_assert(plait_epoch_vote(&ep, held, 3, 0, &stay));
+  cr_assert_eq(stay, 1, "the whole burst, in another order: stay");
+  cr_assert(plait_epoch_vote(&ep, held, 2, 1, &stay));
+  cr_assert_eq(stay, 0, "a join or shutdown: leave");
+  cr_assert(plait_epoch_vote(&ep, held, 4, 0, &stay));
+  cr_assert_eq(stay, 0, "the burst and another cached id: leave");
+  int32_t miss[2] = {3, -1}; /* e.g. id 1's name with another shape */
+  cr_assert(plait_epoch_vote(&ep, miss, 2, 0, &stay));
+  cr_assert_eq(stay, 0, "a miss: leave at once, not after the rest of the burst");
+  int32_t twice[3] = {3, 3, 1};
+  cr_assert(plait_epoch_vote(&ep, twice, 3, 0, &stay));
+  cr_assert_eq(stay, 0);
+  plait_epoch_close(&ep);
+  cr_assert(plait_epoch_vote(&ep, held, 3, 0, &stay));
+  cr_assert_eq(stay, 0, "closed: leave");
+  plait_epoch_free(&ep);
+}
+
+Test(epoch, open_refuses_what_rank_0_could_not_send) {
+  plait_epoch_t ep;
+  plait_epoch_init(&ep);
+  plait_response_list_t l = burst_list(0);
+  E[0].cache_id = -1;
+  E[0].name = "x";
+  cr_assert_eq(plait_epoch_open(&ep, &l, 5), PLAIT_ERR_PROTOCOL);
+  cr_assert_not(ep.open);
+  l = burst_list(0);
+  E[2].cache_id = 1;
+  cr_assert_eq(plait_epoch_open(&ep, &l, 5), PLAIT_ERR_PROTOCOL);
+  cr_assert_not(ep.open);
+  plait_epoch_free(&ep);
+}
+
+Test(epoch, round_is_the_opening_list_again) {
+  plait_cache_t cache;
+  cr_assert_eq(plait_cache_init(&cache, 8), PLAIT_SUCCESS);
+  const char *names[4] = {"t0", "t1", "t2", "t3"};
+  for (int id = 0; id < 4; id++) {
+    plait_meta_t m = f32(10 + id);
+    cr_assert_eq(plait_cache_put(&cache, id, names[id], &m), PLAIT_SUCCESS);
+  }
+  plait_epoch_t ep;
+  plait_epoch_init(&ep);
+  plait_response_list_t out;
+  cr_assert_eq(plait_epoch_round(&ep, &cache, &out), PLAIT_ERR_PROTOCOL, "closed");
+  plait_response_list_t l = burst_list(1);
+  cr_assert_eq(plait_epoch_open(&ep, &l, 1), PLAIT_SUCCESS);
+  for (int round = 1; round <= 2; round++) {
+    cr_assert_eq(plait_epoch_round(&ep, &cache, &out), PLAIT_SUCCESS);
+    cr_assert_eq(ep.rounds, (uint64_t)round);
+    cr_assert_eq(out.n, 2);
+    cr_assert_eq(out.flags, 0);
+    cr_assert_eq(out.r[0].n, 2);
+    cr_assert_eq(out.r[1].n, 1);
+    int32_t want[3] = {3, 1, 0};
+    for (int k = 0; k < 3; k++) {
+      const plait_resp_entry_t *e = k < 2 ? &out.r[0].e[k] : &out.r[1].e[0];
+      cr_assert_eq(e->cache_id, want[k]);
+      cr_assert_eq(e->assign_id, -1);
+      cr_assert_str_eq(e->name, names[want[k]]);
+      cr_assert_eq(e->meta.shape[0], 10 + want[k]);
+      cr_assert_eq(out.r[k < 2 ? 0 : 1].coll, PLAIT_COLL_ALLREDUCE);
+    }
+    plait_responses_free(&out);
+  }
+  /* a cache without id 3 (cannot be on one job's ranks): an error, not a crash */
+  plait_cache_t small;
+  cr_assert_eq(plait_cache_init(&small, 8), PLAIT_SUCCESS);
+  cr_assert_eq(plait_epoch_round(&ep, &small, &out), PLAIT_ERR_PROTOCOL);
+  cr_assert_eq(out.n, 0);
+  plait_cache_free(&small);
+  plait_epoch_free(&ep);
+  plait_cache_free(&cache);
+}
+
+Test(epoch, flag_on_the_wire) {
+  plait_response_list_t l = burst_list(1);
+  l.flags = PLAIT_RESP_EPOCH;
+  plait_writer_t w = {0};
+  cr_assert_eq(plait_responses_encode(&w, &l), PLAIT_SUCCESS);
+  plait_response_list_t back;
+  const uint8_t *p = w.data + PLAIT_WIRE_HEADER_SIZE;
+  size_t n = w.len - PLAIT_WIRE_HEADER_SIZE;
+  cr_assert_eq(plait_responses_decode(p, n, &back), PLAIT_SUCCESS);
+  cr_assert_eq(back.flags, PLAIT_RESP_EPOCH);
+  cr_assert_eq(back.n, 2);
+  plait_responses_free(&back);
+  plait_wr_free(&w);
+  l.flags = 0x8u; /* no such flag */
+  cr_assert_eq(plait_responses_encode(&w, &l), PLAIT_SUCCESS);
+  cr_assert_eq(plait_responses_decode(w.data + PLAIT_WIRE_HEADER_SIZE,
+                                      w.len - PLAIT_WIRE_HEADER_SIZE, &back), PLAIT_ERR_PROTOCOL);
+  plait_wr_free(&w);
+}
+
+/* Rounds of votes: in round k, rank r votes 0 when bit r of LEAVERS[k] is set. */
+static const unsigned LEAVERS[] = {0x0, 0x1, 0x2, 0x0, 0x4, 0x7, 0x0, 0x6};
+#define NROUNDS (sizeof LEAVERS / sizeof LEAVERS[0])
+
+static int and_rounds(tm_ctx_t *c) {
+  for (unsigned k = 0; k < NROUNDS; k++) {
+    unsigned leavers = LEAVERS[k] & ((1u << c->nranks) - 1);
+    uint8_t vote = (leavers >> c->rank) & 1 ? 0 : 1;
+    plait_result_t rc = plait_epoch_and(c->t, c->st, &vote);
+    if (rc) {
+      plait_test_say(c->rank, "round %u: %s", k, plait_result_name(rc));
+      return 1;
+    }
+    if (vote != (leavers ? 0 : 1)) {
+      plait_test_say(c->rank, "round %u: read %u, leavers 0x%x", k, vote, leavers);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static void run_and(const char *transport, int nranks, const char *const *env) {
+  char reason[512] = "";
+  int rc = tm_run(transport, nranks, and_rounds, env, reason, sizeof reason);
+  if (rc == TM_SKIPPED) cr_skip_test("%s cannot start here: %s", transport, reason);
+  cr_assert_eq(rc, TM_PASSED, "the AND on %s at %d ranks (stderr has the ranks' lines)", transport,
+               nranks);
+}
+
+Test(epoch_and, and_over_gloo_2, .timeout = 120) { run_and("gloo", 2, NULL); }
+Test(epoch_and, and_over_gloo_3, .timeout = 120) { run_and("gloo", 3, NULL); }
+Test(epoch_and, and_over_ofi_shm_2, .timeout = 120) {
+  const char *env[] = {"FI_PROVIDER=shm", NULL};
+  run_and("ofi", 2, env);
+}
