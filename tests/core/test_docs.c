@@ -111,7 +111,7 @@ static struct {
   char dir[128], name[96];
 } map_files[MAP_MAX];
 static size_t n_map_files;
-static char map_dirs[128][128];
+static char map_dirs[256][128];
 static size_t n_map_dirs;
 
 static char *file_map_section(char *doc) {
