@@ -15,6 +15,7 @@ when the build has none; a build that has run ctest keeps its own.
                                     # the modelled ctest -j2 wall time, in the order
                                     # of test registration and in the order of cost
   ctest_costs.py update LOG         # ci/lib/ctest_costs.txt from a ctest console log
+  ctest_costs.py self-test          # the model and the seeding on made-up entries
 
 The model replays ctest's scheduling (two slots; an entry starts when its
 fixtures' setups are done and its RESOURCE_LOCKs are free; a RUN_SERIAL one
@@ -149,6 +150,45 @@ def update(log):
     return 0
 
 
+def _t(name, idx, serial=False, locks=(), req=(), setup=()):
+    return {"name": name, "idx": idx, "serial": serial, "locks": set(locks), "req": set(req),
+            "setup": set(setup)}
+
+
+def self_test():
+    import tempfile
+    # registration order: the long one last; a serial one waits for both slots
+    tests = [_t("a", 0), _t("s", 1, serial=True), _t("b", 2), _t("long", 3)]
+    secs = {"a": 1, "s": 2, "b": 1, "long": 10}
+    assert simulate(tests, secs, False) == 13, simulate(tests, secs, False)  # a,b; long; s
+    assert simulate(tests, secs, True) == 12, simulate(tests, secs, True)  # long | a,b; then s
+    # a RESOURCE_LOCK keeps two entries apart; a fixture's setup runs first
+    locked = [_t("x", 0, locks=["l"]), _t("y", 1, locks=["l"]), _t("z", 2)]
+    assert simulate(locked, {"x": 3, "y": 3, "z": 1}, False) == 6
+    fix = [_t("use", 0, req=["f"]), _t("make", 1, setup=["f"])]
+    assert simulate(fix, {"use": 1, "make": 2}, False) == 3
+    with tempfile.TemporaryDirectory() as d:
+        seed(d)
+        data = os.path.join(d, "Testing", "Temporary", "CTestCostData.txt")
+        lines = open(data).read().splitlines()
+        assert lines[-1] == "---" and len(lines) == len(read_costs()) + 1, lines[-3:]
+        assert all(len(ln.split()) == 3 and ln.split()[1] == "1" for ln in lines[:-1])
+        with open(data, "w") as f:
+            f.write("mine 3 1.5\n---\n")
+        seed(d)  # a build's own costs are kept
+        assert open(data).read() == "mine 3 1.5\n---\n"
+        bad = os.path.join(d, "bad.txt")
+        with open(bad, "w") as f:
+            f.write("# comment\nten soak_bounded\n")
+        try:
+            read_costs(bad)
+            raise AssertionError("a bad line was read")
+        except SystemExit as e:
+            assert "'ten' is not a number of seconds" in str(e), e
+    print("ctest_costs: self-test passed")
+    return 0
+
+
 def main(argv):
     a = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = a.add_subparsers(dest="cmd", required=True)
@@ -158,12 +198,15 @@ def main(argv):
     m.add_argument("--times", help="'SECONDS NAME' lines (default ci/lib/ctest_costs.txt)")
     m.add_argument("--set", action="append", default=[], metavar="NAME=SECONDS")
     sub.add_parser("update").add_argument("log")
+    sub.add_parser("self-test")
     args = a.parse_args(argv)
     if args.cmd == "seed":
         return seed(args.build)
     if args.cmd == "model":
         return model(args)
-    return update(args.log)
+    if args.cmd == "update":
+        return update(args.log)
+    return self_test()
 
 
 if __name__ == "__main__":
