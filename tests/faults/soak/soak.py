@@ -71,7 +71,7 @@ DESYNC = re.compile(r"mismatched .* across ranks|stalled for|deadlock|"
 # does) instead of one job per file: the same tests and collectives on the
 # same transports, without a torch/TF import and a plaitrun launch per file,
 # which were most of a per-file job's time (compat on ofi-shm at 2 ranks:
-# 285 s as 14 file jobs, 21 s as one folder job, same 280 tests, loaded).
+# 269 s as 14 file jobs, 21 s as one folder job, same 280 tests, loaded).
 # The TF and MXNet folders only on one transport each and at 2 ranks (ctest
 # runs both suites on gloo already, as one process per suite): TF on ofi-tcp
 # (309 s loaded as file jobs, against 492 s on ofi-shm), MXNet on ofi-shm.
