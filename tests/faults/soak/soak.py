@@ -123,8 +123,8 @@ def parse_args(argv):
     a.add_argument("--bounded", action="store_true",
                    help="what ctest runs (soak_bounded): one round, each suite's folder as one "
                    "job; the compatibility suite with the first --compat-python on every "
-                   "transport at 2 and 3 ranks; the TF suite on %(tf)s and the MXNet suite on "
-                   "%(mx)s, at 2 ranks" % BOUNDED_FRAMEWORK_TRANSPORT)
+                   "transport at 2 and 3 ranks; the TF suite's test_tf_* files on %(tf)s and "
+                   "the MXNet suite on %(mx)s, at 2 ranks" % BOUNDED_FRAMEWORK_TRANSPORT)
     a.add_argument("--list", action="store_true", help="print the jobs and exit")
     args = a.parse_args(argv)
     if args.rounds < 1:
