@@ -1,7 +1,7 @@
 """The soak harness's own checks, without plait: verdicts from rank
 reports (results.py), and the watchdog (watchdog.py) on a fake hung job:
 every rank's Python and native stacks are printed, then no process of the
-job is left."""
+job is left; the jobs --bounded (ctest's soak_bounded) plans."""
 
 import json
 import os
@@ -130,3 +130,37 @@ def test_watchdog_finds_ranks_dumps_stacks_and_kills_everything(fake_job):
                          re.S), section
     left = watchdog.kill_all(tag, proc)
     assert left == [] and watchdog.tagged(tag) == [] and proc.poll() is not None
+
+
+def _suites(args, kinds=("compat-torch1.13", "tf", "mx")):
+    """suites() as it would answer, without probing interpreters."""
+    folders = {"compat-torch1.13": "tests/bindings/torch/compat", "tf": "tests/bindings/tensorflow/mp",
+               "mx": "tests/bindings/mxnet/mp"}
+    out = []
+    for k in kinds:
+        d = os.path.join(soak.ROOT, folders[k])
+        fs = sorted(os.path.join(d, f) for f in os.listdir(d) if re.match(r"test_.*\.py$", f))
+        out.append((k, "python", fs + [d] if args.whole else fs, {}, []))
+    return out
+
+
+def test_bounded_plans_one_folder_job_per_suite_transport_and_ranks():
+    """--bounded: every file of a suite in ONE job per transport and rank
+    count (no job per file); compat on every transport at 2 and 3 ranks,
+    TF (without its Keras files) on ofi-tcp and MXNet on ofi-shm at 2 ranks."""
+    args = soak.parse_args(["--build-dir", "b", "--bounded"])
+    tr = [(t, soak.TRANSPORTS[t]) for t in ("gloo", "ofi-shm", "ofi-tcp")]
+    jobs = soak.plan(args, _suites(args), tr)
+    got = sorted((j[0], os.path.relpath(j[2], soak.ROOT), j[5], j[7]) for j in jobs)
+    want = sorted([("compat-torch1.13", "tests/bindings/torch/compat", t, n)
+                   for t in ("gloo", "ofi-shm", "ofi-tcp") for n in (2, 3)]
+                  + [("tf", "tests/bindings/tensorflow/mp", "ofi-tcp", 2),
+                     ("mx", "tests/bindings/mxnet/mp", "ofi-shm", 2)])
+    assert got == want
+    # the TF job leaves the Keras files to ci/soak; the others run every file
+    assert all(j[4] == (["--ignore-glob=*/test_keras_*.py"] if j[0] == "tf" else []) for j in jobs)
+    # ci/soak (not bounded) keeps one job per file, and no folder job
+    full = soak.parse_args(["--build-dir", "b"])
+    jobs = soak.plan(full, _suites(full), tr)
+    files = len(_suites(full)[0][2]) + len(_suites(full)[1][2]) + len(_suites(full)[2][2])
+    assert len(jobs) == files * 3 * 2 and not any(os.path.isdir(j[2]) for j in jobs)
