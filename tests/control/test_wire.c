@@ -480,6 +480,6 @@ Test(wire, response_list_carries_autotuned_settings) {
                plait_last_error());
   cr_expect_eq(back.tuning.active, 0);
   plait_responses_free(&back);
-  W.data[12] = 0x4; /* a flag no version defines */
+  W.data[12] = 0x8; /* a flag no version defines (0x4 is PLAIT_RESP_EPOCH) */
   cr_expect_eq(plait_responses_decode(W.data + 12, W.len - 12, &back), PLAIT_ERR_PROTOCOL);
 }
