@@ -17,7 +17,7 @@
  * every rank's requests exactly as if it had sent them itself (its own
  * acked count, its own order: one rank's requests all take one path).
  * A rank with children ANDs its subtree's cached ids on the way
- * (engine/tree_and.h, through the hooks below): one item per id instead of
+ * (engine/negotiate/tree_and.h, through the hooks below): one item per id instead of
  * one payload per rank. Everything else stays on the star: heartbeats, failure reports, blame,
  * errors, ABORT. A job of up to k+1 ranks (or k < 2) has no tree: the
  * star of before, byte for byte. A rank whose parent link closes waits for
@@ -40,7 +40,7 @@ struct plait_control;
 struct plait_frame;
 
 /* An item of a RELAYED frame is a REQUESTS payload of its origin rank, or
- * (origin | PLAIT_TREE_AND) the AND of one cached id (engine/tree_and.h):
+ * (origin | PLAIT_TREE_AND) the AND of one cached id (engine/negotiate/tree_and.h):
  * every rank of the subtree of its root announced the id, each with the
  * same acked count; with PLAIT_TREE_ONE its root rank alone did. Its blob
  * is the id (u32) and the acked count (u64). */
@@ -56,7 +56,7 @@ typedef struct plait_tree_and {
 } plait_tree_and_t;
 
 /* What a relaying rank does with what its children sent (the engine's AND,
- * engine/tree_and.h): origin's REQUESTS payload, or an AND item; without
+ * engine/negotiate/tree_and.h): origin's REQUESTS payload, or an AND item; without
  * hooks each goes up as it came. */
 typedef struct plait_tree_hooks {
   plait_result_t (*payload)(void *arg, int origin, const uint8_t *p, size_t len);

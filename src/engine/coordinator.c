@@ -29,7 +29,7 @@
 #include "util/waitset.h"
 #include "control/messages.h"
 #include "engine/negotiate/negotiate.h"
-#include "engine/tree_and.h"
+#include "engine/negotiate/tree_and.h"
 #include "engine/execute/pending.h"
 #include "util/clock.h"
 #include "engine/observe/stats.h"

@@ -13,7 +13,7 @@
  *  - a mismatch from a rank at depth 3 and a stall of another fail every
  *    rank naming the rank, as on the star (rank 0 records each relayed
  *    request as its origin's own);
- *  - the AND of cached ids on the way up (src/engine/tree_and.h): in a
+ *  - the AND of cached ids on the way up (src/engine/negotiate/tree_and.h): in a
  *    32-rank job with k=2, rank 1 (a subtree of 16 ranks) sends no more
  *    control bytes per operation than rank 7 (a subtree of 4), both with 2
  *    children (without the AND, rank 1 forwards 16 announcements per

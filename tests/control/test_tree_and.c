@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "control/control.h"
-#include "engine/tree_and.h"
+#include "engine/negotiate/tree_and.h"
 
 #define N 16
 #define K 2

@@ -169,7 +169,7 @@ static plait_result_t decode_relayed(void *arg, int origin, const uint8_t *p, si
   return rc;
 }
 
-/* An AND of a cached id in a RELAYED frame (engine/tree_and.h), as rank 0
+/* An AND of a cached id in a RELAYED frame (engine/negotiate/tree_and.h), as rank 0
  * takes it: its root, id and acked count, already checked by the reader. */
 static plait_result_t take_and(void *arg, const plait_tree_and_t *a) {
   (void)arg;

@@ -1,5 +1,5 @@
 /* The AND of cached ids on the way up the control tree (tree_and.h). */
-#include "engine/tree_and.h"
+#include "engine/negotiate/tree_and.h"
 
 #include <stdlib.h>
 #include <string.h>
