@@ -16,22 +16,10 @@
 #include <unistd.h>
 
 #include "plait/plait.h"
+#include "failure_helpers.h"
 #include "ranks.h"
 
 #define INV PLAIT_ERR_INVALID_ARGUMENT
-
-#define RFAIL(...)                                                             \
-  do {                                                                         \
-    plait_test_say(rank, __VA_ARGS__);                                         \
-    return 1;                                                                  \
-  } while (0)
-
-#define EXPECT_OK(call)                                                        \
-  do {                                                                         \
-    plait_result_t rc_ = (call);                                               \
-    if (rc_ != PLAIT_SUCCESS)                                                  \
-      RFAIL("%s: %s: %s", #call, plait_result_name(rc_), plait_last_error());  \
-  } while (0)
 
 /* Expects call to return code, *released to be rel and the message to hold w. */
 #define EXPECT_WR(call, code, released, rel, w)                                \
@@ -40,7 +28,7 @@
     plait_result_t rc_ = (call);                                               \
     const char *m_ = plait_last_error();                                       \
     if (rc_ != (code) || released != (rel) || !strstr(m_, w))                  \
-      RFAIL("%s: %s, released %d: \"%s\"; expected %s, released %d, \"%s\"",  \
+      FAIL("%s: %s, released %d: \"%s\"; expected %s, released %d, \"%s\"",  \
             #call, plait_result_name(rc_), released, m_,                       \
             plait_result_name(code), rel, w);                                  \
   } while (0)
@@ -70,18 +58,18 @@ static int held_then_finished(int rank, pipe_arg_t *p) {
   EXPECT_WR(plait_wait_release(h, NAN, &rel), INV, rel, 0, "NaN");
   EXPECT_WR(plait_wait_release(NULL, 0, &rel), INV, rel, 0, "handle is NULL");
   if (plait_wait_release(h, 0, NULL) != INV || !strstr(plait_last_error(), "released is NULL"))
-    RFAIL("released NULL: \"%s\"", plait_last_error());
+    FAIL("released NULL: \"%s\"", plait_last_error());
   int done = 5;
   EXPECT_OK(plait_poll(h, &done)); /* still a valid handle */
-  if (done != 0) RFAIL("finished before rank 1 submitted");
-  if (write(p->go[1], "g", 1) != 1) RFAIL("write");
+  if (done != 0) FAIL("finished before rank 1 submitted");
+  if (write(p->go[1], "g", 1) != 1) FAIL("write");
   EXPECT_WR(plait_wait_release(h, 30, &rel), PLAIT_SUCCESS, rel, 1, "");
-  if (x[0] != 2 || x[3] != 8) RFAIL("'held' gave %g..%g", x[0], x[3]);
+  if (x[0] != 2 || x[3] != 8) FAIL("'held' gave %g..%g", x[0], x[3]);
   /* released: the name is free, and a finished operation answers at once */
   EXPECT_OK(plait_allreduce_async("held", &tx, &tx, PLAIT_OP_SUM, NULL, &h));
   EXPECT_OK(plait_wait(h, 30));
   EXPECT_WR(plait_wait_release(h, 0, &rel), PLAIT_SUCCESS, rel, 1, "");
-  if (x[0] != 4) RFAIL("second 'held' gave %g", x[0]);
+  if (x[0] != 4) FAIL("second 'held' gave %g", x[0]);
   return 0;
 }
 
@@ -115,9 +103,9 @@ static int polled(int rank) {
       rc = plait_wait_release(h, 0, &rel);
     } while (!rel && rc == PLAIT_ERR_TIMEOUT);
     if (!rel || rc != PLAIT_SUCCESS)
-      RFAIL("operation %d: %s, released %d: %s", i, plait_result_name(rc), rel,
+      FAIL("operation %d: %s, released %d: %s", i, plait_result_name(rc), rel,
             plait_last_error());
-    if (z[0] != 2) RFAIL("operation %d gave %g", i, z[0]);
+    if (z[0] != 2) FAIL("operation %d gave %g", i, z[0]);
   }
   return 0;
 }
@@ -130,7 +118,7 @@ static int rank_main(int rank, int n, void *arg) {
     if (held_then_finished(rank, p)) return 1;
   } else {
     char c;
-    if (read(p->go[0], &c, 1) != 1) RFAIL("rank 0 never said go");
+    if (read(p->go[0], &c, 1) != 1) FAIL("rank 0 never said go");
     float x[4] = {1, 2, 3, 4};
     plait_tensor_t tx;
     plait_tensor_1d(&tx, x, 4, PLAIT_FLOAT32);
