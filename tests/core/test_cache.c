@@ -15,22 +15,12 @@
 #include "control/wire.h"
 #include "engine/negotiate/cache.h"
 #include "engine/negotiate/messages.h"
+#include "meta_util.h"
 
 #define SEED 0xCAC4Eu
 
 static plait_cache_t C;
 
-static plait_meta_t f32(int64_t count) {
-  plait_meta_t m;
-  memset(&m, 0, sizeof m);
-  m.coll = PLAIT_COLL_ALLREDUCE;
-  m.dtype = PLAIT_FLOAT32;
-  m.device = -1;
-  m.prescale = m.postscale = 1.0;
-  m.ndim = 1;
-  m.shape[0] = count;
-  return m;
-}
 
 Test(cache, ids_in_order_until_full) {
   cr_assert_eq(plait_cache_init(&C, 3), PLAIT_SUCCESS);

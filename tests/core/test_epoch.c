@@ -17,19 +17,9 @@
 #include "engine/negotiate/cache.h"
 #include "engine/negotiate/epoch.h"
 #include "engine/negotiate/messages.h"
+#include "meta_util.h"
 #include "transport_matrix.h"
 
-static plait_meta_t f32(int64_t count) {
-  plait_meta_t m;
-  memset(&m, 0, sizeof m);
-  m.coll = PLAIT_COLL_ALLREDUCE;
-  m.dtype = PLAIT_FLOAT32;
-  m.device = -1;
-  m.prescale = m.postscale = 1.0;
-  m.ndim = 1;
-  m.shape[0] = count;
-  return m;
-}
 
 static plait_resp_entry_t E[8];
 static plait_response_t R[4];
