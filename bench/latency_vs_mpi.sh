@@ -6,8 +6,8 @@
 # alone (bench_transport), plait at 1 rank (no control plane, no peer) and
 # the timelines' breakdown (bench/latency_breakdown.py). plait runs twice in
 # each round, with the cached epoch off (PLAIT_CACHED_EPOCH=0: the first
-# table, which bench/goal_table.py judges while the epoch is not the
-# default) and on (PLAIT_CACHED_EPOCH=1: the second table, "epoch" rows).
+# table) and on (PLAIT_CACHED_EPOCH=1, the default: the second table, "epoch"
+# rows, which bench/goal_table.py judges).
 #
 #   bench/latency_vs_mpi.sh [BUILD_DIR] [ROUNDS] > bench/results/latency-vs-mpi.txt
 #
@@ -82,8 +82,8 @@ def table(suffix, label):
         mpi = med.get("openmpi")
         cell = lambda k: "%.1f" % med[k] if k in med else "-"
         ratio = lambda k: "%.1fx" % (med[k] / mpi) if k in med and mpi else "-"
-        # the epoch's rows read "2 epoch": bench/goal_table.py takes the
-        # rows of plain rank counts, the epoch off
+        # the epoch's rows read "2 epoch": bench/goal_table.py takes them
+        # (the default) where a file has them, else the plain rows
         print("| %d%s | %s | %s | %s | %s | %s |" % (n, suffix and " epoch", cell(keys[0]),
               cell(keys[1]), cell("openmpi"), ratio(keys[0]), ratio(keys[1])))
 table("", "")

@@ -333,6 +333,24 @@ def test_goal1_judges_the_latest_rerun(tmp_path):
     assert rows["3 ranks, plait C, ofi/shm"].verdict == "PASS"
 
 
+def test_goal1_judges_the_epoch_rows_the_default(tmp_path):
+    # bench/latency_vs_mpi.sh's two tables: epoch off (PLAIT_CACHED_EPOCH=0)
+    # then "N epoch" rows (=1, the default): the latter are judged
+    (tmp_path / "latency-vs-mpi.txt").write_text(
+        "| ranks | plait C | plait.torch | Open MPI | C / MPI | torch / MPI |\n"
+        "|---|---|---|---|---|---|\n| 2 | 50.0 | 50.0 | 10.0 | - | - |\n"
+        "| 3 | 15.0 | 50.0 | 10.0 | - | - |\n\n# the same rounds with PLAIT_CACHED_EPOCH=1\n"
+        "| ranks, epoch on | plait C | plait.torch | Open MPI | C / MPI | torch / MPI |\n"
+        "|---|---|---|---|---|---|\n| 2 epoch | 19.0 | 30.0 | 10.0 | - | - |\n"
+        "| 3 epoch | 25.0 | 12.0 | 10.0 | - | - |\n")
+    rows = {r.where: r for r in goal_table.goal1(str(tmp_path))}
+    assert rows["2 ranks, plait C, ofi/shm"].verdict == "PASS"
+    assert rows["2 ranks, plait.torch, ofi/shm"].verdict == "MISS"
+    assert rows["3 ranks, plait C, ofi/shm"].verdict == "MISS"
+    assert rows["3 ranks, plait.torch, ofi/shm"].verdict == "PASS"
+    assert rows["2 ranks, plait C, ofi/shm"].measured.endswith("1.9x (cached epoch)")
+
+
 def test_goal3_peers_from_the_peers_summary(tmp_path):
     run = {"bench": "hier-hosts-peers-summary", "what": "allreduce 64M", "placement": "block",
            "hosts": 2, "ranks_per_host": 2, "transport": "gloo", "link": "tbf 1gbit",

@@ -47,7 +47,7 @@
     "HOROVOD_THREAD_AFFINITY); empty: not pinned")                             \
   X(cache_capacity, "PLAIT_CACHE_CAPACITY", COUNT, "1024", "0..1048576",       \
     "response cache entries; 0 disables the cache")                            \
-  X(cached_epoch, "PLAIT_CACHED_EPOCH", BOOL, "0", "",                         \
+  X(cached_epoch, "PLAIT_CACHED_EPOCH", BOOL, "1", "",                         \
     "rank 0 may open a cached epoch after a list of cached allreduces: "      \
     "while the same burst recurs, ranks agree on it with a 1-byte AND over "  \
     "the transport instead of a round trip through rank 0 (rank 0's value "   \
