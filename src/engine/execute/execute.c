@@ -617,8 +617,13 @@ static int on_device(const plait_response_t *r, plait_entry_t *const *es) {
   return 0;
 }
 
+/* A response's local entries live on the stack up to this many (a lone
+ * operation's response, most fused ones): no allocation per response. */
+#define FEW_ENTRIES 16
+
 static plait_result_t run_response(plait_exec_t *x, const plait_response_t *r) {
-  plait_entry_t **es = calloc(r->n ? r->n : 1, sizeof *es);
+  plait_entry_t *few[FEW_ENTRIES] = {0};
+  plait_entry_t **es = r->n <= FEW_ENTRIES ? few : calloc(r->n, sizeof *es);
   if (!es) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory running a response");
   plait_result_t rc = gather_entries(x, r, es);
   PLAIT_TRACE("exec", "%s '%s' (%u tensors, status %u, %u dims)",
@@ -627,7 +632,7 @@ static plait_result_t run_response(plait_exec_t *x, const plait_response_t *r) {
   if (rc == PLAIT_SUCCESS && r->status) { /* agreed to fail: not a failure of the job */
     for (uint32_t i = 0; i < r->n; i++)
       if (es[i]) plait_exec_finish(x, es[i], (plait_result_t)r->status, r->message);
-    free(es);
+    if (es != few) free(es);
     return PLAIT_SUCCESS;
   }
   int dev = on_device(r, es);
@@ -643,13 +648,13 @@ static plait_result_t run_response(plait_exec_t *x, const plait_response_t *r) {
     rc = run_kind(x, r, es);
   if (rc == PLAIT_SUCCESS && async) { /* enqueued: pending.h finishes them */
     rc = plait_pending_add(x->pending, x, r, es, t0);
-    free(es);
+    if (es != few) free(es);
     return rc;
   }
   if (rc && async) x->scratch = NULL; /* enqueued work may use them: kept */
   plait_exec_scratch_release(x, NULL);
   if (rc) { /* the job failed: the coordinator fails these with everything else */
-    free(es);
+    if (es != few) free(es);
     return rc;
   }
   for (uint32_t i = 0; i < r->n; i++) {
@@ -658,6 +663,6 @@ static plait_result_t run_response(plait_exec_t *x, const plait_response_t *r) {
       plait_handle_set_output(es[i]->handle, &es[i]->output, NULL, NULL, 0);
     plait_exec_finish(x, es[i], PLAIT_SUCCESS, NULL);
   }
-  free(es);
+  if (es != few) free(es);
   return PLAIT_SUCCESS;
 }

@@ -1,5 +1,5 @@
 /* Operation handles: completion, waiting, callbacks, release. Each handle
- * has its own lock and condition variable, so a handle needs no engine (it
+ * has its own lock and wake word (util/futex.h), so a handle needs no engine (it
  * may outlive the engine that completed it) and engines share nothing. */
 #include "engine/submit/handle.h"
 
@@ -10,8 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "util/clock.h"
 #include "util/error.h"
+#include "util/futex.h"
 
 static _Thread_local int on_coordinator;
 
@@ -24,20 +24,8 @@ plait_handle_t *plait_handle_new(plait_coll_t coll, int n, const plait_op_option
     free(h);
     return NULL;
   }
-  /* Waits measure CLOCK_MONOTONIC, so a change of the wall clock neither
-   * stretches nor cuts a plait_wait timeout. */
-  pthread_condattr_t attr;
-  int bad = pthread_condattr_init(&attr);
-  if (!bad) {
-    bad = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) || pthread_cond_init(&h->cond, &attr);
-    pthread_condattr_destroy(&attr);
-  }
-  if (bad) {
-    pthread_mutex_destroy(&h->mu);
-    free(h);
-    return NULL;
-  }
-  h->refs = 2;
+  atomic_init(&h->refs, 2);
+  atomic_init(&h->wake, 0);
   h->pending = n;
   h->coll = coll;
   h->join_rank = -1;
@@ -57,14 +45,9 @@ static void drop_owned(plait_handle_t *h) {
   h->owned_ctx = NULL;
 }
 
-/* Drops n references to h, whose lock is held; unlocks it, and frees h when
- * none is left. */
-static void unref_unlock(plait_handle_t *h, int n) {
-  h->refs -= n;
-  int last = h->refs == 0;
-  pthread_mutex_unlock(&h->mu);
-  if (!last) return;
-  pthread_cond_destroy(&h->cond);
+/* Drops n references to h (no lock held); frees h when none is left. */
+static void unref(plait_handle_t *h, int n) {
+  if (atomic_fetch_sub_explicit(&h->refs, n, memory_order_acq_rel) != n) return;
   pthread_mutex_destroy(&h->mu);
   free(h->message);
   drop_owned(h);
@@ -103,21 +86,21 @@ void plait_handle_finish(plait_handle_t *h, plait_result_t rc, const char *messa
   plait_callback_fn cb = last ? h->callback : NULL;
   plait_result_t result = h->result;
   void *user = h->user_data;
-  if (last) h->refs++; /* keep h alive through the callback even if it releases h */
   pthread_mutex_unlock(&h->mu);
   if (!last) return;
   /* after unlocking: a waiter woken while the lock is still held would only
-   * block again on it (one more context switch per operation) */
-  pthread_cond_broadcast(&h->cond);
+   * block again on it (one more context switch per operation). The
+   * coordinator's reference keeps h alive through the wake-up and the
+   * callback (which may release the caller's), and it drops without the
+   * lock, so the waiter finds mu free when it wakes. A system call only
+   * when someone sleeps. */
+  if (atomic_exchange_explicit(&h->wake, 1, memory_order_acq_rel) == 2)
+    plait_futex_wake_all(&h->wake);
   if (cb) cb(h, result, user);
-  pthread_mutex_lock(&h->mu);
-  unref_unlock(h, 2); /* the callback's guard and the coordinator's reference */
+  unref(h, 1);
 }
 
-void plait_handle_abandon(plait_handle_t *h) {
-  pthread_mutex_lock(&h->mu);
-  unref_unlock(h, 1);
-}
+void plait_handle_abandon(plait_handle_t *h) { unref(h, 1); }
 
 #define REQUIRE_HANDLE(h)                                                      \
   do {                                                                         \
@@ -133,6 +116,34 @@ PLAIT_API plait_result_t plait_poll(plait_handle_t *handle, int *done) {
   *done = handle->done;
   pthread_mutex_unlock(&handle->mu);
   return PLAIT_SUCCESS;
+}
+
+/* How long from now until `until` (CLOCK_MONOTONIC) in *rel; 0 once reached. */
+static int time_left(const struct timespec *until, struct timespec *rel) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  long long ns = (long long)(until->tv_sec - now.tv_sec) * 1000000000LL +
+                 (until->tv_nsec - now.tv_nsec);
+  if (ns <= 0) return 0;
+  rel->tv_sec = (time_t)(ns / 1000000000LL);
+  rel->tv_nsec = (long)(ns % 1000000000LL);
+  return 1;
+}
+
+/* Sleeps until h is done (wake 1) or CLOCK_MONOTONIC reaches *until (NULL:
+ * no limit). Each sleep is relative to the time left, so a clock shifted in
+ * user space cannot stretch it; a wake-up before the end is checked again. */
+static void sleep_until_done(plait_handle_t *h, const struct timespec *until) {
+  for (;;) {
+    unsigned v = atomic_load_explicit(&h->wake, memory_order_acquire);
+    if (v == 1) return;
+    if (v == 0 && !atomic_compare_exchange_weak_explicit(&h->wake, &v, 2, memory_order_acq_rel,
+                                                         memory_order_acquire))
+      continue; /* finished, or another waiter marked it, meanwhile */
+    struct timespec rel;
+    if (until && !time_left(until, &rel)) return;
+    plait_futex_wait(&h->wake, 2, until ? &rel : NULL);
+  }
 }
 
 PLAIT_API plait_result_t plait_wait(plait_handle_t *handle, double timeout_s) {
@@ -159,12 +170,8 @@ PLAIT_API plait_result_t plait_wait(plait_handle_t *handle, double timeout_s) {
       until.tv_nsec -= 1000000000L;
     }
   }
+  if (timeout_s != 0) sleep_until_done(handle, timeout_s < 0 ? NULL : &until);
   pthread_mutex_lock(&handle->mu);
-  while (!handle->done && timeout_s != 0) {
-    int rc = timeout_s < 0 ? pthread_cond_wait(&handle->cond, &handle->mu)
-                           : plait_cond_wait_until(&handle->cond, &handle->mu, &until);
-    if (rc == ETIMEDOUT) break;
-  }
   plait_result_t result = handle->done ? handle->result : PLAIT_ERR_TIMEOUT;
   char msg[2048];
   if (handle->done && handle->message) {
@@ -181,8 +188,7 @@ PLAIT_API plait_result_t plait_wait(plait_handle_t *handle, double timeout_s) {
 
 PLAIT_API plait_result_t plait_release(plait_handle_t *handle) {
   if (!handle) return PLAIT_SUCCESS;
-  pthread_mutex_lock(&handle->mu);
-  unref_unlock(handle, 1);
+  unref(handle, 1);
   return PLAIT_SUCCESS;
 }
 

@@ -3,14 +3,22 @@
 #define PLAIT_HANDLE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "engine/submit/entry.h"
 #include "plait/plait.h"
 
 struct plait_handle {
+  /* caller + coordinator; freed at 0. Atomic, outside the lock: the
+   * coordinator drops its reference after the wake-up without taking the
+   * lock again, so a woken waiter never finds it held */
+  atomic_int refs;
+  /* what a waiter sleeps on (util/futex.h): 0 running, 2 running and
+   * someone sleeps, 1 done (set after done, so once it reads 1 the lock
+   * shows done). Not a condition variable: waking from one costs the
+   * waiter a third system call per operation (futex.h) */
+  atomic_uint wake;
   pthread_mutex_t mu; /* guards every field below */
-  pthread_cond_t cond; /* broadcast when done */
-  int refs;          /* caller + coordinator; freed at 0 */
   int done;
   int pending;       /* entries not yet finished */
   plait_result_t result;

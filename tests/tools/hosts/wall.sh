@@ -48,7 +48,8 @@ wall_vars() {
     FAKETIME_NO_CACHE=1 DONT_FAKE_MONOTONIC=1 PLAIT_LOG_LEVEL=info
     PLAIT_TIMELINE="$tmp/timeline.%r.json")
   # WALL_EARLY_TIMEOUTS=1 keeps libfaketime's wrapper, whose waits on the
-  # monotonic clock return ETIMEDOUT at once (plait_cond_wait_until's test)
+  # monotonic clock return ETIMEDOUT at once (plait_cond_wait_until's test; plait_wait
+  # sleeps on a futex word with relative timeouts since 2026-12-07, which it does not wrap)
   [ "${WALL_EARLY_TIMEOUTS:-0}" = 1 ] || WALL_VARS+=(FAKETIME_FORCE_MONOTONIC_FIX=0)
 }
 
