@@ -44,7 +44,7 @@ modes="off on ${PEERS:-}"
 # ofi across hosts over tcp; shm left in, for the local set's own instance
 # (PLAIT_HIERARCHICAL_LOCAL_TRANSPORT=auto): FI_PROVIDER=tcp alone would leave
 # it out of the whole process. gloo: libfabric only for that instance.
-fi_env=(FI_TCP_IFACE=eth0)
+fi_env=(FI_TCP_IFACE=eth0 PLAIT_LOG_LEVEL=info) # info: rank 0's line says what the local set ran on
 [ "$transport" != ofi ] || fi_env+=("FI_PROVIDER=${FI_PROVIDER:-tcp,shm}")
 [ -z "${PEERS:-}" ] || [ -z "${MIX:-}${COLL:-}" ] || { echo "PEERS runs an allreduce of SIZE, not a MIX or COLL"; exit 2; }
 case "$coll" in allreduce | allgather) ;; *) echo "COLL: '$coll' is not allreduce or allgather"; exit 2 ;; esac
