@@ -63,8 +63,11 @@ static const char *host_of(int rank) {
   }
 }
 
+static int no_shm_rank = -1; /* this rank's FI_PROVIDER=tcp leaves libfabric's shm out */
+
 static int before(int rank) {
   setenv("PLAIT_HOSTNAME", host_of(rank), 1);
+  if (rank == no_shm_rank) setenv("FI_PROVIDER", "tcp", 1);
   unsetenv("PLAIT_LOCAL_RANK"); /* the layout from the hosts */
   unsetenv("PLAIT_LOCAL_SIZE");
   char log[320];
@@ -268,7 +271,11 @@ static void check_layout(int layout, int nranks, int fits, int gains) {
     cr_expect_eq(logged_hier("auto", r), gains, "rank %d: hierarchical allreduce %s under auto",
                  r, gains ? "never ran" : "ran");
   }
-  if (fits) check_local_over(nranks, local_env ? "gloo" : shm_expected() ? "ofi shm" : "gloo");
+  int shm = !local_env && no_shm_rank < 0 && shm_expected();
+  if (fits) check_local_over(nranks, shm ? "ofi shm" : "gloo");
+  for (int r = 0; fits && no_shm_rank >= 0 && r < nranks; r++)
+    cr_expect(logged("on", r, "not on shared memory"), "rank %d did not say why the local set "
+              "is not on shared memory", r);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (!getenv("HIER_KEEP")) (void)!system(cmd);
@@ -284,6 +291,12 @@ Test(hier_allreduce, three_hosts_of_two_ranks, .timeout = 300) { check_layout(2,
 /* The local set on the job's transport (gloo) when told, results as above. */
 Test(hier_allreduce, local_steps_on_the_job_transport_when_told, .timeout = 240) {
   local_env = "PLAIT_HIERARCHICAL_LOCAL_TRANSPORT=job";
+  check_layout(0, 4, 1, 0);
+}
+/* One rank cannot open shm: every rank keeps the local set on gloo (all
+ * start the shm instance or none), results as above. */
+Test(hier_allreduce, local_steps_on_the_job_transport_when_a_rank_lacks_shm, .timeout = 240) {
+  no_shm_rank = 3;
   check_layout(0, 4, 1, 0);
 }
 Test(hier_allreduce, hosts_of_unequal_counts_run_flat, .timeout = 240) {
