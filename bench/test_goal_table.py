@@ -106,6 +106,17 @@ def test_goal3_hierarchical_against_flat_and_peers(tmp_path):
     assert v["Horovod"].startswith("NOT MEASURED: no Horovod records")
 
 
+def test_goal3_latest_run_of_a_placement_says_what_ran_within_a_host(tmp_path):
+    old = dict(hier(2, "allreduce 64M", "block", 1000.0, 1000.0), when="2026-12-06T10:00:00Z")
+    new = dict(hier(2, "allreduce 64M", "block", 1500.0, 1000.0), when="2026-12-07T10:00:00Z",
+               local="ofi shm")
+    write(tmp_path, "hier-hosts.jsonl", [new, old])
+    rows = [r for r in goal_table.goal3(str(tmp_path)) if r.where.startswith("2 x 2 hosts, 64")]
+    assert [r.where for r in rows] == ["2 x 2 hosts, 64 MiB, gloo, within a host ofi shm, "
+                                       "block placement"]
+    assert "1.50x" in rows[0].measured
+
+
 def test_goal3_peer_ahead_of_plait_is_a_miss(tmp_path):
     write(tmp_path, "hier-hosts.jsonl", [
         hier(2, "allreduce 64M", "block", 1600.0, 1000.0),

@@ -12,7 +12,10 @@
 # allreduce of SIZE (default 64M) float32 in place, ITERS timed iterations
 # after 2 warm-up ones, every result checked. Prints each round's median and,
 # at the end, the median over rounds of each mode and their ratio; appends one
-# JSON object per job to OUT (default bench/results/hier-hosts.jsonl).
+# JSON object per job to OUT (default bench/results/hier-hosts.jsonl); the
+# summary row's "local" says what the steps within a host ran on (rank 0's
+# info line: "ofi shm", or the job's transport; EXTRA_ENV=
+# PLAIT_HIERARCHICAL_LOCAL_TRANSPORT=job keeps them on the job's).
 # Env: PLACEMENT (block: ranks 0, 1 on host 1 and 2, 3 on host 2, as
 # plaitrun -H places them, the default; cyclic: 0, 2 on host 1 and 1, 3 on
 # host 2, as srun --distribution=cyclic), RATE, SIZE, ITERS (default 5),
@@ -38,6 +41,11 @@ bench="$root/build/bin/plait-bench"
 # shellcheck source=../../tests/tools/hosts/lib.sh
 . "$root/tests/tools/hosts/lib.sh"
 modes="off on ${PEERS:-}"
+# ofi across hosts over tcp; shm left in, for the local set's own instance
+# (PLAIT_HIERARCHICAL_LOCAL_TRANSPORT=auto): FI_PROVIDER=tcp alone would leave
+# it out of the whole process. gloo: libfabric only for that instance.
+fi_env=(FI_TCP_IFACE=eth0 PLAIT_LOG_LEVEL=info) # info: rank 0's line says what the local set ran on
+[ "$transport" != ofi ] || fi_env+=("FI_PROVIDER=${FI_PROVIDER:-tcp,shm}")
 [ -z "${PEERS:-}" ] || [ -z "${MIX:-}${COLL:-}" ] || { echo "PEERS runs an allreduce of SIZE, not a MIX or COLL"; exit 2; }
 case "$coll" in allreduce | allgather) ;; *) echo "COLL: '$coll' is not allreduce or allgather"; exit 2 ;; esac
 for mode in ${PEERS:-}; do
@@ -72,7 +80,7 @@ run_job() { # mode round: one job, its plait-bench JSON in $tmp/<mode>.<round>.j
     for l in 0 1; do
       r=$(((n - 1) * 2 + l))
       [ "$placement" = block ] || r=$((l * nh + n - 1)) # cyclic: 0 and nh on host 1
-      on_host "$n" env PLAIT_TRANSPORT="$transport" FI_PROVIDER=tcp FI_TCP_IFACE=eth0 \
+      on_host "$n" env PLAIT_TRANSPORT="$transport" "${fi_env[@]}" \
         PLAIT_RANK=$r PLAIT_SIZE=$((nh * 2)) PLAIT_LOCAL_RANK=$l PLAIT_LOCAL_SIZE=2 PLAIT_SECRET="$secret" \
         PLAIT_RENDEZVOUS=10.77.0.1:$port PLAIT_TIMEOUT_S=60 "$knob=$mode" \
         OMP_NUM_THREADS=1 ${EXTRA_ENV:-} "$bench" "${args[@]}" --json "$json" >"$tmp/out.$mode.$round.$r" 2>&1 &
@@ -113,9 +121,12 @@ for mode in $modes; do
   med[$mode]="$(median <"$tmp/$mode.ms")"
 done
 ratio="$(awk -v a="${med[off]}" -v b="${med[on]}" 'BEGIN { printf "%.2f", a / b }')"
+# what the hierarchical job's steps within a host ran on (rank 0's info line)
+local_over="$(sed -n 's/.*within the host over \([^,]*\), across hosts.*/\1/p' "$tmp/out.on.1.0" | head -1)"
+local_over="${local_over:-$transport}"
 what="${MIX:+fusion $(basename "$MIX")}"
 what="${what:-$coll $size}"
-echo "RESULT $what, $nh hosts x 2 ranks ($placement), tbf $rate, $transport, $rounds interleaved rounds:" \
+echo "RESULT $what, $nh hosts x 2 ranks ($placement), tbf $rate, $transport (within a host: $local_over), $rounds interleaved rounds:" \
   "flat ${med[off]} ms, hierarchical ${med[on]} ms (median of rounds): ${ratio}x"
 peers_json=""
 for mode in ${PEERS:-}; do
@@ -139,4 +150,4 @@ print(json.dumps(row, sort_keys=True))
 PY
   done
 done
-echo "{\"bench\": \"hier-hosts${PEERS:+-peers}-summary\", \"what\": \"$what\", \"placement\": \"$placement\", \"hosts\": $nh, \"ranks_per_host\": 2, \"transport\": \"$transport\", \"link\": \"tbf $rate\", \"rounds\": $rounds, \"flat_ms\": ${med[off]}, \"hierarchical_ms\": ${med[on]}, \"ratio\": $ratio$peers_json, \"when\": \"$stamp\"}" >>"$out"
+echo "{\"bench\": \"hier-hosts${PEERS:+-peers}-summary\", \"what\": \"$what\", \"placement\": \"$placement\", \"hosts\": $nh, \"ranks_per_host\": 2, \"transport\": \"$transport\", \"local\": \"$local_over\", \"link\": \"tbf $rate\", \"rounds\": $rounds, \"flat_ms\": ${med[off]}, \"hierarchical_ms\": ${med[on]}, \"ratio\": $ratio$peers_json, \"when\": \"$stamp\"}" >>"$out"

@@ -77,8 +77,10 @@ static int is_shm(const char *prov) { return strncmp(prov, "shm", 3) == 0 && (!p
 
 /*
  * Picks the provider: libfabric's choice (FI_PROVIDER narrows it), except
- * that with FI_PROVIDER unset and every rank on this host shm comes first,
- * and with ranks on several hosts shm is skipped. An IP-addressed provider (tcp,
+ * that with every rank on this host shm comes first where FI_PROVIDER lets
+ * it in (unset, or naming it: "tcp,shm" serves a job across hosts over tcp
+ * and the hierarchical collectives' local instance over shm), and with
+ * ranks on several hosts shm is skipped. An IP-addressed provider (tcp,
  * sockets, verbs over IP) is asked again for an endpoint on the control
  * plane's address (FI_SOURCE), so that on one host it uses loopback and on
  * many the network the user chose for the rendezvous, unless the user names
@@ -101,7 +103,7 @@ static plait_result_t choose(start_ctx_t *c, struct fi_info **out) {
   const struct fi_info *pick = NULL;
   int one_host = c->args->local_size == c->args->nranks && c->args->cross_size <= 1;
   /* Left to choose, on one host: shared memory first. */
-  for (const struct fi_info *i = list; i && !pick && one_host && !env_prov; i = i->next)
+  for (const struct fi_info *i = list; i && !pick && one_host; i = i->next)
     if (is_shm(i->fabric_attr->prov_name)) pick = i;
   for (const struct fi_info *i = list; i && !pick; i = i->next)
     if (one_host || !is_shm(i->fabric_attr->prov_name)) pick = i;

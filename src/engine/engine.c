@@ -132,7 +132,7 @@ static void free_engine(plait_engine_t *e) {
 
 /* The hierarchical allreduce's and allgather's local and cross sub-states
  * (hierarchy.h), collective over the job: a rank whose
- * PLAIT_HIERARCHICAL_ALLREDUCE or _ALLGATHER does not parse tells the
+ * PLAIT_HIERARCHICAL_ALLREDUCE, _ALLGATHER or _LOCAL_TRANSPORT does not parse tells the
  * others, as a transport that fails to start does. */
 static plait_result_t start_hierarchy(plait_engine_t *e) {
   plait_hier_mode_t mode, ag_mode;
@@ -141,9 +141,13 @@ static plait_result_t start_hierarchy(plait_engine_t *e) {
   if (rc == PLAIT_SUCCESS)
     rc = plait_hier_parse_mode("PLAIT_HIERARCHICAL_ALLGATHER", e->cfg.hierarchical_allgather,
                                &ag_mode);
+  plait_hier_local_t local = PLAIT_HIER_LOCAL_AUTO;
+  if (rc == PLAIT_SUCCESS)
+    rc = plait_hier_local_parse(e->cfg.hierarchical_local_transport, &local);
   if (rc) return e->topo.size > 1 ? plait_boot_fail(&e->boot, rc) : rc;
-  return plait_hier_create(&e->boot.api, e->topo.host, mode, ag_mode,
-                           e->cfg.hierarchical_threshold, e->plugin.table, e->plugin.state,
+  plait_hier_settings_t set = {mode, ag_mode, local, e->cfg.hierarchical_threshold,
+                               e->cfg.plugin_path, e->cfg.timeout_s};
+  return plait_hier_create(&e->boot.api, e->topo.host, &set, e->plugin.table, e->plugin.state,
                            &e->hier);
 }
 

@@ -130,6 +130,11 @@
   X(hierarchical_threshold, "PLAIT_HIERARCHICAL_THRESHOLD", SIZE, "1M",        \
     "0..1T", "smallest allreduce (bytes, after fusion) or allgather (bytes "  \
     "of output) that runs hierarchically under auto")                         \
+  X(hierarchical_local_transport, "PLAIT_HIERARCHICAL_LOCAL_TRANSPORT", NAME, \
+    "auto", "", "what the hierarchical collectives' steps within a host run "  \
+    "on: auto (shared memory: the ofi plugin over libfabric's shm provider, "  \
+    "where every rank opens it; else the job's transport, with an info line " \
+    "saying why) or job (the job's transport); rank 0's value is the job's")  \
   X(elastic_driver, "PLAIT_ELASTIC_DRIVER", TEXT, "", "",                      \
     "host:port of the elastic driver that started this worker (set by "        \
     "plaitrun --min-np/--max-np/--host-discovery-script): plait_init asks it " \

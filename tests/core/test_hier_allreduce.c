@@ -9,7 +9,10 @@
  * unequal counts (runs flat: no hierarchical allreduce is logged); auto
  * runs it only on the interleaved layout (hier_plan.h: the gain). Each job
  * logs at debug level to a file per rank, where the test looks for the
- * hierarchical allreduce having run (or not).
+ * hierarchical allreduce having run (or not) and for what its steps within
+ * the host ran on: libfabric's shm through a second ofi instance where the
+ * ofi plugin is built (hier_local.h), the job's gloo when
+ * PLAIT_HIERARCHICAL_LOCAL_TRANSPORT=job.
  */
 #include <criterion/criterion.h>
 
@@ -60,8 +63,11 @@ static const char *host_of(int rank) {
   }
 }
 
+static int no_shm_rank = -1; /* this rank's FI_PROVIDER=tcp leaves libfabric's shm out */
+
 static int before(int rank) {
   setenv("PLAIT_HOSTNAME", host_of(rank), 1);
+  if (rank == no_shm_rank) setenv("FI_PROVIDER", "tcp", 1);
   unsetenv("PLAIT_LOCAL_RANK"); /* the layout from the hosts */
   unsetenv("PLAIT_LOCAL_SIZE");
   char log[320];
@@ -142,10 +148,12 @@ static int body(int rank, int nranks, void *arg) {
   return 0;
 }
 
+static const char *local_env; /* PLAIT_HIERARCHICAL_LOCAL_TRANSPORT=..., or NULL */
+
 static int run_job(int nranks, const char *mode) {
   char setting[64];
   snprintf(setting, sizeof setting, "PLAIT_HIERARCHICAL_ALLREDUCE=%s", mode);
-  const char *env[] = {"PLAIT_LOG_LEVEL=debug", NULL};
+  const char *env[] = {"PLAIT_LOG_LEVEL=debug", local_env, NULL};
   mode_now = mode;
   return ops_run_hooked(nranks, setting, env, 120, body, NULL, before, NULL);
 }
@@ -204,12 +212,34 @@ static void compare(int nranks, const char *mode, const char *what, plait_dtype_
   free(mine);
 }
 
-static int logged_hier(const char *mode, int rank) {
+static int logged(const char *mode, int rank, const char *text) {
   size_t n = 0;
   char *log = slurp(mode, rank, "log", &n);
-  int found = log && strstr(log, "hierarchical allreduce of") != NULL;
+  int found = log && strstr(log, text) != NULL;
   free(log);
   return found;
+}
+static int logged_hier(const char *mode, int rank) {
+  return logged(mode, rank, "hierarchical allreduce of");
+}
+
+/* 1 when this build made the ofi plugin: the local set then runs over its
+ * shm provider (hier_local.h) unless FI_PROVIDER leaves shm out. */
+static int shm_expected(void) {
+  FILE *f = fopen(PLAIT_TEST_LIB_DIR "/libplait-transport-ofi.so", "rb");
+  if (f) fclose(f);
+  const char *prov = getenv("FI_PROVIDER");
+  return f != NULL && (!prov || strstr(prov, "shm"));
+}
+
+/* Where the hierarchical allreduce ran (the "on" job), each step's debug
+ * line names what it ran on: within the host over `local`. */
+static void check_local_over(int nranks, const char *local) {
+  char want[64];
+  snprintf(want, sizeof want, "within the host (%s)", local);
+  for (int r = 0; r < nranks; r++)
+    cr_expect(logged("on", r, want), "rank %d: no step '%s' in its log (logs in %s)", r, want,
+              dir);
 }
 
 /* fits: the layout fits (on runs hierarchically); gains: auto does too (the
@@ -241,6 +271,11 @@ static void check_layout(int layout, int nranks, int fits, int gains) {
     cr_expect_eq(logged_hier("auto", r), gains, "rank %d: hierarchical allreduce %s under auto",
                  r, gains ? "never ran" : "ran");
   }
+  int shm = !local_env && no_shm_rank < 0 && shm_expected();
+  if (fits) check_local_over(nranks, shm ? "ofi shm" : "gloo");
+  for (int r = 0; fits && no_shm_rank >= 0 && r < nranks; r++)
+    cr_expect(logged("on", r, "not on shared memory"), "rank %d did not say why the local set "
+              "is not on shared memory", r);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (!getenv("HIER_KEEP")) (void)!system(cmd);
@@ -253,6 +288,17 @@ Test(hier_allreduce, two_hosts_of_two_interleaved_ranks, .timeout = 240) {
   check_layout(1, 4, 1, 1);
 }
 Test(hier_allreduce, three_hosts_of_two_ranks, .timeout = 300) { check_layout(2, 6, 1, 0); }
+/* The local set on the job's transport (gloo) when told, results as above. */
+Test(hier_allreduce, local_steps_on_the_job_transport_when_told, .timeout = 240) {
+  local_env = "PLAIT_HIERARCHICAL_LOCAL_TRANSPORT=job";
+  check_layout(0, 4, 1, 0);
+}
+/* One rank cannot open shm: every rank keeps the local set on gloo (all
+ * start the shm instance or none), results as above. */
+Test(hier_allreduce, local_steps_on_the_job_transport_when_a_rank_lacks_shm, .timeout = 240) {
+  no_shm_rank = 3;
+  check_layout(0, 4, 1, 0);
+}
 Test(hier_allreduce, hosts_of_unequal_counts_run_flat, .timeout = 240) {
   check_layout(3, 4, 0, 0);
 }

@@ -25,8 +25,9 @@ int plait_exec_hier_ag_wanted(const plait_exec_t *x, const plait_meta_t *m, size
 }
 
 /* A step failed on sub-state ts: the message transport_error reports. */
-static plait_result_t step_failed(plait_exec_t *x, void *ts, plait_result_t rc, const char *step) {
-  const char *m = x->t->last_error(ts);
+static plait_result_t step_failed(plait_exec_t *x, const plait_transport_t *t, void *ts,
+                                  plait_result_t rc, const char *step) {
+  const char *m = t->last_error(ts);
   snprintf(x->hier_msg, sizeof x->hier_msg, "hierarchical allgather, %s: %s", step,
            m && *m ? m : plait_strerror(rc));
   return rc;
@@ -84,11 +85,11 @@ plait_result_t plait_exec_hier_allgather(plait_exec_t *x, void *out, const size_
   memcpy(coll + mine, (char *)out + off[x->rank], bytes[x->rank]);
   double t0 = plait_now();
   plait_result_t rc = t->allgatherv(h->cross, coll, cbytes);
-  if (rc) rc = step_failed(x, h->cross, rc, "the allgather across hosts");
+  if (rc) rc = step_failed(x, t, h->cross, rc, "the allgather across hosts");
   /* 2. every collection to every local rank */
   double t1 = plait_now();
-  if (rc == PLAIT_SUCCESS && (rc = t->allgatherv(h->local, scratch, lbytes)))
-    rc = step_failed(x, h->local, rc, "the allgather within the host");
+  if (rc == PLAIT_SUCCESS && (rc = h->lt->allgatherv(h->local, scratch, lbytes)))
+    rc = step_failed(x, h->lt, h->local, rc, "the allgather within the host");
   /* 3. into rank order */
   double t2 = plait_now();
   size_t from = 0;

@@ -16,6 +16,8 @@ typedef struct {
   uint64_t threshold;
   uint32_t mode;
   uint32_t ag_mode;
+  uint32_t local;
+  uint32_t pad;
 } record_t;
 
 void plait_hier_destroy(plait_hier_t *h) {
@@ -23,7 +25,9 @@ void plait_hier_destroy(plait_hier_t *h) {
   if (h->cross && h->t->finalize(h->cross))
     PLAIT_WARN("hier", "transport '%s' finalize of the cross set: %s", h->t->name,
                h->t->last_error(NULL));
-  if (h->local && h->t->finalize(h->local))
+  if (h->shm)
+    plait_hier_shm_close(h->shm); /* the local set is its state */
+  else if (h->local && h->t->finalize(h->local))
     PLAIT_WARN("hier", "transport '%s' finalize of the local set: %s", h->t->name,
                h->t->last_error(NULL));
   free(h->index_of);
@@ -56,7 +60,37 @@ static int may_run(plait_hier_mode_t mode, double gain) {
 }
 
 /* The layout from every rank's record: the sets made, or *out left NULL. */
+/* The local set on its own ofi instance over shm, under rank 0's
+ * PLAIT_HIERARCHICAL_LOCAL_TRANSPORT=auto, when every rank opens one
+ * (hier_local.h; collective over the job); else h->lt stays the job's. */
+static plait_result_t open_local(plait_hier_t *h, const record_t *all, int rank, int size,
+                                 int *of, const plait_hier_settings_t *set) {
+  h->lt = h->t;
+  h->local_over = h->t->name;
+  if (all[0].local == PLAIT_HIER_LOCAL_JOB) {
+    PLAIT_DEBUG("hier", "the local set on the job's transport '%s' "
+                "(PLAIT_HIERARCHICAL_LOCAL_TRANSPORT=job)", h->t->name);
+    return PLAIT_SUCCESS;
+  }
+  int *members = of + 2 * size;
+  plait_hier_local_args_t a = {h->boot, set->plugin_path, set->timeout_s, members, 0, h->index};
+  a.n = plait_hier_members(of, size, of[rank], members);
+  char why[512] = "";
+  plait_result_t rc = plait_hier_shm_open(&a, &h->shm, why, sizeof why);
+  if (rc) return plait_error_context(rc, "opening the hierarchical allreduce's local set on shm");
+  if (h->shm) {
+    h->lt = plait_hier_shm_table(h->shm);
+    h->local = plait_hier_shm_state(h->shm);
+    h->local_over = "ofi shm";
+  } else {
+    PLAIT_INFO("hier", "the hierarchical collectives' local set runs on the job's transport "
+               "'%s', not on shared memory: %s", h->t->name, why);
+  }
+  return PLAIT_SUCCESS;
+}
+
 static plait_result_t from_records(const record_t *all, int rank, int size,
+                                   const plait_hier_settings_t *set, const plait_bootstrap_t *boot,
                                    const plait_transport_t *t, void *ts, plait_hier_t **out) {
   uint64_t *host = malloc(sizeof *host * (size_t)size);
   int *of = malloc(sizeof *of * (size_t)size * 3);
@@ -69,6 +103,7 @@ static plait_result_t from_records(const record_t *all, int rank, int size,
   if (rc == PLAIT_SUCCESS) {
     for (int r = 0; r < size; r++) host[r] = all[r].host;
     h->t = t;
+    h->boot = boot;
     h->mode = (plait_hier_mode_t)all[0].mode;
     h->ag_mode = (plait_hier_mode_t)all[0].ag_mode;
     h->threshold = all[0].threshold;
@@ -84,15 +119,18 @@ static plait_result_t from_records(const record_t *all, int rank, int size,
   }
   if (rc == PLAIT_SUCCESS && fits) {
     h->index = of[size + rank];
-    rc = make_sets(h, ts, of, size, h->hosts, of + 2 * size, "local", &h->local);
+    rc = open_local(h, all, rank, size, of, set);
+    if (rc == PLAIT_SUCCESS && !h->shm)
+      rc = make_sets(h, ts, of, size, h->hosts, of + 2 * size, "local", &h->local);
     if (rc == PLAIT_SUCCESS)
       rc = make_sets(h, ts, of + size, size, h->per_host, of + 2 * size, "cross", &h->cross);
     if (rc == PLAIT_SUCCESS)
       PLAIT_INFO("hier", "hierarchical collectives (allreduce: %s, allgather: %s): %d hosts x "
                  "%d ranks, this rank's local index %d; %.2fx fewer bytes across hosts than "
-                 "the flat ring; from %llu bytes up under auto", plait_hier_mode_name(h->mode),
+                 "the flat ring; from %llu bytes up under auto; within the host over %s, "
+                 "across hosts over %s", plait_hier_mode_name(h->mode),
                  plait_hier_mode_name(h->ag_mode), h->hosts, h->per_host, h->index, h->gain,
-                 (unsigned long long)h->threshold);
+                 (unsigned long long)h->threshold, h->local_over, t->name);
   } else if (rc == PLAIT_SUCCESS) {
     PLAIT_DEBUG("hier", "no hierarchical allreduce or allgather: %s", why);
   }
@@ -110,14 +148,16 @@ static plait_result_t from_records(const record_t *all, int rank, int size,
 }
 
 plait_result_t plait_hier_create(const plait_bootstrap_t *boot, const char *host,
-                                 plait_hier_mode_t mode, plait_hier_mode_t ag_mode,
-                                 uint64_t threshold,
+                                 const plait_hier_settings_t *set,
                                  const plait_transport_t *t, void *ts, plait_hier_t **out) {
+  plait_hier_mode_t mode = set->mode, ag_mode = set->ag_mode;
+  uint64_t threshold = set->threshold;
   *out = NULL;
   /* the same on every rank: the transport is the job's */
   if (boot->nranks < 2 || !PLAIT_TRANSPORT_HAS(t, subset) || !(t->caps & PLAIT_CAP_HOST_MEMORY))
     return PLAIT_SUCCESS;
-  record_t mine = {plait_hier_host_hash(host), threshold, (uint32_t)mode, (uint32_t)ag_mode};
+  record_t mine = {plait_hier_host_hash(host), threshold, (uint32_t)mode, (uint32_t)ag_mode,
+                   (uint32_t)set->local, 0};
   record_t *all = malloc(sizeof *all * (size_t)boot->nranks);
   if (!all) return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory for the hosts' records");
   plait_result_t rc = boot->allgather(boot->ctx, &mine, sizeof mine, all);
@@ -125,6 +165,10 @@ plait_result_t plait_hier_create(const plait_bootstrap_t *boot, const char *host
     free(all);
     return plait_error_context(rc, "exchanging host identities for the hierarchical allreduce");
   }
+  if (all[0].local != mine.local)
+    PLAIT_WARN("hier", "PLAIT_HIERARCHICAL_LOCAL_TRANSPORT=%s on this rank; rank 0's (%s) is "
+               "the job's", plait_hier_local_name(set->local),
+               plait_hier_local_name((plait_hier_local_t)all[0].local));
   if (all[0].mode != mine.mode || all[0].ag_mode != mine.ag_mode ||
       all[0].threshold != mine.threshold)
     PLAIT_WARN("hier", "PLAIT_HIERARCHICAL_ALLREDUCE=%s, PLAIT_HIERARCHICAL_ALLGATHER=%s, "
@@ -133,7 +177,7 @@ plait_result_t plait_hier_create(const plait_bootstrap_t *boot, const char *host
                (unsigned long long)threshold, plait_hier_mode_name((plait_hier_mode_t)all[0].mode),
                plait_hier_mode_name((plait_hier_mode_t)all[0].ag_mode),
                (unsigned long long)all[0].threshold);
-  rc = from_records(all, boot->rank, boot->nranks, t, ts, out);
+  rc = from_records(all, boot->rank, boot->nranks, set, boot, t, ts, out);
   free(all);
   return rc;
 }

@@ -15,7 +15,8 @@
 #                                    PLAIT_HIERARCHICAL_ALLREDUCE=on and _ALLGATHER=on:
 #                                    4 MB allreduces for 3 s, each checked, then every
 #                                    operation; every rank must log hierarchical
-#                                    allreduces and allgathers
+#                                    allreduces and allgathers, their steps within
+#                                    the host over ofi shm (ofi: FI_PROVIDER=tcp,shm)
 #           hier-kill                kill with PLAIT_HIERARCHICAL_ALLREDUCE=on: a
 #                                    lost rank is still named
 #           hier-stop                the same with host 3's processes stopped
@@ -65,7 +66,9 @@ if [ "$transport" = ofi ]; then common_env+=(FI_PROVIDER=tcp FI_TCP_IFACE=eth0);
 if [ "$transport" = auto ]; then common_env+=(PLAIT_LOG_LEVEL=info); fi
 case "$scenario" in
 hier) common_env+=(PLAIT_HIERARCHICAL_ALLREDUCE=on PLAIT_HIERARCHICAL_ALLGATHER=on PLAIT_LOG_LEVEL=debug
-  HOST_WORKER_FLOATS=1000000) ;;
+  HOST_WORKER_FLOATS=1000000)
+  # shm left in for the local set's own instance (ofi across hosts over tcp)
+  if [ "$transport" = ofi ]; then common_env+=(FI_PROVIDER=tcp,shm); fi ;;
 hier-kill|hier-stop) common_env+=(PLAIT_HIERARCHICAL_ALLREDUCE=on) ;;
 esac
 secret="$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')"
@@ -234,6 +237,9 @@ hier)
     [ "$n" -gt 0 ] || die "rank $r ran no hierarchical allreduce: $(grep -a hier "$tmp/out.$r" | head -3)"
     g="$(grep -c "hierarchical allgather of" "$tmp/out.$r" || true)"
     [ "$g" -gt 0 ] || die "rank $r ran no hierarchical allgather: $(grep -a hier "$tmp/out.$r" | head -3)"
+    # the steps within the host over shared memory (hier_local.h), across over the job's
+    grep -q "within the host (ofi shm), .* across hosts ($transport)" "$tmp/out.$r" ||
+      die "rank $r: the steps within the host did not run over ofi shm: $(grep -a "hier\]" "$tmp/out.$r" | head -3)"
     echo "rank $r: $(grep "^done " "$tmp/out.$r") steps, $n hierarchical allreduces, $g allgathers"
   done
   [ $status = 0 ] || die "the hierarchical job across 2 hosts failed (above)"
