@@ -207,7 +207,9 @@ def test_goal7_star_and_tree_apart_judged_on_the_rank_that_sent_most(tmp_path):
 
 def test_goal7_cpu_row_beside_the_wall_and_why_gloo_failed(tmp_path):
     slow = dict(tree(256, 8, 60e-3, 416, 420), negotiate_cpu_s=0.4e-3)
-    write(tmp_path, "scale-cpu.jsonl", [tree(16, 8, 1e-4, 416, 400), slow])
+    rerun = dict(tree(256, 8, 50e-3, 416, 500), negotiate_cpu_s=0.5e-3, label="rerun")
+    write(tmp_path, "scale-cpu.jsonl", [tree(2, 8, 1e-4, 52, 34), tree(16, 8, 1e-4, 416, 400),
+                                        slow, rerun])
     write(tmp_path, "scale.jsonl", [scale(16, 1e-4, 34.0, "gloo"),
                                     {"kind": "scale", "label": "epoll", "transport": "gloo",
                                      "ranks": 256, "error": "256 of 256 ranks failed; x"}])
@@ -218,6 +220,11 @@ def test_goal7_cpu_row_beside_the_wall_and_why_gloo_failed(tmp_path):
     assert v[("256 ranks, and, ofi-shm, fan-out 8", "rank 0 negotiation CPU")] == \
         ("PASS", "0.400 ms CPU (wall 60.000 ms)")
     assert ("256 ranks, and, ofi-shm, star", "rank 0 negotiation CPU") not in v
+    # bytes from 16 ranks (2 ranks is the star whatever k); a lone 256-rank rerun: no bytes row
+    assert v[("16-256 ranks, and, ofi-shm, fan-out 8", "control bytes per rank")] == \
+        ("PASS", "416-420 bytes at 16-256 ranks")
+    assert not [w for w, _ in v if w.startswith("rerun")] and \
+        ("256 ranks, rerun, ofi-shm, fan-out 8", "rank 0 negotiation CPU") in v
     gloo = v[("256 ranks, epoll, gloo", "rank 0 negotiation per")][0]
     assert gloo.startswith("NOT MEASURED: the 256-rank run failed") and \
         "a port per pair of ranks: 256 x 255 = 65280" in gloo, gloo
