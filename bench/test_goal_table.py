@@ -216,6 +216,31 @@ def test_goal7_star_and_tree_apart_judged_on_the_rank_that_sent_most(tmp_path):
         ("PASS", "600-640 bytes at 16-256 ranks")
 
 
+def test_goal7_cpu_row_beside_the_wall_and_why_gloo_failed(tmp_path):
+    slow = dict(tree(256, 8, 60e-3, 416, 420), negotiate_cpu_s=0.4e-3)
+    rerun = dict(tree(256, 8, 50e-3, 416, 500), negotiate_cpu_s=0.5e-3, label="rerun")
+    write(tmp_path, "scale-cpu.jsonl", [tree(2, 8, 1e-4, 52, 34), tree(16, 8, 1e-4, 416, 400),
+                                        slow, rerun])
+    write(tmp_path, "scale.jsonl", [scale(16, 1e-4, 34.0, "gloo"),
+                                    {"kind": "scale", "label": "epoll", "transport": "gloo",
+                                     "ranks": 256, "error": "256 of 256 ranks failed; x"}])
+    rows = goal_table.goal7(str(tmp_path))
+    v = {(r.where, r.rule[:22]): (r.verdict, r.measured) for r in rows}
+    # the wall time is judged as before; the CPU row is its own, the wall beside it
+    assert v[("256 ranks, and, ofi-shm, fan-out 8", "rank 0 negotiation per")][0] == "MISS"
+    assert v[("256 ranks, and, ofi-shm, fan-out 8", "rank 0 negotiation CPU")] == \
+        ("PASS", "0.400 ms CPU (wall 60.000 ms)")
+    assert ("256 ranks, and, ofi-shm, star", "rank 0 negotiation CPU") not in v
+    # bytes from 16 ranks (2 ranks is the star whatever k); a lone 256-rank rerun: no bytes row
+    assert v[("16-256 ranks, and, ofi-shm, fan-out 8", "control bytes per rank")] == \
+        ("PASS", "416-420 bytes at 16-256 ranks")
+    assert not [w for w, _ in v if w.startswith("rerun")] and \
+        ("256 ranks, rerun, ofi-shm, fan-out 8", "rank 0 negotiation CPU") in v
+    gloo = v[("256 ranks, epoll, gloo", "rank 0 negotiation per")][0]
+    assert gloo.startswith("NOT MEASURED: the 256-rank run failed") and \
+        "a port per pair of ranks: 256 x 255 = 65280" in gloo, gloo
+
+
 def test_goal8_frameworks_every_system_or_a_miss(tmp_path):
     recs = [{"framework": fw, "system": s, "step_s_median": 0.05}
             for fw in ("pytorch", "tensorflow") for s in ("plait-gloo", "plait-ofi-shm",

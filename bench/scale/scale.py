@@ -12,7 +12,10 @@ transport's latency. Printed per N, from plait_stats:
   init_s       rank 0's plait_init (the slowest rank's in brackets)
   op_ms        wall time per allreduce at rank 0
   cpu_ms       rank 0's CPU time (all threads, user + system) per allreduce
-  neg_ms       rank 0's negotiation time per allreduce (negotiate_s / ops)
+  neg_ms       rank 0's negotiation time per allreduce (negotiate_s / ops):
+               wall time, waiting for a CPU included
+  negcpu_ms    rank 0's coordinator thread's CPU time in those same
+               intervals (negotiate_cpu_s / ops): the negotiation's own work
   neg_us/rank  the same divided by N - 1: flat while the star costs linearly
   ctl_B/op r0  control bytes rank 0 sends per allreduce (to all ranks)
   ctl_B/op r>0 control bytes each other rank sends per allreduce (median;
@@ -21,6 +24,8 @@ transport's latency. Printed per N, from plait_stats:
 
 With --fanouts 0,8 every point runs as a star and as a tree of fan-out 8,
 side by side in the same round (--rounds N: N rounds, interleaved).
+--slow-rank r --slow-ms t: rank r sleeps t ms before each timed allreduce
+(what a rank descheduled that long does to the others' control traffic).
 
 Raises RLIMIT_NOFILE to its hard limit (rank 0 holds one socket per rank,
 gloo one per pair) and says so.
@@ -83,7 +88,8 @@ def run_point(args, transport, n, fanout=None):
                  "PLAIT_TIMEOUT_S": str(args.plait_timeout),
                  "PLAIT_START_TIMEOUT_S": str(args.plait_timeout),
                  "SCALE_GO_FD": str(go_r), "SCALE_ITERS": str(args.iters),
-                 "SCALE_WARMUP": str(args.warmup)})
+                 "SCALE_WARMUP": str(args.warmup),
+                 "SCALE_SLOW_RANK": str(args.slow_rank), "SCALE_SLOW_MS": str(args.slow_ms)})
     if fanout is not None:
         base["PLAIT_CONTROL_FANOUT"] = str(fanout)
     procs = []
@@ -127,22 +133,28 @@ def run_point(args, transport, n, fanout=None):
            "spawn_s": round(spawn_s, 3), "job_s": round(job_s, 3)}
     if fanout is not None:
         rec["fanout"] = fanout
+    if args.slow_ms > 0:
+        rec["slow_rank"], rec["slow_ms"] = args.slow_rank, args.slow_ms
     if bad or len(lines) != n:
         rec["error"] = "%d of %d ranks failed or hung (first: %s); stderr: %s" % (
             len(bad), n, bad[:3], errors[-800:])
         return rec
     by = {x["rank"]: x for x in lines}
     r0, others = by[0], [by[r] for r in range(1, n)]
+    most = max(others, key=lambda x: x["control_bytes"])
     rec.update({
         "init_s": r0["init_s"], "init_s_max": max(x["init_s"] for x in lines),
         "op_s": r0["op_s"], "cpu_s": r0["cpu_s"], "negotiate_s": r0["negotiate_s"],
         "negotiate_s_per_rank": r0["negotiate_s"] / (n - 1),
         "control_bytes_rank0": r0["control_bytes"] / args.iters,
         "control_bytes_rank": statistics.median(x["control_bytes"] for x in others) / args.iters,
-        "control_bytes_rank_max": max(x["control_bytes"] for x in others) / args.iters,
+        "control_bytes_rank_max": most["control_bytes"] / args.iters,
+        "control_bytes_rank_max_at": most["rank"],
         "control_messages_rank0": r0["control_messages"] / args.iters,
         "busy_cycles_rank0": r0["busy_cycles"] / args.iters,
     })
+    if "negotiate_cpu_s" in r0:  # scale_rank of a libplait with plait_stats.negotiate_cpu_s
+        rec["negotiate_cpu_s"] = r0["negotiate_cpu_s"]
     return rec
 
 
@@ -150,16 +162,17 @@ def row(rec):
     tr = rec["transport"] + ("/k%d" % rec["fanout"] if "fanout" in rec else "")
     if "error" in rec:
         return "%-8s %5d  FAILED: %s" % (tr, rec["ranks"], rec["error"])
-    return "%-8s %5d %7.2f (%6.2f) %8.3f %8.3f %8.3f %11.2f %11.0f %12.0f" % (
+    return "%-8s %5d %7.2f (%6.2f) %8.3f %8.3f %8.3f %9.3f %11.2f %11.0f %12.0f %8.0f" % (
         tr, rec["ranks"], rec["init_s"], rec["init_s_max"], rec["op_s"] * 1e3,
         rec["cpu_s"] * 1e3,
-        rec["negotiate_s"] * 1e3, rec["negotiate_s_per_rank"] * 1e6,
-        rec["control_bytes_rank0"], rec["control_bytes_rank"])
+        rec["negotiate_s"] * 1e3, rec.get("negotiate_cpu_s", float("nan")) * 1e3,
+        rec["negotiate_s_per_rank"] * 1e6,
+        rec["control_bytes_rank0"], rec["control_bytes_rank"], rec["control_bytes_rank_max"])
 
 
-HEAD = "%-8s %5s %7s %8s %8s %8s %8s %11s %11s %12s" % (
-    "", "ranks", "init_s", "(max)", "op_ms", "cpu_ms", "neg_ms", "neg_us/rank", "ctl_B/op r0",
-    "ctl_B/op r>0")
+HEAD = "%-8s %5s %7s %8s %8s %8s %8s %9s %11s %11s %12s %8s" % (
+    "", "ranks", "init_s", "(max)", "op_ms", "cpu_ms", "neg_ms", "negcpu_ms", "neg_us/rank",
+    "ctl_B/op r0", "ctl_B/op r>0", "(most)")
 
 
 def series(rec):
@@ -225,6 +238,9 @@ def main(argv):
                    "interleaved (0: the star); empty: the variable left unset")
     a.add_argument("--rounds", type=int, default=1,
                    help="repeat every point this many times, interleaved round by round")
+    a.add_argument("--slow-rank", type=int, default=-1,
+                   help="this rank sleeps --slow-ms before each timed allreduce")
+    a.add_argument("--slow-ms", type=int, default=0)
     a.add_argument("--stderr", help="write the ranks' stderr here")
     a.add_argument("--label", default="", help="a label for the records (e.g. the build)")
     a.add_argument("--out", help="append the JSON records to this file")

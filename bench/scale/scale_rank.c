@@ -10,12 +10,18 @@
  * with its own figures (the driver reads them from a shared file):
  *
  *   {"rank":r,"size":n,"init_s":..,"op_s":..,"cpu_s":..,"negotiate_s":..,
- *    "control_bytes":..,"control_messages":..,"cycles":..,"busy_cycles":..,
- *    "iters":..}
+ *    "negotiate_cpu_s":..,"control_bytes":..,"control_messages":..,
+ *    "cycles":..,"busy_cycles":..,"iters":..}
  *
- * op_s (wall), cpu_s (this process's CPU, all threads, user + system) and
- * negotiate_s are per operation (seconds), control_* totals over the timed
- * operations. Exit status 0, or 1 with the failure on stderr.
+ * op_s (wall), cpu_s (this process's CPU, all threads, user + system),
+ * negotiate_s (wall time in negotiation) and negotiate_cpu_s (the
+ * coordinator thread's CPU in those same intervals) are per operation
+ * (seconds), control_* totals over the timed operations. Exit status 0, or
+ * 1 with the failure on stderr.
+ *
+ * SCALE_SLOW_RANK=r and SCALE_SLOW_MS=t: rank r sleeps t ms before each
+ * timed allreduce (every other rank then waits that long per operation:
+ * what a descheduled rank does to the rest, at any N).
  */
 #define _GNU_SOURCE
 #include <plait/plait.h>
@@ -62,6 +68,7 @@ static plait_result_t tiny_allreduce(float *x) {
 int main(void) {
   int go = env_int("SCALE_GO_FD", -1), warmup = env_int("SCALE_WARMUP", 20);
   int iters = env_int("SCALE_ITERS", 100);
+  int slow_rank = env_int("SCALE_SLOW_RANK", -1), slow_ms = env_int("SCALE_SLOW_MS", 0);
   if (go >= 0) { /* the driver closes its end once every rank is started */
     char c;
     while (read(go, &c, 1) > 0) {
@@ -82,6 +89,7 @@ int main(void) {
   double t1 = mono(), c1 = cpu_now();
   for (int i = 0; i < iters; i++) {
     x = 1;
+    if (rank == slow_rank && slow_ms > 0) usleep((useconds_t)slow_ms * 1000);
     if ((rc = tiny_allreduce(&x)) != PLAIT_SUCCESS) return fail("allreduce", rc);
     if (x != (float)size) {
       fprintf(stderr, "scale_rank: rank %d: allreduce gave %g, not %d\n", rank, x, size);
@@ -95,10 +103,11 @@ int main(void) {
   char line[512];
   int len = snprintf(line, sizeof line,
                      "{\"rank\":%d,\"size\":%d,\"init_s\":%.6f,\"op_s\":%.6g,\"cpu_s\":%.6g,"
-                     "\"negotiate_s\":%.6g,"
+                     "\"negotiate_s\":%.6g,\"negotiate_cpu_s\":%.6g,"
                      "\"control_bytes\":%llu,\"control_messages\":%llu,\"cycles\":%llu,"
                      "\"busy_cycles\":%llu,\"iters\":%d}\n",
                      rank, size, init_s, op_s, cpu_s, st.negotiate_s / (iters ? iters : 1),
+                     st.negotiate_cpu_s / (iters ? iters : 1),
                      (unsigned long long)st.control_bytes, (unsigned long long)st.control_messages,
                      (unsigned long long)st.cycles, (unsigned long long)st.busy_cycles, iters);
   /* one write: lines of many ranks appended to one file do not interleave */

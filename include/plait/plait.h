@@ -718,6 +718,10 @@ typedef struct plait_stats {
   uint64_t autotune_state;
   uint64_t autotune_samples;
   uint64_t settings_digest;
+  /* The coordinator thread's CPU time (CLOCK_THREAD_CPUTIME_ID) over the
+   * same intervals as negotiate_s: negotiate_s is wall time and includes
+   * waiting for a CPU; this is the negotiation's own work. */
+  double negotiate_cpu_s;
   /* Counters appended later go here. */
 } plait_stats_t;
 

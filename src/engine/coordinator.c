@@ -66,6 +66,7 @@ struct plait_coord {
   plait_list_settings_t lists; /* the settings lists run with (PLAIT_AUTOTUNE) */
   int lazy;             /* rank 0: this wait's wake-up drains the table (root_may_sleep) */
   double last_busy;     /* when a cycle last sent, received or ran something */
+  double neg_cpu0;      /* this thread's CPU clock when negotiation time began (neg_start) */
   plait_spin_t spin;    /* polling before sleeping (PLAIT_SPIN_US) */
   plait_announce_t ann; /* rank > 0: cached allreduces waiting for their burst */
   plait_and_t tand;     /* a relaying rank: the AND of its subtree's cached ids (tree_and.h) */
@@ -178,9 +179,19 @@ static plait_result_t run_list(plait_coord_t *c, const plait_response_list_t *l)
 
 #define CYCLE_DONE ((plait_result_t)-1) /* coordination ended normally */
 
+/* Negotiation time begins: now, and this thread's CPU clock for
+ * add_negotiation_time. */
+static double neg_start(plait_coord_t *c) {
+  c->neg_cpu0 = plait_thread_cpu_s();
+  return plait_now();
+}
+
+/* s seconds of wall time since neg_start, and the CPU this thread used */
 static void add_negotiation_time(plait_coord_t *c, double s) {
+  double cpu = plait_thread_cpu_s() - c->neg_cpu0;
   plait_stats_t *st = plait_stats_lock(&c->e->stats);
   st->negotiate_s += s;
+  st->negotiate_cpu_s += cpu > 0 ? cpu : 0;
   plait_stats_unlock(&c->e->stats);
 }
 
@@ -286,7 +297,7 @@ static plait_result_t epoch_turn(plait_coord_t *c, int *busy) {
   }
   plait_table_await(&c->table, 0);
   *busy = 1;
-  double t0 = plait_now();
+  double t0 = neg_start(c);
   plait_live_away(&c->live);
   rc = plait_epoch_and(c->t, c->exec.ts, &stay);
   plait_live_back(&c->live);
@@ -329,14 +340,14 @@ static plait_result_t peer_epoch(plait_coord_t *c, int *busy) {
  * rank 0 over the star; from_parent: from the control-tree parent). */
 static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int from_parent,
                                  int polled, int *busy) {
-  double t0 = plait_now();
+  double t0 = neg_start(c);
   /* read before draining: what was submitted before plait_shutdown on this
    * rank is then announced before the shutdown is */
   int stopping = atomic_load(&c->stop);
   double hold_s = c->tune.cycle_time_ms * 1e-3, until = plait_announce_until(&c->ann, hold_s);
   if (c->ep.open) {
     PLAIT_CHECK(peer_epoch(c, busy)); /* counts its own negotiation time */
-    t0 = plait_now();
+    t0 = neg_start(c);
   }
   if (c->ep.open) {
   } else if (woke || (until > 0 && t0 >= until) || (stopping && !c->sent_shutdown) || heartbeat_due(c)) {
@@ -406,7 +417,7 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int f
     plait_announce_ran(&c->ann, &l);
     c->lists_run++;
     if (rc == PLAIT_SUCCESS) rc = maybe_open_epoch(c, &l);
-    t0 = plait_now();
+    t0 = neg_start(c);
     plait_silence_heard(&c->silence, 0, t0); /* rank 0 was in those collectives too */
     int done = (l.flags & PLAIT_RESP_SHUTDOWN) != 0;
     if (done) PLAIT_DEBUG("coord", "rank %d ended coordination", l.shutdown_rank);
@@ -522,11 +533,11 @@ static int epoch_may_open(plait_coord_t *c) {
 
 /* Rank 0: take everyone's announcements, decide, tell everyone, run. */
 static plait_result_t root_cycle(plait_coord_t *c, int woke, int *busy) {
-  double t0 = plait_now();
+  double t0 = neg_start(c);
   int stopping = atomic_load(&c->stop); /* before draining: see peer_cycle */
   if (c->ep.open) {
     PLAIT_CHECK(epoch_turn(c, busy)); /* counts its own negotiation time */
-    t0 = plait_now();
+    t0 = neg_start(c);
   }
   if (c->ep.open) {
   } else if (woke || stopping || c->lazy) {

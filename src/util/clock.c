@@ -10,6 +10,12 @@ double plait_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+double plait_thread_cpu_s(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)) return 0;
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 int plait_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, const struct timespec *until) {
   int rc = pthread_cond_timedwait(cv, mu, until);
   if (rc != ETIMEDOUT) return rc;

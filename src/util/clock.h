@@ -9,6 +9,10 @@
  * for the time of day. Any thread. */
 double plait_now(void);
 
+/* CPU seconds the calling thread has used (CLOCK_THREAD_CPUTIME_ID): what
+ * the thread itself did, not the time it waited or was descheduled. */
+double plait_thread_cpu_s(void);
+
 /* pthread_cond_timedwait on a condition variable made with
  * pthread_condattr_setclock(CLOCK_MONOTONIC), `until` on that clock, `mu`
  * held. Returns ETIMEDOUT only once CLOCK_MONOTONIC has reached `until`: an

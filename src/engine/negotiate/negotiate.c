@@ -171,12 +171,20 @@ static plait_result_t complete(plait_negotiator_t *n, plait_record_t *rec) {
   return PLAIT_SUCCESS;
 }
 
-static int present(const plait_negotiator_t *n, const plait_record_t *rec) {
+/* The ranks counted present for rec: those that announced it, and joined
+ * ranks where they count. Without a join it looks at no rank: every
+ * announcement asks, so a scan here would make a record of N ranks cost
+ * O(N^2) (n->rank_scans counts what it looks at). */
+static int present(plait_negotiator_t *n, const plait_record_t *rec) {
   int count = rec->count;
+  if (!n->njoined || rec->pset != 0) return count;
   int ref = 0;
   while (ref < n->size && !rec->have[ref]) ref++;
-  if (ref < n->size && rec->pset == 0 && counts_joined(&rec->metas[ref]))
+  n->rank_scans += (uint64_t)ref;
+  if (ref < n->size && counts_joined(&rec->metas[ref])) {
     for (int r = 0; r < n->size; r++) count += !rec->have[r] && n->joined[r];
+    n->rank_scans += (uint64_t)n->size;
+  }
   return count;
 }
 

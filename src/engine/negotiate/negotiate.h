@@ -84,6 +84,7 @@ typedef struct plait_negotiator {
   int *scratch;             /* cache ids of a tick, kept between ticks */
   int scratch_cap;
   plait_deadlock_t deadlock; /* who moved when (engine/negotiate/deadlock.h) */
+  uint64_t rank_scans;      /* ranks the readiness rule looked at (none without a join) */
 } plait_negotiator_t;
 
 /* Whether rank r must still announce rec: a member of its set that has not,
