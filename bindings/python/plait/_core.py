@@ -103,7 +103,8 @@ class Stats(ctypes.Structure):
                  ("cycle_time_ms_now", ctypes.c_double),
                  ("autotune_state", ctypes.c_uint64),
                  ("autotune_samples", ctypes.c_uint64),
-                 ("settings_digest", ctypes.c_uint64)])
+                 ("settings_digest", ctypes.c_uint64),
+                 ("negotiate_cpu_s", ctypes.c_double)])
 
     def as_dict(self):
         return {n: getattr(self, n) for n, _ in self._fields_[1:]}
