@@ -28,7 +28,7 @@ import ctypes
 import itertools
 import threading
 
-from plait import _core
+from plait import _core, _raw
 
 _handles = {}
 _handle_ids = itertools.count(1)
@@ -108,11 +108,12 @@ def poll(handle):
 
 
 _wait_gil = _core.wait_gil
-_wait_release_gil = _core.wait_release_gil
+_wait_release_raw = _raw.wait_release  # the GIL held, one argument converted
+_ZERO = _raw.carg_double(0.0)
 # Where plait_wait_release says whether it released the handle (one slot, as
 # _out: the GIL is held from the call until the slot is read).
 _released = ctypes.c_int()
-_released_address = ctypes.addressof(_released)
+_released_ref = _raw.ref(_released)
 _wait_sliced = _core.wait_sliced
 _release_gil = _core.release_gil
 _TIMEOUT = _core.RESULTS["PLAIT_ERR_TIMEOUT"]
@@ -183,7 +184,7 @@ def synchronize(handle):
     if ptr is None:
         return _sync_group(handle, rec)
     if rec[3] is None:  # the in-place allreduce: its tensor, nothing read off the handle
-        rc = _wait_release_gil(ptr, 0.0, _released_address)
+        rc = _wait_release_raw(ptr, _ZERO, _released_ref)
         if _released.value:  # finished already (all but the first of a burst)
             if rc:
                 raise _error(rc, _core._text(_last_error()))
