@@ -1,11 +1,13 @@
-"""Operations in flight: plait.torch's one submission route (submit), its one
+"""Operations in flight: plait.torch's submission route (submit), its one
 handle record, and Horovod-style integer handles for poll() and
 synchronize(). (Automatic names of unnamed operations: plait.common.names,
 through plait.torch._groups._op_name.)
 
-Every operation of plait.torch, from the DistributedOptimizer's in-place
-allreduce to join, is submitted by submit() and recorded in _handles under
-its integer handle as one tuple, (ptr, keep, name, finish):
+Every operation of plait.torch, from a grouped allreduce to join, is
+submitted by submit(), except the DistributedOptimizer's in-place allreduce
+on its short path (plait.torch._fast: the same steps, written out with
+arguments made once), and recorded in _handles under its integer handle as
+one tuple, (ptr, keep, name, finish):
 
     ptr     the core handle's address (an int); None for a group of
             operations behind one handle (grouped allgather, reducescatter)
@@ -45,7 +47,8 @@ _out_address = ctypes.addressof(_out)
 
 
 def submit(fn, args, keep, name, finish=None):
-    """The one submission route: calls fn, the GIL-held twin of a
+    """The submission route (plait.torch._fast's short path does the same):
+    calls fn, the GIL-held twin of a
     plait_*_async function (_core.gil: a submission only enqueues), with args
     and the handle's out pointer, records the operation and returns its
     integer handle; raises the library's error (nothing recorded) when the
