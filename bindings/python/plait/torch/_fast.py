@@ -32,8 +32,7 @@ _ENTRIES_MAX = 8192
 _Tensor = torch.Tensor
 _strided = torch.strided
 _allreduce_raw = _raw.allreduce_async
-_out = _handles._out
-_out_ref = _raw.ref(_out)
+_slots = _handles._slots  # the out slot, per thread
 _handles_table = _handles._handles
 _handle_ids = _handles._handle_ids
 _orphans = _handles._orphans
@@ -72,9 +71,10 @@ def allreduce_async_(tensor, name, cop):
             return None
     if _orphans:  # cheap check first: submissions are on the hot path
         _reap_orphans()
-    rc = _allreduce_raw(e[4], e[3], e[3], cop, None, _out_ref)
+    out, _address, out_ref = _slots.out  # this thread's
+    rc = _allreduce_raw(e[4], e[3], e[3], cop, None, out_ref)
     if rc:
         raise _error(rc)
     hid = next(_handle_ids)  # one step each under the GIL: no lock needed
-    _handles_table[hid] = (_out.value, tensor, e[5], None)
+    _handles_table[hid] = (out.value, tensor, e[5], None)
     return hid

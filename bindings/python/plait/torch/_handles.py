@@ -40,10 +40,26 @@ _error = _core.error
 _orphans = _core._orphans  # the list itself (_core changes it in place)
 _reap_orphans = _core._reap_orphans
 
-# Where the library writes the new handle: one slot serves every submission,
-# since a submission holds the GIL from the call until the slot is read.
-_out = ctypes.c_void_p()
-_out_address = ctypes.addressof(_out)
+
+class _Slots(threading.local):
+    """Where the library writes what a call returns besides its result code,
+    one set per thread: the interpreter may switch threads between the call
+    and the read of its slot (at the check after a call returns), so one slot
+    shared by the threads gave two submissions the same core handle, or one
+    synchronize another's 'released' (tests/bindings/torch/mp/test_threads.py).
+
+    out       (slot, its address, a pointer argument to it): the new handle
+              (submit, plait.torch._fast)
+    released  (slot, a pointer argument to it): plait_wait_release's
+              'released' (synchronize)"""
+
+    def __init__(self):
+        out, released = ctypes.c_void_p(), ctypes.c_int()
+        self.out = (out, ctypes.addressof(out), _raw.ref(out))
+        self.released = (released, _raw.ref(released))
+
+
+_slots = _Slots()
 
 
 def submit(fn, args, keep, name, finish=None):
@@ -55,11 +71,12 @@ def submit(fn, args, keep, name, finish=None):
     library refused it."""
     if _orphans:  # cheap check first: submissions are on the hot path
         _reap_orphans()
-    rc = fn(*args, _out_address)
+    out, out_address, _ref = _slots.out  # this thread's
+    rc = fn(*args, out_address)
     if rc:
         raise _error(rc)
     hid = next(_handle_ids)  # one step each under the GIL: no lock needed
-    _handles[hid] = (_out.value, keep, name, finish)
+    _handles[hid] = (out.value, keep, name, finish)
     return hid
 
 
@@ -113,10 +130,6 @@ def poll(handle):
 _wait_gil = _core.wait_gil
 _wait_release_raw = _raw.wait_release  # the GIL held, one argument converted
 _ZERO = _raw.carg_double(0.0)
-# Where plait_wait_release says whether it released the handle (one slot, as
-# _out: the GIL is held from the call until the slot is read).
-_released = ctypes.c_int()
-_released_ref = _raw.ref(_released)
 _wait_sliced = _core.wait_sliced
 _release_gil = _core.release_gil
 _TIMEOUT = _core.RESULTS["PLAIT_ERR_TIMEOUT"]
@@ -187,8 +200,9 @@ def synchronize(handle):
     if ptr is None:
         return _sync_group(handle, rec)
     if rec[3] is None:  # the in-place allreduce: its tensor, nothing read off the handle
-        rc = _wait_release_raw(ptr, _ZERO, _released_ref)
-        if _released.value:  # finished already (all but the first of a burst)
+        released, released_ref = _slots.released  # this thread's
+        rc = _wait_release_raw(ptr, _ZERO, released_ref)
+        if released.value:  # finished already (all but the first of a burst)
             if rc:
                 raise _error(rc, _core._text(_last_error()))
             return rec[1]
