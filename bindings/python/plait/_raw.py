@@ -5,7 +5,8 @@ argument type's from_param before every call: a Python-level call and, for
 an int address, a new argument object, per argument (8 per in-place
 allreduce and its synchronize; with these twins 1: the two together went
 from 29806 to 22870 instructions, bench/results/torch-percall-entries.txt,
-which includes plait.torch._fast's entries). The twins
+which includes plait.torch._fast's entries; 24026 with the out slots per
+thread, bench/results/torch-percall-thread-slots.txt). The twins
 here have argtypes only where an argument needs converting, and take their
 other arguments as objects ctypes passes as they are:
 
