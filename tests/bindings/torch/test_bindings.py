@@ -127,6 +127,28 @@ def test_calls_made_with_the_gil_held_match_their_declarations():
         assert not fn._flags_ & ctypes._FUNCFLAG_PYTHONAPI, name
 
 
+def test_converter_free_twins_take_what_the_declaration_takes():
+    """plait._raw's twins hold the GIL, return what the declaration returns
+    and convert only the arguments that need it: plait_wait_release's
+    handle address (an int, which unconverted ctypes would cut to a C int).
+    The hot path's fixed arguments are argument objects of the declared
+    C types, made once."""
+    from plait import _raw
+    for name, fn in (("plait_allreduce_async", _raw.allreduce_async),
+                     ("plait_wait_release", _raw.wait_release)):
+        slow = getattr(_core.lib, name)
+        assert fn.restype is slow.restype, name
+        assert fn._flags_ & ctypes._FUNCFLAG_PYTHONAPI, name
+        assert fn is not getattr(_core.gil, name), name  # _core's twin keeps its argtypes
+    assert _raw.allreduce_async.argtypes is None
+    assert _raw.wait_release.argtypes == (ctypes.c_void_p,)
+    assert _core.gil.plait_wait_release.argtypes[0] is ctypes.c_void_p  # not changed
+    assert _core.lib.plait_wait_release.argtypes[1] is ctypes.c_double
+    assert repr(_raw.carg_double(0.5)) == "<cparam 'd' (0.5)>"  # a C double
+    assert repr(_raw.carg_int(3)) == "<cparam 'i' (3)>"  # a C int
+    assert _core.lib.plait_allreduce_async.argtypes[3] is ctypes.c_int  # the op: a C int
+
+
 def test_transport_query_answers_as_plait_init_would_load():
     """plait_transport_query: the library finds and checks the plugin (the
     bindings load none themselves); a missing one is found == 0."""

@@ -1,11 +1,13 @@
-"""Operations in flight: plait.torch's one submission route (submit), its one
+"""Operations in flight: plait.torch's submission route (submit), its one
 handle record, and Horovod-style integer handles for poll() and
 synchronize(). (Automatic names of unnamed operations: plait.common.names,
 through plait.torch._groups._op_name.)
 
-Every operation of plait.torch, from the DistributedOptimizer's in-place
-allreduce to join, is submitted by submit() and recorded in _handles under
-its integer handle as one tuple, (ptr, keep, name, finish):
+Every operation of plait.torch, from a grouped allreduce to join, is
+submitted by submit(), except the DistributedOptimizer's in-place allreduce
+on its short path (plait.torch._fast: the same steps, written out with
+arguments made once), and recorded in _handles under its integer handle as
+one tuple, (ptr, keep, name, finish):
 
     ptr     the core handle's address (an int); None for a group of
             operations behind one handle (grouped allgather, reducescatter)
@@ -28,7 +30,7 @@ import ctypes
 import itertools
 import threading
 
-from plait import _core
+from plait import _core, _raw
 
 _handles = {}
 _handle_ids = itertools.count(1)
@@ -38,25 +40,43 @@ _error = _core.error
 _orphans = _core._orphans  # the list itself (_core changes it in place)
 _reap_orphans = _core._reap_orphans
 
-# Where the library writes the new handle: one slot serves every submission,
-# since a submission holds the GIL from the call until the slot is read.
-_out = ctypes.c_void_p()
-_out_address = ctypes.addressof(_out)
+
+class _Slots(threading.local):
+    """Where the library writes what a call returns besides its result code,
+    one set per thread: the interpreter may switch threads between the call
+    and the read of its slot (at the check after a call returns), so one slot
+    shared by the threads gave two submissions the same core handle, or one
+    synchronize another's 'released' (tests/bindings/torch/mp/test_threads.py).
+
+    out       (slot, its address, a pointer argument to it): the new handle
+              (submit, plait.torch._fast)
+    released  (slot, a pointer argument to it): plait_wait_release's
+              'released' (synchronize)"""
+
+    def __init__(self):
+        out, released = ctypes.c_void_p(), ctypes.c_int()
+        self.out = (out, ctypes.addressof(out), _raw.ref(out))
+        self.released = (released, _raw.ref(released))
+
+
+_slots = _Slots()
 
 
 def submit(fn, args, keep, name, finish=None):
-    """The one submission route: calls fn, the GIL-held twin of a
+    """The submission route (plait.torch._fast's short path does the same):
+    calls fn, the GIL-held twin of a
     plait_*_async function (_core.gil: a submission only enqueues), with args
     and the handle's out pointer, records the operation and returns its
     integer handle; raises the library's error (nothing recorded) when the
     library refused it."""
     if _orphans:  # cheap check first: submissions are on the hot path
         _reap_orphans()
-    rc = fn(*args, _out_address)
+    out, out_address, _ref = _slots.out  # this thread's
+    rc = fn(*args, out_address)
     if rc:
         raise _error(rc)
     hid = next(_handle_ids)  # one step each under the GIL: no lock needed
-    _handles[hid] = (_out.value, keep, name, finish)
+    _handles[hid] = (out.value, keep, name, finish)
     return hid
 
 
@@ -108,11 +128,8 @@ def poll(handle):
 
 
 _wait_gil = _core.wait_gil
-_wait_release_gil = _core.wait_release_gil
-# Where plait_wait_release says whether it released the handle (one slot, as
-# _out: the GIL is held from the call until the slot is read).
-_released = ctypes.c_int()
-_released_address = ctypes.addressof(_released)
+_wait_release_raw = _raw.wait_release  # the GIL held, one argument converted
+_ZERO = _raw.carg_double(0.0)
 _wait_sliced = _core.wait_sliced
 _release_gil = _core.release_gil
 _TIMEOUT = _core.RESULTS["PLAIT_ERR_TIMEOUT"]
@@ -183,8 +200,9 @@ def synchronize(handle):
     if ptr is None:
         return _sync_group(handle, rec)
     if rec[3] is None:  # the in-place allreduce: its tensor, nothing read off the handle
-        rc = _wait_release_gil(ptr, 0.0, _released_address)
-        if _released.value:  # finished already (all but the first of a burst)
+        released, released_ref = _slots.released  # this thread's
+        rc = _wait_release_raw(ptr, _ZERO, released_ref)
+        if released.value:  # finished already (all but the first of a burst)
             if rc:
                 raise _error(rc, _core._text(_last_error()))
             return rec[1]

@@ -27,18 +27,18 @@ import ctypes
 
 import torch
 
-from plait import _core
+from plait import _core, _raw
 from plait.torch._groups import (
     _check_group, _grad_name, _group_names, _op_name, _submit_parts,
 )
-from plait.torch import _cuda
+from plait.torch import _cuda, _fast
 from plait.torch._alltoall import alltoall, alltoall_async  # noqa: F401 (its own module)
 from plait.torch._handles import (
     _then, run, submit, synchronize,
 )
 from plait.torch._tensors import (
     _COMPLEX, _REDUCIBLE, ScalarAllgatherError, _check_rows, _check_tensor, _describe,
-    _described, _op_options,
+    _op_options,
     _output, _movable, _options, _reducible, _resolve_op, _staged,
 )
 from plait.torch.basics import (
@@ -108,37 +108,28 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
                             "allreduce_async", ps)
 
 
-# The C op code of each op the fast path below takes (None: Average).
-_FAST_OPS = {None: c_op(Average), Average: c_op(Average), Sum: c_op(Sum), Min: c_op(Min),
-             Max: c_op(Max), Product: c_op(Product)}
+# The C op argument of each op the short path takes (None: Average).
+_FAST_OPS = {k: _raw.carg_int(c_op(v)) for k, v in
+             {None: Average, Average: Average, Sum: Sum, Min: Min, Max: Max,
+              Product: Product}.items()}
 _Tensor = torch.Tensor
-_strided = torch.strided
-_allreduce_c = _core.allreduce_async_gil  # addresses as ints, the GIL held
-_addressof = ctypes.addressof
+_fast_allreduce = _fast.allreduce_async_
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """In-place allreduce_async: tensor holds the result after synchronize()."""
-    # The DistributedOptimizer's call, once per gradient per step: a named,
-    # contiguous, dense CPU tensor of a reducible dtype, no factors, the
-    # global set. It does what the general path does, with nothing
-    # re-checked that these conditions settle (~2 us of ~8 per call).
+    # The DistributedOptimizer's call, once per gradient per step, takes the
+    # short path (plait.torch._fast) when these arguments settle it: what it
+    # refuses falls through to the general path, which raises the error.
     if (type(tensor) is _Tensor and average is None and prescale_factor == 1.0
             and postscale_factor == 1.0 and process_set is global_process_set
             and type(name) is str and (op is None or type(op) is int)):
         cop = _FAST_OPS.get(op)
-        code = _REDUCIBLE.get(tensor.dtype)
-        if (cop is not None and code is not None and tensor.layout is _strided
-                and tensor.is_cpu and tensor.is_contiguous() and "\0" not in name):
-            key = (tensor.data_ptr(), code, tensor.shape)
-            d = _described.get(key)
-            if d is None:
-                d = _describe(tensor, code)
-            full = "allreduce." + name
-            a = _addressof(d)  # d (local) keeps the struct alive through the call
-            # the one route, through the GIL-held twin; the record's result is tensor
-            return submit(_allreduce_c, (full.encode(), a, a, cop, None), tensor, full)
+        if cop is not None:
+            hid = _fast_allreduce(tensor, name, cop)
+            if hid is not None:
+                return hid
     ps = _check_process_set(process_set, "allreduce_async_")
     op = _resolve_op(op, average, "allreduce_async_")
     return _allreduce_async(tensor, tensor, name, op, prescale_factor, postscale_factor,

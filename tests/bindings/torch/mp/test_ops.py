@@ -242,6 +242,44 @@ def test_descriptions_of_views_at_one_address_are_their_own(hvd):
     assert torch.equal(buf, torch.full((8,), float(size * (size - 1) // 2), dtype=torch.float64))
 
 
+def test_short_path_entries_follow_the_tensor_under_one_name(hvd):
+    """allreduce_async_ keeps an entry per name (plait.torch._fast): a tensor
+    re-allocated, resized, given another dtype at the same address (.data =)
+    or a strided view at the same address and shape, under a name used
+    before, is reduced as what it is now, and the old tensor is left alone."""
+    size, r = hvd.size(), hvd.rank()
+    total = float(sum(k + 1 for k in range(size)))
+    x = torch.full((8,), float(r + 1))
+    assert hvd.allreduce_(x, op=hvd.Sum, name="entry") is x
+    assert x.tolist() == [total] * 8
+    y = torch.full((8,), float(r + 1))  # re-allocated: same name, dtype and shape
+    assert hvd.allreduce_(y, op=hvd.Sum, name="entry") is y
+    assert y.tolist() == [total] * 8 and x.tolist() == [total] * 8
+    y.resize_(32).fill_(r + 1)  # resized in place
+    hvd.allreduce_(y, op=hvd.Sum, name="entry")
+    assert y.tolist() == [total] * 32
+    address = y.data_ptr()
+    y.data = y.data.view(torch.int32)  # the same address and shape, another dtype
+    assert y.data_ptr() == address and y.shape == (32,)
+    y.fill_((r + 1) << 24)  # as float32 bits these would not sum to the int sum
+    hvd.allreduce_(y, op=hvd.Sum, name="entry")
+    assert y.dtype == torch.int32 and y.tolist() == [int(total) << 24] * 32
+    head = y[:16]  # the same address and dtype, another shape
+    head.fill_(r + 1)
+    hvd.allreduce_(head, op=hvd.Sum, name="entry")
+    assert y[:16].tolist() == [int(total)] * 16 and y[16:].tolist() == [int(total) << 24] * 16
+    base = torch.arange(16, dtype=torch.float32) + 100 * r
+    head = base[:8]  # contiguous
+    hvd.allreduce_(head, op=hvd.Max, name="entry.view")
+    base.copy_(torch.arange(16, dtype=torch.float32) + 100 * r)
+    every_other = base[::2]  # the same address, dtype and shape; not contiguous
+    assert every_other.data_ptr() == head.data_ptr() and every_other.shape == head.shape
+    hvd.allreduce_(every_other, op=hvd.Max, name="entry.view")
+    top = 100 * (size - 1)
+    assert base[::2].tolist() == [float(top + k) for k in range(0, 16, 2)]
+    assert base[1::2].tolist() == [float(100 * r + k) for k in range(1, 16, 2)]
+
+
 def test_prescale_postscale(hvd):
     n, r = hvd.size(), hvd.rank()
     x = torch.full((5,), float(r + 1), dtype=torch.float64)
