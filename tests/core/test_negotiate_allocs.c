@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "engine/negotiate/negotiate.h"
+#include "meta_util.h"
 #include "util/clock.h"
 
 void *__real_malloc(size_t n);
@@ -46,19 +47,6 @@ char *__wrap_strdup(const char *s) {
 }
 
 #define BURST 200
-
-static plait_meta_t f32(int64_t count) {
-  plait_meta_t m;
-  memset(&m, 0, sizeof m);
-  m.coll = PLAIT_COLL_ALLREDUCE;
-  m.dtype = PLAIT_FLOAT32;
-  m.op = PLAIT_OP_SUM;
-  m.device = -1;
-  m.prescale = m.postscale = 1.0;
-  m.ndim = 1;
-  m.shape[0] = count;
-  return m;
-}
 
 /* Every rank announces the burst (by cache id once known); one tick. */
 static int burst(plait_negotiator_t *n, const int *ids) {

@@ -12,22 +12,10 @@
 #include <string.h>
 
 #include "engine/negotiate/negotiate.h"
+#include "meta_util.h"
 #include "util/clock.h"
 
 #define RANKS 256
-
-static plait_meta_t f32(int64_t count) {
-  plait_meta_t m;
-  memset(&m, 0, sizeof m);
-  m.coll = PLAIT_COLL_ALLREDUCE;
-  m.dtype = PLAIT_FLOAT32;
-  m.op = PLAIT_OP_SUM;
-  m.device = -1;
-  m.prescale = m.postscale = 1.0;
-  m.ndim = 1;
-  m.shape[0] = count;
-  return m;
-}
 
 Test(negotiate_scale, no_rank_scan_per_announcement_without_a_join) {
   plait_config_t cfg;

@@ -1,5 +1,5 @@
-/* A float32 allreduce's metadata for the core's unit tests (cache, epoch):
- * one dimension of count elements, no scaling, host memory. */
+/* A float32 allreduce's metadata for the core's unit tests (cache, epoch, negotiation):
+ * a sum over one dimension of count elements, no scaling, host memory. */
 #ifndef PLAIT_TEST_META_UTIL_H
 #define PLAIT_TEST_META_UTIL_H
 
@@ -13,6 +13,7 @@ static inline plait_meta_t f32(int64_t count) {
   memset(&m, 0, sizeof m);
   m.coll = PLAIT_COLL_ALLREDUCE;
   m.dtype = PLAIT_FLOAT32;
+  m.op = PLAIT_OP_SUM;
   m.device = -1;
   m.prescale = m.postscale = 1.0;
   m.ndim = 1;
