@@ -26,6 +26,9 @@ With --fanouts 0,8 every point runs as a star and as a tree of fan-out 8,
 side by side in the same round (--rounds N: N rounds, interleaved).
 --slow-rank r --slow-ms t: rank r sleeps t ms before each timed allreduce
 (what a rank descheduled that long does to the others' control traffic).
+Every rank runs with PLAIT_CACHED_EPOCH=0 unless --epoch: the control plane
+is what this measures, and with the epoch (the library's default) a
+steady-state cached allreduce does not reach it.
 
 Raises RLIMIT_NOFILE to its hard limit (rank 0 holds one socket per rank,
 gloo one per pair) and says so.
@@ -89,7 +92,10 @@ def run_point(args, transport, n, fanout=None):
                  "PLAIT_START_TIMEOUT_S": str(args.plait_timeout),
                  "SCALE_GO_FD": str(go_r), "SCALE_ITERS": str(args.iters),
                  "SCALE_WARMUP": str(args.warmup),
-                 "SCALE_SLOW_RANK": str(args.slow_rank), "SCALE_SLOW_MS": str(args.slow_ms)})
+                 "SCALE_SLOW_RANK": str(args.slow_rank), "SCALE_SLOW_MS": str(args.slow_ms),
+                 # the control plane is what this measures: with the cached epoch
+                 # (on by default) a steady-state cached allreduce never reaches it
+                 "PLAIT_CACHED_EPOCH": "1" if args.epoch else "0"})
     if fanout is not None:
         base["PLAIT_CONTROL_FANOUT"] = str(fanout)
     procs = []
@@ -129,6 +135,7 @@ def run_point(args, transport, n, fanout=None):
         with open(args.stderr, "a") as f:
             f.write(errors)
     rec = {"kind": "scale", "label": args.label, "transport": transport, "ranks": n,
+           "cached_epoch": bool(args.epoch),
            "iters": args.iters,
            "spawn_s": round(spawn_s, 3), "job_s": round(job_s, 3)}
     if fanout is not None:
@@ -241,6 +248,11 @@ def main(argv):
     a.add_argument("--slow-rank", type=int, default=-1,
                    help="this rank sleeps --slow-ms before each timed allreduce")
     a.add_argument("--slow-ms", type=int, default=0)
+    a.add_argument("--epoch", action="store_true",
+                   help="leave the cached epoch on (PLAIT_CACHED_EPOCH=1, the library's "
+                   "default); without it every rank runs with PLAIT_CACHED_EPOCH=0, so each "
+                   "cached allreduce goes through rank 0's control plane, which is what "
+                   "this measures")
     a.add_argument("--stderr", help="write the ranks' stderr here")
     a.add_argument("--label", default="", help="a label for the records (e.g. the build)")
     a.add_argument("--out", help="append the JSON records to this file")
