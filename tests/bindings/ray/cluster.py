@@ -8,6 +8,7 @@ clusters on the machine (other tests, other users) are never touched:
 sessions (SIGTERM, then SIGKILL) and checks that none of their processes is
 left. Used as a context manager, it stops even when the test fails.
 """
+import importlib.util
 import os
 import shutil
 import signal
@@ -32,6 +33,17 @@ def _ports():
             "--dashboard-agent-listen-port=%d" % free_port(),
             "--dashboard-agent-grpc-port=%d" % free_port(),
             "--runtime-env-agent-port=%d" % free_port()]
+
+
+def _client_port():
+    """A free port for the Ray Client server where Ray can run one (grpcio,
+    ray[client], is installed: Ray then starts it on 10001 by default, which
+    two clusters at once would share); nothing where it cannot: `ray start`
+    refuses --ray-client-server-port without grpcio, and these tests never
+    connect through ray://."""
+    if importlib.util.find_spec("grpc") is None:
+        return []
+    return ["--ray-client-server-port=%d" % free_port()]
 
 
 class Cluster:
@@ -64,7 +76,7 @@ class Cluster:
     def start(self, timeout=240):
         port = free_port()
         self._start(0, ["--head", "--port=%d" % port, "--node-ip-address=%s" % self.ips[0],
-                        "--include-dashboard=false", "--ray-client-server-port=%d" % free_port()])
+                        "--include-dashboard=false"] + _client_port())
         self.address = "%s:%d" % (self.ips[0], port)
         self._wait_nodes(1, timeout)
         for i in range(1, self.nodes):
