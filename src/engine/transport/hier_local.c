@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "engine/transport/transport_choice.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/reduce.h"
@@ -132,29 +133,51 @@ static int finish(plait_hier_shm_t *s, int ok) {
   }
 }
 
-/* This rank's instance loaded and probed: 1 when its probe picks shm. */
-static int can_open(plait_hier_shm_t *s, const plait_hier_local_args_t *a,
-                    const plait_transport_init_args_t *args, char *why, size_t cap) {
-  if (plait_plugin_load(&s->plugin, "ofi", a->plugin_path)) {
-    snprintf(why, cap, "the ofi plugin cannot be loaded: %s", plait_last_error());
-    return 0;
-  }
+/* Whether plugin p, loaded, would run this host's ranks over shared memory:
+ * its probe over them says "shm" (libfabric's shm provider). 0 with why. */
+static int probes_shm(plait_plugin_t *p, const plait_transport_init_args_t *args, char *why,
+                      size_t cap) {
   char detail[256] = "";
-  if (!PLAIT_TRANSPORT_HAS(s->plugin.table, probe)) {
-    snprintf(why, cap, "the ofi plugin has no probe");
+  if (!PLAIT_TRANSPORT_HAS(p->table, probe)) {
+    snprintf(why, cap, "transport '%s' has no probe", p->table->name);
     return 0;
   }
-  plait_result_t rc = s->plugin.table->probe(args, detail, sizeof detail);
-  if (rc) {
-    snprintf(why, cap, "ofi cannot start over this host's ranks: %s", detail);
+  if (p->table->probe(args, detail, sizeof detail)) {
+    snprintf(why, cap, "transport '%s' cannot start over this host's ranks: %s", p->table->name,
+             detail);
     return 0;
   }
   if (strncmp(detail, "shm", 3) || (detail[3] && detail[3] != ';')) {
-    snprintf(why, cap, "ofi over this host's ranks would use provider %s, not shm (FI_PROVIDER "
-             "leaves shm out?)", detail);
+    snprintf(why, cap, "transport '%s' over this host's ranks would use %s, not shm "
+             "(FI_PROVIDER leaves shm out?)", p->table->name, detail);
     return 0;
   }
   return 1;
+}
+
+/* Loads into s->plugin the first plugin, in PLAIT_TRANSPORT=auto's order (the
+ * plugins' own auto_place traits: the core names none), whose probe over this
+ * host's ranks picks shared memory. Returns a nonzero code of its name (what
+ * every rank must agree on), or 0 with why when none does. */
+static unsigned can_open(plait_hier_shm_t *s, const plait_hier_local_args_t *a,
+                         const plait_transport_init_args_t *args, char *why, size_t cap) {
+  plait_choice_offer_t offers[16];
+  int n = plait_choice_offers(a->plugin_path, offers, 16);
+  snprintf(why, cap, "no transport plugin offers itself to PLAIT_TRANSPORT=auto");
+  for (int i = 0; i < n; i++) {
+    if (plait_plugin_load(&s->plugin, offers[i].name, a->plugin_path)) {
+      snprintf(why, cap, "transport '%s' cannot be loaded: %s", offers[i].name,
+               plait_last_error());
+      continue;
+    }
+    if (probes_shm(&s->plugin, args, why, cap)) {
+      unsigned code = 2166136261u; /* FNV-1a of the name */
+      for (const char *c = offers[i].name; *c; c++) code = (code ^ (unsigned char)*c) * 16777619u;
+      return code | 1u;
+    }
+    plait_plugin_unload(&s->plugin);
+  }
+  return 0;
 }
 
 plait_result_t plait_hier_shm_open(const plait_hier_local_args_t *a, plait_hier_shm_t **out,
@@ -183,26 +206,29 @@ plait_result_t plait_hier_shm_open(const plait_hier_local_args_t *a, plait_hier_
   args.divide = plait_divide;
   args.reduce_scale = plait_reduce_scale;
   args.host_address = "";
-  int mine = can_open(s, a, &args, why, cap);
-  /* every rank's probe first: all start, or none */
-  int *all = malloc(sizeof *all * (size_t)a->boot->nranks);
+  unsigned mine = can_open(s, a, &args, why, cap);
+  /* every rank's probe first: all start the same plugin, or none */
+  unsigned *all = malloc(sizeof *all * (size_t)a->boot->nranks);
   plait_result_t rc = all ? a->boot->allgather(a->boot->ctx, &mine, sizeof mine, all)
                           : plait_error(PLAIT_ERR_NO_MEMORY, "out of memory (the local set)");
   int every = rc == PLAIT_SUCCESS;
   for (int r = 0; every && r < a->boot->nranks; r++)
-    if (!all[r]) {
+    if (all[r] != mine) {
       every = 0;
-      if (mine) snprintf(why, cap, "rank %d cannot open shm (its info line says why)", r);
+      if (mine)
+        snprintf(why, cap, all[r] ? "rank %d would open shm through another plugin"
+                                  : "rank %d cannot open shm (its info line says why)", r);
     }
   free(all);
   if (every) {
     int started = plait_plugin_start(&s->plugin, &args) == PLAIT_SUCCESS;
-    if (!started) snprintf(why, cap, "the ofi plugin over shm failed to start: %s",
-                           plait_last_error());
+    if (!started) snprintf(why, cap, "transport '%s' over shm failed to start: %s",
+                           s->plugin.table->name, plait_last_error());
     int agreed = finish(s, started);
     if (agreed < 0) rc = s->job_rc;
     every = agreed == 1;
-    if (!every && started) snprintf(why, cap, "another rank's ofi over shm failed to start");
+    if (!every && started) snprintf(why, cap, "another rank's %s over shm failed to start",
+                                    s->plugin.table->name);
   }
   s->closed = 1;
   s->members = NULL;

@@ -1,6 +1,7 @@
 /*
  * Internal: the hierarchical collectives' local set over shared memory: a
- * second instance of the ofi plugin, started over this host's ranks only,
+ * second instance of the first plugin (auto's order) whose probe picks shm
+ * (ofi, on libfabric's shm provider), started over this host's ranks only,
  * where libfabric's shm provider serves them (hierarchy.h makes the cross
  * set on the job's transport as before). Its bootstrap is the job's, cut
  * to the host's ranks (every call is job-wide, so every host's instance
