@@ -52,6 +52,16 @@ class Cluster:
             argv += [p, str(free_port(self.worker_ports))]
         return argv + ["--min-worker-port", str(lo), "--max-worker-port", str(lo + 99)]
 
+    def _has_client(self):
+        """Whether this Ray can run its Client server (grpcio, ray[client]; then
+        it starts one on 10001 by default, which two clusters at once would
+        share, so the head gets a port of its own). Without grpcio `ray start`
+        refuses --ray-client-server-port; these tests never use ray://."""
+        py = os.path.join(os.path.dirname(self.ray), "python")
+        if not os.path.exists(py):
+            return False
+        return subprocess.run([py, "-c", "import grpc"], capture_output=True).returncode == 0
+
     def start_node(self, ip, cpus, head=False):
         argv = [self.ray, "start", "--block", "--node-ip-address", ip, "--num-cpus", str(cpus),
                 "--num-gpus", "0", "--disable-usage-stats"] + self._ports()
@@ -60,8 +70,9 @@ class Cluster:
             avoid = self.worker_ports
             self.port = free_port(avoid)
             argv += ["--head", "--port", str(self.port), "--temp-dir", self.tmp,
-                     "--include-dashboard", "false", "--dashboard-port", str(free_port(avoid)),
-                     "--ray-client-server-port", str(free_port(avoid))]
+                     "--include-dashboard", "false", "--dashboard-port", str(free_port(avoid))]
+            if self._has_client():
+                argv += ["--ray-client-server-port", str(free_port(avoid))]
         else:
             argv += ["--address", self.address]
         log = open(os.path.join(self.tmp, "node-%s.log" % ip), "ab")
