@@ -23,10 +23,11 @@ import time
 
 from plait.common import library as _library
 from plait.common.exceptions import HorovodInternalError
+from plait._structs import (  # the layouts of plait.h
+    _STATS_COUNTERS, _STATS_TIMES, MAX_DIMS, OpOptions, Stats, Tensor, TransportInfo)
 
 # The header's constants (checked against the header by the tests).
 ABI_VERSION = 1
-MAX_DIMS = 16
 MAX_NAME = 1024
 DEVICE_HOST = -1
 # include/plait/elastic.h: the bits of plait_elastic_host_updates' *update
@@ -52,69 +53,6 @@ lib, library_path = _library.load(
     "libplait.so", "PLAIT_LIBRARY", _open, OSError, "plait",
     "Set PLAIT_LIBRARY to the library's path, run under plaitrun (which "
     "sets it), or install plait (docs/python.md).", system="plait")
-
-
-# --------------------------------------------------------------------------
-# Structures (plait.h)
-# --------------------------------------------------------------------------
-
-class Tensor(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("data", ctypes.c_void_p),
-        ("dtype", ctypes.c_int),
-        ("device", ctypes.c_int32),
-        ("ndim", ctypes.c_int32),
-        ("shape", ctypes.c_int64 * MAX_DIMS),
-    ]
-
-
-CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)
-
-
-class OpOptions(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("prescale_factor", ctypes.c_double),
-        ("postscale_factor", ctypes.c_double),
-        ("callback", CALLBACK),
-        ("user_data", ctypes.c_void_p),
-        ("process_set", ctypes.c_int32),
-        # device tensors: the stream the caller enqueued their producers on
-        # (CUDA: a cudaStream_t); None is the legacy default stream
-        ("stream", ctypes.c_void_p),
-    ]
-
-
-_STATS_COUNTERS = [
-    "cycles", "busy_cycles", "cache_hits", "cache_misses", "responses",
-    "tensors", "bytes", "fused_responses", "fused_tensors", "fusion_bytes",
-    "fusion_capacity", "control_messages", "control_bytes",
-]
-_STATS_TIMES = ["negotiate_s", "copy_in_s", "transport_s", "copy_out_s"]
-
-
-class Stats(ctypes.Structure):
-    _fields_ = ([("struct_size", ctypes.c_size_t)] +
-                [(n, ctypes.c_uint64) for n in _STATS_COUNTERS] +
-                [(n, ctypes.c_double) for n in _STATS_TIMES] +
-                [("fusion_threshold_now", ctypes.c_uint64),
-                 ("fusion_max_tensor_now", ctypes.c_uint64),
-                 ("cycle_time_ms_now", ctypes.c_double),
-                 ("autotune_state", ctypes.c_uint64),
-                 ("autotune_samples", ctypes.c_uint64),
-                 ("settings_digest", ctypes.c_uint64),
-                 ("negotiate_cpu_s", ctypes.c_double)])
-
-    def as_dict(self):
-        return {n: getattr(self, n) for n, _ in self._fields_[1:]}
-
-
-class TransportInfo(ctypes.Structure):
-    """plait_transport_info_t: what plait_transport_query reports."""
-    _fields_ = [("struct_size", ctypes.c_size_t), ("found", ctypes.c_int),
-                ("host_memory", ctypes.c_int), ("device_memory", ctypes.c_int), ("library_version", ctypes.c_int),
-                ("caps", ctypes.c_uint64), ("path", ctypes.c_char * 4096)]
 
 
 # --------------------------------------------------------------------------
