@@ -20,6 +20,7 @@
 
 #include "control/net.h"
 #include "engine/negotiate/negotiate.h"
+#include "meta_util.h"
 
 static plait_negotiator_t N;
 static plait_cache_t C;
@@ -37,21 +38,6 @@ static void stop(void) {
   plait_neg_free(&N);
   plait_cache_free(&C);
 }
-
-static plait_meta_t meta(plait_coll_t coll, plait_dtype_t dt, int64_t count) {
-  plait_meta_t m;
-  memset(&m, 0, sizeof m);
-  m.coll = (uint8_t)coll;
-  m.dtype = (uint8_t)dt;
-  m.op = PLAIT_OP_SUM;
-  m.device = -1;
-  m.prescale = m.postscale = 1.0;
-  m.ndim = 1;
-  m.shape[0] = count;
-  return m;
-}
-
-static plait_meta_t f32(int64_t count) { return meta(PLAIT_COLL_ALLREDUCE, PLAIT_FLOAT32, count); }
 
 static void announce(int rank, const char *name, plait_meta_t m) {
   cr_assert_eq(plait_neg_add(&N, rank, name, &m, -1, N.lists_sent), PLAIT_SUCCESS,

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "engine/negotiate/negotiate.h"
+#include "meta_util.h"
 #include "engine/transport/process_set.h"
 #include "util/clock.h"
 
@@ -73,15 +74,7 @@ static void stop(void) {
 TestSuite(negotiate_psets, .init = start, .fini = stop);
 
 static plait_meta_t on(int32_t pset, plait_coll_t coll, int64_t rows) {
-  plait_meta_t m;
-  memset(&m, 0, sizeof m);
-  m.coll = (uint8_t)coll;
-  m.dtype = PLAIT_FLOAT32;
-  m.op = PLAIT_OP_SUM;
-  m.device = -1;
-  m.prescale = m.postscale = 1.0;
-  m.ndim = 1;
-  m.shape[0] = rows;
+  plait_meta_t m = meta(coll, PLAIT_FLOAT32, rows);
   m.pset = pset;
   return m;
 }
