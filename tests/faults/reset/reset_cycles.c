@@ -27,7 +27,8 @@
  * each in a pid namespace of its own), this process at ADDR, the peers at
  * PEER_ADDR (the rendezvous is rank 0's address): their pids cannot be
  * checked from here (tests/tools/hosts/reset.sh).
- * N defaults to PLAIT_RESET_CYCLES, else 50; R to 3. Exit 0: passed; 1:
+ * N defaults to PLAIT_RESET_CYCLES, else 50; R to 3. PLAIT_LOG_LEVEL, if set, is
+ * kept (else error: the kills warn). Exit 0: passed; 1:
  * failed (a cycle went wrong or a gauge grew, said on the last line); 2: bad
  * arguments; 77: --kill-in-lock and no survivor rescued after the warm-up
  * (nothing measured).
@@ -254,7 +255,11 @@ int main(int argc, char **argv) {
   int parks = o.stop || o.in_lock;
   if (parks && o.cycles % 2 == 0) o.cycles++;
   const int base = WARMUP - 1 + parks;
+  /* a log level given by hand outlives the clearing (the kills warn: error else) */
+  char level[32] = "";
+  if (getenv("PLAIT_LOG_LEVEL")) snprintf(level, sizeof level, "%s", getenv("PLAIT_LOG_LEVEL"));
   plait_test_clear_env();
+  if (level[0]) setenv("PLAIT_LOG_LEVEL", level, 1);
   if (set_transport(o.transport)) return 2;
   plait_test_set_plugin_path();
   signal(SIGPIPE, SIG_IGN);
