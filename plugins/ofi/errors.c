@@ -47,6 +47,7 @@ plait_result_t ofi_break(ofi_state_t *st, plait_result_t code, const char *fmt, 
   if (st->abandoned && st->parent) {
     st->parent->abandoned = 1;
     st->parent->rescued |= st->rescued; /* its endpoint is parked at teardown (parked.h) */
+    if (st->rescued_tid) st->parent->rescued_tid = st->rescued_tid;
   }
   return code;
 }

@@ -132,6 +132,7 @@ typedef struct ofi_state {
   int abandoned; /* rescued: libfabric never called again on it */
   int rescued;   /* by the watchdog (rescue.h) outside a teardown: its objects
                   * are whole, parked at teardown (parked.h) */
+  int rescued_tid; /* the thread got out: owns what it held (orphan_lock.h) */
   int in_teardown; /* ofi_teardown runs (a rescue there leaves them half closed) */
   int park_sends; /* broken with this many sends posted to a peer that may be
                    * alive: parked at teardown, not closed (parked.h) */

@@ -14,6 +14,7 @@
 
 #include "errors.h"
 #include "robustness/liveness.h"
+#include "robustness/orphan_lock.h"
 #include "robustness/tcp_links.h"
 
 typedef struct parked {
@@ -34,6 +35,7 @@ typedef struct parked {
   ofi_tcp_name_t self;   /* this endpoint's address */
   char provider[64];
   int rescued; /* closed on a thread of its own, bounded (parked.h) */
+  int owner_tid; /* rescued: the thread got out, whose mutexes stay held */
   struct parked *next;
 } parked_t;
 
@@ -112,6 +114,7 @@ static parked_t *park(ofi_state_t *st, int sends, int rescued) {
   }
   p->info = st->info, p->fabric = st->fabric, p->domain = st->domain;
   p->av = st->av, p->cq = st->cq, p->ep = st->ep, p->sends = sends, p->rescued = rescued;
+  p->owner_tid = rescued ? st->rescued_tid : 0;
   snprintf(p->provider, sizeof p->provider, "%s", st->provider);
   st->info = NULL, st->fabric = NULL, st->domain = NULL;
   st->av = NULL, st->cq = NULL, st->ep = NULL;
@@ -197,6 +200,7 @@ static void close_parked(parked_t *p) {
  * whichever of the two threads lets go of it last. */
 typedef struct closer {
   parked_t *p;
+  atomic_int tid; /* the closing thread's, once it runs */
   atomic_int done;
   atomic_int refs;
 } closer_t;
@@ -207,20 +211,25 @@ static void closer_release(closer_t *c) {
 
 static void *close_thread(void *arg) {
   closer_t *c = arg;
+  atomic_store(&c->tid, ofi_gettid());
   close_parked(c->p);
   atomic_store(&c->done, 1);
   closer_release(c);
   return NULL;
 }
 
-/* Closes a rescued entry on a thread of its own, which then owns it: a close
- * that spins or blocks on a lock the rescue left held stays there, and this
- * thread goes on. Returns whether it returned within OFI_PARKED_CLOSE_S. */
-static int close_bounded(parked_t *p) {
+/* Closes a rescued entry on a thread of its own, which then owns it. A close
+ * blocked on a mutex that the rescued thread, since exited, left held is let
+ * through (orphan_lock.h; counted in *released); one that spins or blocks on
+ * anything else stays there, and this thread goes on. Returns whether it
+ * returned within OFI_PARKED_CLOSE_S. */
+static int close_bounded(parked_t *p, int *released) {
   closer_t *c = calloc(1, sizeof *c);
   pthread_t t;
   if (!c) return 0; /* kept open: as before */
   c->p = p;
+  int owner = p->owner_tid;
+  atomic_init(&c->tid, 0);
   atomic_init(&c->done, 0);
   atomic_init(&c->refs, 2);
   if (pthread_create(&t, NULL, close_thread, c) != 0) {
@@ -231,6 +240,8 @@ static int close_bounded(parked_t *p) {
   while (!atomic_load(&c->done) && now_s() < until) {
     struct timespec ts = {0, 1000 * 1000};
     nanosleep(&ts, NULL);
+    int tid = atomic_load(&c->tid);
+    if (tid && !atomic_load(&c->done) && ofi_release_orphan_lock(tid, owner)) (*released)++;
   }
   int done = atomic_load(&c->done);
   if (done) pthread_join(t, NULL);
@@ -240,7 +251,7 @@ static int close_bounded(parked_t *p) {
 }
 
 int ofi_parked_sweep(ofi_state_t *st) {
-  int closed = 0, left = 0, stuck = 0;
+  int closed = 0, left = 0, stuck = 0, released = 0;
   parked_t *rescued = NULL;
   pthread_mutex_lock(&lock);
   for (parked_t **pp = &list; *pp;) {
@@ -264,12 +275,15 @@ int ofi_parked_sweep(ofi_state_t *st) {
   while (rescued) {
     parked_t *p = rescued;
     rescued = p->next;
-    if (close_bounded(p)) closed++;
+    if (close_bounded(p, &released)) closed++;
     else stuck++;
   }
   if (st && stuck)
     OFI_WARN(st, "%d rescued endpoints did not close within %.0f s (a lock the rescue left "
              "held): left open", stuck, OFI_PARKED_CLOSE_S);
+  if (st && released)
+    OFI_INFO(st, "released %d libfabric mutexes that a rescued thread, since exited, left held, "
+             "for the close of its endpoint", released);
   if (st && (closed || left))
     OFI_DEBUG(st, "parked endpoints: %d closed now, %d still parked", closed, left);
   return left;

@@ -35,9 +35,10 @@
  * libfabric's locks may be held there: the jump left a lock of the dead
  * peer's region held, and may have left one of this process's. So a later
  * init closes it on a thread of its own, waited for at most
- * OFI_PARKED_CLOSE_S: a close that spins or blocks on such a lock is left
- * there (logged at warn level), and the init goes on. The closes measured
- * (shm, libfabric 1.17, FI_THREAD_DOMAIN) all returned at once.
+ * OFI_PARKED_CLOSE_S: a close blocked on a mutex the rescued thread left
+ * held, once that thread has exited, is let through (orphan_lock.h); one
+ * that spins or blocks on anything else is left there (logged at warn
+ * level), and the init goes on.
  * The list has its own lock: inits and teardowns of states of several
  * engines may run at once.
  */

@@ -205,6 +205,7 @@ plait_result_t ofi_rescued(ofi_state_t *st) {
   ofi_guard_off(st);
   st->abandoned = 1;
   st->rescued = !st->in_teardown; /* half closed: left open, never parked */
+  st->rescued_tid = t_tid; /* this thread: the mutexes it held stay held (orphan_lock.h) */
   char gone[256] = "";
   size_t o = 0;
   for (int r = 0; r < st->nranks && o < sizeof gone - 64; r++) {
