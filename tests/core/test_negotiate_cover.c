@@ -150,3 +150,50 @@ Test(negotiate_cover, an_allgather_gives_each_covered_rank_its_rows) {
   stop(&a, &ca);
   stop(&b, &cb);
 }
+
+/* Ticks a and b together every 0.1 s from t until a list comes out of a. */
+static void tick_both_until_list(plait_negotiator_t *a, plait_negotiator_t *b, double t,
+                                 plait_response_list_t *la, plait_response_list_t *lb) {
+  for (int i = 0; i < 60; i++, t += 0.1) {
+    *la = tick(a, t);
+    *lb = tick(b, t);
+    if (la->n || lb->n) return;
+    plait_responses_free(la);
+    plait_responses_free(lb);
+  }
+  cr_assert_fail("no verdict within 6 s");
+}
+
+/* Two subtrees each waiting on what only the other announced: the deadlock
+ * verdict names the same ranks as for announcements made rank by rank. */
+Test(negotiate_cover, a_deadlock_names_the_ranks_as_rank_by_rank) {
+  plait_negotiator_t a, b;
+  plait_cache_t ca, cb;
+  int size = 20; /* rank 1's subtree: 1, 9-16; ranks 2-8's: 2-8, 17-19 */
+  plait_config_t cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.stall_warn_s = 2;
+  cr_assert_eq(plait_cache_init(&ca, 16) | plait_cache_init(&cb, 16), PLAIT_SUCCESS);
+  cr_assert_eq(plait_neg_init(&a, size, &cfg, &ca) | plait_neg_init(&b, size, &cfg, &cb), 0);
+  plait_meta_t m = f32(1);
+  cr_assert_eq(plait_neg_add(&a, 0, "p", &m, -1, 0), 0);
+  cr_assert_eq(plait_neg_add_cover(&a, 1, K, "p", &m, -1, 0), 0);
+  for (int c = 2; c <= K; c++) cr_assert_eq(plait_neg_add_cover(&a, c, K, "q", &m, -1, 0), 0);
+  for (int r = 0; r < size; r++) {
+    int p = r <= 1 || (r >= 9 && r <= 16);
+    cr_assert_eq(plait_neg_add(&b, r, p ? "p" : "q", &m, -1, 0), 0);
+  }
+  plait_response_list_t la, lb;
+  tick_both_until_list(&a, &b, plait_now(), &la, &lb);
+  cr_assert(la.n == 2 && lb.n == 2, "both fail together: %u and %u responses", la.n, lb.n);
+  for (uint32_t i = 0; i < la.n; i++) {
+    cr_assert(la.r[i].status == PLAIT_ERR_STALLED && la.r[i].message && lb.r[i].message);
+    cr_expect_str_eq(la.r[i].message, lb.r[i].message);
+  }
+  cr_expect(strstr(la.r[0].message, "rank 1 waits on 'p'; rank 2 waits on 'q'") &&
+            strstr(la.r[0].message, "and 12 more ranks"), "%s", la.r[0].message);
+  plait_responses_free(&la);
+  plait_responses_free(&lb);
+  stop(&a, &ca);
+  stop(&b, &cb);
+}
