@@ -1,6 +1,7 @@
 /* Rank 0 records a control-tree AND item once for the subtree it covers
  * (negotiate.h, plait_neg_add_cover). */
 #include <stdint.h>
+#include <string.h>
 
 #include "engine/negotiate/negotiate.h"
 #include "engine/negotiate/negotiate_internal.h"
@@ -28,7 +29,6 @@ typedef struct {
   int cache_id;
   uint64_t acked;
   plait_record_t *rec;
-  int root;
 } cover_t;
 
 static int add_one(plait_negotiator_t *n, int r, void *arg) {
@@ -36,24 +36,35 @@ static int add_one(plait_negotiator_t *n, int r, void *arg) {
   return plait_neg_add(n, r, c->name, c->meta, c->cache_id, c->acked);
 }
 
-static int announced(plait_negotiator_t *n, int r, void *arg) {
-  (void)n;
-  return ((cover_t *)arg)->rec->have[r] != 0;
+/* The last rank of a subtree's level [lo, hi] in a job of size ranks. */
+static long top(long hi, int size) { return hi < size ? hi : size - 1; }
+
+/* Whether a rank of root's subtree (k >= 1) has announced rec already. */
+static int announced(const plait_record_t *rec, int root, int k, int size) {
+  uint8_t any = 0;
+  for (long lo = root, hi = root; lo < size; lo = lo * k + 1, hi = hi * k + k)
+    for (long r = lo; r <= top(hi, size); r++) any |= rec->have[r];
+  return any != 0;
 }
 
-/* Rank r of the subtree is present: its metadata is the root's (no copy:
- * plait_record_meta walks up to it; freed with the root's, records.c). */
-static int mark(plait_negotiator_t *n, int r, void *arg) {
-  cover_t *c = arg;
-  if (r != c->root) c->rec->have[r] = 2;
-  c->rec->count++;
-  plait_deadlock_moved(&n->deadlock, r);
-  return 0;
+/* Every rank of root's subtree (k >= 1) is present: a level at a time, the
+ * slots marked covered (their metadata is the root's: plait_record_meta)
+ * and moved (the deadlock check), no per-rank call. */
+static void mark(plait_negotiator_t *n, plait_record_t *rec, int root, int k) {
+  for (long lo = root, hi = root; lo < n->size; lo = lo * k + 1, hi = hi * k + k) {
+    long t = top(hi, n->size);
+    memset(rec->have + lo, 2, (size_t)(t - lo + 1));
+    plait_deadlock_moved_range(&n->deadlock, (int)lo, (int)t);
+    rec->count += (int)(t - lo + 1);
+  }
+  rec->have[root] = 1;
+  rec->nown++;
+  rec->fanout = k;
 }
 
 plait_result_t plait_neg_add_cover(plait_negotiator_t *n, int root, int k, const char *name,
                                    const plait_meta_t *meta, int cache_id, uint64_t acked) {
-  cover_t c = {name, meta, cache_id, acked, NULL, root};
+  cover_t c = {name, meta, cache_id, acked, NULL};
   if (root < 0 || root >= n->size || k < 0)
     return plait_error(PLAIT_ERR_PROTOCOL, "an AND item for rank %d's subtree (fan-out %d) in "
                        "a job of %d ranks", root, k, n->size);
@@ -63,14 +74,12 @@ plait_result_t plait_neg_add_cover(plait_negotiator_t *n, int root, int k, const
     char buf[PLAIT_OP_KEY_MAX];
     c.rec = plait_neg_record(n, plait_op_key(buf, meta->pset, name), name, meta->pset);
     if (!c.rec) return PLAIT_ERR_NO_MEMORY;
-    by_rank = !c.rec->member || each_rank(n, root, k, announced, &c);
+    by_rank = !c.rec->member || announced(c.rec, root, k, n->size);
   }
   if (by_rank) return (plait_result_t)each_rank(n, root, k, add_one, &c);
   if (plait_meta_copy(&c.rec->metas[root], meta))
     return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory recording '%s'", name);
-  c.rec->have[root] = 1;
-  c.rec->fanout = k;
-  each_rank(n, root, k, mark, &c);
+  mark(n, c.rec, root, k);
   if (cache_id >= 0) c.rec->cache_id = cache_id;
   return plait_neg_settle(n, c.rec);
 }

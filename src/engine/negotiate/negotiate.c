@@ -92,8 +92,8 @@ static void check_agreement(plait_negotiator_t *n, plait_record_t *rec) {
     if (rec->have[r]) ref = r;
   char what[64], va[256], vb[256];
   int odd = -1; /* a rank covered by a subtree's item (have 2) has its root's metadata */
-  for (int r = 0; r < n->size && odd < 0; r++)
-    if (rec->have[r] == 1 && plait_meta_describe_difference(&rec->metas[ref], &rec->metas[r], what,
+  for (int r = 0, seen = 0; r < n->size && odd < 0 && seen < rec->nown; r++)
+    if (rec->have[r] == 1 && ++seen && plait_meta_describe_difference(&rec->metas[ref], &rec->metas[r], what,
                                                        sizeof what, va, vb, sizeof va))
       odd = r;
   if (odd < 0) return;
@@ -230,6 +230,7 @@ plait_result_t plait_neg_add(plait_negotiator_t *n, int rank, const char *name,
   if (plait_meta_copy(&rec->metas[rank], meta))
     return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory recording '%s'", name);
   rec->have[rank] = 1;
+  rec->nown++;
   rec->count++;
   plait_deadlock_moved(&n->deadlock, rank);
   if (cache_id >= 0) rec->cache_id = cache_id;

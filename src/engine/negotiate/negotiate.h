@@ -37,6 +37,7 @@ typedef struct plait_record {
   uint8_t *have;       /* 1: announced (metas[r] its own); 2: covered by a subtree's AND
                           item (metas[r] unset: plait_record_meta finds the root's; cover.c) */
   int fanout;          /* the control tree's, where a slot is covered (have 2) */
+  int nown;            /* slots with have 1 (their metadata to free) */
   int count;
   int cache_id;        /* >= 0 when known to be cached with this metadata */
   double first_seen;

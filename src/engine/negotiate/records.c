@@ -13,8 +13,8 @@
 
 void plait_record_free(plait_record_t *rec, int size) {
   if (!rec) return;
-  for (int r = 0; r < size; r++)
-    if (rec->have[r] == 1) plait_meta_free(&rec->metas[r]); /* 2: its subtree root's (cover.c) */
+  for (int r = 0, left = rec->nown; r < size && left; r++) /* 2: the subtree root's (cover.c) */
+    if (rec->have[r] == 1) plait_meta_free(&rec->metas[r]), left--;
   /* metas, have and member live in the record's own block (negotiate.c) */
   if (rec->key != rec->name) free(rec->key);
   free(rec->name);
