@@ -75,7 +75,7 @@ Test(negotiate_cover, record_lookups_per_operation_do_not_grow_with_the_ranks) {
             (unsigned long long)at1024);
 }
 
-Test(negotiate_cover, a_late_subtree_is_named_rank_by_rank_in_the_stall) {
+Test(negotiate_cover, a_late_subtree_is_named_rank_by_rank_in_the_stall_and_dropped_after) {
   plait_negotiator_t n;
   plait_cache_t cache;
   start(&n, &cache, 256, 5.0);
@@ -87,6 +87,12 @@ Test(negotiate_cover, a_late_subtree_is_named_rank_by_rank_in_the_stall) {
                                    "submitted it"),
             "%s", l.r[0].message);
   plait_responses_free(&l);
+  /* the late subtree's item, sent before it ran the failing list: dropped
+   * rank by rank against the tombstone, no new 's' */
+  plait_meta_t m = f32(1);
+  cr_assert_eq(plait_neg_add_cover(&n, 8, K, "s", &m, -1, n.lists_sent - 1), PLAIT_SUCCESS);
+  cr_expect_eq(n.records.count, 0, "a stale AND item made a new record");
+  cr_expect_eq(n.tombstones.count, 0, "every missing rank accounted for: tombstone gone");
   stop(&n, &cache);
 }
 
