@@ -3,9 +3,10 @@
  * (plait_neg_add_cover, src/engine/negotiate/cover.c): one record lookup per
  * item, however many ranks the subtree holds, where it was one
  * plait_neg_add (a lookup, a metadata copy) per covered rank; and what it
- * records is what rank-by-rank announcements would: the same response, the
- * same mismatch text, the same missing ranks in a stall, the same
- * "announced twice" error.
+ * records is what rank-by-rank announcements would: the same response (an
+ * allgather's rows per rank included), the same mismatch text, the same
+ * missing ranks in a stall (and a late item dropped against the
+ * tombstone), the same deadlock verdict, the same "announced twice" error.
  */
 #include <criterion/criterion.h>
 #include <string.h>
