@@ -481,23 +481,16 @@ static plait_result_t take_relayed_cb(void *arg, int origin, const uint8_t *p, s
 }
 
 /* Rank 0: an AND of a cached id relayed up the control tree (tree_and.h),
- * recorded as the request of each rank it covers. */
+ * recorded once for the ranks it covers (plait_neg_add_cover). */
 static plait_result_t take_and_cb(void *arg, const plait_tree_and_t *a) {
   plait_coord_t *c = arg;
   plait_request_t q = {NULL, a->id, {0}};
-  long k = c->ctrl->tree.fanout;
-  double t = plait_now();
-  for (long lo = a->root, hi = a->root; lo < c->size; lo = lo * k + 1, hi = hi * k + k) {
-    for (long r = lo; r <= hi && r < c->size; r++) {
-      const char *name = NULL;
-      const plait_meta_t *meta = NULL;
-      plait_silence_heard(&c->silence, (int)r, t);
-      PLAIT_CHECK(plait_cache_resolve(&c->cache, (int)r, &q, &name, &meta));
-      PLAIT_CHECK(plait_neg_add(&c->neg, (int)r, name, meta, a->id, a->acked));
-    }
-    if (a->one) break;
-  }
-  return PLAIT_SUCCESS;
+  const char *name = NULL;
+  const plait_meta_t *meta = NULL;
+  int k = a->one ? 0 : c->ctrl->tree.fanout;
+  PLAIT_CHECK(plait_cache_resolve(&c->cache, (int)a->root, &q, &name, &meta));
+  plait_silence_heard_subtree(&c->silence, (int)a->root, k, plait_now());
+  return plait_neg_add_cover(&c->neg, (int)a->root, k, name, meta, a->id, a->acked);
 }
 
 static plait_result_t root_receive(plait_coord_t *c, int rank, int *busy) {

@@ -22,8 +22,16 @@ void plait_silence_free(plait_silence_t *s) {
 }
 
 void plait_silence_all_busy(plait_silence_t *s) {
+  double now = plait_now(); /* once: not two clock reads per rank */
   for (int r = 1; r < s->size; r++)
-    if (s->last_heard[r] < plait_now()) s->last_heard[r] = plait_now();
+    if (s->last_heard[r] < now) s->last_heard[r] = now;
+}
+
+void plait_silence_heard_subtree(plait_silence_t *s, int root, int k, double t) {
+  for (long lo = root, hi = root; lo < s->size; lo = lo * k + 1, hi = hi * k + k) {
+    for (long r = lo; r <= hi && r < s->size; r++) s->last_heard[r] = t;
+    if (!k) break;
+  }
 }
 
 int plait_silence_beat_due(const plait_silence_t *s) {

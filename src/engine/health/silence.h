@@ -37,6 +37,9 @@ static inline void plait_silence_sent(plait_silence_t *s) { s->last_sent = plait
 static inline void plait_silence_heard(plait_silence_t *s, int rank, double t) {
   s->last_heard[rank] = t;
 }
+/* Rank 0: heard at t from every rank of root's subtree in the control tree
+ * of fan-out k (root alone for k 0): an AND item (tree_and.h). */
+void plait_silence_heard_subtree(plait_silence_t *s, int root, int k, double t);
 /* Rank 0: every rank was in the collectives just run: silence meanwhile is
  * not loss. */
 void plait_silence_all_busy(plait_silence_t *s);

@@ -69,7 +69,7 @@ static int stuck_ranks(const plait_negotiator_t *n, plait_record_t **recs, int c
                        double now, uint8_t *stuck) {
   memset(stuck, 0, (size_t)n->size);
   for (int i = 0; i < count; i++)
-    for (int r = 0; r < n->size; r++) stuck[r] |= recs[i]->have[r];
+    for (int r = 0; r < n->size; r++) stuck[r] |= recs[i]->have[r] != 0; /* 1 or 2 */
   for (int r = 0; r < n->size; r++) stuck[r] &= (uint8_t)quiet(n, r, now);
   for (int changed = 1; changed;) {
     changed = 0;

@@ -65,6 +65,8 @@ void plait_deadlock_free(plait_deadlock_t *d);
 
 /* rank moved (announced something); noted at the next tick. */
 void plait_deadlock_moved(plait_deadlock_t *d, int rank);
+/* Ranks lo to hi moved (a subtree's level: negotiate/cover.c). */
+void plait_deadlock_moved_range(plait_deadlock_t *d, int lo, int hi);
 /* Every rank marked in member (size entries) moved (an operation became
  * ready or failed); NULL: every rank. */
 void plait_deadlock_moved_set(plait_deadlock_t *d, const uint8_t *member);

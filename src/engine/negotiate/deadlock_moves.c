@@ -30,8 +30,15 @@ void plait_deadlock_moved(plait_deadlock_t *d, int rank) {
   d->any_dirty = 1;
 }
 
+void plait_deadlock_moved_range(plait_deadlock_t *d, int lo, int hi) {
+  if (!d->dirty || lo < 0 || hi >= d->size || lo > hi) return;
+  memset(d->dirty + lo, 1, (size_t)(hi - lo + 1));
+  d->any_dirty = 1;
+}
+
 void plait_deadlock_moved_set(plait_deadlock_t *d, const uint8_t *member) {
   if (!d->dirty) return;
-  for (int r = 0; r < d->size; r++) d->dirty[r] |= !member || member[r];
+  if (!member) memset(d->dirty, 1, (size_t)d->size);
+  for (int r = 0; member && r < d->size; r++) d->dirty[r] |= member[r] != 0;
   d->any_dirty = 1;
 }

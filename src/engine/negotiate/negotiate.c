@@ -64,14 +64,16 @@ static plait_record_t *new_record(plait_negotiator_t *n, const char *key, const 
   /* one block: the record, then per rank its metadata, whether it announced
    * and whether it is a member (plait_record_free frees the block once) */
   size_t size = (size_t)n->size;
-  plait_record_t *rec = calloc(1, sizeof *rec + size * (sizeof *rec->metas + 2));
+  plait_record_t *rec = malloc(sizeof *rec + size * (sizeof *rec->metas + 2));
   if (!rec) return NULL;
+  memset(rec, 0, sizeof *rec); /* metas[r] is set where have[r] is: not cleared (N x its size) */
   rec->name = strdup(name);
   rec->key = pset ? strdup(key) : rec->name; /* the global set's key is the name */
   rec->pset = pset;
   rec->metas = (plait_meta_t *)(rec + 1);
   rec->have = (uint8_t *)(rec->metas + size);
   rec->member = rec->have + size; /* plait_neg_set_members fills it, or sets it NULL */
+  memset(rec->have, 0, 2 * size);
   rec->cache_id = -1;
   rec->first_seen = now;
   rec->arrival = n->arrivals++;
@@ -89,9 +91,9 @@ static void check_agreement(plait_negotiator_t *n, plait_record_t *rec) {
   for (int r = 0; r < n->size && ref < 0; r++)
     if (rec->have[r]) ref = r;
   char what[64], va[256], vb[256];
-  int odd = -1;
-  for (int r = 0; r < n->size && odd < 0; r++)
-    if (rec->have[r] && plait_meta_describe_difference(&rec->metas[ref], &rec->metas[r], what,
+  int odd = -1; /* a rank covered by a subtree's item (have 2) has its root's metadata */
+  for (int r = 0, seen = 0; r < n->size && odd < 0 && seen < rec->nown; r++)
+    if (rec->have[r] == 1 && ++seen && plait_meta_describe_difference(&rec->metas[ref], &rec->metas[r], what,
                                                        sizeof what, va, vb, sizeof va))
       odd = r;
   if (odd < 0) return;
@@ -111,14 +113,15 @@ static void check_agreement(plait_negotiator_t *n, plait_record_t *rec) {
     char value[256], w2[64], x[256];
     memset(same, 0, (size_t)n->size);
     /* value of rank r: compare against a rank known to differ, or ref */
-    int other = plait_meta_describe_difference(&rec->metas[r], &rec->metas[odd], w2, sizeof w2,
-                                               value, x, sizeof value) ? odd : ref;
-    if (!plait_meta_describe_difference(&rec->metas[r], &rec->metas[other], w2, sizeof w2, value,
+    const plait_meta_t *mr = plait_record_meta(rec, r), *mo = plait_record_meta(rec, odd);
+    int other = plait_meta_describe_difference(mr, mo, w2, sizeof w2, value, x, sizeof value)
+                    ? odd : ref;
+    if (!plait_meta_describe_difference(mr, plait_record_meta(rec, other), w2, sizeof w2, value,
                                         x, sizeof value))
-      plait_meta_describe_difference(&rec->metas[r], &rec->metas[r == ref ? odd : ref], w2,
+      plait_meta_describe_difference(mr, plait_record_meta(rec, r == ref ? odd : ref), w2,
                                      sizeof w2, value, x, sizeof value);
     for (int q = r; q < n->size; q++)
-      if (rec->have[q] && !done[q] && plait_meta_equal(&rec->metas[q], &rec->metas[r]))
+      if (rec->have[q] && !done[q] && plait_meta_equal(plait_record_meta(rec, q), mr))
         same[q] = done[q] = 1;
     char who[512];
     plait_format_ranks(who, sizeof who, n->size, same);
@@ -200,19 +203,34 @@ static void note_join(plait_negotiator_t *n, int rank) {
 static plait_result_t sweep_joined(plait_negotiator_t *n);
 static plait_result_t settle_joined(plait_negotiator_t *n, plait_record_t *rec);
 
+plait_record_t *plait_neg_record(plait_negotiator_t *n, const char *key, const char *name,
+                                 int32_t pset) {
+  n->lookups++;
+  plait_record_t *rec = plait_namemap_get(&n->records, key);
+  if (!rec && !(rec = new_record(n, key, name, pset, plait_now())))
+    plait_error(PLAIT_ERR_NO_MEMORY, "out of memory recording '%s'", name);
+  return rec;
+}
+
+plait_result_t plait_neg_settle(plait_negotiator_t *n, plait_record_t *rec) {
+  if (present(n, rec) == rec->nmembers) return complete(n, rec);
+  if (n->njoined) return settle_joined(n, rec); /* e.g. a broadcast after a join */
+  return PLAIT_SUCCESS;
+}
+
 plait_result_t plait_neg_add(plait_negotiator_t *n, int rank, const char *name,
                              const plait_meta_t *meta, int cache_id, uint64_t acked) {
   char buf[PLAIT_OP_KEY_MAX];
   const char *key = plait_op_key(buf, meta->pset, name);
   if (n->tombstones.count && plait_neg_stale(n, rank, key, acked)) return PLAIT_SUCCESS;
-  plait_record_t *rec = plait_namemap_get(&n->records, key);
-  if (!rec && !(rec = new_record(n, key, name, meta->pset, plait_now())))
-    return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory recording '%s'", name);
+  plait_record_t *rec = plait_neg_record(n, key, name, meta->pset);
+  if (!rec) return PLAIT_ERR_NO_MEMORY;
   if (rec->have[rank])
     return plait_error(PLAIT_ERR_PROTOCOL, "rank %d announced '%s' twice", rank, name);
   if (plait_meta_copy(&rec->metas[rank], meta))
     return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory recording '%s'", name);
   rec->have[rank] = 1;
+  rec->nown++;
   rec->count++;
   plait_deadlock_moved(&n->deadlock, rank);
   if (cache_id >= 0) rec->cache_id = cache_id;
@@ -222,9 +240,7 @@ plait_result_t plait_neg_add(plait_negotiator_t *n, int rank, const char *name,
     PLAIT_CHECK(sweep_joined(n));
     if (!plait_namemap_get(&n->records, key)) return PLAIT_SUCCESS; /* completed by the sweep */
   }
-  if (present(n, rec) == rec->nmembers) return complete(n, rec);
-  if (n->njoined) return settle_joined(n, rec); /* e.g. a broadcast after a join */
-  return PLAIT_SUCCESS;
+  return plait_neg_settle(n, rec);
 }
 
 typedef struct {

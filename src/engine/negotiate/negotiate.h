@@ -34,7 +34,10 @@ typedef struct plait_record {
                           (member, metas and have: in the record's own block) */
   int nmembers;
   plait_meta_t *metas; /* per rank, valid where have[r] */
-  uint8_t *have;
+  uint8_t *have;       /* 1: announced (metas[r] its own); 2: covered by a subtree's AND
+                          item (metas[r] unset: plait_record_meta finds the root's; cover.c) */
+  int fanout;          /* the control tree's, where a slot is covered (have 2) */
+  int nown;            /* slots with have 1 (their metadata to free) */
   int count;
   int cache_id;        /* >= 0 when known to be cached with this metadata */
   double first_seen;
@@ -46,6 +49,9 @@ typedef struct plait_record {
 } plait_record_t;
 
 void plait_record_free(plait_record_t *rec, int size);
+/* Rank r's metadata in rec (have[r] set): its own, or for a rank covered by
+ * a subtree's AND item, the subtree root's. */
+const plait_meta_t *plait_record_meta(const plait_record_t *rec, int r);
 /* The first rank that announced rec: its metadata stands for every rank's
  * once they agree. */
 int plait_record_ref(const plait_record_t *rec, int size);
@@ -85,6 +91,8 @@ typedef struct plait_negotiator {
   int scratch_cap;
   plait_deadlock_t deadlock; /* who moved when (engine/negotiate/deadlock.h) */
   uint64_t rank_scans;      /* ranks the readiness rule looked at (none without a join) */
+  uint64_t lookups;         /* records looked up by key: one per announcement, and one per
+                               subtree's AND item (plait_neg_add_cover), not per rank it covers */
 } plait_negotiator_t;
 
 /* Whether rank r must still announce rec: a member of its set that has not,
@@ -110,6 +118,18 @@ void plait_neg_free(plait_negotiator_t *n);
  * twice) is PLAIT_ERR_PROTOCOL naming the rank. */
 plait_result_t plait_neg_add(plait_negotiator_t *n, int rank, const char *name,
                              const plait_meta_t *meta, int cache_id, uint64_t acked);
+
+/* cover.c: records an AND item of the control tree (tree_and.h): every rank
+ * of root's subtree in a tree of fan-out k (root alone when k is 0)
+ * announced name with meta (from the cache, so the same for each). One
+ * record lookup and one metadata copy for the whole subtree; each covered
+ * rank's slot is marked (have 2) with a shallow copy of it, so stalls,
+ * deadlocks, agreement and responses see every rank as plait_neg_add would
+ * record it. Where a rank-by-rank rule applies (a tombstone of name, a
+ * join, a rank that already announced it, a process set other than the
+ * global one) it records rank by rank with plait_neg_add, errors included. */
+plait_result_t plait_neg_add_cover(plait_negotiator_t *n, int root, int k, const char *name,
+                                   const plait_meta_t *meta, int cache_id, uint64_t acked);
 
 /* The tick: inspects stalls (at now), releases what is ready (unless it
  * holds it for expected companions, see hold_s), plans fusion and builds the

@@ -20,4 +20,13 @@ int plait_neg_stale(plait_negotiator_t *n, int rank, const char *name, uint64_t 
 /* Frees a tombstone (a plait_namemap_each callback of n->tombstones). */
 void plait_neg_free_tomb_cb(const char *key, void *value, void *arg);
 
+/* negotiate.c: the pending record of key (name in pset), made when there
+ * is none (n->lookups counts the calls); NULL, the error set, when out of
+ * memory. */
+plait_record_t *plait_neg_record(plait_negotiator_t *n, const char *key, const char *name,
+                                 int32_t pset);
+/* negotiate.c: after rec gained announcements: complete it when every member
+ * is present, or settle it against joined ranks. */
+plait_result_t plait_neg_settle(plait_negotiator_t *n, plait_record_t *rec);
+
 #endif

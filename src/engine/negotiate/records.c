@@ -13,13 +13,18 @@
 
 void plait_record_free(plait_record_t *rec, int size) {
   if (!rec) return;
-  for (int r = 0; r < size; r++)
-    if (rec->have[r]) plait_meta_free(&rec->metas[r]);
+  for (int r = 0, left = rec->nown; r < size && left; r++) /* 2: the subtree root's (cover.c) */
+    if (rec->have[r] == 1) plait_meta_free(&rec->metas[r]), left--;
   /* metas, have and member live in the record's own block (negotiate.c) */
   if (rec->key != rec->name) free(rec->key);
   free(rec->name);
   free(rec->message);
   free(rec);
+}
+
+const plait_meta_t *plait_record_meta(const plait_record_t *rec, int r) {
+  while (r > 0 && rec->have[r] == 2 && rec->fanout > 0) r = (r - 1) / rec->fanout; /* parent */
+  return &rec->metas[r];
 }
 
 int plait_record_ref(const plait_record_t *rec, int size) {

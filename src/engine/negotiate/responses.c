@@ -69,9 +69,10 @@ static plait_result_t extras(plait_negotiator_t *n, plait_response_t *x,
     int k = i++;
     if (!rec->have[r]) continue; /* a joined rank contributes nothing */
     if (x->coll == PLAIT_COLL_ALLGATHER)
-      x->dims[k] = rec->metas[r].shape[0];
-    else if (rec->metas[r].nsplits == (uint32_t)size)
-      memcpy(x->dims + (size_t)k * size, rec->metas[r].splits, sizeof(int64_t) * size);
+      x->dims[k] = plait_record_meta(rec, r)->shape[0];
+    else if (plait_record_meta(rec, r)->nsplits == (uint32_t)size)
+      memcpy(x->dims + (size_t)k * size, plait_record_meta(rec, r)->splits,
+             sizeof(int64_t) * size);
   }
   return PLAIT_SUCCESS;
 }

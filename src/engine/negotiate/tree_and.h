@@ -18,8 +18,9 @@
  * mismatch rank 0 must see at once), goes up slot by slot (the detail: a child's AND, or this
  * rank's own id with PLAIT_TREE_ONE), and the rest of that id's slots
  * follow as they come, so rank 0 names the ranks missing in a stall as it
- * does on the star. Rank 0 records an AND item as each rank's own request
- * (coordinator.c), so agreement, order and errors are the star's.
+ * does on the star. Rank 0 records an AND item once for the ranks it covers
+ * (plait_neg_add_cover, cover.c), each counted as if it had announced the
+ * id itself, so agreement, order and errors are the star's.
  *
  * Not thread-safe: the coordinator thread of a relaying rank owns it.
  */
