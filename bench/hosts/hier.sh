@@ -115,7 +115,7 @@ PY
 
 for round in $(seq 1 "$rounds"); do
   for mode in $modes; do
-    case "$mode" in off | on) run_job "$mode" "$round" ;; *) peers_job "$mode" "$round" ;; esac
+    case "$mode" in off | on | auto) run_job "$mode" "$round" ;; *) peers_job "$mode" "$round" ;; esac
   done
 done
 declare -A med
