@@ -71,8 +71,8 @@ int plait_hier_members(const int *of, int size, int which, int *out);
  * the job's transport (loopback TCP between a host's ranks) a gain of 3
  * (cyclic placement) ran 1.98x faster than the flat ring and gains of 1.5
  * and 1.25 (block placement) 0.67-1.01x and 0.87x; over shared memory a
- * gain of 1.5 ran 1.34-1.75x (64 MiB and a ResNet-50 step, 1 and 10 Gbit/s)
- * and 1.25 0.94x (docs/performance.md). */
+ * gain of 1.5 ran 1.36-1.49x (64 MiB over gloo and ofi, a ResNet-50 step)
+ * and 1.25 0.94-1.05x (docs/performance.md). */
 #define PLAIT_HIER_AUTO_MIN_GAIN 2.0     /* the steps within the host on the job's transport */
 #define PLAIT_HIER_AUTO_MIN_GAIN_SHM 1.5 /* on shared memory (hier_local.h) */
 
