@@ -65,11 +65,12 @@ static const char *host_of(int rank) {
   }
 }
 
+#define NO_SHM_ANY (-2) /* no_shm_rank: every rank's FI_PROVIDER=tcp */
 static int no_shm_rank = -1; /* this rank's FI_PROVIDER=tcp leaves libfabric's shm out */
 
 static int before(int rank) {
   setenv("PLAIT_HOSTNAME", host_of(rank), 1);
-  if (rank == no_shm_rank) setenv("FI_PROVIDER", "tcp", 1);
+  if (rank == no_shm_rank || no_shm_rank == NO_SHM_ANY) setenv("FI_PROVIDER", "tcp", 1);
   unsetenv("PLAIT_LOCAL_RANK"); /* the layout from the hosts */
   unsetenv("PLAIT_LOCAL_SIZE");
   char log[320];
@@ -281,7 +282,7 @@ static void check_layout(int layout, int nranks, int fits, double gain) {
       compare(nranks, modes[m], what, PLAIT_FLOAT32);
     }
   }
-  int shm = !local_env && no_shm_rank < 0 && shm_expected();
+  int shm = !local_env && no_shm_rank == -1 && shm_expected();
   int gains = fits && gain >= (shm ? 1.5 : 2.0);
   for (int r = 0; r < nranks; r++) {
     cr_expect(!logged_hier("off", r), "rank %d ran a hierarchical allreduce while off", r);
@@ -292,7 +293,7 @@ static void check_layout(int layout, int nranks, int fits, double gain) {
   }
   if (fits) check_per_response(nranks, gains);
   if (fits) check_local_over(nranks, shm ? "ofi shm" : "gloo");
-  for (int r = 0; fits && no_shm_rank >= 0 && r < nranks; r++)
+  for (int r = 0; fits && no_shm_rank != -1 && r < nranks; r++)
     cr_expect(logged("on", r, "not on shared memory"), "rank %d did not say why the local set "
               "is not on shared memory", r);
   char cmd[300];
@@ -318,6 +319,12 @@ Test(hier_allreduce, local_steps_on_the_job_transport_when_told, .timeout = 240)
  * start the shm instance or none), results as above. */
 Test(hier_allreduce, local_steps_on_the_job_transport_when_a_rank_lacks_shm, .timeout = 240) {
   no_shm_rank = 3;
+  check_layout(0, 4, 1, 1.5);
+}
+/* No rank can open shm (all agree on none): every rank keeps the local set
+ * on gloo; under auto the contiguous layout (gain 1.5) then runs flat. */
+Test(hier_allreduce, local_steps_on_the_job_transport_when_no_rank_has_shm, .timeout = 240) {
+  no_shm_rank = NO_SHM_ANY;
   check_layout(0, 4, 1, 1.5);
 }
 Test(hier_allreduce, hosts_of_unequal_counts_run_flat, .timeout = 240) {
