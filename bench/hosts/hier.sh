@@ -7,11 +7,14 @@
 # host's link shaped by tbf to RATE (default 1gbit) in its outgoing direction,
 # so every byte between the hosts crosses a 1 Gbit/s link, as between two
 # machines with 1 Gbit/s NICs; ranks of one host talk over loopback.
-# Each round runs one job with PLAIT_HIERARCHICAL_ALLREDUCE=off, then one with
-# on (interleaved, so load on the machine falls on both alike): plait-bench
+# Each round runs one job with PLAIT_HIERARCHICAL_ALLREDUCE=off, one with on,
+# then one with auto (the default: per response, hier_plan.h), interleaved,
+# so load on the machine falls on all alike: plait-bench
 # allreduce of SIZE (default 64M) float32 in place, ITERS timed iterations
 # after 2 warm-up ones, every result checked. Prints each round's median and,
-# at the end, the median over rounds of each mode and their ratio; appends one
+# at the end, the median over rounds of each mode and the ratios flat / on and
+# flat / auto (the summary's auto_ms, auto_ratio; auto_path: whether auto ran
+# it per response or, on a layout that gains too little, flat); appends one
 # JSON object per job to OUT (default bench/results/hier-hosts.jsonl); the
 # summary row's "local" says what the steps within a host ran on (rank 0's
 # info line: "ofi shm", or the job's transport; EXTRA_ENV=
@@ -40,7 +43,7 @@ bench="$root/build/bin/plait-bench"
 [ -x "$bench" ] || { echo "no $bench: cmake --build build --target plait-bench plait-transport-gloo"; exit 1; }
 # shellcheck source=../../tests/tools/hosts/lib.sh
 . "$root/tests/tools/hosts/lib.sh"
-modes="off on ${PEERS:-}"
+modes="off on auto ${PEERS:-}"
 # ofi across hosts over tcp; shm left in, for the local set's own instance
 # (PLAIT_HIERARCHICAL_LOCAL_TRANSPORT=auto): FI_PROVIDER=tcp alone would leave
 # it out of the whole process. gloo: libfabric only for that instance.
@@ -66,8 +69,8 @@ echo "$nh hosts x 2 ranks ($placement), each host's link: tbf $rate; $transport;
 run_job() { # mode round: one job, its plait-bench JSON in $tmp/<mode>.<round>.json
   local mode="$1" round="$2" r n l json="$tmp/$1.$2.json" secret port
   secret="$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')"
-  port=$((29500 + round * 2))
-  [ "$mode" = off ] || port=$((port + 1))
+  port=$((29500 + round * 3))
+  case "$mode" in on) port=$((port + 1)) ;; auto) port=$((port + 2)) ;; esac
   local args=(allreduce --min "$size" --max "$size" --iters "$iters" --warmup 2 --in-place)
   local knob=PLAIT_HIERARCHICAL_ALLREDUCE
   if [ "$coll" = allgather ]; then
@@ -112,7 +115,7 @@ PY
 
 for round in $(seq 1 "$rounds"); do
   for mode in $modes; do
-    case "$mode" in off | on) run_job "$mode" "$round" ;; *) peers_job "$mode" "$round" ;; esac
+    case "$mode" in off | on | auto) run_job "$mode" "$round" ;; *) peers_job "$mode" "$round" ;; esac
   done
 done
 declare -A med
@@ -121,13 +124,18 @@ for mode in $modes; do
   med[$mode]="$(median <"$tmp/$mode.ms")"
 done
 ratio="$(awk -v a="${med[off]}" -v b="${med[on]}" 'BEGIN { printf "%.2f", a / b }')"
+auto_ratio="$(awk -v a="${med[off]}" -v b="${med[auto]}" 'BEGIN { printf "%.2f", a / b }')"
 # what the hierarchical job's steps within a host ran on (rank 0's info line)
 local_over="$(sed -n 's/.*within the host over \([^,]*\), across hosts.*/\1/p' "$tmp/out.on.1.0" | head -1)"
 local_over="${local_over:-$transport}"
+# whether auto made the hierarchical allreduce's sets (then each response of
+# PLAIT_HIERARCHICAL_THRESHOLD bytes or more ran hierarchically) or ran flat
+auto_path=flat
+! grep -q "hierarchical collectives (allreduce: auto" "$tmp/out.auto.1.0" || auto_path="hierarchical from the threshold"
 what="${MIX:+fusion $(basename "$MIX")}"
 what="${what:-$coll $size}"
 echo "RESULT $what, $nh hosts x 2 ranks ($placement), tbf $rate, $transport (within a host: $local_over), $rounds interleaved rounds:" \
-  "flat ${med[off]} ms, hierarchical ${med[on]} ms (median of rounds): ${ratio}x"
+  "flat ${med[off]} ms, hierarchical ${med[on]} ms, auto ${med[auto]} ms (median of rounds): ${ratio}x, auto ${auto_ratio}x"
 peers_json=""
 for mode in ${PEERS:-}; do
   echo "RESULT $mode ${med[$mode]} ms: hierarchical plait" \
@@ -142,7 +150,7 @@ for mode in $modes; do
 import json, sys
 path, mode, rnd, rate, stamp, load, what, placement, hosts = sys.argv[1:]
 row = [json.loads(l) for l in open(path) if l.strip()][-1]
-system = {"off": "plait", "on": "plait"}.get(mode, mode)
+system = {"off": "plait", "on": "plait", "auto": "plait"}.get(mode, mode)
 row.update({"bench": "hier-hosts", "what": what, "hierarchical": mode, "system": system, "round": int(rnd),
             "hosts": int(hosts), "ranks_per_host": 2, "placement": row.get("placement", placement), "link": "tbf " + rate, "when": stamp,
             "load1": float(load)})
@@ -150,4 +158,4 @@ print(json.dumps(row, sort_keys=True))
 PY
   done
 done
-echo "{\"bench\": \"hier-hosts${PEERS:+-peers}-summary\", \"what\": \"$what\", \"placement\": \"$placement\", \"hosts\": $nh, \"ranks_per_host\": 2, \"transport\": \"$transport\", \"local\": \"$local_over\", \"link\": \"tbf $rate\", \"rounds\": $rounds, \"flat_ms\": ${med[off]}, \"hierarchical_ms\": ${med[on]}, \"ratio\": $ratio$peers_json, \"when\": \"$stamp\"}" >>"$out"
+echo "{\"bench\": \"hier-hosts${PEERS:+-peers}-summary\", \"what\": \"$what\", \"placement\": \"$placement\", \"hosts\": $nh, \"ranks_per_host\": 2, \"transport\": \"$transport\", \"local\": \"$local_over\", \"link\": \"tbf $rate\", \"rounds\": $rounds, \"flat_ms\": ${med[off]}, \"hierarchical_ms\": ${med[on]}, \"ratio\": $ratio, \"auto_ms\": ${med[auto]}, \"auto_ratio\": $auto_ratio, \"auto_path\": \"$auto_path\"$peers_json, \"when\": \"$stamp\"}" >>"$out"

@@ -118,9 +118,10 @@
   X(hierarchical_allreduce, "PLAIT_HIERARCHICAL_ALLREDUCE", NAME, "auto", "",  \
     "allreduce within each host, then across hosts, then within the host "    \
     "again, when ranks share hosts (>= 2 hosts, the same number >= 2 of "     \
-    "ranks on each): auto (from PLAIT_HIERARCHICAL_THRESHOLD bytes up, "      \
-    "where the placement halves the bytes across hosts), on or off; rank "    \
-    "0's value is the job's")                                                 \
+    "ranks on each): auto (per response, from PLAIT_HIERARCHICAL_THRESHOLD "  \
+    "bytes up, where the placement cuts the bytes across hosts 1.5x with "   \
+    "the steps within the host on shared memory, 2x without), on or off; "  \
+    "rank 0's value is the job's")                                            \
   X(hierarchical_allgather, "PLAIT_HIERARCHICAL_ALLGATHER", NAME, "off", "",   \
     "allgather across hosts among the ranks of each local index, then "      \
     "within each host, when ranks share hosts (as the hierarchical "         \

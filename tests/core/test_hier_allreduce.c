@@ -7,7 +7,9 @@
  * every rank of a job must hold the same bytes. Layouts: 2 hosts x 2 ranks
  * (contiguous and interleaved ranks), 3 hosts x 2 ranks, and 2 hosts of
  * unequal counts (runs flat: no hierarchical allreduce is logged); auto
- * runs it only on the interleaved layout (hier_plan.h: the gain). Each job
+ * runs it on the interleaved layout, and on 2 x 2 contiguous where the
+ * steps within the host run on shm (hier_plan.h: the gain), per response:
+ * a 28-byte allreduce flat, a 4 MB one hierarchical. Each job
  * logs at debug level to a file per rank, where the test looks for the
  * hierarchical allreduce having run (or not) and for what its steps within
  * the host ran on: libfabric's shm through a second ofi instance where the
@@ -63,11 +65,12 @@ static const char *host_of(int rank) {
   }
 }
 
+#define NO_SHM_ANY (-2) /* no_shm_rank: every rank's FI_PROVIDER=tcp */
 static int no_shm_rank = -1; /* this rank's FI_PROVIDER=tcp leaves libfabric's shm out */
 
 static int before(int rank) {
   setenv("PLAIT_HOSTNAME", host_of(rank), 1);
-  if (rank == no_shm_rank) setenv("FI_PROVIDER", "tcp", 1);
+  if (rank == no_shm_rank || no_shm_rank == NO_SHM_ANY) setenv("FI_PROVIDER", "tcp", 1);
   unsetenv("PLAIT_LOCAL_RANK"); /* the layout from the hosts */
   unsetenv("PLAIT_LOCAL_SIZE");
   char log[320];
@@ -242,9 +245,24 @@ static void check_local_over(int nranks, const char *local) {
               dir);
 }
 
-/* fits: the layout fits (on runs hierarchically); gains: auto does too (the
- * layout sends 2x fewer bytes across hosts than the flat ring: interleaved) */
-static void check_layout(int layout, int nranks, int fits, int gains) {
+/* Per response under auto: the 7-element case (28 bytes, below the 1 MiB
+ * threshold) flat, the 1000003-element one (4 MB) hierarchical where auto
+ * runs it at all; under on both hierarchical. */
+static void check_per_response(int nranks, int gains) {
+  for (int r = 0; r < nranks; r++) {
+    cr_expect(logged("on", r, "hierarchical allreduce of 7 elements"), "rank %d: the small "
+              "response ran flat while on", r);
+    cr_expect(!logged("auto", r, "hierarchical allreduce of 7 elements"), "rank %d: the small "
+              "response ran hierarchically under auto (below PLAIT_HIERARCHICAL_THRESHOLD)", r);
+    cr_expect_eq(logged("auto", r, "hierarchical allreduce of 1000003 elements"), gains,
+                 "rank %d: the 4 MB response %s under auto", r, gains ? "ran flat" : "did not");
+  }
+}
+
+/* fits: the layout fits (on runs hierarchically); gain: how many times
+ * fewer bytes it sends across hosts than the flat ring (hier_plan.h): auto
+ * runs it from 2x, from 1.5x where the steps within the host run on shm */
+static void check_layout(int layout, int nranks, int fits, double gain) {
   OPS_REQUIRE_GLOO();
   layout_now = layout;
   snprintf(dir, sizeof dir, "/tmp/plait-hier-XXXXXX");
@@ -264,6 +282,8 @@ static void check_layout(int layout, int nranks, int fits, int gains) {
       compare(nranks, modes[m], what, PLAIT_FLOAT32);
     }
   }
+  int shm = !local_env && no_shm_rank == -1 && shm_expected();
+  int gains = fits && gain >= (shm ? 1.5 : 2.0);
   for (int r = 0; r < nranks; r++) {
     cr_expect(!logged_hier("off", r), "rank %d ran a hierarchical allreduce while off", r);
     cr_expect_eq(logged_hier("on", r), fits, "rank %d: hierarchical allreduce %s while on", r,
@@ -271,9 +291,9 @@ static void check_layout(int layout, int nranks, int fits, int gains) {
     cr_expect_eq(logged_hier("auto", r), gains, "rank %d: hierarchical allreduce %s under auto",
                  r, gains ? "never ran" : "ran");
   }
-  int shm = !local_env && no_shm_rank < 0 && shm_expected();
+  if (fits) check_per_response(nranks, gains);
   if (fits) check_local_over(nranks, shm ? "ofi shm" : "gloo");
-  for (int r = 0; fits && no_shm_rank >= 0 && r < nranks; r++)
+  for (int r = 0; fits && no_shm_rank != -1 && r < nranks; r++)
     cr_expect(logged("on", r, "not on shared memory"), "rank %d did not say why the local set "
               "is not on shared memory", r);
   char cmd[300];
@@ -281,24 +301,32 @@ static void check_layout(int layout, int nranks, int fits, int gains) {
   if (!getenv("HIER_KEEP")) (void)!system(cmd);
 }
 
+/* placed by block: gain 1.5, so auto runs it (per response) where the
+ * steps within the host run on shm, and not on gloo */
 Test(hier_allreduce, two_hosts_of_two_contiguous_ranks, .timeout = 240) {
-  check_layout(0, 4, 1, 0);
+  check_layout(0, 4, 1, 1.5);
 }
 Test(hier_allreduce, two_hosts_of_two_interleaved_ranks, .timeout = 240) {
-  check_layout(1, 4, 1, 1);
+  check_layout(1, 4, 1, 3.0);
 }
-Test(hier_allreduce, three_hosts_of_two_ranks, .timeout = 300) { check_layout(2, 6, 1, 0); }
+Test(hier_allreduce, three_hosts_of_two_ranks, .timeout = 300) { check_layout(2, 6, 1, 1.25); }
 /* The local set on the job's transport (gloo) when told, results as above. */
 Test(hier_allreduce, local_steps_on_the_job_transport_when_told, .timeout = 240) {
   local_env = "PLAIT_HIERARCHICAL_LOCAL_TRANSPORT=job";
-  check_layout(0, 4, 1, 0);
+  check_layout(0, 4, 1, 1.5);
 }
 /* One rank cannot open shm: every rank keeps the local set on gloo (all
  * start the shm instance or none), results as above. */
 Test(hier_allreduce, local_steps_on_the_job_transport_when_a_rank_lacks_shm, .timeout = 240) {
   no_shm_rank = 3;
-  check_layout(0, 4, 1, 0);
+  check_layout(0, 4, 1, 1.5);
+}
+/* No rank can open shm (all agree on none): every rank keeps the local set
+ * on gloo; under auto the contiguous layout (gain 1.5) then runs flat. */
+Test(hier_allreduce, local_steps_on_the_job_transport_when_no_rank_has_shm, .timeout = 240) {
+  no_shm_rank = NO_SHM_ANY;
+  check_layout(0, 4, 1, 1.5);
 }
 Test(hier_allreduce, hosts_of_unequal_counts_run_flat, .timeout = 240) {
-  check_layout(3, 4, 0, 0);
+  check_layout(3, 4, 0, 0.0);
 }

@@ -62,16 +62,33 @@ Test(hier_plan, layouts_that_do_not_fit_say_why) {
 }
 
 Test(hier_plan, when_it_runs) {
+  const double job = plait_hier_auto_min_gain(0), shm = plait_hier_auto_min_gain(1);
   /* off: never */
-  cr_expect_not(plait_hier_wanted(PLAIT_HIER_OFF, 0, 1 << 20, 4 << 20, 2, 3.0));
+  cr_expect_not(plait_hier_wanted(PLAIT_HIER_OFF, 0, 1 << 20, 4 << 20, 2, 3.0, shm));
   /* on: whenever each local rank gets an element, whatever the gain */
-  cr_expect(plait_hier_wanted(PLAIT_HIER_ON, 1 << 20, 2, 8, 2, 1.25));
-  cr_expect_not(plait_hier_wanted(PLAIT_HIER_ON, 0, 1, 4, 2, 3.0));
-  /* auto: from the threshold up, where the layout gains 2x or more */
-  cr_expect_not(plait_hier_wanted(PLAIT_HIER_AUTO, 1 << 20, 262143, (1 << 20) - 4, 2, 3.0));
-  cr_expect(plait_hier_wanted(PLAIT_HIER_AUTO, 1 << 20, 262144, 1 << 20, 2, 3.0));
-  cr_expect_not(plait_hier_wanted(PLAIT_HIER_AUTO, 1 << 20, 262144, 1 << 20, 2, 1.5));
-  cr_expect_not(plait_hier_wanted(PLAIT_HIER_AUTO, 0, 100, 400, 1, 3.0)); /* one rank per host */
+  cr_expect(plait_hier_wanted(PLAIT_HIER_ON, 1 << 20, 2, 8, 2, 1.25, job));
+  cr_expect_not(plait_hier_wanted(PLAIT_HIER_ON, 0, 1, 4, 2, 3.0, job));
+  /* auto: from the threshold up (per response: its bytes after fusion),
+   * where the layout gains 2x or more with the steps within the host on the
+   * job's transport */
+  cr_expect_not(plait_hier_wanted(PLAIT_HIER_AUTO, 1 << 20, 262143, (1 << 20) - 4, 2, 3.0, job));
+  cr_expect(plait_hier_wanted(PLAIT_HIER_AUTO, 1 << 20, 262144, 1 << 20, 2, 3.0, job));
+  cr_expect_not(plait_hier_wanted(PLAIT_HIER_AUTO, 1 << 20, 262144, 1 << 20, 2, 1.5, job));
+  cr_expect_not(plait_hier_wanted(PLAIT_HIER_AUTO, 0, 100, 400, 1, 3.0, job)); /* one per host */
+}
+
+/* With the steps within the host on shared memory auto runs it from a gain
+ * of 1.5 (2 hosts x 2 ranks placed by block), still not at 1.25 (3 x 2 by
+ * block), and still per response: below the threshold flat. */
+Test(hier_plan, auto_with_the_local_steps_on_shared_memory) {
+  const double job = plait_hier_auto_min_gain(0), shm = plait_hier_auto_min_gain(1);
+  cr_expect_float_eq(job, 2.0, 1e-12);
+  cr_expect_float_eq(shm, 1.5, 1e-12);
+  cr_expect(plait_hier_wanted(PLAIT_HIER_AUTO, 1 << 20, 262144, 1 << 20, 2, 1.5, shm));
+  cr_expect(plait_hier_wanted(PLAIT_HIER_AUTO, 1 << 20, 16777216, 64 << 20, 2, 1.5, shm));
+  cr_expect_not(plait_hier_wanted(PLAIT_HIER_AUTO, 1 << 20, 262143, (1 << 20) - 4, 2, 1.5, shm));
+  cr_expect_not(plait_hier_wanted(PLAIT_HIER_AUTO, 1 << 20, 16777216, 64 << 20, 2, 1.25, shm));
+  cr_expect(plait_hier_wanted(PLAIT_HIER_AUTO, 1 << 20, 262144, 1 << 20, 2, 3.0, shm));
 }
 
 Test(hier_plan, gain_over_the_flat_ring_by_placement) {

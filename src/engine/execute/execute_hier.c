@@ -17,7 +17,8 @@ int plait_exec_hier_wanted(const plait_exec_t *x, const plait_meta_t *m, size_t 
   const plait_hier_t *h = x->hier;
   if (!h || m->device >= 0) return 0;
   size_t bytes = count * plait_dtype_size_inline((plait_dtype_t)m->dtype);
-  return plait_hier_wanted(h->mode, h->threshold, count, bytes, h->per_host, h->gain);
+  return plait_hier_wanted(h->mode, h->threshold, count, bytes, h->per_host, h->gain,
+                           h->min_gain);
 }
 
 /* A step failed on sub-state ts of table t: the message transport_error reports. */

@@ -21,7 +21,7 @@ int plait_exec_hier_ag_wanted(const plait_exec_t *x, const plait_meta_t *m, size
   if (!h || m->device >= 0) return 0;
   /* count: one element per local rank at least (an allgather has no shards) */
   return plait_hier_wanted(h->ag_mode, h->threshold, (size_t)h->per_host, total, h->per_host,
-                           h->gain);
+                           h->gain, PLAIT_HIER_AUTO_MIN_GAIN);
 }
 
 /* A step failed on sub-state ts: the message transport_error reports. */

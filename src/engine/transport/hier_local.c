@@ -220,6 +220,7 @@ plait_result_t plait_hier_shm_open(const plait_hier_local_args_t *a, plait_hier_
                                   : "rank %d cannot open shm (its info line says why)", r);
     }
   free(all);
+  every = every && mine; /* all agreeing that none can open shm: none starts it */
   if (every) {
     int started = plait_plugin_start(&s->plugin, &args) == PLAIT_SUCCESS;
     if (!started) snprintf(why, cap, "transport '%s' over shm failed to start: %s",

@@ -80,10 +80,14 @@ double plait_hier_flat_gain(const int *host_of, int size, int hosts) {
   return most * ((double)(size - 1) / size) / ((double)(hosts - 1) / hosts);
 }
 
+double plait_hier_auto_min_gain(int local_shm) {
+  return local_shm ? PLAIT_HIER_AUTO_MIN_GAIN_SHM : PLAIT_HIER_AUTO_MIN_GAIN;
+}
+
 int plait_hier_wanted(plait_hier_mode_t mode, uint64_t threshold, size_t count, size_t bytes,
-                      int per_host, double gain) {
+                      int per_host, double gain, double min_gain) {
   if (mode == PLAIT_HIER_OFF || per_host < 2 || count < (size_t)per_host) return 0;
-  return mode == PLAIT_HIER_ON || (bytes >= threshold && gain >= PLAIT_HIER_AUTO_MIN_GAIN);
+  return mode == PLAIT_HIER_ON || (bytes >= threshold && gain >= min_gain);
 }
 
 void plait_hier_shards(size_t count, int n, size_t *counts, size_t *offs) {

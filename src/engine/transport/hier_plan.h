@@ -65,21 +65,32 @@ double plait_hier_flat_gain(const int *host_of, int size, int hosts);
 /* The ranks r with of[r] == which, increasing, into out; their number. */
 int plait_hier_members(const int *of, int size, int which, int *out);
 
-/* Auto runs hierarchically only where it sends at least this many times
- * fewer bytes across hosts than the flat ring (plait_hier_flat_gain):
- * measured on namespace hosts, a gain of 3 (cyclic placement) ran 1.98x
- * faster, gains of 1.5 and 1.25 (block placement) 0.67-1.01x and 0.87x
- * (docs/performance.md). */
-#define PLAIT_HIER_AUTO_MIN_GAIN 2.0
+/* Auto runs the hierarchical allreduce only where it sends at least this
+ * many times fewer bytes across hosts than the flat ring
+ * (plait_hier_flat_gain), by what the steps within the host run on. Over
+ * the job's transport (loopback TCP between a host's ranks) a gain of 3
+ * (cyclic placement) ran 1.98x faster than the flat ring and gains of 1.5
+ * and 1.25 (block placement) 0.67-1.01x and 0.87x; over shared memory a
+ * gain of 1.5 ran 1.36-1.49x (64 MiB over gloo and ofi, a ResNet-50 step)
+ * and 1.25 0.94-1.05x (docs/performance.md). */
+#define PLAIT_HIER_AUTO_MIN_GAIN 2.0     /* the steps within the host on the job's transport */
+#define PLAIT_HIER_AUTO_MIN_GAIN_SHM 1.5 /* on shared memory (hier_local.h) */
+
+/* The least gain auto runs at: PLAIT_HIER_AUTO_MIN_GAIN_SHM when local_shm
+ * (every rank's steps within the host run over shared memory: all open it
+ * or none does), else PLAIT_HIER_AUTO_MIN_GAIN. */
+double plait_hier_auto_min_gain(int local_shm);
 
 /* Whether an allreduce of count elements, bytes in all, runs hierarchically:
  * never when off or when count < per_host (a shard per local rank could not
  * be cut: then even "on" runs flat); always when on; when auto, from
  * threshold bytes up where the layout's gain (plait_hier_flat_gain) is at
- * least PLAIT_HIER_AUTO_MIN_GAIN. The same answer on every rank (one mode
- * and threshold for the job: rank 0's; one layout). */
+ * least min_gain (plait_hier_auto_min_gain). A function of the response and
+ * of what every rank holds alike (one mode, threshold and min_gain for the
+ * job: rank 0's settings; one layout; shm on every rank or none), never of
+ * timing: the same answer on every rank for the same response. */
 int plait_hier_wanted(plait_hier_mode_t mode, uint64_t threshold, size_t count, size_t bytes,
-                      int per_host, double gain);
+                      int per_host, double gain, double min_gain);
 
 /* The shards of count elements over n local ranks: counts[i] = count / n, the
  * first count % n one more; offs[i] their starts (n + 1 entries). */

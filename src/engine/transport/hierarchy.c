@@ -54,9 +54,16 @@ static plait_result_t make_sets(plait_hier_t *h, void *ts, const int *of, int si
   return PLAIT_SUCCESS;
 }
 
-/* Whether a mode could ever run on a layout of this gain. */
-static int may_run(plait_hier_mode_t mode, double gain) {
-  return mode == PLAIT_HIER_ON || (mode == PLAIT_HIER_AUTO && gain >= PLAIT_HIER_AUTO_MIN_GAIN);
+/* Whether a mode could ever run on a layout of this gain, auto from min_gain. */
+static int may_run(plait_hier_mode_t mode, double gain, double min_gain) {
+  return mode == PLAIT_HIER_ON || (mode == PLAIT_HIER_AUTO && gain >= min_gain);
+}
+
+/* Whether the allreduce (auto: from h->min_gain) or the allgather (auto:
+ * from PLAIT_HIER_AUTO_MIN_GAIN, whatever the local set runs on) could run. */
+static int either_may_run(const plait_hier_t *h) {
+  return may_run(h->mode, h->gain, h->min_gain) ||
+         may_run(h->ag_mode, h->gain, PLAIT_HIER_AUTO_MIN_GAIN);
 }
 
 /* The layout from every rank's record: the sets made, or *out left NULL. */
@@ -110,27 +117,42 @@ static plait_result_t from_records(const record_t *all, int rank, int size,
     fits = plait_hier_layout(host, size, of, of + size, &h->hosts, &h->per_host, why, sizeof why);
     if (fits) h->gain = plait_hier_flat_gain(of, size, h->hosts);
     /* neither would ever run (off, or auto where the layout gains too
-     * little): no sub-states (their connections) */
-    if (fits && !may_run(h->mode, h->gain) && !may_run(h->ag_mode, h->gain)) {
+     * little even with the local set on shm): no sub-states (their
+     * connections) */
+    h->min_gain = all[0].local == PLAIT_HIER_LOCAL_JOB ? plait_hier_auto_min_gain(0)
+                                                       : plait_hier_auto_min_gain(1);
+    if (fits && !either_may_run(h)) {
       fits = 0;
       snprintf(why, sizeof why, "off or auto, and the flat ring sends only %.2fx the bytes "
-               "across hosts (PLAIT_HIER_AUTO_MIN_GAIN: %.1f)", h->gain, PLAIT_HIER_AUTO_MIN_GAIN);
+               "across hosts (auto's least: %.2f)", h->gain, h->min_gain);
     }
   }
   if (rc == PLAIT_SUCCESS && fits) {
     h->index = of[size + rank];
     rc = open_local(h, all, rank, size, of, set);
-    if (rc == PLAIT_SUCCESS && !h->shm)
+    /* the local set on the job's transport after all: auto's allreduce
+     * needs the larger gain (every rank opened shm or none did) */
+    h->min_gain = plait_hier_auto_min_gain(h->shm != NULL);
+    if (rc == PLAIT_SUCCESS && !either_may_run(h)) {
+      fits = 0;
+      snprintf(why, sizeof why, "auto, the local set not on shared memory, and the flat ring "
+               "sends only %.2fx the bytes across hosts (auto's least: %.2f)", h->gain,
+               h->min_gain);
+    }
+  }
+  if (rc == PLAIT_SUCCESS && fits) {
+    if (!h->shm)
       rc = make_sets(h, ts, of, size, h->hosts, of + 2 * size, "local", &h->local);
     if (rc == PLAIT_SUCCESS)
       rc = make_sets(h, ts, of + size, size, h->per_host, of + 2 * size, "cross", &h->cross);
     if (rc == PLAIT_SUCCESS)
       PLAIT_INFO("hier", "hierarchical collectives (allreduce: %s, allgather: %s): %d hosts x "
                  "%d ranks, this rank's local index %d; %.2fx fewer bytes across hosts than "
-                 "the flat ring; from %llu bytes up under auto; within the host over %s, "
-                 "across hosts over %s", plait_hier_mode_name(h->mode),
-                 plait_hier_mode_name(h->ag_mode), h->hosts, h->per_host, h->index, h->gain,
-                 (unsigned long long)h->threshold, h->local_over, t->name);
+                 "the flat ring; under auto from %llu bytes up where that is %.2fx or more "
+                 "(allreduce); within the host over %s, across hosts over %s",
+                 plait_hier_mode_name(h->mode), plait_hier_mode_name(h->ag_mode), h->hosts,
+                 h->per_host, h->index, h->gain, (unsigned long long)h->threshold, h->min_gain,
+                 h->local_over, t->name);
   } else if (rc == PLAIT_SUCCESS) {
     PLAIT_DEBUG("hier", "no hierarchical allreduce or allgather: %s", why);
   }

@@ -35,6 +35,7 @@ typedef struct plait_hier {
   size_t ag_cap;          /* stay mapped (bytes; grown to the largest output) */
   uint64_t threshold;     /* rank 0's PLAIT_HIERARCHICAL_THRESHOLD */
   double gain;            /* bytes across hosts, flat over hierarchical (hier_plan.h) */
+  double min_gain;        /* the least gain auto's allreduce runs at (hier_plan.h) */
 } plait_hier_t;
 
 /* This rank's settings for plait_hier_create (rank 0's are the job's). */
@@ -54,7 +55,7 @@ typedef struct {
  * *out: the communicators, or NULL where the hierarchical allreduce cannot
  * or must not run (one host, one rank per host, hosts of unequal counts,
  * both modes off or auto on a layout that gains less than
- * PLAIT_HIER_AUTO_MIN_GAIN, a transport without subset or host memory).
+ * plait_hier_auto_min_gain, a transport without subset or host memory).
  * The local set runs on its own ofi instance over shm (hier_local.h) under
  * PLAIT_HIERARCHICAL_LOCAL_TRANSPORT=auto where every rank opens one, else
  * on ts. set: this rank's settings (parsed by the caller, which tells the
