@@ -508,11 +508,21 @@ static plait_result_t cycle(plait_coord_t *c) {
     c->lazy = root_may_sleep(c);
     waiting = plait_table_set_lazy(&c->table, c->lazy);
   }
+  /* PLAIT_CALLER_RUNS: a lone burst's submissions may run in their waits */
+  waiting |= plait_table_set_lone(&c->table, c->turn && c->ep.open && c->ep.n == 1);
+  if (c->turn) waiting |= plait_turn_coord_release(c->turn); /* a caller knocked */
   int timeout = waiting ? 0 : poll_timeout_ms(c);
   /* right after work, the next frame or submission usually comes soon */
   int ready = timeout ? plait_spin_poll(&c->spin, &c->waitset, c->pfd, n,
                                         c->last_busy + c->spin.spin_s) : 0;
   if (ready == 0) ready = plait_waitset_poll(&c->waitset, c->pfd, n, timeout);
+  int knocked = 0;
+  if (c->turn) plait_turn_coord_claim(c->turn, &knocked); /* waits out a caller's round */
+  waiting |= knocked;
+  if (c->caller_rc) { /* as if this thread's own collective had failed */
+    c->transport_failed = 1;
+    return plait_error(c->caller_rc, "%s", c->caller_msg);
+  }
   PLAIT_CHECK(apply_tuning(c));
   if (ready < 0 && errno != EINTR)
     return plait_error(PLAIT_ERR_SYSTEM, "coordinator poll failed: %s", strerror(errno));
@@ -563,6 +573,8 @@ static void *coordinator_main(void *arg) {
   plait_handle_mark_coordinator_thread();
   plait_engine_bind_thread(c->e); /* completion callbacks reach their own engine */
   plait_log_set_thread_rank(c->rank);
+  int knocked;
+  if (c->turn) plait_turn_coord_claim(c->turn, &knocked); /* held but while it polls */
   for (;;) {
     plait_result_t rc = cycle(c);
     if (rc == CYCLE_DONE) break;
@@ -570,6 +582,7 @@ static void *coordinator_main(void *arg) {
       rc = plait_blame_verdict(&c->blame, rc, c->transport_failed, c->lists_run); /* blame.h */
       char msg[2048];
       snprintf(msg, sizeof msg, "%s", plait_last_error());
+      if (c->turn) plait_turn_kill(c->turn); /* no caller's round again */
       plait_table_close(&c->table, rc, msg); /* refuse new work before completing any */
       plait_control_fail(c->ctrl, plait_error(rc, "%s", msg)); /* rank 0 tells the others */
       PLAIT_ERROR("coord", "the job failed: %s", msg);
@@ -578,6 +591,7 @@ static void *coordinator_main(void *arg) {
       return NULL;
     }
   }
+  if (c->turn) plait_turn_kill(c->turn);
   plait_exec_settle(&c->exec, PLAIT_SUCCESS, "plait was shut down"); /* device work finishes */
   plait_exec_fail_all(&c->exec, PLAIT_ERR_SHUTDOWN,
                      "plait was shut down (plait_shutdown) on this or another rank", c->ended_by);
@@ -604,6 +618,9 @@ static plait_result_t coord_alloc(plait_coord_t *c) {
   plait_blame_init(&c->blame, c->ctrl, &c->live, c->rank, c->size, c->cfg->timeout_s, c->pfd);
   plait_announce_init(&c->ann);
   plait_epoch_init(&c->ep);
+  if (c->cfg->caller_runs && c->size > 1 && /* PLAIT_CALLER_RUNS (turn.h) */
+      !(c->turn = c->table.turn = plait_turn_new(plait_coord_caller_round, plait_coord_wake, c)))
+    return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory starting the coordinator");
   return plait_and_init(&c->tand, c->ctrl, &c->cache,
                         plait_and_hold_s(c->cfg->stall_warn_s, c->cfg->stall_abort_s,
                                          c->cfg->cycle_time_ms * 1e-3));
@@ -672,6 +689,7 @@ void plait_coord_free(plait_coord_t *c) {
   plait_announce_free(&c->ann);
   plait_and_free(&c->tand);
   plait_epoch_free(&c->ep);
+  plait_turn_unref(c->turn); /* handles may still hold it */
   plait_table_destroy(&c->table);
   pthread_mutex_destroy(&c->table.mu);
   free(c->pfd);

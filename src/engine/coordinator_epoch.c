@@ -2,10 +2,12 @@
  * open one, its opening, and a rank's turn in it (hold, vote, the AND, the
  * round or the close). Moved out of coordinator.c, which drives it. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/coordinator_internal.h"
+#include "engine/submit/handle.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -112,3 +114,23 @@ int plait_coord_epoch_may_open(plait_coord_t *c) {
          !c->lists.now.active && !c->tune.autotune &&
          !(c->t->caps & PLAIT_CAP_DEVICE_MEMORY);
 }
+
+/* A waiting thread holds the turn (turn.h) for h, a lone cached allreduce:
+ * it runs the epoch's turn as the coordinator would. A vote of 0 (the
+ * epoch closed: rank 0 plans what was held), a failure (kept for the
+ * coordinator's failure path: blame, rank 0 told, later operations fail
+ * fast) or h not finished hand the rest to the coordinator. */
+void plait_coord_caller_round(void *arg, plait_handle_t *h) {
+  plait_coord_t *c = arg;
+  int busy = 0;
+  plait_result_t rc = PLAIT_SUCCESS;
+  if (c->ep.open && !c->caller_rc) rc = plait_coord_epoch_turn(c, &busy);
+  if (rc) {
+    snprintf(c->caller_msg, sizeof c->caller_msg, "%s", plait_last_error());
+    c->caller_rc = rc;
+  }
+  if (rc || !c->ep.open || atomic_load_explicit(&h->wake, memory_order_acquire) != 1)
+    plait_table_wake(&c->table);
+}
+
+void plait_coord_wake(void *arg) { plait_table_wake(&((plait_coord_t *)arg)->table); }

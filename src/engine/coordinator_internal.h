@@ -23,6 +23,7 @@
 #include "engine/negotiate/negotiate.h"
 #include "engine/negotiate/tree_and.h"
 #include "engine/submit/table.h"
+#include "engine/submit/turn.h"
 #include "engine/tune/list_settings.h"
 #include "util/spin.h"
 #include "util/waitset.h"
@@ -64,6 +65,9 @@ struct plait_coord {
   plait_and_t tand;     /* a relaying rank: the AND of its subtree's cached ids (tree_and.h) */
   plait_epoch_t ep;     /* the cached epoch (PLAIT_CACHED_EPOCH, epoch.h) */
   plait_tuning_t ep_tune; /* the settings when it opened: a change closes it */
+  plait_turn_t *turn;     /* who calls the transport now (PLAIT_CALLER_RUNS, turn.h) */
+  plait_result_t caller_rc; /* a caller's round failed: the failure path takes it */
+  char caller_msg[1024];
 };
 
 /* coordinator.c: what the epoch's turn shares with the loop */
@@ -81,5 +85,10 @@ plait_result_t plait_coord_maybe_open_epoch(plait_coord_t *c, const plait_respon
 plait_result_t plait_coord_epoch_turn(plait_coord_t *c, int *busy);
 plait_result_t plait_coord_peer_epoch(plait_coord_t *c, int *busy);
 int plait_coord_epoch_may_open(plait_coord_t *c);
+
+/* PLAIT_CALLER_RUNS: the turn word's run and wake (turn.h), arg the
+ * coordinator. A caller holding the turn runs the epoch's turn for h. */
+void plait_coord_caller_round(void *arg, plait_handle_t *h);
+void plait_coord_wake(void *arg);
 
 #endif

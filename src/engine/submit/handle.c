@@ -49,6 +49,7 @@ static void drop_owned(plait_handle_t *h) {
 static void unref(plait_handle_t *h, int n) {
   if (atomic_fetch_sub_explicit(&h->refs, n, memory_order_acq_rel) != n) return;
   pthread_mutex_destroy(&h->mu);
+  plait_turn_unref(atomic_load_explicit(&h->turn, memory_order_acquire));
   free(h->message);
   drop_owned(h);
   free(h->splits);
@@ -102,6 +103,31 @@ void plait_handle_finish(plait_handle_t *h, plait_result_t rc, const char *messa
 
 void plait_handle_abandon(plait_handle_t *h) { unref(h, 1); }
 
+void plait_handle_set_turn(plait_handle_t *h, plait_turn_t *t) {
+  plait_turn_ref(t);
+  plait_turn_unref(atomic_exchange_explicit(&h->turn, t, memory_order_acq_rel));
+}
+
+/* PLAIT_CALLER_RUNS: the first wait on a handle whose submission did not
+ * wake the coordinator. run: it may run the operation on this thread, when
+ * it claims the turn (turn.h); otherwise (a timeout of 0, or the turn is
+ * held) the knock hands the operation to the coordinator, as if the
+ * submission had woken it. Once per handle. */
+static void take_turn(plait_handle_t *h, int run) {
+  plait_turn_t *t = atomic_exchange_explicit(&h->turn, NULL, memory_order_acq_rel);
+  if (!t) return;
+  if (atomic_load_explicit(&h->wake, memory_order_acquire) != 1) {
+    if (run && plait_turn_caller_try(t)) {
+      if (t->run) t->run(t->ctx, h);
+      plait_turn_caller_release(t);
+    } else if (!run && plait_turn_caller_try(t)) { /* idle: knock by hand */
+      if (t->wake) t->wake(t->ctx);
+      plait_turn_caller_release(t);
+    }
+  }
+  plait_turn_unref(t);
+}
+
 #define REQUIRE_HANDLE(h)                                                      \
   do {                                                                         \
     if (!(h))                                                                  \
@@ -112,6 +138,7 @@ void plait_handle_abandon(plait_handle_t *h) { unref(h, 1); }
 PLAIT_API plait_result_t plait_poll(plait_handle_t *handle, int *done) {
   REQUIRE_HANDLE(handle);
   if (!done) return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_poll: done is NULL");
+  take_turn(handle, 0); /* a poll never runs it: the coordinator does */
   pthread_mutex_lock(&handle->mu);
   *done = handle->done;
   pthread_mutex_unlock(&handle->mu);
@@ -170,6 +197,7 @@ PLAIT_API plait_result_t plait_wait(plait_handle_t *handle, double timeout_s) {
       until.tv_nsec -= 1000000000L;
     }
   }
+  take_turn(handle, timeout_s != 0 && !on_coordinator);
   if (timeout_s != 0) sleep_until_done(handle, timeout_s < 0 ? NULL : &until);
   pthread_mutex_lock(&handle->mu);
   plait_result_t result = handle->done ? handle->result : PLAIT_ERR_TIMEOUT;
