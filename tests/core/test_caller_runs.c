@@ -7,9 +7,11 @@
  *    count: at least one per step with the setting off, checked too);
  *  - three threads waiting on the same handle at once, step after step;
  *  - three threads, each with its own lone name, at once;
- *  - a caller that only polls (plait_poll, plait_wait with timeout 0) and
- *    one that never touches its handle until the output shows the sum: the
- *    coordinator runs their rounds (the knock, the epoch's timer);
+ *  - a caller that only polls (plait_poll, plait_wait with timeout 0: the
+ *    second look hands it over) and one that never touches its handle until
+ *    the output shows the sum (the epoch's timer): the coordinator runs
+ *    their rounds; one that looks with timeout 0 once, then waits (as
+ *    plait.torch does), runs its own;
  *  - a mismatch in the epoch: the error word for word as with it off;
  *  - a rank killed in the epoch: the others fail with PEER_LOST naming it.
  */
@@ -209,6 +211,42 @@ static int no_wait(int rank, int nranks, void *arg) {
       CHECK(x[i] == want(nranks, step, i), "step %d [%zu]: %g", step, i, x[i]);
   }
   return 0;
+}
+
+/* plait.torch's synchronize: a look with timeout 0, then a wait. The look
+ * must leave the round to the wait: the coordinators run almost none. */
+static int look_then_wait(int rank, int nranks, void *arg) {
+  (void)arg;
+  static float x[COUNT];
+  for (int i = 0; i < 20; i++)
+    if (lone(rank, nranks, "l", i)) return 1;
+  plait_stats_t s0, s1;
+  OK(ops_stats(&s0));
+  for (int step = 0; step < STEPS; step++) {
+    fill(x, COUNT, rank, step);
+    plait_tensor_t t;
+    plait_handle_t *h;
+    int released = 0;
+    OK(plait_tensor_1d(&t, x, COUNT, PLAIT_FLOAT32));
+    OK(plait_allreduce_async("l", &t, &t, PLAIT_OP_SUM, NULL, &h));
+    plait_result_t rc = plait_wait_release(h, 0, &released);
+    if (!released) OK(plait_wait_release(h, 60, &released));
+    else CHECK(rc == PLAIT_SUCCESS, "step %d: %s", step, plait_result_name(rc));
+    CHECK(released, "step %d: not released", step);
+    CHECK(x[COUNT - 1] == want(nranks, step, COUNT - 1), "step %d: %g", step, x[COUNT - 1]);
+  }
+  OK(ops_stats(&s1));
+  uint64_t busy = s1.busy_cycles - s0.busy_cycles;
+  plait_test_say(rank, "look then wait: %llu busy coordinator cycles for %d steps",
+                 (unsigned long long)busy, STEPS);
+  CHECK(busy < STEPS / 2, "the look handed %llu rounds to the coordinator",
+        (unsigned long long)busy);
+  return 0;
+}
+
+Test(caller_runs, look_with_timeout_0_then_wait, .timeout = 300) {
+  OPS_REQUIRE_GLOO();
+  run(2, 1, look_then_wait, NULL);
 }
 
 Test(caller_runs, callers_that_do_not_wait, .timeout = 300) {

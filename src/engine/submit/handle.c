@@ -26,6 +26,8 @@ plait_handle_t *plait_handle_new(plait_coll_t coll, int n, const plait_op_option
   }
   atomic_init(&h->refs, 2);
   atomic_init(&h->wake, 0);
+  atomic_init(&h->turn, NULL);
+  atomic_init(&h->looked, 0);
   h->pending = n;
   h->coll = coll;
   h->join_rank = -1;
@@ -110,10 +112,14 @@ void plait_handle_set_turn(plait_handle_t *h, plait_turn_t *t) {
 
 /* PLAIT_CALLER_RUNS: the first wait on a handle whose submission did not
  * wake the coordinator. run: it may run the operation on this thread, when
- * it claims the turn (turn.h); otherwise (a timeout of 0, or the turn is
- * held) the knock hands the operation to the coordinator, as if the
- * submission had woken it. Once per handle. */
+ * it claims the turn (turn.h); otherwise (the turn is held, or a poll or
+ * timeout 0 looks a second time) the knock hands the operation to the
+ * coordinator, as if the submission had woken it. The first look leaves
+ * the turn for a wait that blocks (plait.torch looks with timeout 0, then
+ * waits). Once per handle. */
 static void take_turn(plait_handle_t *h, int run) {
+  if (!atomic_load_explicit(&h->turn, memory_order_acquire)) return;
+  if (!run && !atomic_exchange_explicit(&h->looked, 1, memory_order_acq_rel)) return;
   plait_turn_t *t = atomic_exchange_explicit(&h->turn, NULL, memory_order_acq_rel);
   if (!t) return;
   if (atomic_load_explicit(&h->wake, memory_order_acquire) != 1) {
@@ -138,7 +144,7 @@ static void take_turn(plait_handle_t *h, int run) {
 PLAIT_API plait_result_t plait_poll(plait_handle_t *handle, int *done) {
   REQUIRE_HANDLE(handle);
   if (!done) return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_poll: done is NULL");
-  take_turn(handle, 0); /* a poll never runs it: the coordinator does */
+  take_turn(handle, 0); /* a poll never runs it: the coordinator does (turn.h) */
   pthread_mutex_lock(&handle->mu);
   *done = handle->done;
   pthread_mutex_unlock(&handle->mu);

@@ -23,6 +23,7 @@ struct plait_handle {
    * (plait_table_submit): the first wait tries to run the operation on its
    * own thread under this turn (turn.h), and takes it (NULL) either way */
   _Atomic(plait_turn_t *) turn;
+  atomic_int looked; /* a poll or a wait with timeout 0 saw it unfinished */
   pthread_mutex_t mu; /* guards every field below */
   int done;
   int pending;       /* entries not yet finished */
