@@ -481,7 +481,10 @@ typedef struct plait_op_options {
  *    with matching arguments, in any order. A mismatch (shape, dtype, op,
  *    root, scale factors, device, group) fails that operation on every rank
  *    with a message naming the tensor, each value and the ranks that sent it;
- *  - reads the input and writes the output on the coordinator thread: the
+ *  - reads the input and writes the output on the coordinator thread (with
+ *    PLAIT_CALLER_RUNS=1, a lone cached host-memory allreduce without a
+ *    callback may instead be run by the thread that waits on its handle,
+ *    inside plait_wait or plait_wait_release, before they return): the
  *    caller keeps both valid and does not touch the output until the handle
  *    completes;
  *  - fails with PLAIT_ERR_INVALID_ARGUMENT for a NULL or empty name, a name

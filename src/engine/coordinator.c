@@ -36,43 +36,8 @@
 #include "engine/submit/table.h"
 #include "engine/observe/timeline.h"
 #include "util/spin.h"
+#include "engine/coordinator_internal.h"
 
-struct plait_coord {
-  plait_engine_t *e; /* the engine this coordinator belongs to */
-  pthread_t thread;
-  int started;
-  plait_table_t table;
-  const plait_config_t *cfg;
-  plait_control_t *ctrl;
-  int rank, size;
-  const plait_transport_t *t;
-  plait_cache_t cache;
-  plait_negotiator_t neg; /* rank 0 */
-  plait_namemap_t local;  /* name -> entry announced, waiting for its response */
-  plait_exec_t exec;
-  atomic_int stop;
-  int sent_shutdown;
-  double shutdown_sent_at;
-  struct pollfd *pfd;
-  plait_waitset_t waitset; /* rank 0: one socket per rank, waited on with epoll */
-  plait_silence_t silence; /* when this rank last sent, and last heard from each */
-  uint64_t lists_run;    /* response lists run so far (peers send it as acked) */
-  int transport_failed; /* the failure came from running a collective */
-  plait_blame_t blame;  /* after a collective failed: who is to blame (blame.h) */
-  int ended_by;         /* the rank whose plait_shutdown ended coordination, -1 */
-  plait_tuning_t tune;  /* the run-time settings, as of this cycle's start */
-  plait_live_t live;    /* heartbeats while this thread is away from its loop */
-  int answer_alive;     /* rank > 0: rank 0's heartbeat came; send one back */
-  plait_list_settings_t lists; /* the settings lists run with (PLAIT_AUTOTUNE) */
-  int lazy;             /* rank 0: this wait's wake-up drains the table (root_may_sleep) */
-  double last_busy;     /* when a cycle last sent, received or ran something */
-  double neg_cpu0;      /* this thread's CPU clock when negotiation time began (neg_start) */
-  plait_spin_t spin;    /* polling before sleeping (PLAIT_SPIN_US) */
-  plait_announce_t ann; /* rank > 0: cached allreduces waiting for their burst */
-  plait_and_t tand;     /* a relaying rank: the AND of its subtree's cached ids (tree_and.h) */
-  plait_epoch_t ep;     /* the cached epoch (PLAIT_CACHED_EPOCH, epoch.h) */
-  plait_tuning_t ep_tune; /* the settings when it opened: a change closes it */
-};
 
 /* The run-time settings (plait_config_set) as of the start of this cycle: one
  * consistent snapshot, taken under the tunables' lock; then the ones rank 0
@@ -106,7 +71,7 @@ static void count_sent(plait_coord_t *c, const plait_writer_t *w, int copies) {
 }
 
 /* Drains new submissions into the local map and the request list. */
-static plait_result_t take_new(plait_coord_t *c, plait_request_list_t *req) {
+plait_result_t plait_coord_take_new(plait_coord_t *c, plait_request_list_t *req) {
   memset(req, 0, sizeof *req);
   plait_table_clear_wake(&c->table);
   plait_entry_t *list = plait_table_drain(&c->table);
@@ -153,7 +118,7 @@ static void mark_queued(plait_coord_t *c, const plait_response_list_t *l) {
 }
 
 /* Runs a response list (every rank, same order). */
-static plait_result_t run_list(plait_coord_t *c, const plait_response_list_t *l) {
+plait_result_t plait_coord_run_list(plait_coord_t *c, const plait_response_list_t *l) {
   mark_queued(c, l);
   if (l->flags & PLAIT_RESP_SHUTDOWN) { /* refuse new work before any handle completes */
     char why[128];
@@ -177,17 +142,16 @@ static plait_result_t run_list(plait_coord_t *c, const plait_response_list_t *l)
 }
 
 
-#define CYCLE_DONE ((plait_result_t)-1) /* coordination ended normally */
 
 /* Negotiation time begins: now, and this thread's CPU clock for
  * add_negotiation_time. */
-static double neg_start(plait_coord_t *c) {
+double plait_coord_neg_start(plait_coord_t *c) {
   c->neg_cpu0 = plait_thread_cpu_s();
   return plait_now();
 }
 
 /* s seconds of wall time since neg_start, and the CPU this thread used */
-static void add_negotiation_time(plait_coord_t *c, double s) {
+void plait_coord_add_negotiation_time(plait_coord_t *c, double s) {
   double cpu = plait_thread_cpu_s() - c->neg_cpu0;
   plait_stats_t *st = plait_stats_lock(&c->e->stats);
   st->negotiate_s += s;
@@ -196,12 +160,12 @@ static void add_negotiation_time(plait_coord_t *c, double s) {
 }
 
 /* Whether this rank must send now, a heartbeat if nothing else (silence.h). */
-static int heartbeat_due(plait_coord_t *c) { return plait_silence_beat_due(&c->silence); }
+int plait_coord_heartbeat_due(plait_coord_t *c) { return plait_silence_beat_due(&c->silence); }
 
 /* Rank > 0: sends its requests over the star, or up the control tree
  * (tree.h; a heartbeat still over the star, straight to rank 0); a relaying
  * rank's through its AND (tree_and.h). */
-static plait_result_t send_requests(plait_coord_t *c, const plait_request_list_t *req) {
+plait_result_t plait_coord_send_requests(plait_coord_t *c, const plait_request_list_t *req) {
   plait_writer_t w = {0};
   plait_result_t rc = plait_requests_encode(&w, req);
   int up = plait_tree_sends_up(c->ctrl) || plait_and_on(&c->tand);
@@ -211,7 +175,7 @@ static plait_result_t send_requests(plait_coord_t *c, const plait_request_list_t
     if (plait_and_on(&c->tand)) rc = plait_and_payload(&c->tand, c->rank, p, len, plait_now());
     else plait_tree_up_add(c->ctrl, c->rank, p, len);
     plait_wr_free(&w);
-    if (rc || !heartbeat_due(c)) return rc;
+    if (rc || !plait_coord_heartbeat_due(c)) return rc;
     plait_request_list_t beat = {0, 0, NULL, req->acked};
     rc = plait_requests_encode(&w, &beat);
   }
@@ -242,129 +206,35 @@ static int tree_readable(plait_coord_t *c) {
   return plait_tree_has_parent_link(c->ctrl) && p.fd >= 0 && poll(&p, 1, 0) > 0;
 }
 
-static plait_result_t root_take(plait_coord_t *c, int rank, const plait_request_list_t *req,
-                                uint32_t fail_code, const char *fail_text);
-
-/* Rank 0 or a peer with l just run: the epoch opens on its burst when rank
- * 0 marked it so (every rank at the same list). */
-static plait_result_t maybe_open_epoch(plait_coord_t *c, const plait_response_list_t *l) {
-  if (!(l->flags & PLAIT_RESP_EPOCH)) return PLAIT_SUCCESS;
-  PLAIT_DEBUG("coord", "cached epoch opened at list %llu", (unsigned long long)c->lists_run);
-  c->ep_tune = c->tune;
-  return plait_epoch_open(&c->ep, l, c->lists_run);
-}
-
-/* Every rank was in the collectives just run (the AND, a round): silence
- * meanwhile is not loss. */
-static void all_were_here(plait_coord_t *c) {
-  if (c->rank == 0)
-    plait_silence_all_busy(&c->silence);
-  else
-    plait_silence_heard(&c->silence, 0, plait_now());
-}
-
-/* Whether this rank's fusion settings (plait_config_set) or autotuning
- * changed since the epoch opened: it leaves, and what follows is planned
- * with them. */
-static int settings_changed(const plait_coord_t *c) {
-  const plait_tuning_t *a = &c->ep_tune, *b = &c->tune;
-  return a->fusion_threshold != b->fusion_threshold ||
-         a->fusion_max_tensor != b->fusion_max_tensor || a->cycle_time_ms != b->cycle_time_ms ||
-         a->autotune != b->autotune;
-}
-
-/* The cached epoch is open: hold what is drained; when this rank votes,
- * the AND, then the burst runs again on every rank, or the epoch closes on
- * every rank and what is held is announced to rank 0 as usual. */
-static plait_result_t epoch_turn(plait_coord_t *c, int *busy) {
-  plait_request_list_t req;
-  plait_result_t rc = take_new(c, &req);
-  if (rc == PLAIT_SUCCESS && c->rank > 0) /* held back before the epoch opened */
-    plait_announce_merge(&c->ann, &req, 0, &c->cache, c->tune.fusion_threshold, 0, plait_now());
-  if (rc == PLAIT_SUCCESS) rc = plait_epoch_hold(&c->ep, &req);
-  free(req.r);
-  PLAIT_CHECK(rc);
-  /* leave for anything but the burst: a stop, a join, work announced before
-   * the epoch opened (still in the local map, not held) or at rank 0 */
-  int other = atomic_load(&c->stop) || c->exec.joined || c->local.count > c->ep.held.n ||
-              settings_changed(c) ||
-              (c->rank == 0 && (c->neg.records.count || c->neg.shutdown_rank >= 0));
-  uint8_t stay;
-  if (!plait_epoch_due(&c->ep, plait_now(), other, &stay)) {
-    int64_t left = (int64_t)c->ep.n - (int64_t)c->ep.held.n;
-    plait_table_await(&c->table, left > 0 ? left : 0);
-    return PLAIT_SUCCESS;
-  }
-  plait_table_await(&c->table, 0);
-  *busy = 1;
-  double t0 = neg_start(c);
-  plait_live_away(&c->live);
-  rc = plait_epoch_and(c->t, c->exec.ts, &stay);
-  plait_live_back(&c->live);
-  add_negotiation_time(c, plait_now() - t0); /* the agreement; the round is the transport's */
-  if (rc) {
-    c->transport_failed = 1;
-    return rc;
-  }
-  all_were_here(c);
-  if (stay) {
-    plait_response_list_t l;
-    PLAIT_CHECK(plait_epoch_round(&c->ep, &c->cache, &l));
-    rc = run_list(c, &l);
-    all_were_here(c);
-    plait_responses_free(&l);
-    c->ep.since = plait_now();
-    return rc;
-  }
-  plait_request_list_t held;
-  plait_epoch_take_held(&c->ep, &held);
-  PLAIT_DEBUG("coord", "cached epoch closed after %llu rounds", (unsigned long long)c->ep.rounds);
-  plait_epoch_close(&c->ep);
-  held.acked = c->lists_run;
-  if (c->rank == 0) rc = root_take(c, 0, &held, 0, NULL);
-  else if (held.n) rc = send_requests(c, &held);
-  free(held.r);
-  return rc;
-}
-
-/* Rank > 0 in the cached epoch: its turn, and a heartbeat when one is due
- * (it announces nothing meanwhile). */
-static plait_result_t peer_epoch(plait_coord_t *c, int *busy) {
-  PLAIT_CHECK(epoch_turn(c, busy));
-  if (!c->ep.open || !heartbeat_due(c)) return PLAIT_SUCCESS;
-  plait_request_list_t beat = {0, 0, NULL, c->lists_run};
-  return send_requests(c, &beat);
-}
-
 /* Rank > 0: announce what is new, run what rank 0 decided (readable: from
  * rank 0 over the star; from_parent: from the control-tree parent). */
 static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int from_parent,
                                  int polled, int *busy) {
-  double t0 = neg_start(c);
+  double t0 = plait_coord_neg_start(c);
   /* read before draining: what was submitted before plait_shutdown on this
    * rank is then announced before the shutdown is */
   int stopping = atomic_load(&c->stop);
   double hold_s = c->tune.cycle_time_ms * 1e-3, until = plait_announce_until(&c->ann, hold_s);
   if (c->ep.open) {
-    PLAIT_CHECK(peer_epoch(c, busy)); /* counts its own negotiation time */
-    t0 = neg_start(c);
+    PLAIT_CHECK(plait_coord_peer_epoch(c, busy)); /* counts its own negotiation time */
+    t0 = plait_coord_neg_start(c);
   }
   if (c->ep.open) {
-  } else if (woke || (until > 0 && t0 >= until) || (stopping && !c->sent_shutdown) || heartbeat_due(c)) {
+  } else if (woke || (until > 0 && t0 >= until) || (stopping && !c->sent_shutdown) || plait_coord_heartbeat_due(c)) {
     plait_request_list_t req;
-    plait_result_t rc = take_new(c, &req);
+    plait_result_t rc = plait_coord_take_new(c, &req);
     if (rc == PLAIT_SUCCESS && stopping && !c->sent_shutdown) {
       req.flags |= PLAIT_REQ_SHUTDOWN;
       c->sent_shutdown = 1;
       c->shutdown_sent_at = plait_now();
     }
     if (rc == PLAIT_SUCCESS) /* cached allreduces may wait for their burst (announce.h) */
-      plait_announce_merge(&c->ann, &req, !heartbeat_due(c) && !c->exec.joined, &c->cache,
+      plait_announce_merge(&c->ann, &req, !plait_coord_heartbeat_due(c) && !c->exec.joined, &c->cache,
                            c->tune.fusion_threshold, hold_s, t0);
     plait_table_await(&c->table, c->ann.missing); /* no wake-up per companion */
     req.acked = c->lists_run;
-    if (rc == PLAIT_SUCCESS && (req.n || req.flags || heartbeat_due(c))) {
-      rc = send_requests(c, &req);
+    if (rc == PLAIT_SUCCESS && (req.n || req.flags || plait_coord_heartbeat_due(c))) {
+      rc = plait_coord_send_requests(c, &req);
       *busy = 1;
     }
     free(req.r);
@@ -409,15 +279,15 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int f
       if (rc == PLAIT_SUCCESS) rc = apply_tuning(c);
     }
     *busy = 1;
-    add_negotiation_time(c, plait_now() - t0);
+    plait_coord_add_negotiation_time(c, plait_now() - t0);
     if (rc == PLAIT_SUCCESS && c->ep.open && l.n)
       rc = plait_control_fail(c->ctrl, plait_error(PLAIT_ERR_PROTOCOL, "rank 0 sent a response "
                                                    "list during a cached epoch"));
-    if (rc == PLAIT_SUCCESS) rc = run_list(c, &l);
+    if (rc == PLAIT_SUCCESS) rc = plait_coord_run_list(c, &l);
     plait_announce_ran(&c->ann, &l);
     c->lists_run++;
-    if (rc == PLAIT_SUCCESS) rc = maybe_open_epoch(c, &l);
-    t0 = neg_start(c);
+    if (rc == PLAIT_SUCCESS) rc = plait_coord_maybe_open_epoch(c, &l);
+    t0 = plait_coord_neg_start(c);
     plait_silence_heard(&c->silence, 0, t0); /* rank 0 was in those collectives too */
     int done = (l.flags & PLAIT_RESP_SHUTDOWN) != 0;
     if (done) PLAIT_DEBUG("coord", "rank %d ended coordination", l.shutdown_rank);
@@ -427,7 +297,7 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int f
     readable = plait_control_readable(c->ctrl, 0);
     from_parent = !readable && tree_readable(c);
   }
-  add_negotiation_time(c, plait_now() - t0);
+  plait_coord_add_negotiation_time(c, plait_now() - t0);
   if (c->answer_alive) { /* once for all the heartbeats just read */
     c->answer_alive = 0;
     plait_request_list_t beat = {0, 0, NULL, c->lists_run};
@@ -442,7 +312,7 @@ static plait_result_t peer_cycle(plait_coord_t *c, int woke, int readable, int f
 }
 
 /* Rank 0 records one rank's requests. */
-static plait_result_t root_take(plait_coord_t *c, int rank, const plait_request_list_t *req,
+plait_result_t plait_coord_root_take(plait_coord_t *c, int rank, const plait_request_list_t *req,
                                 uint32_t fail_code, const char *fail_text) {
   for (uint32_t i = 0; i < req->n; i++) {
     const char *name = NULL;
@@ -466,7 +336,7 @@ static plait_result_t root_take_frame(plait_coord_t *c, int rank, const uint8_t 
   char *fail_text = NULL;
   plait_result_t rc = plait_requests_decode_failure(p, n, &req, &fail_code, &fail_text);
   if (rc) return plait_error_context(rc, "from rank %d", rank);
-  rc = root_take(c, rank, &req, fail_code, fail_text);
+  rc = plait_coord_root_take(c, rank, &req, fail_code, fail_text);
   plait_requests_free(&req);
   free(fail_text);
   return rc;
@@ -512,31 +382,19 @@ static plait_result_t root_receive(plait_coord_t *c, int rank, int *busy) {
   }
 }
 
-/* Rank 0, a list just planned: whether nothing else is going on, so that
- * the list may open a cached epoch (PLAIT_CACHED_EPOCH): nothing else
- * pending or held, no join, no shutdown, no autotuning, host memory only
- * (what a rank still has in flight makes it leave at its first vote). */
-static int epoch_may_open(plait_coord_t *c) {
-  return c->cfg->cached_epoch && c->size > 1 && !atomic_load(&c->stop) &&
-         c->neg.records.count == 0 && c->neg.nready == 0 && !c->neg.holding &&
-         c->neg.njoined == 0 && !c->exec.joined && c->neg.shutdown_rank < 0 && !c->lists.at &&
-         !c->lists.now.active && !c->tune.autotune &&
-         !(c->t->caps & PLAIT_CAP_DEVICE_MEMORY);
-}
-
 /* Rank 0: take everyone's announcements, decide, tell everyone, run. */
 static plait_result_t root_cycle(plait_coord_t *c, int woke, int *busy) {
-  double t0 = neg_start(c);
+  double t0 = plait_coord_neg_start(c);
   int stopping = atomic_load(&c->stop); /* before draining: see peer_cycle */
   if (c->ep.open) {
-    PLAIT_CHECK(epoch_turn(c, busy)); /* counts its own negotiation time */
-    t0 = neg_start(c);
+    PLAIT_CHECK(plait_coord_epoch_turn(c, busy)); /* counts its own negotiation time */
+    t0 = plait_coord_neg_start(c);
   }
   if (c->ep.open) {
   } else if (woke || stopping || c->lazy) {
     plait_request_list_t req;
-    plait_result_t rc = take_new(c, &req);
-    if (rc == PLAIT_SUCCESS) rc = root_take(c, 0, &req, 0, NULL);
+    plait_result_t rc = plait_coord_take_new(c, &req);
+    if (rc == PLAIT_SUCCESS) rc = plait_coord_root_take(c, 0, &req, 0, NULL);
     free(req.r);
     PLAIT_CHECK(rc);
     if (stopping && c->neg.shutdown_rank < 0) c->neg.shutdown_rank = 0;
@@ -560,8 +418,8 @@ static plait_result_t root_cycle(plait_coord_t *c, int woke, int *busy) {
   }
   plait_result_t rc = PLAIT_SUCCESS;
   if (any) plait_ls_attach(&c->lists, &l); /* planned with new settings: say so */
-  if (any && epoch_may_open(c) && plait_epoch_may_open(&l, 1)) l.flags |= PLAIT_RESP_EPOCH;
-  if (any || done || heartbeat_due(c)) { /* an empty list is a heartbeat */
+  if (any && plait_coord_epoch_may_open(c) && plait_epoch_may_open(&l, 1)) l.flags |= PLAIT_RESP_EPOCH;
+  if (any || done || plait_coord_heartbeat_due(c)) { /* an empty list is a heartbeat */
     plait_writer_t w = {0};
     rc = plait_responses_encode(&w, &l);
     /* the star: every rank; the control tree: rank 0's children relay it */
@@ -573,11 +431,11 @@ static plait_result_t root_cycle(plait_coord_t *c, int woke, int *busy) {
     plait_wr_free(&w);
     *busy = 1;
   }
-  add_negotiation_time(c, plait_now() - t0);
+  plait_coord_add_negotiation_time(c, plait_now() - t0);
   if (rc == PLAIT_SUCCESS && (any || done)) {
-    rc = run_list(c, &l);
+    rc = plait_coord_run_list(c, &l);
     plait_silence_all_busy(&c->silence); /* everyone was in those collectives */
-    if (rc == PLAIT_SUCCESS) rc = maybe_open_epoch(c, &l);
+    if (rc == PLAIT_SUCCESS) rc = plait_coord_maybe_open_epoch(c, &l);
   }
   plait_responses_free(&l);
   PLAIT_CHECK(rc);
@@ -643,11 +501,21 @@ static plait_result_t cycle(plait_coord_t *c) {
     c->lazy = root_may_sleep(c);
     waiting = plait_table_set_lazy(&c->table, c->lazy);
   }
+  /* PLAIT_CALLER_RUNS: a lone burst's submissions may run in their waits */
+  waiting |= plait_table_set_lone(&c->table, c->turn && c->ep.open && c->ep.n == 1);
+  if (c->turn) waiting |= plait_turn_coord_release(c->turn); /* a caller knocked */
   int timeout = waiting ? 0 : poll_timeout_ms(c);
   /* right after work, the next frame or submission usually comes soon */
   int ready = timeout ? plait_spin_poll(&c->spin, &c->waitset, c->pfd, n,
                                         c->last_busy + c->spin.spin_s) : 0;
   if (ready == 0) ready = plait_waitset_poll(&c->waitset, c->pfd, n, timeout);
+  int knocked = 0;
+  if (c->turn) plait_turn_coord_claim(c->turn, &knocked); /* waits out a caller's round */
+  waiting |= knocked;
+  if (c->caller_rc) { /* as if this thread's own collective had failed */
+    c->transport_failed = 1;
+    return plait_error(c->caller_rc, "%s", c->caller_msg);
+  }
   PLAIT_CHECK(apply_tuning(c));
   if (ready < 0 && errno != EINTR)
     return plait_error(PLAIT_ERR_SYSTEM, "coordinator poll failed: %s", strerror(errno));
@@ -698,6 +566,8 @@ static void *coordinator_main(void *arg) {
   plait_handle_mark_coordinator_thread();
   plait_engine_bind_thread(c->e); /* completion callbacks reach their own engine */
   plait_log_set_thread_rank(c->rank);
+  int knocked;
+  if (c->turn) plait_turn_coord_claim(c->turn, &knocked); /* held but while it polls */
   for (;;) {
     plait_result_t rc = cycle(c);
     if (rc == CYCLE_DONE) break;
@@ -705,6 +575,7 @@ static void *coordinator_main(void *arg) {
       rc = plait_blame_verdict(&c->blame, rc, c->transport_failed, c->lists_run); /* blame.h */
       char msg[2048];
       snprintf(msg, sizeof msg, "%s", plait_last_error());
+      if (c->turn) plait_turn_kill(c->turn); /* no caller's round again */
       plait_table_close(&c->table, rc, msg); /* refuse new work before completing any */
       plait_control_fail(c->ctrl, plait_error(rc, "%s", msg)); /* rank 0 tells the others */
       PLAIT_ERROR("coord", "the job failed: %s", msg);
@@ -713,6 +584,7 @@ static void *coordinator_main(void *arg) {
       return NULL;
     }
   }
+  if (c->turn) plait_turn_kill(c->turn);
   plait_exec_settle(&c->exec, PLAIT_SUCCESS, "plait was shut down"); /* device work finishes */
   plait_exec_fail_all(&c->exec, PLAIT_ERR_SHUTDOWN,
                      "plait was shut down (plait_shutdown) on this or another rank", c->ended_by);
@@ -739,6 +611,9 @@ static plait_result_t coord_alloc(plait_coord_t *c) {
   plait_blame_init(&c->blame, c->ctrl, &c->live, c->rank, c->size, c->cfg->timeout_s, c->pfd);
   plait_announce_init(&c->ann);
   plait_epoch_init(&c->ep);
+  if (c->cfg->caller_runs && c->size > 1 && /* PLAIT_CALLER_RUNS (turn.h) */
+      !(c->turn = c->table.turn = plait_turn_new(plait_coord_caller_round, plait_coord_wake, c)))
+    return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory starting the coordinator");
   return plait_and_init(&c->tand, c->ctrl, &c->cache,
                         plait_and_hold_s(c->cfg->stall_warn_s, c->cfg->stall_abort_s,
                                          c->cfg->cycle_time_ms * 1e-3));
@@ -807,6 +682,7 @@ void plait_coord_free(plait_coord_t *c) {
   plait_announce_free(&c->ann);
   plait_and_free(&c->tand);
   plait_epoch_free(&c->ep);
+  plait_turn_unref(c->turn); /* handles may still hold it */
   plait_table_destroy(&c->table);
   pthread_mutex_destroy(&c->table.mu);
   free(c->pfd);

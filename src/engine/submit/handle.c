@@ -26,6 +26,8 @@ plait_handle_t *plait_handle_new(plait_coll_t coll, int n, const plait_op_option
   }
   atomic_init(&h->refs, 2);
   atomic_init(&h->wake, 0);
+  atomic_init(&h->turn, NULL);
+  atomic_init(&h->looked, 0);
   h->pending = n;
   h->coll = coll;
   h->join_rank = -1;
@@ -49,6 +51,7 @@ static void drop_owned(plait_handle_t *h) {
 static void unref(plait_handle_t *h, int n) {
   if (atomic_fetch_sub_explicit(&h->refs, n, memory_order_acq_rel) != n) return;
   pthread_mutex_destroy(&h->mu);
+  plait_turn_unref(atomic_load_explicit(&h->turn, memory_order_acquire));
   free(h->message);
   drop_owned(h);
   free(h->splits);
@@ -102,6 +105,35 @@ void plait_handle_finish(plait_handle_t *h, plait_result_t rc, const char *messa
 
 void plait_handle_abandon(plait_handle_t *h) { unref(h, 1); }
 
+void plait_handle_set_turn(plait_handle_t *h, plait_turn_t *t) {
+  plait_turn_ref(t);
+  plait_turn_unref(atomic_exchange_explicit(&h->turn, t, memory_order_acq_rel));
+}
+
+/* PLAIT_CALLER_RUNS: the first wait on a handle whose submission did not
+ * wake the coordinator. run: it may run the operation on this thread, when
+ * it claims the turn (turn.h); otherwise (the turn is held, or a poll or
+ * timeout 0 looks a second time) the knock hands the operation to the
+ * coordinator, as if the submission had woken it. The first look leaves
+ * the turn for a wait that blocks (plait.torch looks with timeout 0, then
+ * waits). Once per handle. */
+static void take_turn(plait_handle_t *h, int run) {
+  if (!atomic_load_explicit(&h->turn, memory_order_acquire)) return;
+  if (!run && !atomic_exchange_explicit(&h->looked, 1, memory_order_acq_rel)) return;
+  plait_turn_t *t = atomic_exchange_explicit(&h->turn, NULL, memory_order_acq_rel);
+  if (!t) return;
+  if (atomic_load_explicit(&h->wake, memory_order_acquire) != 1) {
+    if (run && plait_turn_caller_try(t)) {
+      if (t->run) t->run(t->ctx, h);
+      plait_turn_caller_release(t);
+    } else if (!run && plait_turn_caller_try(t)) { /* idle: knock by hand */
+      if (t->wake) t->wake(t->ctx);
+      plait_turn_caller_release(t);
+    }
+  }
+  plait_turn_unref(t);
+}
+
 #define REQUIRE_HANDLE(h)                                                      \
   do {                                                                         \
     if (!(h))                                                                  \
@@ -112,6 +144,7 @@ void plait_handle_abandon(plait_handle_t *h) { unref(h, 1); }
 PLAIT_API plait_result_t plait_poll(plait_handle_t *handle, int *done) {
   REQUIRE_HANDLE(handle);
   if (!done) return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_poll: done is NULL");
+  take_turn(handle, 0); /* a poll never runs it: the coordinator does (turn.h) */
   pthread_mutex_lock(&handle->mu);
   *done = handle->done;
   pthread_mutex_unlock(&handle->mu);
@@ -170,6 +203,7 @@ PLAIT_API plait_result_t plait_wait(plait_handle_t *handle, double timeout_s) {
       until.tv_nsec -= 1000000000L;
     }
   }
+  take_turn(handle, timeout_s != 0 && !on_coordinator);
   if (timeout_s != 0) sleep_until_done(handle, timeout_s < 0 ? NULL : &until);
   pthread_mutex_lock(&handle->mu);
   plait_result_t result = handle->done ? handle->result : PLAIT_ERR_TIMEOUT;

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 
 #include "engine/submit/entry.h"
+#include "engine/submit/turn.h"
 #include "plait/plait.h"
 
 struct plait_handle {
@@ -18,6 +19,11 @@ struct plait_handle {
    * shows done). Not a condition variable: waking from one costs the
    * waiter a third system call per operation (futex.h) */
   atomic_uint wake;
+  /* PLAIT_CALLER_RUNS: set when the submission did not wake the coordinator
+   * (plait_table_submit): the first wait tries to run the operation on its
+   * own thread under this turn (turn.h), and takes it (NULL) either way */
+  _Atomic(plait_turn_t *) turn;
+  atomic_int looked; /* a poll or a wait with timeout 0 saw it unfinished */
   pthread_mutex_t mu; /* guards every field below */
   int done;
   int pending;       /* entries not yet finished */
@@ -61,6 +67,10 @@ void plait_handle_set_join_rank(plait_handle_t *h, int rank);
 /* Marks the calling thread as the coordinator (plait_wait refuses to block
  * there: only that thread can complete handles). */
 void plait_handle_mark_coordinator_thread(void);
+
+/* The submission of h's lone entry did not wake the coordinator: a wait
+ * may run it under t (the handle takes a reference to t). */
+void plait_handle_set_turn(plait_handle_t *h, plait_turn_t *t);
 
 /* Drops the coordinator's reference without completing (used when the
  * submission itself failed before anything was queued). */

@@ -9,6 +9,7 @@
 
 #include "util/error.h"
 #include "engine/observe/timeline.h"
+#include "engine/submit/handle.h"
 
 plait_result_t plait_table_open(plait_table_t *t) {
   pthread_mutex_t mu = t->mu; /* initialized by the owner (the coordinator) */
@@ -76,6 +77,15 @@ static int global_allreduces(plait_entry_t **entries, int n) {
   return 1;
 }
 
+/* PLAIT_CALLER_RUNS: the one entry may run in its wait (plait_table_set_lone). */
+static int claimable(plait_table_t *t, plait_entry_t **entries, int n) {
+  const plait_entry_t *e = entries[0];
+  return t->lone && t->turn && n == 1 && e->meta.pset == 0 &&
+         e->meta.coll == PLAIT_COLL_ALLREDUCE && e->input.device == PLAIT_DEVICE_HOST &&
+         e->output.device == PLAIT_DEVICE_HOST && e->handle && !e->handle->callback &&
+         !plait_tl_active(t->tl);
+}
+
 plait_result_t plait_table_submit(plait_table_t *t, plait_entry_t **entries, int n) {
   pthread_mutex_lock(&t->mu);
   plait_result_t rc = PLAIT_SUCCESS;
@@ -116,6 +126,10 @@ plait_result_t plait_table_submit(plait_table_t *t, plait_entry_t **entries, int
     plait_tl_begin(t->tl, entries[i]->name, plait_tl_name(PLAIT_TL_NEGOTIATE));
   }
   int quiet = t->lazy && global_only(entries, n);
+  if (claimable(t, entries, n)) { /* before the coordinator can drain it */
+    plait_handle_set_turn(entries[0]->handle, t->turn);
+    quiet = 1;
+  }
   if (!quiet && t->awaiting > 0 && global_allreduces(entries, n)) /* plait_table_await */
     quiet = (t->awaiting -= n) > 0;
   uint64_t one = 1;
@@ -178,6 +192,25 @@ int plait_table_set_lazy(plait_table_t *t, int lazy) {
   t->lazy = lazy && !waiting;
   pthread_mutex_unlock(&t->mu);
   return waiting;
+}
+
+int plait_table_set_lone(plait_table_t *t, int lone) {
+  pthread_mutex_lock(&t->mu);
+  int waiting = t->lone && !lone && t->head != NULL;
+  t->lone = lone;
+  pthread_mutex_unlock(&t->mu);
+  return waiting;
+}
+
+void plait_table_wake(plait_table_t *t) {
+  pthread_mutex_lock(&t->mu);
+  uint64_t one = 1;
+  if (!t->woken && t->wake_fd >= 0) {
+    if (write(t->wake_fd, &one, sizeof one) < 0) { /* full counter: already awake */
+    }
+    t->woken = 1;
+  }
+  pthread_mutex_unlock(&t->mu);
 }
 
 void plait_table_await(plait_table_t *t, int64_t k) {

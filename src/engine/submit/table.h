@@ -13,6 +13,7 @@
 
 #include "engine/submit/entry.h"
 #include "engine/submit/namemap.h"
+#include "engine/submit/turn.h"
 #include "engine/observe/timeline.h"
 
 typedef struct plait_table {
@@ -23,6 +24,8 @@ typedef struct plait_table {
   int woken;                  /* wake_fd written since the coordinator last cleared it */
   int lazy;                   /* see plait_table_set_lazy */
   int64_t awaiting;           /* see plait_table_await */
+  int lone;                   /* see plait_table_set_lone */
+  plait_turn_t *turn;         /* PLAIT_CALLER_RUNS: the coordinator's turn word */
   int open;
   plait_result_t closed_rc;
   char closed_msg[1024];
@@ -68,6 +71,19 @@ void plait_table_clear_wake(plait_table_t *t);
  * operation. Returns 1, and leaves lazy 0, when entries are waiting (then
  * the coordinator must drain before it sleeps); else 0. */
 int plait_table_set_lazy(plait_table_t *t, int lazy);
+
+/* PLAIT_CALLER_RUNS: the coordinator, before it sleeps, says whether the
+ * open cached epoch's burst is one allreduce (lone = 1; t->turn set). While
+ * it is, a lone submission of one allreduce of the global process set, in
+ * host memory, without a callback and with the timeline off, does not
+ * write the eventfd: its handle gets the turn (plait_handle_set_turn), and
+ * its wait runs the round (or the coordinator's epoch timer does). Returns
+ * 1 when entries are waiting (then the coordinator drains before it sleeps,
+ * so that nothing submitted quietly is left when lone ends); else 0. */
+int plait_table_set_lone(plait_table_t *t, int lone);
+
+/* Writes the eventfd (unless already written since the last clear). */
+void plait_table_wake(plait_table_t *t);
 
 /* A rank > 0 holding back cached allreduces for k companions not submitted
  * yet (announce.h): the next submissions of allreduces of the global

@@ -51,7 +51,8 @@ TOOLS = ("plaitrun", "bench")
 BASE = ("control/wire.h", "control/auth.h", "control/net.h", "control/messages.h",
         "control/elastic_wire.h")
 # engine/'s hall: the only files at its top, above every wing
-HALL = ("engine.c", "engine.h", "coordinator.c", "coordinator.h")
+HALL = ("engine.c", "engine.h", "coordinator.c", "coordinator.h", "coordinator_epoch.c",
+        "coordinator_internal.h")
 # engine/'s wings, each with the wings it may include (its own is implied)
 WINGS = {
     "submit": ("observe",),  # table, handles, entries, name map: what threads hand in
