@@ -572,7 +572,11 @@ PLAIT_API plait_result_t plait_poll(plait_handle_t *handle, int *done);
  * no limit; 0: just look). Returns the operation's result (its message in
  * plait_last_error), or PLAIT_ERR_TIMEOUT when it is still running (the
  * handle stays valid). Only the calling thread blocks; no lock of plait's is
- * held meanwhile. Not from a callback.
+ * held meanwhile. Not from a callback. With PLAIT_CALLER_RUNS=1, a wait
+ * that runs its operation itself (plait_allreduce_async above) returns when
+ * that round ends, which may be after timeout_s: a peer that stalls holds it
+ * up to PLAIT_TIMEOUT_S, and a signal handler of the caller's (Python's
+ * Ctrl-C) runs only then.
  */
 PLAIT_API plait_result_t plait_wait(plait_handle_t *handle, double timeout_s);
 
