@@ -18,18 +18,18 @@
 # when ci/test asks for its result, in ci/test's order, so the log reads as if
 # the steps had run one after the other; ci/test asks only after the group
 # ended, so a step never waits on the terminal.
-PLAIT_BG_DIR="${PLAIT_BG_DIR:-}"
+CI_BG_DIR="${CI_BG_DIR:-}"
 _plait_bg_groups=()
 
 plait_bg_start() {
   local group="$1" text="$2"
-  if [ -z "$PLAIT_BG_DIR" ]; then
-    PLAIT_BG_DIR="$(mktemp -d)"
-    export PLAIT_BG_DIR
+  if [ -z "$CI_BG_DIR" ]; then
+    CI_BG_DIR="$(mktemp -d)"
+    export CI_BG_DIR
   fi
   setsid bash -c "source ci/lib/background.sh; $text" </dev/null \
-    >"$PLAIT_BG_DIR/$group.log" 2>&1 &
-  echo "$!" >"$PLAIT_BG_DIR/$group.pid"
+    >"$CI_BG_DIR/$group.log" 2>&1 &
+  echo "$!" >"$CI_BG_DIR/$group.pid"
   _plait_bg_groups+=("$group")
 }
 
@@ -37,41 +37,41 @@ plait_bg_step() {
   local step="$1"
   shift
   local rc=0
-  "$@" >"$PLAIT_BG_DIR/$step.out" 2>"$PLAIT_BG_DIR/$step.err" || rc=$?
-  echo "$rc" >"$PLAIT_BG_DIR/$step.rc"
+  "$@" >"$CI_BG_DIR/$step.out" 2>"$CI_BG_DIR/$step.err" || rc=$?
+  echo "$rc" >"$CI_BG_DIR/$step.rc"
 }
 
 plait_bg_wait() {
   local pid
-  pid="$(cat "$PLAIT_BG_DIR/$1.pid")"
+  pid="$(cat "$CI_BG_DIR/$1.pid")"
   wait "$pid" 2>/dev/null || true
   # the group's own output: only what no step kept (a crash of the text itself)
-  [ -s "$PLAIT_BG_DIR/$1.log" ] && sed "s/^/ci: background $1: /" "$PLAIT_BG_DIR/$1.log" >&2
+  [ -s "$CI_BG_DIR/$1.log" ] && sed "s/^/ci: background $1: /" "$CI_BG_DIR/$1.log" >&2
   return 0
 }
 
 plait_bg_result() {
   local step="$1"
-  if [ ! -f "$PLAIT_BG_DIR/$step.rc" ]; then
+  if [ ! -f "$CI_BG_DIR/$step.rc" ]; then
     echo "ci: the background step $step did not finish (its group ended without it)" >&2
     return 1
   fi
-  cat "$PLAIT_BG_DIR/$step.err" >&2
-  cat "$PLAIT_BG_DIR/$step.out"
-  return "$(cat "$PLAIT_BG_DIR/$step.rc")"
+  cat "$CI_BG_DIR/$step.err" >&2
+  cat "$CI_BG_DIR/$step.out"
+  return "$(cat "$CI_BG_DIR/$step.rc")"
 }
 
 # Ends the groups still running (ci/test's EXIT trap: a failed build must not
 # leave pip or a compiler running behind it), then removes the folder.
 plait_bg_stop() {
   local group pid
-  [ -n "$PLAIT_BG_DIR" ] || return 0
+  [ -n "$CI_BG_DIR" ] || return 0
   for group in "${_plait_bg_groups[@]}"; do
-    pid="$(cat "$PLAIT_BG_DIR/$group.pid" 2>/dev/null)" || continue
+    pid="$(cat "$CI_BG_DIR/$group.pid" 2>/dev/null)" || continue
     if kill -0 "$pid" 2>/dev/null; then
       echo "ci: stopping the background setup ($group, process group $pid)" >&2
       kill -TERM -- "-$pid" 2>/dev/null || true
     fi
   done
-  rm -rf "$PLAIT_BG_DIR"
+  rm -rf "$CI_BG_DIR"
 }
