@@ -503,8 +503,11 @@ static plait_result_t cycle(plait_coord_t *c) {
   }
   /* PLAIT_CALLER_RUNS: a lone burst's submissions may run in their waits */
   waiting |= plait_table_set_lone(&c->table, c->turn && c->ep.open && c->ep.n == 1);
-  if (c->turn) waiting |= plait_turn_coord_release(c->turn); /* a caller knocked */
+  /* read while this thread holds the turn: a caller's round changes the
+   * epoch and the records it looks at (a stale bound only wakes it early;
+   * a caller that needs it writes the eventfd) */
   int timeout = waiting ? 0 : poll_timeout_ms(c);
+  if (c->turn && plait_turn_coord_release(c->turn)) waiting = 1, timeout = 0; /* a knock */
   /* right after work, the next frame or submission usually comes soon */
   int ready = timeout ? plait_spin_poll(&c->spin, &c->waitset, c->pfd, n,
                                         c->last_busy + c->spin.spin_s) : 0;
