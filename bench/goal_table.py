@@ -235,10 +235,13 @@ def goal3(results):
                 ratio = r["flat_ms"] / r["hierarchical_ms"]
                 local = r.get("local", r["transport"])  # what the steps within a host ran on
                 local = "" if local == r["transport"] else ", within a host %s" % local
+                got = "flat %.1f ms, hierarchical %.1f ms: %.2fx" % (
+                    r["flat_ms"], r["hierarchical_ms"], ratio)
+                if r.get("auto_ms"):  # the default beside it (hier.sh since 2026-12-07)
+                    got += "; auto (the default) %.1f ms: %.2fx, %s" % (
+                        r["auto_ms"], r["flat_ms"] / r["auto_ms"], r.get("auto_path", "?"))
                 rows.append(Row(3, "%s, %s%s, %s placement" % (where, r["transport"], local,
-                                                                r["placement"]), rule,
-                                "flat %.1f ms, hierarchical %.1f ms: %.2fx" % (
-                                    r["flat_ms"], r["hierarchical_ms"], ratio),
+                                                                r["placement"]), rule, got,
                                 judged(ratio >= HIER_X_FLAT), src))
     return rows + hier_peers(recs, src)
 

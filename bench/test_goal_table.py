@@ -117,6 +117,17 @@ def test_goal3_latest_run_of_a_placement_says_what_ran_within_a_host(tmp_path):
     assert "1.50x" in rows[0].measured
 
 
+def test_goal3_shows_what_auto_ran_beside_the_forced_hierarchy(tmp_path):
+    r = dict(hier(2, "allreduce 64M", "block", 1500.0, 1000.0), auto_ms=1200.0,
+             auto_path="hierarchical from the threshold")
+    write(tmp_path, "hier-hosts.jsonl", [r, hier(3, "allreduce 64M", "block", 1500.0, 1000.0)])
+    rows = {x.where: x for x in goal_table.goal3(str(tmp_path)) if "64 MiB" in x.where}
+    got = rows["2 x 2 hosts, 64 MiB, gloo, block placement"]
+    assert "auto (the default) 1200.0 ms: 1.25x, hierarchical from the threshold" in got.measured
+    assert got.verdict == "MISS"  # judged on the hierarchy forced: 1.5x
+    assert "auto" not in rows["3 x 2 hosts, 64 MiB, gloo, block placement"].measured  # not run
+
+
 def test_goal3_peer_ahead_of_plait_is_a_miss(tmp_path):
     write(tmp_path, "hier-hosts.jsonl", [
         hier(2, "allreduce 64M", "block", 1600.0, 1000.0),
