@@ -301,20 +301,15 @@ static int killed_main(int rank, int nranks, void *arg) {
   for (int i = 0; i < 40 && !fails; i++) fails = lone(rank, nranks, "k", i);
   if (rank == 2) raise(SIGKILL);
   static float x[COUNT];
-  plait_tensor_t t;
-  plait_handle_t *h = NULL;
-  OK(plait_tensor_1d(&t, x, COUNT, PLAIT_FLOAT32));
-  plait_result_t rc = plait_allreduce_async("k", &t, &t, PLAIT_OP_SUM, NULL, &h);
-  if (rc == PLAIT_SUCCESS) {
-    rc = plait_wait(h, 60);
-    plait_release(h);
-  }
-  plait_test_say(rank, "after the kill: %s: %s", plait_result_name(rc), plait_last_error());
+  plait_result_t rc = ops_allreduce_after_loss(rank, "k", x, COUNT);
   if (!fails) {
     CHECK(rc == PLAIT_ERR_PEER_LOST, "%s, not PEER_LOST", plait_result_name(rc));
     CHECK(strstr(plait_last_error(), "rank 2") != NULL, "the error does not name rank 2");
   }
   /* later operations fail fast, with the same error */
+  plait_tensor_t t;
+  plait_handle_t *h = NULL;
+  OK(plait_tensor_1d(&t, x, COUNT, PLAIT_FLOAT32));
   rc = plait_allreduce_async("k2", &t, &t, PLAIT_OP_SUM, NULL, &h);
   CHECK(rc == PLAIT_ERR_PEER_LOST, "after the failure: %s", plait_result_name(rc));
   plait_shutdown();

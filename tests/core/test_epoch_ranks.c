@@ -240,16 +240,7 @@ static int killed(int rank, int nranks, void *arg) {
   if (warm(rank, nranks, "k")) return 1;
   if (rank == 2) raise(SIGKILL);
   static float x[COUNT];
-  plait_tensor_t t;
-  plait_handle_t *h = NULL;
-  OK(plait_tensor_1d(&t, x, COUNT, PLAIT_FLOAT32));
-  /* the job may have failed already: then the submission says so */
-  plait_result_t rc = plait_allreduce_async("k", &t, &t, PLAIT_OP_SUM, NULL, &h);
-  if (rc == PLAIT_SUCCESS) {
-    rc = plait_wait(h, 60);
-    plait_release(h);
-  }
-  plait_test_say(rank, "after the kill: %s: %s", plait_result_name(rc), plait_last_error());
+  plait_result_t rc = ops_allreduce_after_loss(rank, "k", x, COUNT);
   CHECK(rc == PLAIT_ERR_PEER_LOST, "%s, not PEER_LOST", plait_result_name(rc));
   CHECK(strstr(plait_last_error(), "rank 2") != NULL, "the error does not name rank 2");
   CHECK(strstr(plait_last_error(), "said: )") == NULL, "the transport's message was lost");

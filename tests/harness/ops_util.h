@@ -196,4 +196,21 @@ static inline void ops_shuffle(int *p, int n, unsigned seed) {
   }
 }
 
+/* An allreduce (sum) of n floats named `name`, waited for up to 60 s, after
+ * a rank may have been lost: the submission itself may fail (the job failed
+ * already). Says and returns what the submission or the wait said. */
+static inline plait_result_t ops_allreduce_after_loss(int rank, const char *name, float *x,
+                                                      size_t n) {
+  plait_tensor_t t;
+  plait_handle_t *h = NULL;
+  plait_result_t rc = plait_tensor_1d(&t, x, n, PLAIT_FLOAT32);
+  if (rc == PLAIT_SUCCESS) rc = plait_allreduce_async(name, &t, &t, PLAIT_OP_SUM, NULL, &h);
+  if (rc == PLAIT_SUCCESS) {
+    rc = plait_wait(h, 60);
+    plait_release(h);
+  }
+  plait_test_say(rank, "after the kill: %s: %s", plait_result_name(rc), plait_last_error());
+  return rc;
+}
+
 #endif
