@@ -357,9 +357,10 @@ int plait_config_unknown(char *buf, size_t buf_size) {
     /* Variables read by plugins, bindings and tools are theirs to check: the
      * gloo and ofi plugins report unknown names of their prefix at init;
      * PLAIT_TENSORFLOW_* by plait.tensorflow, PLAIT_MXNET_* by plait.mxnet;
-     * PLAIT_WITH_* and PLAIT_WITHOUT_* are pip install's build switches. */
+     * PLAIT_WITH_* and PLAIT_WITHOUT_* are pip install's build switches;
+     * PLAIT_SOAK_* are the test watchdogs' (tests/faults/soak, hang_watch.py). */
     static const char *foreign[] = {"PLAIT_LIBRARY", "PLAIT_OFI_", "PLAIT_GLOO_",
-                                    "PLAIT_TEST_", "PLAIT_BENCH_", "PLAIT_CI_",
+                                    "PLAIT_TEST_", "PLAIT_BENCH_", "PLAIT_CI_", "PLAIT_SOAK_",
                                     "PLAIT_WITH_", "PLAIT_WITHOUT_", "PLAIT_TENSORFLOW_",
                                     "PLAIT_MXNET_"};
     for (size_t i = 0; i < sizeof foreign / sizeof foreign[0] && !known; i++)
