@@ -190,31 +190,49 @@ int plait_autotune_capped(const plait_autotune_t *at) {
   return at->phase == PLAIT_AT_SETTLED && at->capped;
 }
 
-/* The relative noise of one sample (0 until a setting was measured twice). */
-static double noise(const plait_autotune_t *at) {
-  return at->spread_df ? sqrt(at->spread_ss / at->spread_df) : 0;
+/* The spread of log(score) among one setting's consecutive samples: the sum
+ * of squares about their mean (n - 1 degrees of freedom). */
+static double spread_ss(const double *scores, int n) {
+  double mean = 0, ss = 0;
+  for (int i = 0; i < n; i++) mean += log(scores[i] > 0 ? scores[i] : 1e-300) / n;
+  for (int i = 0; i < n; i++) {
+    double d = log(scores[i] > 0 ? scores[i] : 1e-300) - mean;
+    ss += d * d;
+  }
+  return ss;
 }
+
+/* The relative noise of one sample (0 until a setting was measured twice),
+ * with the n samples in scores pooled in too (NULL: none). */
+static double noise_with(const plait_autotune_t *at, const double *scores, int n) {
+  double ss = at->spread_ss;
+  int df = at->spread_df;
+  if (scores && n >= 2) {
+    ss += spread_ss(scores, n);
+    df += n - 1;
+  }
+  return df ? sqrt(ss / df) : 0;
+}
+
+static double noise(const plait_autotune_t *at) { return noise_with(at, NULL, 0); }
 
 /* A candidate measured n times is better or worse than the incumbent (its
  * two samples around the candidate's) only beyond this fraction: the margin,
  * or NOISE_K standard errors of their difference when that is larger (a
- * margin below the noise makes the search walk on noise and never converge). */
-static double band_n(const plait_autotune_t *at, int n) {
-  double b = NOISE_K * noise(at) * sqrt(1.0 / (n > 0 ? n : 1) + 0.5);
+ * margin below the noise makes the search walk on noise and never converge).
+ * The noise counts the candidate's own samples (scores; NULL once they were
+ * added to it), so a close call is called with the band judge() applies. */
+static double band_n(const plait_autotune_t *at, const double *scores, int n) {
+  double b = NOISE_K * noise_with(at, scores, n) * sqrt(1.0 / (n > 0 ? n : 1) + 0.5);
   return b > at->o.margin ? b : at->o.margin;
 }
 
-static double band(const plait_autotune_t *at) { return band_n(at, 2); }
+static double band(const plait_autotune_t *at) { return band_n(at, NULL, 2); }
 
 /* One setting's consecutive samples: their spread joins the noise. */
 static void add_spread(plait_autotune_t *at, const double *scores, int n) {
   if (n < 2) return;
-  double mean = 0;
-  for (int i = 0; i < n; i++) mean += log(scores[i] > 0 ? scores[i] : 1e-300) / n;
-  for (int i = 0; i < n; i++) {
-    double d = log(scores[i] > 0 ? scores[i] : 1e-300) - mean;
-    at->spread_ss += d * d;
-  }
+  at->spread_ss += spread_ss(scores, n);
   at->spread_df += n - 1;
 }
 
@@ -330,7 +348,7 @@ static int on_plateau(const plait_autotune_t *at) {
 /* The candidate has its median score m (its samples in scores[0..n)). */
 static void judge(plait_autotune_t *at, double m, const double *scores, int n) {
   add_spread(at, scores, n);
-  double b = band_n(at, n);
+  double b = band_n(at, NULL, n);
   if (!at->have_best) { /* the start */
     at->have_best = 1;
     at->start_score = at->best_score = m;
@@ -436,7 +454,7 @@ static int sample_done(plait_autotune_t *at, double secs, double score) {
     /* A close call (better, but not by the band): more samples, up to twice
      * as many, which narrow the band; a clear loss or tie is not worth them. */
     if (at->have_best && budget_left && m > at->best_score &&
-        m <= at->best_score * (1 + band_n(at, at->nscores)) &&
+        m <= at->best_score * (1 + band_n(at, at->scores, at->nscores)) &&
         at->nscores < 2 * at->o.repeats && at->nscores < MAX_REPEATS)
       return 0;
     if (at->have_best && budget_left) {

@@ -28,7 +28,8 @@
  *   candidate is better or worse only beyond the band, 2 standard errors of
  *   the comparison (or `margin`, when larger); a first sample 3x the noise
  *   below the best (at least 8%) rejects it at once; a close call (better,
- *   but within the band) gets up to `repeats` samples more;
+ *   but within the band, the candidate's own samples counted in the noise as
+ *   the judgement counts them) gets up to `repeats` samples more;
  * - the start (the configured values) is measured first; then coordinate
  *   descent over log grids: for each free parameter in turn (threshold,
  *   largest fused tensor, cycle time) it walks to the neighbouring grid value
