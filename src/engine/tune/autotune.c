@@ -192,7 +192,7 @@ int plait_autotune_capped(const plait_autotune_t *at) {
 
 /* The spread of log(score) among one setting's consecutive samples: the sum
  * of squares about their mean (n - 1 degrees of freedom). */
-static double spread_ss(const double *scores, int n) {
+static double sum_sq_log(const double *scores, int n) {
   double mean = 0, ss = 0;
   for (int i = 0; i < n; i++) mean += log(scores[i] > 0 ? scores[i] : 1e-300) / n;
   for (int i = 0; i < n; i++) {
@@ -208,7 +208,7 @@ static double noise_with(const plait_autotune_t *at, const double *scores, int n
   double ss = at->spread_ss;
   int df = at->spread_df;
   if (scores && n >= 2) {
-    ss += spread_ss(scores, n);
+    ss += sum_sq_log(scores, n);
     df += n - 1;
   }
   return df ? sqrt(ss / df) : 0;
@@ -232,7 +232,7 @@ static double band(const plait_autotune_t *at) { return band_n(at, NULL, 2); }
 /* One setting's consecutive samples: their spread joins the noise. */
 static void add_spread(plait_autotune_t *at, const double *scores, int n) {
   if (n < 2) return;
-  at->spread_ss += spread_ss(scores, n);
+  at->spread_ss += sum_sq_log(scores, n);
   at->spread_df += n - 1;
 }
 
