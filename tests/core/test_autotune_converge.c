@@ -129,7 +129,6 @@ Test(autotune_converge, a_search_stopped_by_the_cap_says_so) {
   plait_autotune_free(at);
 }
 
-
 /* A normal deviate (the sum of 12 uniforms, less 6). */
 static double gauss(uint32_t *r) {
   double s = 0;
@@ -162,7 +161,8 @@ static void drive_loaded(plait_autotune_t *at, loaded_t *l, int limit) {
 
 /* The 10M-parameter MLP over Gloo at 3 ranks in ci/bench tune (2026-12-07):
  * 16 MiB is 1.15x faster than the default 64 MiB, one grid step away, and
- * the samples spread by about 6% (autotune-gloo-3r-mlp-10m.csv). The tuner
+ * the samples spread by about 6% (autotune-gloo-3r-mlp-10m.csv as stored at
+ * 57e1d59). The tuner
  * there judged 16 MiB a tie. A close call gets more samples only when its
  * gain is within the band; that band must count the candidate's own samples,
  * as judge() does. Without them (before 2026-12-07) the check saw the start's

@@ -226,12 +226,12 @@ Test(elastic_loop, added_host_joins_at_the_next_epoch_and_removed_host_leaves, .
             read_log(&run));
   write_hosts(&run, "127.0.0.3:2\n");
   wait_for(&run, "host 127.0.0.1 removed from the host list");
-  char order[32], three[64];
-  snprintf(order, sizeof order, "added.%d", k);
-  touch(&run, order);
+  char removed_order[32], last[64];
+  snprintf(removed_order, sizeof removed_order, "added.%d", k);
+  touch(&run, removed_order);
   wait_for(&run, "worker 127.0.0.1/0 stopped: its host left the host list");
-  snprintf(three, sizeof three, "epoch %d formed: 2 workers on 1 host (127.0.0.3:2)", k + 1);
-  wait_for(&run, three);
+  snprintf(last, sizeof last, "epoch %d formed: 2 workers on 1 host (127.0.0.3:2)", k + 1);
+  wait_for(&run, last);
   touch(&run, "done");
   cr_expect_eq(finish(&run), 0, "%s", read_log(&run));
   cleanup(&run);
