@@ -217,7 +217,13 @@ plait_result_t plait_tree_connect(plait_control_t *c, int k) {
   t->fanout = k;
   t->parent = plait_tree_parent(c->rank, k);
   t->nchildren = plait_tree_children(c->rank, k, c->size, &t->first_child);
-  if (c->rank == 0) return share_addresses(c); /* its children are its star connections */
+  if (c->rank == 0) { /* its children are its star connections */
+    plait_result_t rc0 = share_addresses(c);
+    if (rc0 == PLAIT_SUCCESS)
+      PLAIT_INFO("control", "a tree of fan-out %d over %d ranks: rank 0 sends each list to "
+                 "ranks 1-%d, each rank relays it to its own children", k, c->size, t->nchildren);
+    return rc0;
+  }
   plait_result_t rc = PLAIT_SUCCESS;
   if (t->nchildren) {
     if (!(t->child_fds = malloc(sizeof(int) * (size_t)t->nchildren)))

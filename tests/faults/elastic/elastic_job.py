@@ -43,7 +43,7 @@ class Job:
     """plaitrun's elastic driver and its workers, started in tmp."""
 
     def __init__(self, plaitrun, tmp, hosts, train_args, flags, timeout_s, transport="gloo",
-                 script=None, python=PYTHON):
+                 script=None, python=PYTHON, env=None):
         self.plaitrun, self.tmp, self.train_args = plaitrun, tmp, list(train_args)
         self.hosts_file = os.path.join(tmp, "hosts")
         self.fail_file = os.path.join(tmp, "discovery.fail")
@@ -63,6 +63,7 @@ class Job:
         self.env = dict(os.environ, PLAIT_TIMEOUT_S=str(timeout_s), PLAIT_TRANSPORT=transport,
                         PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1",
                         ELASTIC_TEST_JOB=tmp)  # marks this job's workers in /proc
+        self.env.update(env or {})  # a scenario's own settings, for driver and workers
         # the worker: the example (its parameters to out), or `script` with train_args
         self.program = script or EXAMPLE
         worker = [python, self.program] + ([] if script else ["--out", self.out])

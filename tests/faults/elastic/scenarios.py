@@ -12,6 +12,8 @@ the job while it trains (docs/elastic.md, "What is tested"):
   join-stopped     the worker of an added host is stopped (SIGSTOP) as soon as the job with it
                    formed: the state broadcast does not stall, the job re-forms without it
   host-removed     a host removed from the discovery script leaves (3 -> 2 workers)
+  tree             the control-plane tree (PLAIT_CONTROL_FANOUT=2) at 5 workers: a relaying
+                   rank killed, the job re-forms as a tree of 4 and trains on
   below-min-rejoin Horovod issue 3494's schedule: a host leaves, the survivor is below
                    --min-np and waits; a new host comes; a job forms again and trains
   reset-limit      --reset-limit 1 and two failures: the job ends non-zero, naming the limit
@@ -42,6 +44,7 @@ torch); 2 bad usage.
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -104,12 +107,12 @@ def recovery(ctx, job, scenario, kind, t_event, since, want_size=None):
     return rec
 
 
-def training(ctx, tmp, scenario, hosts, flags, final_size, action, epochs=4):
+def training(ctx, tmp, scenario, hosts, flags, final_size, action, epochs=4, env=None):
     """Runs the example under the driver with `action(job)` hurting it, then
     checks the end: status 0, the parameters of every rank the reference's."""
     train = ["--epochs", str(epochs)] + TRAIN
     ref = run_reference(tmp, train, 300)
-    job = Job(ctx.plaitrun, tmp, hosts, train, flags, ctx.timeout_s, ctx.transport)
+    job = Job(ctx.plaitrun, tmp, hosts, train, flags, ctx.timeout_s, ctx.transport, env=env)
     try:
         job.start()
         action(job)
@@ -164,6 +167,34 @@ def s_host_killed(ctx, tmp):
         recovery(ctx, job, "host-killed", "kill", t, mark)
     training(ctx, tmp, "host-killed", [H1 + ":2", H2 + ":2"],
              ["-np", "4", "--min-np", "2", "--max-np", "4"], 2, action)
+
+
+TREE = re.compile(r"a tree of fan-out 2 over (\d+) ranks")
+
+
+def s_tree(ctx, tmp):
+    # The control-plane tree (PLAIT_CONTROL_FANOUT=2) through an elastic job.
+    # 5 workers: rank 0 sends each list to ranks 1 and 2, rank 1 relays it to
+    # 3 and 4. Rank 1, a relaying rank, is killed; the job re-forms with 4
+    # workers, a tree again (rank 1 relays to rank 3), and trains to the end.
+    # Rank 0's info line says each time that the tree, not the star, carried
+    # the lists.
+    def action(job):
+        i, _, _ = job.wait_step(1, 2, 300)
+        _, _, m = job.wait_line(TREE, 10, 0, "rank 0's line on the control tree")
+        if int(m.group(1)) != 5:
+            raise Failed("the first tree spanned %s ranks, expected 5" % m.group(1))
+        name, pid = job.worker_of_rank(1)
+        print("killing rank 1, a relaying rank: worker %s, pid %d" % (name, pid), flush=True)
+        mark = job.mark()
+        t = job.signal(pid, signal.SIGKILL)
+        recovery(ctx, job, "tree", "kill", t, mark, want_size=4)
+        _, _, m = job.wait_line(TREE, 10, mark, "rank 0's line on the re-formed job's tree")
+        if int(m.group(1)) != 4:
+            raise Failed("the re-formed job's tree spanned %s ranks, expected 4" % m.group(1))
+    training(ctx, tmp, "tree", [H1 + ":2", H2 + ":2", H3 + ":1"],
+             ["-np", "5", "--min-np", "2", "--max-np", "5"], 4, action,
+             env={"PLAIT_CONTROL_FANOUT": "2", "PLAIT_LOG_LEVEL": "info"})
 
 
 def add_third_host(job):
@@ -402,7 +433,7 @@ def s_horovod_keras(ctx, tmp):
 SCENARIOS = {
     "kill9": s_kill9, "kill9-rank0": s_kill9_rank0, "sigstop": s_sigstop,
     "host-killed": s_host_killed, "host-added": s_host_added, "join-stopped": s_join_stopped,
-    "host-removed": s_host_removed,
+    "host-removed": s_host_removed, "tree": s_tree,
     "below-min-rejoin": s_below_min_rejoin, "reset-limit": s_reset_limit,
     "discovery-fail-start": s_discovery_fail_start, "discovery-fail-mid": s_discovery_fail_mid,
     "discovery-fail-long": s_discovery_fail_long, "horovod-torch": s_horovod_torch, "keras-kill": s_keras_kill,
