@@ -426,8 +426,10 @@ def goal7(results):
                 key = (r.get("label", "-"), r.get("transport", "-"), r.get("fanout", -1))
                 groups.setdefault(key, []).append(r)
         for (label, t, k), recs in sorted(groups.items()):
-            where = "%s, %s" % (label, t) + ("" if k < 0 else ", star" if k == 0 else
-                                             ", fan-out %d" % k)
+            # no fanout: the variable was unset, and every such run stored
+            # predates the tree's default (fan-out 8 since 2026-12-07): a star
+            where = "%s, %s" % (label, t) + (", star (unset, the default then)" if k < 0 else
+                                             ", star" if k == 0 else ", fan-out %d" % k)
             at = [r for r in recs if r.get("ranks") == SCALE_RANKS]
             ok = [r for r in at if "negotiate_s" in r]
             if ok:

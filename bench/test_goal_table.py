@@ -197,13 +197,13 @@ def test_goal7_negotiation_at_256_ranks_and_constant_bytes(tmp_path):
                                           "error": "256 of 256 ranks failed; stderr: x"}])
     rows = goal_table.goal7(str(tmp_path))
     v = {(r.source, r.where, r.rule[:7]): r.verdict for r in rows}
-    assert v[("scale.jsonl", "256 ranks, epoll, ofi-shm", "rank 0 ")] == "PASS"
-    assert v[("scale.jsonl", "256 ranks, epoll, gloo", "rank 0 ")] == "MISS"
-    assert v[("scale.jsonl", "16-256 ranks, epoll, ofi-shm", "control")] == "PASS"  # 34-36
-    assert v[("scale.jsonl", "16-256 ranks, epoll, gloo", "control")] == "MISS"  # 34-60
-    failed = v[("scale-tree.jsonl", "256 ranks, epoll, ofi-shm", "rank 0 ")]
+    assert v[("scale.jsonl", "256 ranks, epoll, ofi-shm, star (unset, the default then)", "rank 0 ")] == "PASS"
+    assert v[("scale.jsonl", "256 ranks, epoll, gloo, star (unset, the default then)", "rank 0 ")] == "MISS"
+    assert v[("scale.jsonl", "16-256 ranks, epoll, ofi-shm, star (unset, the default then)", "control")] == "PASS"  # 34-36
+    assert v[("scale.jsonl", "16-256 ranks, epoll, gloo, star (unset, the default then)", "control")] == "MISS"  # 34-60
+    failed = v[("scale-tree.jsonl", "256 ranks, epoll, ofi-shm, star (unset, the default then)", "rank 0 ")]
     assert failed == "NOT MEASURED: the 256-rank run failed: 256 of 256 ranks failed"
-    assert v[("scale-tree.jsonl", "epoll, ofi-shm", "control")].startswith("NOT MEASURED")
+    assert v[("scale-tree.jsonl", "epoll, ofi-shm, star (unset, the default then)", "control")].startswith("NOT MEASURED")
 
 
 def tree(n, k, neg_s, rank0, rank_max):
@@ -247,7 +247,7 @@ def test_goal7_cpu_row_beside_the_wall_and_why_gloo_failed(tmp_path):
         ("PASS", "416-420 bytes at 16-256 ranks")
     assert not [w for w, _ in v if w.startswith("rerun")] and \
         ("256 ranks, rerun, ofi-shm, fan-out 8", "rank 0 negotiation CPU") in v
-    gloo = v[("256 ranks, epoll, gloo", "rank 0 negotiation per")][0]
+    gloo = v[("256 ranks, epoll, gloo, star (unset, the default then)", "rank 0 negotiation per")][0]
     assert gloo.startswith("NOT MEASURED: the 256-rank run failed") and \
         "a port per pair of ranks: 256 x 255 = 65280" in gloo, gloo
 
@@ -297,7 +297,7 @@ def test_check_tells_stale_from_fresh(tmp_path):
     p = subprocess.run(run + ["--markdown", str(out)], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 0, p.stderr
-    assert "| 7 | 256 ranks, epoll, ofi-shm |" in out.read_text()
+    assert "| 7 | 256 ranks, epoll, ofi-shm, star (unset, the default then) |" in out.read_text()
     p = subprocess.run(run + ["--check", str(out)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     write(tmp_path, "scale.jsonl", [scale(16, 1e-4, 34.0), scale(256, 1.9e-3, 36.0)])
@@ -317,7 +317,7 @@ def test_a_record_without_its_fields_is_named_not_a_crash(tmp_path):
     assert len(g3) == 1 and g3[0].verdict.startswith(
         "NOT MEASURED: goal 3 cannot read its records (hier-hosts.jsonl"), g3[0].verdict
     assert "KeyError" in g3[0].verdict
-    assert verdicts(rows, 7)["256 ranks, epoll, ofi-shm"] == "PASS"  # the others still judged
+    assert verdicts(rows, 7)["256 ranks, epoll, ofi-shm, star (unset, the default then)"] == "PASS"  # the others still judged
 
 
 def test_goal5_says_so_when_table_c_changes_shape(tmp_path, monkeypatch):

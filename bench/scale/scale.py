@@ -242,7 +242,8 @@ def main(argv):
                    "(e.g. 'perf record -g -o rank0.data --')")
     a.add_argument("--fanouts", default="",
                    help="comma-separated PLAIT_CONTROL_FANOUT values run for every point, "
-                   "interleaved (0: the star); empty: the variable left unset")
+                   "interleaved (0: the star); empty: the variable left unset (the default: "
+                   "a tree of fan-out 8 above 9 ranks)")
     a.add_argument("--rounds", type=int, default=1,
                    help="repeat every point this many times, interleaved round by round")
     a.add_argument("--slow-rank", type=int, default=-1,

@@ -56,10 +56,11 @@
     "in a cached epoch whose burst is one allreduce, the thread that waits "  \
     "on it (plait_wait) runs the round itself when the coordinator is idle "  \
     "(no hand-off to the coordinator and back); each rank's own value")       \
-  X(control_fanout, "PLAIT_CONTROL_FANOUT", COUNT, "0", "0..65536",           \
+  X(control_fanout, "PLAIT_CONTROL_FANOUT", COUNT, "8", "0..65536",           \
     "fan-out k of the control-plane tree that carries rank 0's response "     \
     "lists (each rank relays them to k ranks) in jobs of more than k+1 "       \
-    "ranks; 0 or 1: rank 0 sends every list to every rank (the star)")       \
+    "ranks (the default: jobs of 10 ranks or more); 0 or 1: rank 0 sends "     \
+    "every list to every rank (the star)")                                    \
   X(timeline, "PLAIT_TIMELINE", TEXT, "", "",                                  \
     "path of a Chrome-trace JSON timeline to write (%r: the rank); empty: none") \
   X(timeline_mark_cycles, "PLAIT_TIMELINE_MARK_CYCLES", BOOL, "0", "",         \

@@ -9,7 +9,8 @@
  *    and rank 0 sends a list to its k children only (its control messages,
  *    against the same job run as a star: fewer by about (N-1)/k);
  *  - a job of k+1 ranks or fewer has no tree (the shape test; nothing of
- *    the tree is connected or sent then);
+ *    the tree is connected or sent then); unset, the variable is 8: a job
+ *    of 12 ranks is a tree;
  *  - a mismatch from a rank at depth 3 and a stall of another fail every
  *    rank naming the rank, as on the star (rank 0 records each relayed
  *    request as its origin's own);
@@ -121,11 +122,12 @@ static int workload(int rank, int n, void *arg) {
   return 0;
 }
 
-/* One job of n ranks with PLAIT_CONTROL_FANOUT=k; rank 0's counts. */
+/* One job of n ranks with PLAIT_CONTROL_FANOUT=k (k < 0: unset, the
+ * default); rank 0's counts. */
 static void run_job(int n, int k, counts_t *got) {
   char fan[48];
   snprintf(fan, sizeof fan, "PLAIT_CONTROL_FANOUT=%d", k);
-  const char *env[] = {fan, "PLAIT_TIMEOUT_S=30", NULL};
+  const char *env[] = {"PLAIT_TIMEOUT_S=30", k < 0 ? NULL : fan, NULL};
   counts_t *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   cr_assert(sh != MAP_FAILED);
   memset(sh, 0, sizeof *sh);
@@ -157,6 +159,21 @@ Test(tree, sixteen_ranks_fanout_2_same_results_as_the_star, .timeout = 600) {
 
 Test(tree, thirty_two_ranks_fanout_4_same_results_as_the_star, .timeout = 900) {
   tree_against_star(32, 4);
+}
+
+/* The default is a tree of fan-out 8 from 10 ranks on: at 12 ranks, with
+ * the variable unset, rank 0 sends each list to 8 ranks, not 11 (about 8/11
+ * of the star's messages; the star's own count is the same job with 0). */
+Test(tree, the_default_is_a_tree_of_fanout_8_from_10_ranks, .timeout = 600) {
+  counts_t star, dflt;
+  run_job(12, 0, &star);
+  run_job(12, -1, &dflt);
+  long long ms = atomic_load(&star.messages0), md = atomic_load(&dflt.messages0);
+  fprintf(stderr, "12 ranks: rank 0 sent %lld control messages as a star, %lld by default\n",
+          ms, md);
+  cr_expect_gt(ms, 0);
+  cr_expect_lt(md * 100, ms * 85, "rank 0 sent %lld messages by default, %lld as a star: "
+               "not the tree of fan-out 8 (8/11 of the star's)", md, ms);
 }
 
 /* ---- the AND of cached ids: bytes per rank constant in N ----------------- */

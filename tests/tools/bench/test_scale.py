@@ -22,10 +22,11 @@ def scale(*args, timeout=300):
 
 
 def test_small_jobs_report_linear_control_bytes(tmp_path):
-    # 16 ranks: rank 0 waits on its sockets with epoll from 16 (util/waitset)
+    # 16 ranks: rank 0 waits on its sockets with epoll from 16 (util/waitset);
+    # the star (--fanouts 0): by default 16 ranks are a tree of fan-out 8
     out, png = tmp_path / "s.jsonl", tmp_path / "s.png"
     p = scale("--ranks", "2,16", "--transports", "gloo", "--iters", "5", "--warmup", "2",
-              "--out", str(out), "--plot", str(png))
+              "--fanouts", "0", "--out", str(out), "--plot", str(png))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "ranks [2, 16]" in p.stdout and "neg_us/rank" in p.stdout
     recs = [json.loads(x) for x in out.read_text().splitlines()]
