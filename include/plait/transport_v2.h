@@ -245,6 +245,21 @@ typedef struct plait_transport_v2 {
    * at most once per state. */
   plait_result_t (*interrupt)(void *state, plait_result_t rc, const char *why);
 
+  /* Optional: a vote, one byte's MIN over every rank of the state, that the
+   * caller may leave unfinished and take up again: the core's cached-epoch
+   * agreement, which a thread waiting on an operation runs
+   * (PLAIT_CALLER_RUNS) and must leave when its wait's timeout ends. With no
+   * vote pending it starts one with `mine`; with one pending it goes on with
+   * it (`mine` is ignored). It then waits up to `wait_s` seconds (< 0: no
+   * limit but the usual one) for it to finish. PLAIT_SUCCESS: done, *out
+   * the MIN of every rank's byte; PLAIT_ERR_TIMEOUT: not yet, not a failure
+   * (nothing is lost: the next call goes on). While a vote is pending the
+   * core calls no other collective on the state, only vote again (finalize
+   * and interrupt excepted). The usual timeout applies across calls: a peer
+   * that sends nothing for PLAIT_TIMEOUT_S fails it. Every rank uses it for
+   * every agreement once the plugin has it (one plugin per job). */
+  plait_result_t (*vote)(void *state, uint8_t mine, uint8_t *out, double wait_s);
+
 } plait_transport_v2_t;
 
 /* Bytes of a version-2 table's first layout (through interrupt): the

@@ -232,6 +232,9 @@ const plait_transport_t plait_transport_v2 = {
     /* device, batch_copy, ready, notify, interrupt: host memory only, and
      * every call blocks until done */
     nullptr, nullptr, nullptr, nullptr, nullptr,
+    /* vote: none (a Gloo collective cannot be left and taken up again): the
+     * core agrees with a blocking allreduce */
+    nullptr,
 };
 
 }  // extern "C"

@@ -6,6 +6,7 @@
  * inside libfabric (rescue.h), and the teardown of a state that broke during
  * the call (errors.c records the failure and quiesces the endpoint).
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +42,11 @@ static plait_result_t null_state(const char *what) {
   if (st->broken != PLAIT_SUCCESS)                                             \
     return ofi_fail(st, st->broken,                                            \
                     "the ofi endpoint failed earlier and cannot be used: %s",  \
-                    st->broken_msg);
+                    st->broken_msg);                                           \
+  if (st->vote.pending && strcmp((what), "vote") != 0)                         \
+    return ofi_fail(st, PLAIT_ERR_INVALID_ARGUMENT,                            \
+                    "%s called while a vote is pending (the ABI: only vote "   \
+                    "again until it is done)", (what));
 
 /* The end of a guarded call: a state that broke in it (ofi_break, which
  * quiesced it, or the rescue) is torn down here, once its collective has
@@ -282,6 +287,15 @@ static plait_result_t entry_barrier(void *state) {
   OFI_GUARDED(st, ofi_barrier(st));
 }
 
+/* The cached epoch's agreement, which a waiting caller may leave
+ * unfinished (algorithms/vote.c). */
+static plait_result_t entry_vote(void *state, uint8_t mine, uint8_t *out, double wait_s) {
+  ENTER(state, "vote");
+  OFI_REQUIRE(st, out != NULL, "vote: out is NULL");
+  OFI_REQUIRE(st, !isnan(wait_s), "vote: wait_s is NaN");
+  OFI_GUARDED(st, ofi_vote(st, mine, out, wait_s));
+}
+
 /* Memory functions: local, usable even after the endpoint failed. */
 static plait_result_t entry_mem_alloc(void *state, size_t bytes, void **ptr) {
   if (state == NULL) return null_state("mem_alloc");
@@ -378,4 +392,5 @@ const plait_transport_t plait_transport_v2 = {
     .algorithm = entry_algorithm,
     .subset = entry_subset,
     .probe = ofi_probe,
+    .vote = entry_vote,
 };

@@ -108,6 +108,14 @@ typedef struct ofi_state {
                                       * objects it uses; NULL for init's */
   int *global_ranks;                 /* a subset's ranks in the parent */
   const char *op;                    /* the collective running ("allreduce") */
+  /* A vote (algorithms/vote.c) left unfinished by a caller whose wait ended:
+   * its dissemination round, whether that round's messages are posted, the
+   * MIN so far and the byte being received. */
+  struct {
+    int pending, round, posted;
+    uint8_t acc, in;
+    ofi_req_t q[2];
+  } vote;
 
   /* After a failure inside a collective the ranks may be out of step: every
    * later collective fails at once with this code and message. */

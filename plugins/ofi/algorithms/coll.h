@@ -14,6 +14,7 @@
  *   alltoallv.c        every pair at once
  *   reducescatter.c    direct (alltoallv + local reduction) or the ring
  *   barrier.c          dissemination (log2(n) rounds of empty messages)
+ *   vote.c             a byte's MIN by dissemination, resumable (the epoch's AND)
  *   kernels.c          the core's reduction kernels, as the others call them
  */
 #ifndef PLAIT_OFI_COLL_H
@@ -59,6 +60,10 @@ plait_result_t ofi_alltoallv(ofi_state_t *st, const void *send, const size_t *se
 plait_result_t ofi_reducescatter(ofi_state_t *st, const void *send, void *recv,
                                  const size_t *counts, plait_dtype_t dtype, plait_op_t op);
 plait_result_t ofi_barrier(ofi_state_t *st);
+/* One byte's MIN over every rank, which the caller may leave after wait_s
+ * seconds (< 0: no limit) and go on with later: PLAIT_ERR_TIMEOUT then
+ * (vote.c; plait_transport_v2_t.vote). */
+plait_result_t ofi_vote(ofi_state_t *st, uint8_t mine, uint8_t *out, double wait_s);
 
 /* Peers a direct algorithm (alltoallv, direct allgatherv and reducescatter)
  * talks to at once: rank r receives from r-i and sends to r+i for i in one

@@ -1,6 +1,7 @@
 #include "engine/progress.h"
 
 #include <errno.h>
+#include <math.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
@@ -246,6 +247,11 @@ static plait_result_t taken(ofi_state_t *st, ofi_req_t *req, ssize_t rc, int inj
 
 plait_result_t ofi_post_send(ofi_state_t *st, ofi_req_t *req, int peer, const void *buf,
                              size_t len, void *desc, uint32_t id) {
+  return ofi_post_send_until(st, req, peer, buf, len, desc, id, INFINITY);
+}
+
+plait_result_t ofi_post_send_until(ofi_state_t *st, ofi_req_t *req, int peer, const void *buf,
+                                   size_t len, void *desc, uint32_t id, double deadline) {
   if (st->broken) return st->broken;
   start_req(st, req, peer, 1, len, id);
   static const char zero = 0;
@@ -255,6 +261,11 @@ plait_result_t ofi_post_send(ofi_state_t *st, ofi_req_t *req, int peer, const vo
     ssize_t rc = inject ? fi_tinject(st->ep, buf, len, st->addrs[peer], req->tag)
                         : fi_tsend(st->ep, buf, len, desc, st->addrs[peer], req->tag, &req->ctx);
     OFI_CHECK(taken(st, req, rc, inject, inject ? "fi_tinject" : "fi_tsend", &again));
+    /* -FI_EAGAIN until the peer progresses (rxm connects on the first send) */
+    if (again && deadline < INFINITY && ofi_now() >= deadline) {
+      req->used = 0; /* not posted */
+      return PLAIT_ERR_TIMEOUT;
+    }
   }
   return PLAIT_SUCCESS;
 }
@@ -333,11 +344,17 @@ plait_result_t ofi_progress(ofi_state_t *st) {
 int ofi_job_rank(const ofi_state_t *st, int peer) { return job_rank(st, peer); }
 
 plait_result_t ofi_wait_all(ofi_state_t *st, ofi_req_t *reqs, size_t n) {
+  return ofi_wait_all_until(st, reqs, n, INFINITY);
+}
+
+plait_result_t ofi_wait_all_until(ofi_state_t *st, ofi_req_t *reqs, size_t n, double deadline) {
   for (size_t i = 0; i < n; i++) {
     while (reqs[i].used && !reqs[i].done) {
       int got;
       OFI_CHECK(poll_cq(st, &got));
-      if (!got) OFI_CHECK(idle(st));
+      if (got) continue;
+      if (deadline < INFINITY && ofi_now() >= deadline) return PLAIT_ERR_TIMEOUT;
+      OFI_CHECK(idle(st));
     }
   }
   st->done_head = st->done_tail = NULL;

@@ -40,6 +40,10 @@ plait_result_t ofi_post_send(ofi_state_t *st, ofi_req_t *req, int peer, const vo
                              size_t len, void *desc, uint32_t id);
 plait_result_t ofi_post_recv(ofi_state_t *st, ofi_req_t *req, int peer, void *buf, size_t len,
                              void *desc, uint32_t id);
+/* ofi_post_send, giving up at deadline (ofi_now()) while the provider says
+ * -FI_EAGAIN: PLAIT_ERR_TIMEOUT then, nothing posted, nothing recorded. */
+plait_result_t ofi_post_send_until(ofi_state_t *st, ofi_req_t *req, int peer, const void *buf,
+                                   size_t len, void *desc, uint32_t id, double deadline);
 
 /* The most pieces one message of ofi_post_sendv / ofi_post_recvv takes;
  * the provider's own limit (state.h: iov_limit) may be lower. */
@@ -66,5 +70,9 @@ plait_result_t ofi_wait_any(ofi_state_t *st, ofi_req_t **out);
 /* Waits until every one of reqs[0..n) that was posted is done (requests
  * zeroed and never posted are skipped). Forgets other completions. */
 plait_result_t ofi_wait_all(ofi_state_t *st, ofi_req_t *reqs, size_t n);
+
+/* ofi_wait_all until ofi_now() reaches deadline: PLAIT_ERR_TIMEOUT then,
+ * the requests still posted (not a failure, nothing recorded). */
+plait_result_t ofi_wait_all_until(ofi_state_t *st, ofi_req_t *reqs, size_t n, double deadline);
 
 #endif
