@@ -387,7 +387,7 @@ static plait_result_t root_cycle(plait_coord_t *c, int woke, int *busy) {
   double t0 = plait_coord_neg_start(c);
   int stopping = atomic_load(&c->stop); /* before draining: see peer_cycle */
   if (c->ep.open) {
-    PLAIT_CHECK(plait_coord_epoch_turn(c, busy)); /* counts its own negotiation time */
+    PLAIT_CHECK(plait_coord_epoch_turn(c, busy, -1)); /* counts its own negotiation time */
     t0 = plait_coord_neg_start(c);
   }
   if (c->ep.open) {
@@ -614,7 +614,10 @@ static plait_result_t coord_alloc(plait_coord_t *c) {
   plait_blame_init(&c->blame, c->ctrl, &c->live, c->rank, c->size, c->cfg->timeout_s, c->pfd);
   plait_announce_init(&c->ann);
   plait_epoch_init(&c->ep);
-  if (c->cfg->caller_runs && c->size > 1 && /* PLAIT_CALLER_RUNS (turn.h) */
+  /* PLAIT_CALLER_RUNS (turn.h); auto: where a wait can leave the agreement
+   * at its timeout (the transport's vote), so a stopped peer holds no wait */
+  int caller_runs = c->e->caller_runs < 0 ? PLAIT_TRANSPORT_HAS(c->t, vote) : c->e->caller_runs;
+  if (caller_runs && c->size > 1 &&
       !(c->turn = c->table.turn = plait_turn_new(plait_coord_caller_round, plait_coord_wake, c)))
     return plait_error(PLAIT_ERR_NO_MEMORY, "out of memory starting the coordinator");
   return plait_and_init(&c->tand, c->ctrl, &c->cache,

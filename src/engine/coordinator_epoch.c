@@ -43,9 +43,15 @@ static int settings_changed(const plait_coord_t *c) {
 /* The cached epoch is open: hold what is drained; when this rank votes,
  * the AND, then the burst runs again on every rank, or the epoch closes on
  * every rank and what is held is announced to rank 0 as usual. */
-plait_result_t plait_coord_epoch_turn(plait_coord_t *c, int *busy) {
+plait_result_t plait_coord_epoch_turn(plait_coord_t *c, int *busy, double wait_s) {
+  uint8_t stay = 0;
+  plait_result_t rc;
+  if (c->ep.and_pending) { /* a caller left the AND unfinished: on with it */
+    *busy = 1;
+    goto agree;
+  }
   plait_request_list_t req;
-  plait_result_t rc = plait_coord_take_new(c, &req);
+  rc = plait_coord_take_new(c, &req);
   if (rc == PLAIT_SUCCESS && c->rank > 0) /* held back before the epoch opened */
     plait_announce_merge(&c->ann, &req, 0, &c->cache, c->tune.fusion_threshold, 0, plait_now());
   if (rc == PLAIT_SUCCESS) rc = plait_epoch_hold(&c->ep, &req);
@@ -56,7 +62,6 @@ plait_result_t plait_coord_epoch_turn(plait_coord_t *c, int *busy) {
   int other = atomic_load(&c->stop) || c->exec.joined || c->local.count > c->ep.held.n ||
               settings_changed(c) ||
               (c->rank == 0 && (c->neg.records.count || c->neg.shutdown_rank >= 0));
-  uint8_t stay;
   if (!plait_epoch_due(&c->ep, plait_now(), other, &stay)) {
     int64_t left = (int64_t)c->ep.n - (int64_t)c->ep.held.n;
     plait_table_await(&c->table, left > 0 ? left : 0);
@@ -64,11 +69,14 @@ plait_result_t plait_coord_epoch_turn(plait_coord_t *c, int *busy) {
   }
   plait_table_await(&c->table, 0);
   *busy = 1;
+agree:;
   double t0 = plait_coord_neg_start(c);
   plait_live_away(&c->live);
-  rc = plait_epoch_and(c->t, c->exec.ts, &stay);
+  rc = plait_epoch_and(c->t, c->exec.ts, &stay, wait_s);
   plait_live_back(&c->live);
   plait_coord_add_negotiation_time(c, plait_now() - t0); /* the agreement; the round is the transport's */
+  c->ep.and_pending = rc == PLAIT_ERR_TIMEOUT && wait_s >= 0;
+  if (c->ep.and_pending) return PLAIT_SUCCESS; /* the coordinator goes on with it */
   if (rc) {
     c->transport_failed = 1;
     return rc;
@@ -97,7 +105,7 @@ plait_result_t plait_coord_epoch_turn(plait_coord_t *c, int *busy) {
 /* Rank > 0 in the cached epoch: its turn, and a heartbeat when one is due
  * (it announces nothing meanwhile). */
 plait_result_t plait_coord_peer_epoch(plait_coord_t *c, int *busy) {
-  PLAIT_CHECK(plait_coord_epoch_turn(c, busy));
+  PLAIT_CHECK(plait_coord_epoch_turn(c, busy, -1));
   if (!c->ep.open || !plait_coord_heartbeat_due(c)) return PLAIT_SUCCESS;
   plait_request_list_t beat = {0, 0, NULL, c->lists_run};
   return plait_coord_send_requests(c, &beat);
@@ -115,16 +123,18 @@ int plait_coord_epoch_may_open(plait_coord_t *c) {
          !(c->t->caps & PLAIT_CAP_DEVICE_MEMORY);
 }
 
-/* A waiting thread holds the turn (turn.h) for h, a lone cached allreduce:
- * it runs the epoch's turn as the coordinator would. A vote of 0 (the
- * epoch closed: rank 0 plans what was held), a failure (kept for the
- * coordinator's failure path: blame, rank 0 told, later operations fail
- * fast) or h not finished hand the rest to the coordinator. */
-void plait_coord_caller_round(void *arg, plait_handle_t *h) {
+/* A waiting thread holds the turn (turn.h) for h, a lone cached allreduce,
+ * and may wait wait_s seconds more (< 0: no limit): it runs the epoch's turn
+ * as the coordinator would. A vote of 0 (the epoch closed: rank 0 plans what
+ * was held), a failure (kept for the coordinator's failure path: blame, rank
+ * 0 told, later operations fail fast), an AND not done within wait_s (the
+ * transport's vote, left pending for the coordinator) or h not finished
+ * hand the rest to the coordinator. */
+void plait_coord_caller_round(void *arg, plait_handle_t *h, double wait_s) {
   plait_coord_t *c = arg;
   int busy = 0;
   plait_result_t rc = PLAIT_SUCCESS;
-  if (c->ep.open && !c->caller_rc) rc = plait_coord_epoch_turn(c, &busy);
+  if (c->ep.open && !c->caller_rc) rc = plait_coord_epoch_turn(c, &busy, wait_s);
   if (rc) {
     snprintf(c->caller_msg, sizeof c->caller_msg, "%s", plait_last_error());
     c->caller_rc = rc;

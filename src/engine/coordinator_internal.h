@@ -82,13 +82,13 @@ void plait_coord_add_negotiation_time(plait_coord_t *c, double s);
 
 /* coordinator_epoch.c: the cached epoch (epoch.h) as the loop drives it */
 plait_result_t plait_coord_maybe_open_epoch(plait_coord_t *c, const plait_response_list_t *l);
-plait_result_t plait_coord_epoch_turn(plait_coord_t *c, int *busy);
+plait_result_t plait_coord_epoch_turn(plait_coord_t *c, int *busy, double wait_s);
 plait_result_t plait_coord_peer_epoch(plait_coord_t *c, int *busy);
 int plait_coord_epoch_may_open(plait_coord_t *c);
 
 /* PLAIT_CALLER_RUNS: the turn word's run and wake (turn.h), arg the
  * coordinator. A caller holding the turn runs the epoch's turn for h. */
-void plait_coord_caller_round(void *arg, plait_handle_t *h);
+void plait_coord_caller_round(void *arg, plait_handle_t *h, double wait_s);
 void plait_coord_wake(void *arg);
 
 #endif

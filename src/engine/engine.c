@@ -97,6 +97,20 @@ static plait_result_t choose_cpu(plait_engine_t *e) {
   return PLAIT_SUCCESS;
 }
 
+/* PLAIT_CALLER_RUNS: auto, or a boolean. A value this rank cannot read
+ * fails every rank, naming it, before any transport starts. */
+static plait_result_t caller_runs_mode(plait_engine_t *e) {
+  const char *v = e->cfg.caller_runs ? e->cfg.caller_runs : "auto";
+  int on;
+  if (!strcmp(v, "auto")) on = -1;
+  else if (plait_parse_bool(v, &on) != 0)
+    return plait_boot_fail(&e->boot, plait_error(PLAIT_ERR_INVALID_ARGUMENT,
+                           "PLAIT_CALLER_RUNS=%s on rank %d: expected auto, 0, 1, on, off, true, "
+                           "false, yes or no", v, e->topo.rank));
+  e->caller_runs = on;
+  return PLAIT_SUCCESS;
+}
+
 /* PLAIT_TIMELINE: "%r" in the path becomes the rank (one file per rank). A
  * file that cannot be written is an error (PLAIT_ERR_CONFIG), before the
  * rank joins the others: the job does not run without the timeline it asked for. */
@@ -179,6 +193,7 @@ plait_result_t plait_engine_start(plait_config_t *cfg, const plait_topology_t *t
   PLAIT_CHECK_GOTO(rc, plait_control_start(&e->ctrl, &e->topo, &e->cfg), fail);
   plait_boot_init(&e->boot, &e->ctrl);
   PLAIT_CHECK_GOTO(rc, choose_cpu(e), fail_ctrl);
+  PLAIT_CHECK_GOTO(rc, caller_runs_mode(e), fail_ctrl);
   PLAIT_CHECK_GOTO(rc, start_transport(e), fail_ctrl);
   snprintf(e->transport_name, sizeof e->transport_name, "%s", e->plugin.table->name);
   plait_transport_defaults(&e->cfg, e->plugin.table); /* where the user set nothing */

@@ -41,6 +41,7 @@ typedef struct plait_psets plait_psets_t;
 typedef struct plait_engine {
   pid_t pid;               /* the process that started it: only it may use or stop it */
   int coord_cpu;           /* PLAIT_THREAD_AFFINITY's CPU for the coordinator; -1: not pinned */
+  int caller_runs;         /* PLAIT_CALLER_RUNS: 1, 0, or -1 auto (where the transport has a vote) */
   plait_config_t cfg;      /* immutable after start */
   plait_tunables_t tunables;
   plait_topology_t topo;

@@ -52,10 +52,12 @@
     "while the same burst recurs, ranks agree on it with a 1-byte AND over "  \
     "the transport instead of a round trip through rank 0 (rank 0's value "   \
     "counts)")                                                                 \
-  X(caller_runs, "PLAIT_CALLER_RUNS", BOOL, "0", "",                          \
+  X(caller_runs, "PLAIT_CALLER_RUNS", NAME, "auto", "",                       \
     "in a cached epoch whose burst is one allreduce, the thread that waits "  \
     "on it (plait_wait) runs the round itself when the coordinator is idle "  \
-    "(no hand-off to the coordinator and back); each rank's own value")       \
+    "(no hand-off to the coordinator and back): auto (where the transport's " \
+    "vote lets a wait leave the agreement at its timeout: ofi), or 0/1, "     \
+    "on/off, true/false, yes/no; each rank's own value")                      \
   X(control_fanout, "PLAIT_CONTROL_FANOUT", COUNT, "8", "0..65536",           \
     "fan-out k of the control-plane tree that carries rank 0's response "     \
     "lists (each rank relays them to k ranks) in jobs of more than k+1 "       \

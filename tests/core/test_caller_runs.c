@@ -14,6 +14,14 @@
  *    plait.torch does), runs its own;
  *  - a mismatch in the epoch: the error word for word as with it off;
  *  - a rank killed in the epoch: the others fail with PEER_LOST naming it.
+ * Over ofi/shm, whose vote (plait_transport_v2_t.vote) a caller may leave:
+ *  - the steady lone allreduce at 2 ranks, the callers running the rounds,
+ *    set to 1 and unset (auto: on over ofi; over gloo auto is off);
+ *  - a value it cannot take fails plait_init naming it;
+ *  - a mismatch word for word as with it off, and a rank killed, named;
+ *  - a peer stopped (SIGSTOP) in the epoch: a wait of 50 ms on the step
+ *    it holds up returns PLAIT_ERR_TIMEOUT in about that, three times; once
+ *    the peer runs again the step and the next ones sum right.
  */
 #include <criterion/criterion.h>
 
@@ -24,6 +32,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "ops_util.h"
 
@@ -293,6 +302,137 @@ Test(caller_runs, mismatch_word_for_word, .timeout = 300) {
     cr_assert_str_eq(SH->msg[r], off[r], "rank %d: on \"%s\", off \"%s\"", r, SH->msg[r], off[r]);
 }
 
+/* ---- over ofi/shm, whose transport vote a waiting caller may leave ------ */
+
+static const char *ON_OFI[] = {"PLAIT_CACHED_EPOCH=1", "PLAIT_CALLER_RUNS=1",
+                               "PLAIT_TRANSPORT=ofi", "FI_PROVIDER=shm", NULL};
+
+Test(caller_runs, steady_2_ofi_shm, .timeout = 300) {
+  int on = 1;
+  cr_assert_eq(ops_run(2, ON_OFI, 240, steady, &on), 0, "a rank failed (see above)");
+}
+
+/* Unset, PLAIT_CALLER_RUNS is auto: on over ofi (its vote), off over gloo. */
+Test(caller_runs, auto_is_on_over_ofi_and_off_over_gloo, .timeout = 600) {
+  static const char *auto_ofi[] = {"PLAIT_CACHED_EPOCH=1", "PLAIT_TRANSPORT=ofi",
+                                   "FI_PROVIDER=shm", NULL};
+  int on = 1;
+  cr_assert_eq(ops_run(2, auto_ofi, 240, steady, &on), 0, "ofi: a rank failed (see above)");
+  if (!ops_gloo_built()) return;
+  static const char *auto_gloo[] = {"PLAIT_CACHED_EPOCH=1", "PLAIT_TRANSPORT=gloo", NULL};
+  on = 0;
+  cr_assert_eq(ops_run(2, auto_gloo, 240, steady, &on), 0, "gloo: a rank failed (see above)");
+}
+
+typedef struct {
+  atomic_int pid1;
+} stop_t;
+static stop_t *STOP;
+
+/* The state letter of process pid (/proc/pid/stat), '?' when unreadable. */
+static char proc_state(int pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return '?';
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+  return p && p[1] == ' ' ? p[2] : '?';
+}
+
+/* Rank 1 stops itself (SIGSTOP) in the epoch, before its next step. Rank 0
+ * submits that step and waits 50 ms at a time: its round's agreement (the
+ * transport's vote) cannot finish while rank 1 is stopped, and each wait
+ * must come back with PLAIT_ERR_TIMEOUT in about its 50 ms, not hold the
+ * thread (a Ctrl-C) until rank 1 runs again or PLAIT_TIMEOUT_S passes. Then
+ * rank 0 continues rank 1, and the step and the ones after it sum right. */
+static int stopped_peer(int rank, int nranks, void *arg) {
+  (void)arg;
+  for (int i = 0; i < 40; i++)
+    if (lone(rank, nranks, "s", i)) return 1;
+  if (rank == 1) {
+    atomic_store(&STOP->pid1, (int)getpid());
+    raise(SIGSTOP); /* rank 0 continues it */
+  } else {
+    double t0 = ops_now();
+    int pid = 0;
+    while (ops_now() - t0 < 30 && (!(pid = atomic_load(&STOP->pid1)) || proc_state(pid) != 'T'))
+      ops_sleep(0.001);
+    CHECK(pid && proc_state(pid) == 'T', "rank 1 (pid %d) did not stop", pid);
+    static float x[COUNT];
+    fill(x, COUNT, rank, 40);
+    plait_tensor_t t;
+    plait_handle_t *h;
+    OK(plait_tensor_1d(&t, x, COUNT, PLAIT_FLOAT32));
+    OK(plait_allreduce_async("s", &t, &t, PLAIT_OP_SUM, NULL, &h));
+    int bad = 0; /* rank 1 is continued whatever happens, then the verdict */
+    for (int k = 0; k < 3 && !bad; k++) {
+      double w0 = ops_now();
+      plait_result_t rc = plait_wait(h, 0.05);
+      double took = ops_now() - w0;
+      plait_test_say(rank, "wait %d of 50 ms with rank 1 stopped: %s after %.3f s", k,
+                     plait_result_name(rc), took);
+      bad = rc != PLAIT_ERR_TIMEOUT || took >= 1.0;
+    }
+    CHECK(kill(pid, SIGCONT) == 0, "SIGCONT to rank 1");
+    CHECK(!bad, "a wait of 50 ms with rank 1 stopped did not come back with PLAIT_ERR_TIMEOUT "
+          "within 1 s (above)");
+    plait_result_t rc = plait_wait(h, 60);
+    plait_release(h);
+    CHECK(rc == PLAIT_SUCCESS, "the step after rank 1 went on: %s: %s", plait_result_name(rc),
+          plait_last_error());
+    for (size_t i = 0; i < COUNT; i++)
+      CHECK(x[i] == want(nranks, 40, i), "step 40 [%zu]: %g, want %g", i, x[i],
+            want(nranks, 40, i));
+  }
+  if (rank == 1 && lone(rank, nranks, "s", 40)) return 1;
+  for (int i = 41; i < 61; i++) /* nothing lost: the job goes on */
+    if (lone(rank, nranks, "s", i)) return 1;
+  return 0;
+}
+
+Test(caller_runs, a_stopped_peer_holds_no_wait_ofi_shm, .timeout = 300) {
+  STOP = mmap(NULL, sizeof *STOP, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  cr_assert(STOP != MAP_FAILED);
+  memset(STOP, 0, sizeof *STOP);
+  int on = 1;
+  cr_assert_eq(ops_run(2, ON_OFI, 240, stopped_peer, &on), 0, "a rank failed (see above)");
+}
+
+/* A value PLAIT_CALLER_RUNS cannot take fails plait_init on every rank,
+ * naming it, before any transport starts; auto and the booleans start. */
+static int bad_value(int rank, int nranks, void *arg) {
+  (void)nranks;
+  (void)arg;
+  plait_result_t rc = plait_init();
+  if (rc == PLAIT_SUCCESS) plait_shutdown();
+  CHECK(rc == PLAIT_ERR_INVALID_ARGUMENT, "plait_init: %s", plait_result_name(rc));
+  const char *msg = plait_last_error();
+  if (rank == 1)
+    CHECK(strstr(msg, "PLAIT_CALLER_RUNS=sometimes") && strstr(msg, "expected auto, 0, 1"),
+          "rank 1's error: %s", msg);
+  return 0;
+}
+
+static int starts(int rank, int nranks, void *arg) {
+  (void)arg;
+  return lone(rank, nranks, "v", 0);
+}
+
+Test(caller_runs, a_bad_value_fails_init_naming_it, .timeout = 300) {
+  const char *bad[] = {"PLAIT_CALLER_RUNS=sometimes", NULL};
+  plait_test_job_t job = {.nranks = 2, .timeout_s = 120, .env = bad};
+  cr_assert_eq(plait_test_run_ranks(&job, bad_value, NULL), 0, "see above");
+  static const char *vals[] = {"PLAIT_CALLER_RUNS=auto", "PLAIT_CALLER_RUNS=on",
+                               "PLAIT_CALLER_RUNS=no"};
+  for (int i = 0; i < 3; i++) {
+    const char *env[] = {vals[i], "PLAIT_TRANSPORT=ofi", "FI_PROVIDER=shm", NULL};
+    cr_assert_eq(ops_run(2, env, 120, starts, NULL), 0, "%s: a rank failed", vals[i]);
+  }
+}
+
 /* Rank 2 is killed with -9 in the epoch; the others must name it. */
 static int killed_main(int rank, int nranks, void *arg) {
   (void)arg;
@@ -316,12 +456,35 @@ static int killed_main(int rank, int nranks, void *arg) {
   return fails;
 }
 
-Test(caller_runs, a_rank_killed, .timeout = 300) {
-  OPS_REQUIRE_GLOO();
-  const char *all[] = {"PLAIT_TIMEOUT_S=5", ON[0], ON[1], NULL};
+static void kill_rank_2(const char *const *on) {
+  const char *all[8] = {"PLAIT_TIMEOUT_S=5"};
+  for (int i = 0; on[i] && i < 6; i++) all[i + 1] = on[i];
   plait_test_job_t job = {.nranks = 3, .timeout_s = 120, .env = all};
   plait_test_run_ranks(&job, killed_main, NULL);
   cr_assert_eq(job.exit_code[2], -1, "rank 2 was to be killed");
   for (int r = 0; r < 2; r++)
     cr_assert_eq(job.exit_code[r], 0, "rank %d did not see rank 2 lost (see above)", r);
+}
+
+Test(caller_runs, a_rank_killed, .timeout = 300) {
+  OPS_REQUIRE_GLOO();
+  kill_rank_2(ON);
+}
+
+/* the same over ofi/shm, where the agreement is the transport's vote */
+Test(caller_runs, a_rank_killed_ofi_shm, .timeout = 300) { kill_rank_2(ON_OFI); }
+
+Test(caller_runs, mismatch_word_for_word_ofi_shm, .timeout = 300) {
+  SH = mmap(NULL, sizeof *SH, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  cr_assert(SH != MAP_FAILED);
+  memset(SH, 0, sizeof *SH);
+  static const char *off_ofi[] = {"PLAIT_CACHED_EPOCH=1", "PLAIT_CALLER_RUNS=0",
+                                  "PLAIT_TRANSPORT=ofi", "FI_PROVIDER=shm", NULL};
+  cr_assert_eq(ops_run(2, off_ofi, 240, mismatch, NULL), 0, "off: a rank failed (see above)");
+  char off[2][1024];
+  memcpy(off, SH->msg, sizeof off);
+  cr_assert(off[0][0] && off[1][0]);
+  cr_assert_eq(ops_run(2, ON_OFI, 240, mismatch, NULL), 0, "on: a rank failed (see above)");
+  for (int r = 0; r < 2; r++)
+    cr_assert_str_eq(SH->msg[r], off[r], "rank %d: on \"%s\", off \"%s\"", r, SH->msg[r], off[r]);
 }

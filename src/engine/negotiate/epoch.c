@@ -106,7 +106,20 @@ int plait_epoch_vote(const plait_epoch_t *ep, const int32_t *held, int n, int ot
   return 1;
 }
 
-plait_result_t plait_epoch_and(const plait_transport_t *t, void *ts, uint8_t *vote) {
+plait_result_t plait_epoch_and(const plait_transport_t *t, void *ts, uint8_t *vote,
+                               double wait_s) {
+  if (PLAIT_TRANSPORT_HAS(t, vote)) {
+    uint8_t mine = *vote ? 1 : 0, got = 0;
+    plait_result_t rc = t->vote(ts, mine, &got, wait_s);
+    if (rc == PLAIT_ERR_TIMEOUT && wait_s >= 0) return rc; /* still pending */
+    if (rc) {
+      const char *msg = t->last_error ? t->last_error(ts) : NULL;
+      return plait_error(rc, "the cached epoch's agreement (the transport's vote) failed in "
+                         "transport '%s': %s", t->name, msg && *msg ? msg : plait_strerror(rc));
+    }
+    *vote = got != 0;
+    return PLAIT_SUCCESS;
+  }
   int narrow = (t->dtypes & PLAIT_DTYPE_BIT(PLAIT_UINT8)) && (t->ops & PLAIT_OP_BIT(PLAIT_OP_MIN));
   uint8_t b = *vote ? 1 : 0;
   int32_t w = b;

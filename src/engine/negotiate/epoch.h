@@ -50,6 +50,8 @@ typedef struct plait_epoch {
   plait_request_list_t held; /* drained since, not announced (held.flags unused) */
   uint32_t cap;              /* room in held.r */
   int32_t *scratch;          /* the held ids, for the vote */
+  int and_pending; /* a waiting caller left the AND unfinished (the transport's
+                    * vote): the next turn, the coordinator's, goes on with it */
 } plait_epoch_t;
 
 void plait_epoch_init(plait_epoch_t *ep);
@@ -97,11 +99,17 @@ void plait_epoch_take_held(plait_epoch_t *ep, plait_request_list_t *out);
 int plait_epoch_vote(const plait_epoch_t *ep, const int32_t *held, int n, int other,
                      uint8_t *stay);
 
-/* The AND: *vote becomes the minimum of every rank's vote (0 or 1), by one
- * allreduce of the transport (uint8 MIN where it takes it, otherwise int32
+/* The AND: *vote becomes the minimum of every rank's vote (0 or 1), by the
+ * transport's vote where it has one (every rank alike: one plugin per job),
+ * otherwise by one allreduce (uint8 MIN where it takes it, otherwise int32
  * MIN). Every rank of the global set must call it at the same point of its
- * sequence of collectives; the transport's errors as they are. */
-plait_result_t plait_epoch_and(const plait_transport_t *t, void *ts, uint8_t *vote);
+ * sequence of collectives; the transport's errors as they are. wait_s < 0:
+ * until done. wait_s >= 0, with the transport's vote only: PLAIT_ERR_TIMEOUT
+ * (no error recorded) when it is not done after wait_s seconds; it is still
+ * pending in the transport, and the next call (whatever *vote) goes on with
+ * it. */
+plait_result_t plait_epoch_and(const plait_transport_t *t, void *ts, uint8_t *vote,
+                               double wait_s);
 
 /* An agreed round: *out becomes the opening list again, one response per
  * response of it with the same ids in the same order, names borrowed from

@@ -117,14 +117,14 @@ void plait_handle_set_turn(plait_handle_t *h, plait_turn_t *t) {
  * coordinator, as if the submission had woken it. The first look leaves
  * the turn for a wait that blocks (plait.torch looks with timeout 0, then
  * waits). Once per handle. */
-static void take_turn(plait_handle_t *h, int run) {
+static void take_turn(plait_handle_t *h, int run, double wait_s) {
   if (!atomic_load_explicit(&h->turn, memory_order_acquire)) return;
   if (!run && !atomic_exchange_explicit(&h->looked, 1, memory_order_acq_rel)) return;
   plait_turn_t *t = atomic_exchange_explicit(&h->turn, NULL, memory_order_acq_rel);
   if (!t) return;
   if (atomic_load_explicit(&h->wake, memory_order_acquire) != 1) {
     if (run && plait_turn_caller_try(t)) {
-      if (t->run) t->run(t->ctx, h);
+      if (t->run) t->run(t->ctx, h, wait_s);
       plait_turn_caller_release(t);
     } else if (!run && plait_turn_caller_try(t)) { /* idle: knock by hand */
       if (t->wake) t->wake(t->ctx);
@@ -144,7 +144,7 @@ static void take_turn(plait_handle_t *h, int run) {
 PLAIT_API plait_result_t plait_poll(plait_handle_t *handle, int *done) {
   REQUIRE_HANDLE(handle);
   if (!done) return plait_error(PLAIT_ERR_INVALID_ARGUMENT, "plait_poll: done is NULL");
-  take_turn(handle, 0); /* a poll never runs it: the coordinator does (turn.h) */
+  take_turn(handle, 0, 0); /* a poll never runs it: the coordinator does (turn.h) */
   pthread_mutex_lock(&handle->mu);
   *done = handle->done;
   pthread_mutex_unlock(&handle->mu);
@@ -203,7 +203,9 @@ PLAIT_API plait_result_t plait_wait(plait_handle_t *handle, double timeout_s) {
       until.tv_nsec -= 1000000000L;
     }
   }
-  take_turn(handle, timeout_s != 0 && !on_coordinator);
+  /* a round it runs leaves the agreement when the wait's time is up (where
+   * the transport's vote allows: plait_transport_v2_t.vote) */
+  take_turn(handle, timeout_s != 0 && !on_coordinator, timeout_s < 0 ? -1 : timeout_s);
   if (timeout_s != 0) sleep_until_done(handle, timeout_s < 0 ? NULL : &until);
   pthread_mutex_lock(&handle->mu);
   plait_result_t result = handle->done ? handle->result : PLAIT_ERR_TIMEOUT;

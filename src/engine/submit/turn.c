@@ -5,7 +5,7 @@
 
 #include "util/futex.h"
 
-plait_turn_t *plait_turn_new(void (*run)(void *, plait_handle_t *), void (*wake)(void *),
+plait_turn_t *plait_turn_new(void (*run)(void *, plait_handle_t *, double), void (*wake)(void *),
                              void *ctx) {
   plait_turn_t *t = calloc(1, sizeof *t);
   if (!t) return NULL;

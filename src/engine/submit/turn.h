@@ -34,14 +34,15 @@
 typedef struct plait_turn {
   atomic_uint word;
   atomic_int refs;
-  /* a caller's round (under the turn, the coordinator's state in reach) */
-  void (*run)(void *ctx, plait_handle_t *h);
+  /* a caller's round (under the turn, the coordinator's state in reach),
+   * which may wait wait_s seconds more (< 0: no limit) */
+  void (*run)(void *ctx, plait_handle_t *h, double wait_s);
   void (*wake)(void *ctx); /* wakes the coordinator (called holding the turn) */
   void *ctx;
 } plait_turn_t;
 
 /* A new word, idle, one reference (the coordinator's). NULL: no memory. */
-plait_turn_t *plait_turn_new(void (*run)(void *, plait_handle_t *), void (*wake)(void *),
+plait_turn_t *plait_turn_new(void (*run)(void *, plait_handle_t *, double), void (*wake)(void *),
                              void *ctx);
 void plait_turn_ref(plait_turn_t *t);
 void plait_turn_unref(plait_turn_t *t); /* frees it at 0; NULL: nothing */
