@@ -38,6 +38,7 @@ for l in open(sys.argv[1]):
     if d.get("workload") == "latency-4K": print("%.1f" % (d["median_s"] * 1e6))' "$tmp/torch.jsonl"
 }
 echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# PLAIT_CALLER_RUNS=${PLAIT_CALLER_RUNS:-auto (unset: the default)}, $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo "# median us per operation (slowest rank); plait-bench columns: size iters median p10 p90"
 echo "# cycles negot(us) transp(us) ctl-msgs check (rank 0's plait_stats per operation)"
 for r in $(seq 1 "$rounds"); do

@@ -482,8 +482,9 @@ typedef struct plait_op_options {
  *    root, scale factors, device, group) fails that operation on every rank
  *    with a message naming the tensor, each value and the ranks that sent it;
  *  - reads the input and writes the output on the coordinator thread (with
- *    PLAIT_CALLER_RUNS=1, a lone cached host-memory allreduce without a
- *    callback may instead be run by the thread that waits on its handle,
+ *    PLAIT_CALLER_RUNS on, by default over ofi, a lone cached host-memory
+ *    allreduce without a callback may instead be run by the thread that
+ *    waits on its handle,
  *    inside plait_wait or plait_wait_release, before they return): the
  *    caller keeps both valid and does not touch the output until the handle
  *    completes;
@@ -572,11 +573,16 @@ PLAIT_API plait_result_t plait_poll(plait_handle_t *handle, int *done);
  * no limit; 0: just look). Returns the operation's result (its message in
  * plait_last_error), or PLAIT_ERR_TIMEOUT when it is still running (the
  * handle stays valid). Only the calling thread blocks; no lock of plait's is
- * held meanwhile. Not from a callback. With PLAIT_CALLER_RUNS=1, a wait
- * that runs its operation itself (plait_allreduce_async above) returns when
- * that round ends, which may be after timeout_s: a peer that stalls holds it
- * up to PLAIT_TIMEOUT_S, and a signal handler of the caller's (Python's
- * Ctrl-C) runs only then.
+ * held meanwhile. Not from a callback. With PLAIT_CALLER_RUNS on, a wait
+ * may run its operation itself (plait_allreduce_async above). Where the
+ * transport has a vote (ofi; the default turns it on only there) the wait
+ * leaves the ranks' agreement when timeout_s ends and returns
+ * PLAIT_ERR_TIMEOUT, the coordinator going on with it, so a stopped peer
+ * holds it no longer than asked; once every rank agreed, the round's one
+ * collective runs to its end, which a peer that stops just then can hold up
+ * to PLAIT_TIMEOUT_S. Without a vote (PLAIT_CALLER_RUNS=1 over Gloo) a
+ * stalled peer holds such a wait up to PLAIT_TIMEOUT_S, and a signal handler
+ * of the caller's (Python's Ctrl-C) runs only then.
  */
 PLAIT_API plait_result_t plait_wait(plait_handle_t *handle, double timeout_s);
 
