@@ -10,9 +10,11 @@
  * ofi's vote left unfinished by a short wait and taken up again.
  */
 #include <criterion/criterion.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "control/wire.h"
@@ -229,15 +231,19 @@ Test(epoch_and, and_over_ofi_shm_5, .timeout = 120) {
 
 /* The transport's vote left unfinished and taken up again (PLAIT_CALLER_RUNS:
  * a waiting caller leaves the AND when its wait's time is up). The last rank
- * votes 0 only after 150 ms; rank 0 looks for 5 ms at a time: its first
- * looks end with PLAIT_ERR_TIMEOUT, the vote pending (an allreduce meanwhile
- * is refused, and the state stays usable), a later one reads 0, as every
- * rank does. Then a vote of 1 everywhere, rank 0 never waiting (0 s looks),
- * reads 1, and an allreduce after it sums right. */
+ * votes 0 only once rank 0's first look has timed out (a word shared by the
+ * forked ranks, so no timing decides it); rank 0 looks for 5 ms at a time:
+ * its first looks end with PLAIT_ERR_TIMEOUT, the vote pending (an allreduce
+ * meanwhile is refused, and the state stays usable), a later one reads 0, as
+ * every rank does. Then a vote of 1 everywhere, rank 0 never waiting (0 s
+ * looks), reads 1, and an allreduce after it sums right. */
+static atomic_int *rank0_timed_out;
+
 static int look_until_done(tm_ctx_t *c, uint8_t *v, double wait_s, int *looks) {
   plait_result_t rc;
   *looks = 0;
   while ((rc = plait_epoch_and(c->t, c->st, v, wait_s)) == PLAIT_ERR_TIMEOUT) {
+    atomic_store(rank0_timed_out, 1);
     if ((*looks)++ == 0) {
       float x = 1;
       plait_span_t s = {&x, &x, 1};
@@ -261,14 +267,14 @@ static int vote_resumed(tm_ctx_t *c) {
   }
   uint8_t v = 1;
   int looks = 0;
-  if (c->rank == c->nranks - 1) {
-    struct timespec ts = {0, 150 * 1000 * 1000};
-    nanosleep(&ts, NULL);
+  if (c->rank == c->nranks - 1) { /* until rank 0 has left the vote once */
+    struct timespec ts = {0, 1000 * 1000};
+    for (int i = 0; i < 60000 && !atomic_load(rank0_timed_out); i++) nanosleep(&ts, NULL);
     v = 0;
   }
   if (look_until_done(c, &v, c->rank == 0 ? 0.005 : -1, &looks)) return 1;
   if (c->rank == 0 && looks == 0) {
-    plait_test_say(c->rank, "the first vote never timed out though the last rank slept 150 ms");
+    plait_test_say(c->rank, "the first vote never timed out though the last rank waited for it");
     return 1;
   }
   if (v != 0) {
@@ -292,6 +298,10 @@ static int vote_resumed(tm_ctx_t *c) {
 }
 
 static void run_vote(const char *transport, int nranks, const char *const *env) {
+  rank0_timed_out = mmap(NULL, sizeof *rank0_timed_out, PROT_READ | PROT_WRITE,
+                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  cr_assert(rank0_timed_out != MAP_FAILED);
+  atomic_store(rank0_timed_out, 0);
   char reason[512] = "";
   int rc = tm_run(transport, nranks, vote_resumed, env, reason, sizeof reason);
   if (rc == TM_SKIPPED) cr_skip_test("%s cannot start here: %s", transport, reason);
