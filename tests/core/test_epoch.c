@@ -204,12 +204,18 @@ static int and_rounds(tm_ctx_t *c) {
   return 0;
 }
 
-static void run_and(const char *transport, int nranks, const char *const *env) {
+/* fn on nranks forked ranks over transport; skipped where it cannot start. */
+static void run_ranks(int (*fn)(tm_ctx_t *), const char *what, const char *transport, int nranks,
+                      const char *const *env) {
   char reason[512] = "";
-  int rc = tm_run(transport, nranks, and_rounds, env, reason, sizeof reason);
+  int rc = tm_run(transport, nranks, fn, env, reason, sizeof reason);
   if (rc == TM_SKIPPED) cr_skip_test("%s cannot start here: %s", transport, reason);
-  cr_assert_eq(rc, TM_PASSED, "the AND on %s at %d ranks (stderr has the ranks' lines)", transport,
-               nranks);
+  cr_assert_eq(rc, TM_PASSED, "%s on %s at %d ranks (stderr has the ranks' lines)", what,
+               transport, nranks);
+}
+
+static void run_and(const char *transport, int nranks, const char *const *env) {
+  run_ranks(and_rounds, "the AND", transport, nranks, env);
 }
 
 Test(epoch_and, and_over_gloo_2, .timeout = 120) { run_and("gloo", 2, NULL); }
@@ -302,11 +308,7 @@ static void run_vote(const char *transport, int nranks, const char *const *env) 
                          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   cr_assert(rank0_timed_out != MAP_FAILED);
   atomic_store(rank0_timed_out, 0);
-  char reason[512] = "";
-  int rc = tm_run(transport, nranks, vote_resumed, env, reason, sizeof reason);
-  if (rc == TM_SKIPPED) cr_skip_test("%s cannot start here: %s", transport, reason);
-  cr_assert_eq(rc, TM_PASSED, "the vote resumed on %s at %d ranks (stderr has the ranks' lines)",
-               transport, nranks);
+  run_ranks(vote_resumed, "the vote resumed", transport, nranks, env);
 }
 
 Test(epoch_and, vote_left_and_taken_up_ofi_shm_2, .timeout = 120) {
