@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # A lone cached 4 KiB allreduce (issue 37, goal 1) side by side in one run:
 # plait from C (plait-bench latency) and from plait.torch (torch_bench.py
-# --only l), Open MPI's MPI_Allreduce (bench/mpi_allreduce.c --latency), at 2
-# and 3 ranks, interleaved rounds; then, once per rank count, the ofi plugin
+# --only l), Open MPI's MPI_Allreduce from C (bench/mpi_allreduce.c --latency)
+# and from Python (mpi4py in the torch venv, bench/mpi4py_bench.py: the
+# Python binding beside plait.torch, as issue 37's own table measured Open MPI),
+# at 2 and 3 ranks, interleaved rounds; then, once per rank count, the ofi plugin
 # alone (bench_transport), plait at 1 rank (no control plane, no peer) and
 # the timelines' breakdown (bench/latency_breakdown.py). plait runs twice in
 # each round, with the cached epoch off (PLAIT_CACHED_EPOCH=0: the first
@@ -22,11 +24,24 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 command -v mpicc >/dev/null || { echo "mpicc not found (Debian: openmpi-bin libopenmpi-dev)" >&2; exit 2; }
 mpicc -O2 -o "$tmp/mpi_allreduce" bench/mpi_allreduce.c
+# mpi4py for Open MPI from Python: a wheel that loads Debian's libmpi (a row says
+# why where it cannot run)
+"$py" -c 'import mpi4py' 2>/dev/null || "$py" -m pip install -q mpi4py >&2 || true
 export PLAIT_TRANSPORT=ofi FI_PROVIDER=shm
 plait_c() { timeout 300 "$build/bin/plaitrun" -np "$1" "$build/bin/plait-bench" latency \
   --iters "$iters" "${@:2}" 2>&1 | tail -1; }
 mpi() { timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$1" --bind-to none \
   "$tmp/mpi_allreduce" --latency --iters "$iters" 2>&1 | tail -1; }
+# Open MPI from Python: the median in us, or "-" with the reason when mpi4py cannot run
+mpi4py() {
+  local line
+  line="$(timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$1" --bind-to none \
+    "$py" bench/mpi4py_bench.py --workloads latency --iters "$iters" 2>&1 | tail -1)"
+  case "$line" in
+    *"median "*) sed 's/.*median \([0-9.]*\) us.*/\1/' <<<"$line" ;;
+    *) echo "- (mpi4py did not run: $line)" ;;
+  esac
+}
 torch() {
   rm -f "$tmp/torch.jsonl"
   PLAIT_LIBRARY="$PWD/$build/lib/libplait.so" PYTHONPATH="$PWD/bindings/python" \
@@ -46,6 +61,7 @@ for r in $(seq 1 "$rounds"); do
     echo "round $r ranks $n plait-c: $(PLAIT_CACHED_EPOCH=0 plait_c "$n")"
     echo "round $r ranks $n plait-c-epoch: $(PLAIT_CACHED_EPOCH=1 plait_c "$n")"
     echo "round $r ranks $n openmpi: $(mpi "$n")"
+    echo "round $r ranks $n openmpi-mpi4py: $(mpi4py "$n")"
     echo "round $r ranks $n plait.torch: $(PLAIT_CACHED_EPOCH=0 torch "$n")"
     echo "round $r ranks $n plait.torch-epoch: $(PLAIT_CACHED_EPOCH=1 torch "$n")"
   done
@@ -66,27 +82,29 @@ import re, statistics, sys
 v = {}
 for line in open(sys.argv[1]):
     m = re.match(r"round \d+ ranks (\d+) (\S+): (.*)", line)
-    if not m:
+    if not m or m.group(3).startswith("-"):  # "- (why it did not run)"
         continue
     nums = re.findall(r"\d+(?:\.\d+)?", m.group(3).split("KiB")[-1])
     # plait-bench: iters then median; mpi_allreduce: bytes, iters, median; torch: median
     idx = {"plait-c": 1, "plait-c-epoch": 1, "openmpi": 2, "plait.torch": 0,
-           "plait.torch-epoch": 0}[m.group(2)]
+           "plait.torch-epoch": 0, "openmpi-mpi4py": 0}[m.group(2)]
     if len(nums) > idx:
         v.setdefault((int(m.group(1)), m.group(2)), []).append(float(nums[idx]))
 def table(suffix, label):
-    print("| ranks%s | plait C | plait.torch | Open MPI | C / MPI | torch / MPI |" % label)
-    print("|---|---|---|---|---|---|")
+    print("| ranks%s | plait C | plait.torch | Open MPI | C / MPI | torch / MPI "
+          "| Open MPI (mpi4py) | torch / mpi4py |" % label)
+    print("|---|---|---|---|---|---|---|---|")
     for n in (2, 3):
-        keys = ("plait-c" + suffix, "plait.torch" + suffix, "openmpi")
+        keys = ("plait-c" + suffix, "plait.torch" + suffix, "openmpi", "openmpi-mpi4py")
         med = {k: statistics.median(v[(n, k)]) for k in keys if v.get((n, k))}
-        mpi = med.get("openmpi")
         cell = lambda k: "%.1f" % med[k] if k in med else "-"
-        ratio = lambda k: "%.1fx" % (med[k] / mpi) if k in med and mpi else "-"
+        ratio = lambda k, ref: "%.1fx" % (med[k] / med[ref]) if k in med and med.get(ref) else "-"
         # the epoch's rows read "2 epoch": bench/goal_table.py takes them
         # (the default) where a file has them, else the plain rows
-        print("| %d%s | %s | %s | %s | %s | %s |" % (n, suffix and " epoch", cell(keys[0]),
-              cell(keys[1]), cell("openmpi"), ratio(keys[0]), ratio(keys[1])))
+        print("| %d%s | %s | %s | %s | %s | %s | %s | %s |" % (
+            n, suffix and " epoch", cell(keys[0]), cell(keys[1]), cell("openmpi"),
+            ratio(keys[0], "openmpi"), ratio(keys[1], "openmpi"), cell("openmpi-mpi4py"),
+            ratio(keys[1], "openmpi-mpi4py")))
 table("", "")
 print()
 print("# the same rounds with PLAIT_CACHED_EPOCH=1")

@@ -408,3 +408,50 @@ def test_goal3_peers_from_the_peers_summary(tmp_path):
             or "Horovod" in r.where]
     v = {r.where.split(",")[0]: r.verdict for r in rows}
     assert v == {"Open MPI": "PASS", "Horovod": "MISS"}
+
+
+def test_goal1_holds_plait_torch_to_open_mpi_from_python_where_measured(tmp_path):
+    # bench/latency_vs_mpi.sh since mpi4py joined: two more columns, Open MPI
+    # from Python and plait.torch's ratio to it. plait.torch is judged against
+    # that (the binding beside it), plait C against Open MPI from C; a "-"
+    # (mpi4py did not run) falls back to Open MPI from C for plait.torch too.
+    (tmp_path / "latency-vs-mpi-7.txt").write_text(
+        "| ranks, epoch on | plait C | plait.torch | Open MPI | C / MPI | torch / MPI "
+        "| Open MPI (mpi4py) | torch / mpi4py |\n|---|---|---|---|---|---|---|---|\n"
+        "| 2 epoch | 3.0 | 5.0 | 1.0 | 3.0x | 5.0x | 3.0 | 1.7x |\n"
+        "| 3 epoch | 3.0 | 5.0 | 2.0 | 1.5x | 2.5x | - | - |\n")
+    rows = {r.where: r for r in goal_table.goal1(str(tmp_path))}
+    c2, t2, t3 = (rows["2 ranks, plait C, ofi/shm"], rows["2 ranks, plait.torch, ofi/shm"],
+                  rows["3 ranks, plait.torch, ofi/shm"])
+    assert c2.verdict == "MISS" and c2.rule == goal_table.LAT_RULE
+    assert t2.verdict == "PASS" and t2.rule == goal_table.LAT_RULE_PY
+    assert "from Python 3.0 us: 1.7x; from C 1.0 us: 5.0x" in t2.measured, t2.measured
+    assert t3.verdict == "MISS" and t3.rule == goal_table.LAT_RULE, t3
+    assert rows["3 ranks, plait C, ofi/shm"].verdict == "PASS"
+
+
+def test_goal2_from_small_vs_mpi_holds_plait_torch_to_mpi4py(tmp_path):
+    # bench/small_vs_mpi.sh's table: the latest rerun is judged, plait.torch
+    # against Open MPI from Python with the C figure beside it; a rank count
+    # without mpi4py's figure falls back to C; one without plait.torch's is
+    # NOT MEASURED, never dropped
+    head = ("| ranks | plait.torch | Open MPI (C) | Open MPI (mpi4py) | vs C: as fast "
+            "| vs mpi4py: as fast |\n|---|---|---|---|---|---|\n")
+    (tmp_path / "small-vs-mpi.txt").write_text(
+        head + "| 2 | 9.00 (8.0-9.5) | 3.00 (3.0-3.0) | 3.00 (3.0-3.0) | - | - |\n")
+    (tmp_path / "small-vs-mpi-2.txt").write_text(
+        head + "| 2 | 2.00 (1.90-2.10) | 4.00 (3.9-4.1) | 2.90 (2.8-3.0) | 2.00x | 1.45x |\n"
+        "| 3 | - | 9.00 (9.0-9.0) | - | - | - |\n")
+    rows = {r.where: r for r in goal_table.goal2(str(tmp_path))}
+    two, three = rows["2 ranks, plait.torch, 200 x 64 KiB"], rows["3 ranks, plait.torch, 200 x 64 KiB"]
+    assert two.source == "small-vs-mpi-2.txt" and two.rule == goal_table.SMALL_RULE_PY
+    assert two.verdict == "MISS", two      # 1.45x mpi4py, though 2.00x C
+    assert "from Python 2.90 ms: 1.45x as fast; from C 4.00 ms: 2.00x" in two.measured, two
+    assert three.verdict.startswith("NOT MEASURED"), three
+    (tmp_path / "small-vs-mpi-3.txt").write_text(
+        head + "| 2 | 2.00 (1.9-2.1) | 3.10 (3.0-3.2) | - | 1.55x | - |\n"
+        "| 3 | 5.00 (5-5) | 6.00 (6-6) | 8.00 (8-8) | 1.20x | 1.60x |\n")
+    rows = {r.where: r for r in goal_table.goal2(str(tmp_path))}
+    two, three = rows["2 ranks, plait.torch, 200 x 64 KiB"], rows["3 ranks, plait.torch, 200 x 64 KiB"]
+    assert two.verdict == "PASS" and two.rule == goal_table.SMALL_RULE, two
+    assert three.verdict == "PASS" and three.rule == goal_table.SMALL_RULE_PY, three
