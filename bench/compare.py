@@ -45,7 +45,8 @@ def size_name(n):
 
 
 def plait_name(transport):
-    return transport if transport in ("openmpi", "memcpy") else "plait-" + transport
+    return transport if transport in ("openmpi", "openmpi-mpi4py", "memcpy") else \
+        "plait-" + transport
 
 
 def row_of(r):

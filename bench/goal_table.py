@@ -188,6 +188,7 @@ def goal1(results):
                 py = txt[n][3] if i == 1 else None
             elif f is not None:
                 t, mpi = f.get("latency-4K", n, system), f.get("latency-4K", n, "openmpi")
+                py = f.get("latency-4K", n, "openmpi-mpi4py") if i == 1 else None
                 src = "comparison.jsonl"
             else:
                 rows.append(Row(1, where, LAT_RULE, "-", not_measured(
@@ -229,6 +230,18 @@ def small_txt(path):
     return out
 
 
+def small_row(n, where, t, system, c, py, src):
+    """Goal 2's row: plait.torch's step t against Open MPI from Python (py)
+    where measured, with the C figure (c) beside it, else against C."""
+    ref = py if py is not None else c
+    text = "%s (%s) vs Open MPI %s%s: %.2fx as fast" % (
+        ms(t), system, "from Python " if py is not None else "", ms(ref), ref / t)
+    if py is not None and c is not None:
+        text += "; from C %s: %.2fx" % (ms(c), c / t)
+    return Row(2, where, SMALL_RULE_PY if py is not None else SMALL_RULE, text,
+               judged(ref / t >= SMALL_TENSORS_X_MPI), src)
+
+
 def goal2(results):
     """From the latest small-vs-mpi[-N].txt (bench/small_vs_mpi.sh: plait.torch
     against Open MPI from Python, the binding beside it, with Open MPI from
@@ -244,15 +257,7 @@ def goal2(results):
                 rows.append(Row(2, where, SMALL_RULE_PY, "-", not_measured(
                     "%s has no plait.torch and Open MPI figures at %d ranks" % (name, n)), name))
                 continue
-            ref = py if py is not None else c
-            text = "%s (plait.torch-ofi-shm-hvdbench) vs Open MPI from Python %s: %.2fx as fast" % (
-                ms(t), ms(py), py / t) if py is not None else \
-                "%s (plait.torch-ofi-shm-hvdbench) vs Open MPI %s: %.2fx as fast" % (
-                    ms(t), ms(c), c / t)
-            if py is not None and c is not None:
-                text += "; from C %s: %.2fx" % (ms(c), c / t)
-            rows.append(Row(2, where, SMALL_RULE_PY if py is not None else SMALL_RULE, text,
-                            judged(ref / t >= SMALL_TENSORS_X_MPI), name))
+            rows.append(small_row(n, where, t, "plait.torch-ofi-shm-hvdbench", c, py, name))
         return rows
     rows, src, rule = [], "comparison.jsonl", SMALL_RULE
     f = figures_of(results, src)
@@ -262,12 +267,12 @@ def goal2(results):
         where = "%d ranks, plait.torch, 200 x 64 KiB" % n
         t, system = f.best("200x64K", n, goals.is_torch)
         mpi = f.get("200x64K", n, "openmpi-nonblocking")
-        if t is None or mpi is None:
+        py = f.get("200x64K", n, "openmpi-mpi4py-nonblocking")
+        if t is None or (mpi is None and py is None):
             why = f.why("plait.torch" if t is None else "openmpi-nonblocking", "200x64K", n)
             rows.append(Row(2, where, rule, "-", why, src))
             continue
-        rows.append(Row(2, where, rule, "%s (%s) vs Open MPI %s: %.2fx as fast" % (
-            ms(t), system, ms(mpi), mpi / t), judged(mpi / t >= SMALL_TENSORS_X_MPI), src))
+        rows.append(small_row(n, where, t, system, mpi, py, src))
     return rows
 
 

@@ -455,3 +455,24 @@ def test_goal2_from_small_vs_mpi_holds_plait_torch_to_mpi4py(tmp_path):
     two, three = rows["2 ranks, plait.torch, 200 x 64 KiB"], rows["3 ranks, plait.torch, 200 x 64 KiB"]
     assert two.verdict == "PASS" and two.rule == goal_table.SMALL_RULE, two
     assert three.verdict == "PASS" and three.rule == goal_table.SMALL_RULE_PY, three
+
+
+def test_ci_bench_all_mpi4py_rows_judge_plait_torch(tmp_path):
+    # ci/bench all with its mpi4py variant: Open MPI from Python in
+    # comparison.jsonl (bench/mpi4py_bench.py's records) judges plait.torch
+    # in goals 1 and 2; plait C stays judged against Open MPI from C
+    write(tmp_path, "comparison.jsonl", [
+        lat("ofi-shm", 2, 3e-6), lat("openmpi", 2, 1e-6),
+        cmp("plait.torch-ofi-shm", "latency-4K", 2, 5e-6),
+        {"kind": "latency", "collective": "allreduce", "transport": "openmpi-mpi4py",
+         "ranks": 2, "bytes": 4096, "time_s_median": 3e-6},
+        cmp("plait.torch-ofi-shm", "200x64K", 2, 2.0e-3),
+        cmp("openmpi-nonblocking", "200x64K", 2, 4.0e-3),
+        cmp("openmpi-mpi4py-nonblocking", "200x64K", 2, 2.9e-3)])
+    g1 = {r.where: r for r in goal_table.goal1(str(tmp_path))}
+    assert g1["2 ranks, plait C, ofi/shm"].verdict == "MISS"      # 3x C
+    assert g1["2 ranks, plait.torch, ofi/shm"].verdict == "PASS"  # 1.7x mpi4py
+    assert g1["2 ranks, plait.torch, ofi/shm"].rule == goal_table.LAT_RULE_PY
+    g2 = {r.where: r for r in goal_table.goal2(str(tmp_path))}["2 ranks, plait.torch, 200 x 64 KiB"]
+    assert g2.verdict == "MISS" and g2.rule == goal_table.SMALL_RULE_PY, g2  # 1.45x mpi4py
+    assert "from C 4.00 ms: 2.00x" in g2.measured, g2

@@ -27,7 +27,8 @@
 #     allreduces per step and one 64 MiB allreduce: plait (C, each transport
 #     and the default, auto; 64 MiB in place), plait.torch (each transport), torch.distributed gloo
 #     (blocking and async per tensor), Open MPI (blocking and nonblocking per
-#     tensor), the transport plugins alone with memcpy (bench_transport), and
+#     tensor, from C; and from Python, mpi4py: bench/mpi4py_bench.py, the
+#     binding beside plait.torch), the transport plugins alone with memcpy (bench_transport), and
 #     Horovod 0.28.1 when it builds here (ci/lib/horovod.sh torch);
 #     a comparison that cannot run (Horovod not built, Open MPI missing, a
 #     transport that cannot start, a torch.distributed run that failed) is
@@ -69,7 +70,7 @@ else
 fi
 source ci/lib/python.sh
 plait_ensure_packages "${PLAIT_PYTHON_DEBIAN_PACKAGES[@]}" python3-matplotlib openmpi-bin \
-  libopenmpi-dev
+  libopenmpi-dev python3-mpi4py
 
 rm -f "$out"/*.jsonl "$out"/*.png "$out"/*.md "$out"/autotune-*.csv "$out"/autotune-*.log
 bench_build build/bench
@@ -134,6 +135,12 @@ fi
 variants=(plait-c torch plugin)
 expect=(--expect torch --expect plugin)
 [ "$mpi" = 1 ] && variants+=(mpi) && expect+=(--expect openmpi)
+# Open MPI from Python (mpi4py), the binding beside plait.torch, as issue 37's table measured it
+if [ "$mpi" = 1 ] && "$py" -c 'import mpi4py' 2>/dev/null; then
+  variants+=(mpi4py) && expect+=(--expect openmpi-mpi4py)
+elif [ "$mpi" = 1 ]; then
+  missing openmpi-mpi4py "$py cannot import mpi4py (Debian: python3-mpi4py)"
+fi
 # Horovod and plait.torch measured by the very same script (and torch).
 # plait.torch runs it over gloo (as Horovod) and over ofi/shm.
 [ -n "$hvd_python" ] && variants+=(horovod plait-hvdbench) && expect+=(--expect horovod)
@@ -184,6 +191,9 @@ run_variant() {
           --json "$cmp.mpi" >/dev/null
         cat "$cmp.mpi" >> "$cmp"
         rm -f "$cmp.mpi" ;;
+      mpi4py)
+        mpirun_ "$n" "$py" bench/mpi4py_bench.py --workloads latency,small \
+          --iters "$latency_iters" --json "$cmp" >/dev/null ;;
       plait-hvdbench)
         for t in gloo ofi:shm; do
           [[ " ${transports[*]} " == *" $t "* ]] || continue
@@ -215,6 +225,7 @@ for r in $(seq "$rounds"); do
       system=$v
       [ "$v" = torch ] && system=torch.distributed
       [ "$v" = mpi ] && system=openmpi
+      [ "$v" = mpi4py ] && system=openmpi-mpi4py
       why="its run failed in round $r (exit $rc: $(tail -1 "$out/variant.err")); left out of later rounds"
       missing "$system" "$why"
       # torch_bench also measures plait.torch, whose goals then say why they have no figure
