@@ -158,8 +158,7 @@ def copied_rows(root, doc, line, src, text, before, heads, end):
     start = max([heads[-1] if heads else 0] + [c.end() for c in before])
     rows = [x for x in text[start:end].splitlines() if x.startswith("|")]
     try:
-        with open(os.path.join(root, src), encoding="utf-8") as f:
-            lines = set(f.read().splitlines())
+        lines = set(read_text(os.path.join(root, src)).splitlines())
     except OSError as e:
         return ["%s:%d: %s" % (doc, line, e)]
     if not rows:
@@ -306,7 +305,9 @@ def self_test():
     # a figure of an earlier run: the file as a commit held it
     git = ["git", "-C", tmp, "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(git + ["init", "-q"], check=True)
-    subprocess.run(git + ["add", "bench/results/b.txt"], check=True)
+    with open(os.path.join(tmp, "bench", "results", "c.md"), "w") as f:
+        f.write("| 1 | y |\n")
+    subprocess.run(git + ["add", "bench/results/b.txt", "bench/results/c.md"], check=True)
     subprocess.run(git + ["commit", "-q", "-m", "run 1"], check=True)
     rev = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True,
                          text=True, check=True).stdout.strip()
@@ -317,6 +318,12 @@ def self_test():
     assert run(old) == [], run(old)
     assert "says 99.0 ms there" in run(old.replace("git:%s:" % rev, ""))[0]
     assert "git show 0000000" in run(old.replace(rev, "0000000"))[0]
+    # a table copied from a file as a commit held it (`rows`)
+    with open(os.path.join(tmp, "bench", "results", "c.md"), "w") as f:
+        f.write("| 1 | z |\n")
+    held = "# T\n| 1 | y |\n<!-- figures: git:%s:bench/results/c.md\n  rows\n-->\n" % rev
+    assert run(held) == [], run(held)
+    assert "this row is not in" in run(held.replace("git:%s:" % rev, ""))[0]
     print("check_figures.py --self-test: ok (jsonl and text figures, anchors in turn, copied rows, "
           "drift, coverage, files as a commit held them)")
 
