@@ -20,28 +20,12 @@ build="${1:-build}"
 rounds="${2:-3}"
 iters=2000
 py="${PLAIT_TORCH_PYTHON:-$HOME/.cache/plait/venvs/torch2/bin/python}"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-command -v mpicc >/dev/null || { echo "mpicc not found (Debian: openmpi-bin libopenmpi-dev)" >&2; exit 2; }
-mpicc -O2 -o "$tmp/mpi_allreduce" bench/mpi_allreduce.c
-# mpi4py for Open MPI from Python: a wheel that loads Debian's libmpi (a row says
-# why where it cannot run)
-"$py" -c 'import mpi4py' 2>/dev/null || "$py" -m pip install -q mpi4py >&2 || true
+source bench/vs_mpi_lib.sh
 export PLAIT_TRANSPORT=ofi FI_PROVIDER=shm
 plait_c() { timeout 300 "$build/bin/plaitrun" -np "$1" "$build/bin/plait-bench" latency \
   --iters "$iters" "${@:2}" 2>&1 | tail -1; }
-mpi() { timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$1" --bind-to none \
-  "$tmp/mpi_allreduce" --latency --iters "$iters" 2>&1 | tail -1; }
-# Open MPI from Python: the median in us, or "-" with the reason when mpi4py cannot run
-mpi4py() {
-  local line
-  line="$(timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$1" --bind-to none \
-    "$py" bench/mpi4py_bench.py --workloads latency --iters "$iters" 2>&1 | tail -1)"
-  case "$line" in
-    *"median "*) sed 's/.*median \([0-9.]*\) us.*/\1/' <<<"$line" ;;
-    *) echo "- (mpi4py did not run: $line)" ;;
-  esac
-}
+mpi() { mpirun_ "$1" "$tmp/mpi_allreduce" --latency --iters "$iters" 2>&1 | tail -1; }
+mpi4py() { mpi4py_median "$1" us --workloads latency --iters "$iters"; }
 torch() {
   rm -f "$tmp/torch.jsonl"
   PLAIT_LIBRARY="$PWD/$build/lib/libplait.so" PYTHONPATH="$PWD/bindings/python" \
@@ -52,8 +36,7 @@ for l in open(sys.argv[1]):
     d = json.loads(l)
     if d.get("workload") == "latency-4K": print("%.1f" % (d["median_s"] * 1e6))' "$tmp/torch.jsonl"
 }
-echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# PLAIT_CALLER_RUNS=${PLAIT_CALLER_RUNS:-auto (unset: the default)}, $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+vs_mpi_head "PLAIT_CALLER_RUNS=${PLAIT_CALLER_RUNS:-auto (unset: the default)}"
 echo "# median us per operation (slowest rank); plait-bench columns: size iters median p10 p90"
 echo "# cycles negot(us) transp(us) ctl-msgs check (rank 0's plait_stats per operation)"
 for r in $(seq 1 "$rounds"); do

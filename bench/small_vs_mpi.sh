@@ -21,15 +21,8 @@ build="${1:-build}"
 rounds="${2:-5}"
 steps=20
 py="${PLAIT_TORCH_PYTHON:-$HOME/.cache/plait/venvs/torch2/bin/python}"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-command -v mpicc >/dev/null || { echo "mpicc not found (Debian: openmpi-bin libopenmpi-dev)" >&2; exit 2; }
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "small_vs_mpi.sh: ROUNDS '$rounds' is not a count" >&2; exit 2; }
-mpicc -O2 -o "$tmp/mpi_allreduce" bench/mpi_allreduce.c
-# mpi4py for Open MPI from Python: a wheel that loads Debian's libmpi (a row says
-# why where it cannot run)
-"$py" -c 'import mpi4py' 2>/dev/null || "$py" -m pip install -q mpi4py >&2 || true
-mpirun_() { timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$1" --bind-to none "${@:2}"; }
+source bench/vs_mpi_lib.sh
 # Each prints the step's median in ms, or "- (why)" when it did not run.
 plait_torch() {
   local line
@@ -51,15 +44,7 @@ openmpi() {
     *) echo "- (mpi_allreduce did not print its step)" ;;
   esac
 }
-mpi4py() {
-  local line
-  line="$(mpirun_ "$1" "$py" bench/mpi4py_bench.py --workloads small --steps "$steps" 2>&1 \
-    | tail -1)"
-  case "$line" in
-    *"median "*) sed 's/.*median \([0-9.]*\) ms.*/\1/' <<<"$line" ;;
-    *) echo "- (mpi4py did not run: $line)" ;;
-  esac
-}
+mpi4py() { mpi4py_median "$1" ms --workloads small --steps "$steps"; }
 systems=(plait.torch openmpi openmpi-mpi4py)
 run() {
   case "$1" in
@@ -68,8 +53,7 @@ run() {
     openmpi-mpi4py) mpi4py "$2" ;;
   esac
 }
-echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# $(git rev-parse --short HEAD 2>/dev/null || echo '?'); 200 x 64 KiB float32 sums per step, $steps steps per launch"
+vs_mpi_head "200 x 64 KiB float32 sums per step, $steps steps per launch"
 echo "# ms per step: plait.torch and mpi4py the slowest rank's per step (median),"
 echo "# mpi_allreduce the same after a barrier per step"
 for r in $(seq 1 "$rounds"); do
