@@ -78,6 +78,29 @@ Test(turn, coordinator_waits_for_the_callers_turn, .timeout = 120) {
   plait_turn_unref(t);
 }
 
+/* A waiting coordinator gets the turn from the caller's release: the next
+ * caller, say the same thread submitting its next operation at once, cannot
+ * claim it first (it knocks), so the coordinator is not left spinning in its
+ * claim while callers run back to back. One thread plays both parts, the
+ * coordinator's wait being the bit its claim sets before it sleeps. */
+Test(turn, a_callers_release_hands_the_turn_to_a_waiting_coordinator, .timeout = 120) {
+  plait_turn_t *t = fresh();
+  cr_assert_eq(plait_turn_caller_try(t), 1);
+  atomic_fetch_or(&t->word, PLAIT_TURN_WAITER); /* the coordinator sleeps in its claim */
+  plait_turn_caller_release(t);
+  cr_assert_eq(atomic_load(&t->word), PLAIT_TURN_COORD, "the turn was left idle, not handed over");
+  cr_assert_eq(plait_turn_caller_try(t), 0, "a caller took the turn from a waiting coordinator");
+  int knocked = -1;
+  cr_assert_eq(plait_turn_coord_claim(t, &knocked), 1); /* it wakes: the turn is its own */
+  cr_assert_eq(knocked, 1, "the caller's knock was not reported");
+  cr_assert_eq(atomic_load(&t->word), PLAIT_TURN_COORD, "the knock was reported but left set");
+  cr_assert_eq(plait_turn_coord_release(t), 0);
+  cr_assert_eq(plait_turn_caller_try(t), 1, "the turn was not idle after the coordinator's");
+  plait_turn_caller_release(t);
+  cr_assert_eq(atomic_load(&t->word), PLAIT_TURN_IDLE, "no coordinator waited: idle");
+  plait_turn_unref(t);
+}
+
 Test(turn, a_dead_word_is_never_claimed, .timeout = 120) {
   plait_turn_t *t = fresh();
   plait_turn_kill(t);

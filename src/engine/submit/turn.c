@@ -37,6 +37,12 @@ int plait_turn_coord_claim(plait_turn_t *t, int *knocked) {
       }
       continue;
     }
+    if (holder == PLAIT_TURN_COORD) { /* handed over by a caller's release */
+      *knocked = (v & PLAIT_TURN_KNOCK) != 0;
+      if (*knocked)
+        atomic_fetch_and_explicit(&t->word, ~PLAIT_TURN_KNOCK, memory_order_acq_rel);
+      return 1;
+    }
     /* a caller's round: sleep until it gives the turn back */
     if (!(v & PLAIT_TURN_WAITER) &&
         !atomic_compare_exchange_weak_explicit(&t->word, &v, v | PLAIT_TURN_WAITER,
@@ -81,7 +87,12 @@ void plait_turn_caller_release(plait_turn_t *t) {
         continue;
       v &= ~PLAIT_TURN_KNOCK;
     }
-    if (atomic_compare_exchange_weak_explicit(&t->word, &v, PLAIT_TURN_IDLE, memory_order_acq_rel,
+    /* a waiting coordinator gets the turn straight from this caller: left
+     * idle, the next submission's caller would claim it first every time,
+     * and the coordinator would spin in its claim (futex EAGAIN) for as long
+     * as the callers run back to back */
+    unsigned next = (v & PLAIT_TURN_WAITER) ? PLAIT_TURN_COORD : PLAIT_TURN_IDLE;
+    if (atomic_compare_exchange_weak_explicit(&t->word, &v, next, memory_order_acq_rel,
                                               memory_order_acquire))
       break;
   }

@@ -7,7 +7,9 @@
  * thread at a time on each rank.
  *
  * The coordinator claims the turn whenever it is not asleep in its poll
- * (plait_turn_coord_claim), and waits while a caller holds it. A caller
+ * (plait_turn_coord_claim), and waits while a caller holds it; the caller's
+ * release then hands the turn to it (not idle, which the next submission's
+ * caller would claim first, again and again). A caller
  * only tries (plait_turn_caller_try): one that cannot claim leaves a knock
  * and sleeps on its handle; the holder passes the knock on to the
  * coordinator (it runs another cycle, or is woken by the caller's wake
@@ -62,7 +64,7 @@ int plait_turn_caller_try(plait_turn_t *t);
 
 /* The caller gives the turn back: a knock left meanwhile is passed to the
  * coordinator (t->wake, while still holding), and a coordinator waiting for
- * the turn is woken. */
+ * the turn is handed it and woken. */
 void plait_turn_caller_release(plait_turn_t *t);
 
 /* The coordinator stops, holding the turn (or before any caller could
