@@ -260,6 +260,26 @@ typedef struct plait_transport_v2 {
    * every agreement once the plugin has it (one plugin per job). */
   plait_result_t (*vote)(void *state, uint8_t mine, uint8_t *out, double wait_s);
 
+  /* Optional: vote's byte MIN carried with an allreduce of count elements
+   * (the cached epoch's round of one small tensor: one collective where a
+   * vote and an allreduce were two). Every rank passes the same count,
+   * dtype, op and postscale; a rank voting 1 passes its send and recv (the
+   * same buffer: in place), a rank voting 0 may pass NULL for both. recv
+   * is written only when the MIN is 1: then recv = op over every rank's
+   * send, times postscale (AVERAGE: the sum divided by the ranks, then
+   * postscale), bit-identical on every rank; with a MIN of 0 no rank's recv
+   * changes, so a round the ranks did not all agree to run leaves the
+   * tensors as they were. Resumable as vote, with the same rules: with none
+   * pending it starts one (send is read then, not later); with one pending
+   * it goes on with it, every argument but out and wait_s ignored (recv
+   * must stay valid until it ends); PLAIT_ERR_TIMEOUT: not yet; while one
+   * is pending the core calls nothing else on the state but this. The core
+   * calls it for tensors of up to 64 KiB; count * size + 8 bytes must fit
+   * one message of the plugin's. */
+  plait_result_t (*vote_allreduce)(void *state, uint8_t mine, const void *send, void *recv,
+                                   size_t count, plait_dtype_t dtype, plait_op_t op,
+                                   double postscale, uint8_t *out, double wait_s);
+
 } plait_transport_v2_t;
 
 /* Bytes of a version-2 table's first layout (through interrupt): the

@@ -235,6 +235,9 @@ const plait_transport_t plait_transport_v2 = {
     /* vote: none (a Gloo collective cannot be left and taken up again): the
      * core agrees with a blocking allreduce */
     nullptr,
+    /* vote_allreduce: none, for the same reason: the core runs the vote,
+     * then the round's allreduce */
+    nullptr,
 };
 
 }  // extern "C"

@@ -46,7 +46,11 @@ static plait_result_t null_state(const char *what) {
   if (st->vote.pending && strcmp((what), "vote") != 0)                         \
     return ofi_fail(st, PLAIT_ERR_INVALID_ARGUMENT,                            \
                     "%s called while a vote is pending (the ABI: only vote "   \
-                    "again until it is done)", (what));
+                    "again until it is done)", (what));                        \
+  if (st->vred.pending && strcmp((what), "vote_allreduce") != 0)               \
+    return ofi_fail(st, PLAIT_ERR_INVALID_ARGUMENT,                            \
+                    "%s called while a vote_allreduce is pending (the ABI: "   \
+                    "only vote_allreduce again until it is done)", (what));
 
 /* The end of a guarded call: a state that broke in it (ofi_break, which
  * quiesced it, or the rescue) is torn down here, once its collective has
@@ -296,6 +300,33 @@ static plait_result_t entry_vote(void *state, uint8_t mine, uint8_t *out, double
   OFI_GUARDED(st, ofi_vote(st, mine, out, wait_s));
 }
 
+/* The vote carried with a small allreduce, which a waiting caller may leave
+ * unfinished too (algorithms/vote_allreduce.c). A call that goes on with a
+ * pending one takes none of its arguments but out and wait_s. */
+static plait_result_t entry_vote_allreduce(void *state, uint8_t mine, const void *send,
+                                           void *recv, size_t count, plait_dtype_t dtype,
+                                           plait_op_t op, double postscale, uint8_t *out,
+                                           double wait_s) {
+  ENTER(state, "vote_allreduce");
+  OFI_REQUIRE(st, out != NULL, "vote_allreduce: out is NULL");
+  OFI_REQUIRE(st, !isnan(wait_s), "vote_allreduce: wait_s is NaN");
+  if (!st->vred.pending) {
+    OFI_CHECK(check_reduction(st, dtype, op));
+    OFI_REQUIRE(st, !(dtype == PLAIT_BOOL && postscale != 1.0),
+                "postscale %g is not defined for dtype bool", postscale);
+    size_t es = plait_dtype_size_inline(dtype);
+    OFI_REQUIRE(st, count <= SIZE_MAX / es - 64, "count %zu of %zu-byte elements overflows "
+                "size_t", count, es);
+    OFI_REQUIRE(st, !mine || ((send != NULL && recv != NULL) || count == 0),
+                "vote_allreduce: a vote of 1 with send %p or recv %p NULL and count %zu", send,
+                recv, count);
+    OFI_REQUIRE(st, !mine || send == recv || !overlap(send, count * es, recv, count * es),
+                "send and recv overlap without being the same buffer");
+  }
+  OFI_GUARDED(st, ofi_vote_allreduce(st, mine, send, recv, count, dtype, op, postscale, out,
+                                     wait_s));
+}
+
 /* Memory functions: local, usable even after the endpoint failed. */
 static plait_result_t entry_mem_alloc(void *state, size_t bytes, void **ptr) {
   if (state == NULL) return null_state("mem_alloc");
@@ -393,4 +424,5 @@ const plait_transport_t plait_transport_v2 = {
     .subset = entry_subset,
     .probe = ofi_probe,
     .vote = entry_vote,
+    .vote_allreduce = entry_vote_allreduce,
 };

@@ -56,6 +56,18 @@ typedef struct ofi_scratch {
   size_t len;
 } ofi_scratch_t;
 
+/* One exchange of a vote_allreduce (algorithms/vote_allreduce.c). */
+typedef struct ofi_vred_phase {
+  int peer;          /* -1: no message (AVERAGE's divide) */
+  int send, recv;    /* recv: 0 none, 1 into the scratch half, 2 into the running half */
+  int combine, theirs_first;
+  double post;       /* the postscale this exchange's reduction applies */
+  uint32_t id;       /* tag id */
+} ofi_vred_phase_t;
+/* The fold, a step per doubling of 2^20 ranks (the tags' 20 rank bits), the
+ * divide and the unfold. */
+#define OFI_VRED_PHASES 24
+
 typedef struct ofi_state {
   int rank, nranks;
   double timeout_s;
@@ -93,6 +105,7 @@ typedef struct ofi_state {
   int direct;                            /* direct.c: 1 on, 0 or 2 off */
   uint64_t direct_cookie;                /* read by the peers at init (direct.c) */
   ofi_scratch_t slots, work, tmp;
+  ofi_scratch_t vred_buf; /* vote_allreduce.c: its two messages' buffers */
 
   /* Progress engine (progress.c). */
   ofi_req_t *outstanding;            /* posted, not complete */
@@ -116,6 +129,20 @@ typedef struct ofi_state {
     uint8_t acc, in;
     ofi_req_t q[2];
   } vote;
+  /* A vote carried with a small allreduce (algorithms/vote_allreduce.c),
+   * left unfinished the same way: its exchanges (planned when it starts),
+   * the one under way and what of it is posted; the running MIN and sums
+   * live in vred_buf until it ends. */
+  struct {
+    int pending, phase, nphases, posted, split;
+    size_t count, bytes;
+    plait_dtype_t dtype;
+    plait_op_t op;
+    double post;
+    void *recv;
+    ofi_req_t q[4];
+    ofi_vred_phase_t ph[OFI_VRED_PHASES];
+  } vred;
 
   /* After a failure inside a collective the ranks may be out of step: every
    * later collective fails at once with this code and message. */

@@ -323,3 +323,186 @@ Test(epoch_and, vote_left_and_taken_up_ofi_tcp_2, .timeout = 120) {
   const char *env[] = {"FI_PROVIDER=tcp;ofi_rxm", NULL};
   run_vote("ofi", 2, env);
 }
+
+/* The vote carried with the round's allreduce (the transport's
+ * vote_allreduce; coordinator_epoch.c runs a cached round of one small
+ * tensor with it): round after round with LEAVERS' votes, every rank reads
+ * the MIN; where it is 1 the tensors hold the reduction (SUM and MAX, with
+ * and without postscale, in place and from another buffer), where it is 0
+ * no rank's output changed, whatever it voted. Then a plain allreduce sums
+ * right on the same state. */
+enum { CARRY_N = 1024 };
+
+static float carry_value(int rank, size_t i, unsigned k) {
+  return (float)(rank + 1 + (int)(i % 7) + (int)k);
+}
+
+static int carried_round_checks(tm_ctx_t *c, unsigned k, int in_place) {
+  static float x[CARRY_N], y[CARRY_N], before[CARRY_N];
+  /* 1001 elements: header and sums in one message; 1024 (4 KiB, shm's
+   * inject size): the header apart */
+  size_t n = k % 4 < 2 ? 1001 : CARRY_N;
+  unsigned leavers = LEAVERS[k % NROUNDS] & ((1u << c->nranks) - 1);
+  uint8_t mine = (leavers >> c->rank) & 1 ? 0 : 1;
+  plait_op_t op = k % 3 == 2 ? PLAIT_OP_MAX : PLAIT_OP_SUM;
+  double post = k % 2 ? 0.5 : 1.0;
+  for (size_t i = 0; i < n; i++) x[i] = carry_value(c->rank, i, k), y[i] = -1.0f;
+  float *out = in_place ? x : y;
+  memcpy(before, out, sizeof before);
+  uint8_t got = 9;
+  plait_result_t rc = c->t->vote_allreduce(c->st, mine, mine ? x : NULL, mine ? out : NULL,
+                                           n, PLAIT_FLOAT32, op, post, &got, -1);
+  if (rc) {
+    plait_test_say(c->rank, "round %u: %s: %s", k, plait_result_name(rc), c->t->last_error(c->st));
+    return 1;
+  }
+  if (got != (leavers ? 0 : 1)) {
+    plait_test_say(c->rank, "round %u: read %u, leavers 0x%x", k, got, leavers);
+    return 1;
+  }
+  for (size_t i = 0; i < n; i++) {
+    double want = 0;
+    for (int r = 0; r < c->nranks; r++)
+      want = op == PLAIT_OP_MAX ? (r ? (carry_value(r, i, k) > want ? carry_value(r, i, k) : want)
+                                     : carry_value(r, i, k))
+                                : want + carry_value(r, i, k);
+    want *= post;
+    if (leavers ? out[i] != before[i] : out[i] != (float)want) {
+      plait_test_say(c->rank, "round %u (%zu elements, %s, post %g, %s): element %zu is %g, want %g", k, n,
+                     op == PLAIT_OP_MAX ? "max" : "sum", post, in_place ? "in place" : "apart",
+                     i, out[i], leavers ? before[i] : want);
+      return 1;
+    }
+    if (!in_place && x[i] != carry_value(c->rank, i, k)) {
+      plait_test_say(c->rank, "round %u: the input changed at %zu", k, i);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int carried_rounds(tm_ctx_t *c) {
+  if (!PLAIT_TRANSPORT_HAS(c->t, vote_allreduce)) {
+    plait_test_say(c->rank, "transport '%s' has no vote_allreduce", c->t->name);
+    return 1;
+  }
+  for (unsigned k = 0; k < 2 * NROUNDS; k++)
+    if (carried_round_checks(c, k, k < NROUNDS)) return 1;
+  float z = (float)c->rank;
+  plait_span_t s = {&z, &z, 1};
+  plait_result_t rc = c->t->allreduce(c->st, &s, 1, PLAIT_FLOAT32, PLAIT_OP_SUM, 1.0, 1.0);
+  if (rc || z != (float)(c->nranks * (c->nranks - 1) / 2)) {
+    plait_test_say(c->rank, "the allreduce after: %s, %g", plait_result_name(rc), z);
+    return 1;
+  }
+  return 0;
+}
+
+Test(epoch_carry, rounds_ofi_shm_2, .timeout = 120) {
+  const char *env[] = {"FI_PROVIDER=shm", NULL};
+  run_ranks(carried_rounds, "the carried rounds", "ofi", 2, env);
+}
+/* 3 and 5: the fold of recursive doubling (a rank hands its part over and
+ * gets the result back), with a 0 from either side of it */
+Test(epoch_carry, rounds_ofi_shm_3, .timeout = 120) {
+  const char *env[] = {"FI_PROVIDER=shm", NULL};
+  run_ranks(carried_rounds, "the carried rounds", "ofi", 3, env);
+}
+Test(epoch_carry, rounds_ofi_shm_5, .timeout = 120) {
+  const char *env[] = {"FI_PROVIDER=shm", NULL};
+  run_ranks(carried_rounds, "the carried rounds", "ofi", 5, env);
+}
+Test(epoch_carry, rounds_ofi_tcp_3, .timeout = 120) {
+  const char *env[] = {"FI_PROVIDER=tcp;ofi_rxm", NULL};
+  run_ranks(carried_rounds, "the carried rounds", "ofi", 3, env);
+}
+
+/* Left unfinished and taken up again, as the vote above: rank 0 looks 5 ms
+ * at a time while the last rank waits for its first timeout and then votes
+ * 0 with no tensor. Meanwhile rank 0's allreduce and vote are refused. All
+ * read 0 and rank 0's tensor is as it was. Then every rank votes 1, rank 0
+ * looking with 0 s waits: the sums, exact. */
+static int carry_look(tm_ctx_t *c, uint8_t mine, float *x, double wait_s, uint8_t *got,
+                      int *looks) {
+  plait_result_t rc;
+  *looks = 0;
+  while ((rc = c->t->vote_allreduce(c->st, mine, mine ? x : NULL, mine ? x : NULL, CARRY_N,
+                                    PLAIT_FLOAT32, PLAIT_OP_SUM, 1.0, got, wait_s)) ==
+         PLAIT_ERR_TIMEOUT) {
+    atomic_store(rank0_timed_out, 1);
+    if ((*looks)++ == 0) {
+      float z = 1;
+      plait_span_t s = {&z, &z, 1};
+      plait_result_t arc = c->t->allreduce(c->st, &s, 1, PLAIT_FLOAT32, PLAIT_OP_SUM, 1.0, 1.0);
+      uint8_t v = 0;
+      plait_result_t vrc = c->t->vote(c->st, 1, &v, 0.0);
+      if (arc != PLAIT_ERR_INVALID_ARGUMENT || vrc != PLAIT_ERR_INVALID_ARGUMENT) {
+        plait_test_say(c->rank, "with one pending: an allreduce %s, a vote %s; want "
+                       "INVALID_ARGUMENT", plait_result_name(arc), plait_result_name(vrc));
+        return 1;
+      }
+    }
+    if (*looks > 100000) break;
+  }
+  if (rc) plait_test_say(c->rank, "vote_allreduce: %s", plait_result_name(rc));
+  return rc != PLAIT_SUCCESS;
+}
+
+static int carry_resumed(tm_ctx_t *c) {
+  static float x[CARRY_N];
+  if (!PLAIT_TRANSPORT_HAS(c->t, vote_allreduce)) {
+    plait_test_say(c->rank, "transport '%s' has no vote_allreduce", c->t->name);
+    return 1;
+  }
+  for (size_t i = 0; i < CARRY_N; i++) x[i] = carry_value(c->rank, i, 0);
+  uint8_t mine = 1, got = 9;
+  int looks = 0;
+  if (c->rank == c->nranks - 1) { /* until rank 0 has left it once */
+    struct timespec ts = {0, 1000 * 1000};
+    for (int i = 0; i < 60000 && !atomic_load(rank0_timed_out); i++) nanosleep(&ts, NULL);
+    mine = 0;
+  }
+  if (carry_look(c, mine, x, c->rank == 0 ? 0.005 : -1, &got, &looks)) return 1;
+  if (c->rank == 0 && looks == 0) {
+    plait_test_say(c->rank, "the first call never timed out though the last rank waited");
+    return 1;
+  }
+  for (size_t i = 0; i < CARRY_N; i++)
+    if (got != 0 || x[i] != carry_value(c->rank, i, 0)) {
+      plait_test_say(c->rank, "a vote of 0: read %u, element %zu %g (want 0, %g)", got, i, x[i],
+                     carry_value(c->rank, i, 0));
+      return 1;
+    }
+  if (carry_look(c, 1, x, c->rank == 0 ? 0.0 : -1, &got, &looks)) return 1;
+  for (size_t i = 0; i < CARRY_N; i++) {
+    float want = 0;
+    for (int r = 0; r < c->nranks; r++) want += carry_value(r, i, 0);
+    if (got != 1 || x[i] != want) {
+      plait_test_say(c->rank, "every vote 1: read %u, element %zu %g (want 1, %g)", got, i, x[i],
+                     want);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static void run_carry_resumed(const char *transport, int nranks, const char *const *env) {
+  rank0_timed_out = mmap(NULL, sizeof *rank0_timed_out, PROT_READ | PROT_WRITE,
+                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  cr_assert(rank0_timed_out != MAP_FAILED);
+  atomic_store(rank0_timed_out, 0);
+  run_ranks(carry_resumed, "the carried vote resumed", transport, nranks, env);
+}
+
+Test(epoch_carry, left_and_taken_up_ofi_shm_2, .timeout = 120) {
+  const char *env[] = {"FI_PROVIDER=shm", NULL};
+  run_carry_resumed("ofi", 2, env);
+}
+Test(epoch_carry, left_and_taken_up_ofi_shm_3, .timeout = 120) {
+  const char *env[] = {"FI_PROVIDER=shm", NULL};
+  run_carry_resumed("ofi", 3, env);
+}
+Test(epoch_carry, left_and_taken_up_ofi_tcp_2, .timeout = 120) {
+  const char *env[] = {"FI_PROVIDER=tcp;ofi_rxm", NULL};
+  run_carry_resumed("ofi", 2, env);
+}

@@ -15,6 +15,7 @@
  *   reducescatter.c    direct (alltoallv + local reduction) or the ring
  *   barrier.c          dissemination (log2(n) rounds of empty messages)
  *   vote.c             a byte's MIN by dissemination, resumable (the epoch's AND)
+ *   vote_allreduce.c   that byte's MIN carried with a small allreduce, resumable
  *   kernels.c          the core's reduction kernels, as the others call them
  */
 #ifndef PLAIT_OFI_COLL_H
@@ -64,6 +65,13 @@ plait_result_t ofi_barrier(ofi_state_t *st);
  * seconds (< 0: no limit) and go on with later: PLAIT_ERR_TIMEOUT then
  * (vote.c; plait_transport_v2_t.vote). */
 plait_result_t ofi_vote(ofi_state_t *st, uint8_t mine, uint8_t *out, double wait_s);
+
+/* The vote carried with a small allreduce, resumable like ofi_vote; recv is
+ * written only when every rank voted 1 (vote_allreduce.c;
+ * plait_transport_v2_t.vote_allreduce). */
+plait_result_t ofi_vote_allreduce(ofi_state_t *st, uint8_t mine, const void *send, void *recv,
+                                  size_t count, plait_dtype_t dtype, plait_op_t op, double post,
+                                  uint8_t *out, double wait_s);
 
 /* Peers a direct algorithm (alltoallv, direct allgatherv and reducescatter)
  * talks to at once: rank r receives from r-i and sends to r+i for i in one

@@ -138,8 +138,8 @@ void ofi_mr_close_all(ofi_state_t *st) {
 }
 
 void ofi_mr_free_all(ofi_state_t *st) {
-  ofi_scratch_t *scratch[] = {&st->slots, &st->work, &st->tmp};
-  for (size_t i = 0; i < 3; i++) {
+  ofi_scratch_t *scratch[] = {&st->slots, &st->work, &st->tmp, &st->vred_buf};
+  for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) {
     if (scratch[i]->buf) untrack(st, scratch[i]->buf);
     free(scratch[i]->buf);
     scratch[i]->buf = NULL;
