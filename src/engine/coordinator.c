@@ -105,7 +105,7 @@ plait_result_t plait_coord_take_new(plait_coord_t *c, plait_request_list_t *req)
 }
 
 /* Timeline: agreed, now queued to run. */
-static void mark_queued(plait_coord_t *c, const plait_response_list_t *l) {
+void plait_coord_mark_queued(plait_coord_t *c, const plait_response_list_t *l) {
   if (!plait_tl_active(c->e->timeline)) return;
   for (uint32_t i = 0; i < l->n; i++)
     for (uint32_t j = 0; j < l->r[i].n; j++) {
@@ -119,7 +119,7 @@ static void mark_queued(plait_coord_t *c, const plait_response_list_t *l) {
 
 /* Runs a response list (every rank, same order). */
 plait_result_t plait_coord_run_list(plait_coord_t *c, const plait_response_list_t *l) {
-  mark_queued(c, l);
+  plait_coord_mark_queued(c, l);
   if (l->flags & PLAIT_RESP_SHUTDOWN) { /* refuse new work before any handle completes */
     char why[128];
     c->ended_by = l->shutdown_rank;

@@ -40,6 +40,78 @@ static int settings_changed(const plait_coord_t *c) {
          a->autotune != b->autotune;
 }
 
+/* The vote is 0 somewhere: the epoch closes on every rank, and what this
+ * rank holds is announced to rank 0 as usual. */
+static plait_result_t close_epoch(plait_coord_t *c) {
+  plait_request_list_t held;
+  plait_epoch_take_held(&c->ep, &held);
+  PLAIT_DEBUG("coord", "cached epoch closed after %llu rounds", (unsigned long long)c->ep.rounds);
+  plait_epoch_close(&c->ep);
+  held.acked = c->lists_run;
+  plait_result_t rc = PLAIT_SUCCESS;
+  if (c->rank == 0) rc = plait_coord_root_take(c, 0, &held, 0, NULL);
+  else if (held.n) rc = plait_coord_send_requests(c, &held);
+  free(held.r);
+  return rc;
+}
+
+/* The cache's metadata of the epoch's burst when its round carries the vote
+ * in its allreduce (one small tensor: plait_exec_carries), else NULL. The
+ * same on every rank: the burst, the cache and the transport are. */
+static const plait_meta_t *carried_meta(plait_coord_t *c) {
+  if (c->ep.n != 1 || c->ep.nresp != 1) return NULL;
+  const plait_cache_slot_t *slot = plait_cache_get(&c->cache, c->ep.ids[0]);
+  return slot && plait_exec_carries(&c->exec, &slot->meta) ? &slot->meta : NULL;
+}
+
+/* The AND carried with the round's one allreduce (performance.md, step 3):
+ * one collective where there were two. A rank holding the burst runs it with
+ * its vote of 1 (its tensor reduced only if every rank's is 1); a rank that
+ * votes 0 takes part with no tensor. Agreed: the round ran. Not: the epoch
+ * closes on every rank, no tensor touched, and what is held goes to rank 0
+ * as after a vote of 0. Left unfinished by a waiting caller (wait_s): the
+ * coordinator goes on with it, as with the AND. */
+static plait_result_t carried_round(plait_coord_t *c, uint8_t mine, double wait_s) {
+  plait_exec_carry_t k = {mine, wait_s, 0, 0};
+  plait_response_list_t l = {0};
+  plait_result_t rc = PLAIT_SUCCESS;
+  int resumed = c->ep.and_pending;
+  if (mine) rc = plait_epoch_round_list(&c->ep, &c->cache, &l);
+  if (rc) return rc;
+  if (mine && !resumed) plait_coord_mark_queued(c, &l);
+  c->exec.carry = &k;
+  plait_live_away(&c->live); /* a transport call: heartbeats go on */
+  double t0 = plait_now();
+  if (mine) {
+    rc = plait_exec_run(&c->exec, &l.r[0]);
+  } else {
+    const plait_meta_t *m = carried_meta(c);
+    rc = m ? plait_exec_carry_absent(&c->exec, m)
+           : plait_error(PLAIT_ERR_PROTOCOL, "cached epoch: its burst left the cache");
+  }
+  double t1 = plait_now();
+  plait_live_back(&c->live);
+  c->exec.carry = NULL;
+  c->ep.and_pending = k.pending;
+  c->ep.carrying = k.pending;
+  c->ep.carry_mine = mine;
+  if (rc == PLAIT_SUCCESS && k.agreed) { /* the settings it ran with, as for any list */
+    plait_ls_before_run(&c->lists, &c->tune, &c->e->stats);
+    plait_spin_ran(&c->spin, t1 - t0, t1);
+  }
+  plait_responses_free(&l);
+  if (rc) {
+    c->transport_failed = rc != PLAIT_ERR_PROTOCOL && rc != PLAIT_ERR_NO_MEMORY;
+    return rc;
+  }
+  if (k.pending) return PLAIT_SUCCESS; /* the coordinator goes on with it */
+  all_were_here(c);
+  if (!k.agreed) return close_epoch(c);
+  plait_epoch_ran(&c->ep);
+  c->ep.since = plait_now();
+  return PLAIT_SUCCESS;
+}
+
 /* The cached epoch is open: hold what is drained; when this rank votes,
  * the AND, then the burst runs again on every rank, or the epoch closes on
  * every rank and what is held is announced to rank 0 as usual. */
@@ -70,6 +142,8 @@ plait_result_t plait_coord_epoch_turn(plait_coord_t *c, int *busy, double wait_s
   plait_table_await(&c->table, 0);
   *busy = 1;
 agree:;
+  if (c->ep.and_pending ? c->ep.carrying : carried_meta(c) != NULL)
+    return carried_round(c, c->ep.and_pending ? c->ep.carry_mine : stay, wait_s);
   double t0 = plait_coord_neg_start(c);
   plait_live_away(&c->live);
   rc = plait_epoch_and(c->t, c->exec.ts, &stay, wait_s);
@@ -91,15 +165,7 @@ agree:;
     c->ep.since = plait_now();
     return rc;
   }
-  plait_request_list_t held;
-  plait_epoch_take_held(&c->ep, &held);
-  PLAIT_DEBUG("coord", "cached epoch closed after %llu rounds", (unsigned long long)c->ep.rounds);
-  plait_epoch_close(&c->ep);
-  held.acked = c->lists_run;
-  if (c->rank == 0) rc = plait_coord_root_take(c, 0, &held, 0, NULL);
-  else if (held.n) rc = plait_coord_send_requests(c, &held);
-  free(held.r);
-  return rc;
+  return close_epoch(c);
 }
 
 /* Rank > 0 in the cached epoch: its turn, and a heartbeat when one is due

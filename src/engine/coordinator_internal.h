@@ -73,6 +73,8 @@ struct plait_coord {
 /* coordinator.c: what the epoch's turn shares with the loop */
 plait_result_t plait_coord_take_new(plait_coord_t *c, plait_request_list_t *req);
 plait_result_t plait_coord_run_list(plait_coord_t *c, const plait_response_list_t *l);
+/* Timeline: l agreed, its operations now queued to run. */
+void plait_coord_mark_queued(plait_coord_t *c, const plait_response_list_t *l);
 plait_result_t plait_coord_root_take(plait_coord_t *c, int rank, const plait_request_list_t *req,
                                      uint32_t fail_code, const char *fail_text);
 plait_result_t plait_coord_send_requests(plait_coord_t *c, const plait_request_list_t *req);

@@ -12,10 +12,14 @@
  * regrown (at least twofold), a transport that folds the copy and the
  * scaling (allreduce_scaled) given the whole job of them, identities for a joined rank, error responses, a transport
  * failure, a response naming a tensor this rank never submitted, broadcast
- * and allgather, and what the engine's counters record.
+ * and allgather, what the engine's counters record, and the cached round
+ * whose allreduce carries the vote (which rounds do; the output written and
+ * the entry finished only when every rank voted 1; left pending and taken
+ * up; a rank with nothing of the round).
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -661,5 +665,144 @@ Test(exec, fusion_buffer_grows_at_least_twofold) {
    * needed), which the last round's 512 fits */
   cr_assert_eq(F.allocs, 3, "%zu allocations for buffers of 128, 256, 384, 512 bytes", F.allocs);
   cr_assert_eq(F.alloc_bytes, 512);
+  stop();
+}
+
+/* ------------------------------------------- the vote carried with the data */
+
+/* The fake's vote_allreduce: the other ranks vote F_OTHERS_VOTE; the first
+ * F_TIMEOUTS calls time out (left pending, as ofi's may); the MIN of 1 sums
+ * like f_allreduce_scaled, and recv is written only then. */
+static uint8_t F_OTHERS_VOTE = 1;
+static int F_TIMEOUTS;
+static plait_result_t f_vote_allreduce(void *s, uint8_t mine, const void *send, void *recv,
+                                       size_t count, plait_dtype_t dt, plait_op_t op,
+                                       double post, uint8_t *out, double wait_s) {
+  fake_t *f = s;
+  call_t *c = record(f, "vote_allreduce", send, send ? count * plait_dtype_size(dt) : 0);
+  c->count = count, c->dtype = dt, c->op = op, c->recv = recv, c->post = post;
+  if (f->fail_with) return f->fail_with;
+  if (F_TIMEOUTS > 0 && wait_s >= 0) {
+    F_TIMEOUTS--;
+    return PLAIT_ERR_TIMEOUT;
+  }
+  *out = mine && F_OTHERS_VOTE;
+  if (*out) return f_allreduce_scaled(s, send, recv, count, dt, op, post);
+  return PLAIT_SUCCESS;
+}
+
+static plait_transport_t kCarrying;
+static void start_carrying(int rank, int size) {
+  kCarrying = kFake;
+  kCarrying.vote_allreduce = f_vote_allreduce;
+  start_with(&kCarrying, rank, size);
+  F_OTHERS_VOTE = 1;
+  F_TIMEOUTS = 0;
+}
+
+static plait_meta_t carry_meta(int64_t elements) {
+  plait_meta_t m = {.coll = PLAIT_COLL_ALLREDUCE, .dtype = PLAIT_FLOAT32, .op = PLAIT_OP_SUM,
+                    .ndim = 1, .device = -1, .prescale = 1.0, .postscale = 1.0};
+  m.shape[0] = elements;
+  return m;
+}
+
+/* Which cached rounds carry the vote: the transport has vote_allreduce (a
+ * table from before it has not), a host allreduce of the global set, no
+ * prescale, at most 64 KiB. */
+Test(exec, which_rounds_carry_the_vote) {
+  start_carrying(0, 2);
+  plait_meta_t m = carry_meta(1024);
+  cr_assert(plait_exec_carries(&X, &m));
+  m.shape[0] = PLAIT_EXEC_CARRY_MAX_BYTES / 4;
+  cr_assert(plait_exec_carries(&X, &m), "64 KiB exactly");
+  m.shape[0]++;
+  cr_assert_not(plait_exec_carries(&X, &m), "more than 64 KiB");
+  m = carry_meta(1024);
+  m.prescale = 0.5;
+  cr_assert_not(plait_exec_carries(&X, &m), "prescale writes the tensor before the vote is known");
+  m = carry_meta(1024);
+  m.device = 0;
+  cr_assert_not(plait_exec_carries(&X, &m), "device memory");
+  m = carry_meta(1024);
+  m.pset = 3;
+  cr_assert_not(plait_exec_carries(&X, &m), "another process set");
+  m = carry_meta(1024);
+  m.postscale = 2.0;
+  m.op = PLAIT_OP_AVERAGE;
+  cr_assert(plait_exec_carries(&X, &m), "postscale and AVERAGE are the transport's, at the end");
+  kCarrying.struct_size = offsetof(plait_transport_t, vote_allreduce);
+  m = carry_meta(1024);
+  cr_assert_not(plait_exec_carries(&X, &m), "a table from before vote_allreduce");
+  kCarrying.vote_allreduce = NULL;
+  kCarrying.struct_size = sizeof(plait_transport_t);
+  cr_assert_not(plait_exec_carries(&X, &m), "no vote_allreduce");
+  stop();
+}
+
+/* A carried round: one transport call that reads the input and writes the
+ * output only when every rank voted 1, the entry finished then and only
+ * then; left pending (a caller's short wait) and taken up; a rank holding
+ * nothing takes part with NULL tensors. */
+Test(exec, a_carried_round_writes_only_what_every_rank_agreed_to) {
+  start_carrying(0, 3);
+  float in[4] = {1, 2, 3, 4}, out[4] = {-1, -1, -1, -1};
+  plait_handle_t *h;
+  submit("c", PLAIT_COLL_ALLREDUCE, PLAIT_FLOAT32, in, out, 4, PLAIT_OP_AVERAGE, 1, 3.0, &h);
+  const char *names[] = {"c"};
+  plait_response_t r = response(PLAIT_COLL_ALLREDUCE, 1, names);
+  plait_exec_carry_t k = {1, -1, 0, 0};
+  X.carry = &k;
+
+  F_OTHERS_VOTE = 0; /* another rank votes 0: nothing written, nothing finished */
+  cr_assert_eq(plait_exec_run(&X, &r), PLAIT_SUCCESS);
+  cr_assert_eq(F.ncalls, 1, "one transport call, no copy: %d", F.ncalls);
+  cr_assert_str_eq(F.calls[0].what, "vote_allreduce");
+  cr_assert_eq(F.calls[0].buf, in, "the input, read by the transport");
+  cr_assert_eq(F.calls[0].recv, out);
+  cr_assert_eq(F.calls[0].op, PLAIT_OP_SUM, "AVERAGE reaches the transport as SUM");
+  cr_assert_eq(F.calls[0].post, 3.0 / 3, "postscale / size");
+  cr_assert_not(k.agreed);
+  for (int i = 0; i < 4; i++) cr_assert_eq(out[i], -1.0f, "out[%d] written without agreement", i);
+  cr_assert_not_null(plait_namemap_get(&local, "c"), "not finished: rank 0 will plan it");
+  int done = 1;
+  cr_assert_eq(plait_poll(h, &done), PLAIT_SUCCESS);
+  cr_assert_not(done);
+
+  F_OTHERS_VOTE = 1; /* a caller's wait of 0 s ends first: pending, then done */
+  F_TIMEOUTS = 1;
+  k = (plait_exec_carry_t){1, 0.0, 0, 0};
+  cr_assert_eq(plait_exec_run(&X, &r), PLAIT_SUCCESS);
+  cr_assert(k.pending);
+  cr_assert_not(k.agreed);
+  cr_assert_not_null(plait_namemap_get(&local, "c"));
+  k = (plait_exec_carry_t){1, -1, 0, 0};
+  cr_assert_eq(plait_exec_run(&X, &r), PLAIT_SUCCESS);
+  cr_assert_not(k.pending);
+  cr_assert(k.agreed);
+  for (int i = 0; i < 4; i++) cr_assert_eq(out[i], in[i] * 3 * 1.0f, "out[%d] = %g", i, out[i]);
+  cr_assert_eq(in[3], 4, "the input is not touched");
+  cr_assert_eq(finished(h, NULL, 0), PLAIT_SUCCESS);
+  cr_assert_null(plait_namemap_get(&local, "c"));
+
+  /* a rank with nothing of the round: NULL tensors, the cache's shape */
+  int before = F.ncalls;
+  plait_meta_t m = carry_meta(4);
+  k = (plait_exec_carry_t){0, -1, 0, 0};
+  cr_assert_eq(plait_exec_carry_absent(&X, &m), PLAIT_SUCCESS);
+  cr_assert_eq(F.ncalls, before + 1);
+  cr_assert_null(F.calls[before].buf);
+  cr_assert_null(F.calls[before].recv);
+  cr_assert_eq(F.calls[before].count, 4);
+  cr_assert_not(k.agreed);
+
+  F.fail_with = PLAIT_ERR_TRANSPORT; /* a failure names the round and the transport */
+  k = (plait_exec_carry_t){0, -1, 0, 0};
+  cr_assert_eq(plait_exec_carry_absent(&X, &m), PLAIT_ERR_TRANSPORT);
+  cr_assert(strstr(plait_last_error(), "carrying the vote") &&
+                strstr(plait_last_error(), "the fake link broke"),
+            "%s", plait_last_error());
+  X.carry = NULL;
+  plait_response_free(&r);
   stop();
 }

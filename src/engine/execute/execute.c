@@ -151,6 +151,46 @@ static plait_result_t call_allreduce(plait_exec_t *x, const plait_meta_t *m,
   return x->t->allreduce(x->ts, spans, n, (plait_dtype_t)m->dtype, wire_op(m), 1.0, postscale);
 }
 
+int plait_exec_carries(const plait_exec_t *x, const plait_meta_t *m) {
+  size_t count = (size_t)plait_meta_elements(m);
+  return PLAIT_TRANSPORT_HAS(x->t, vote_allreduce) && m->coll == PLAIT_COLL_ALLREDUCE &&
+         m->pset == 0 && !plait_exec_on_device(m) && m->prescale == 1.0 &&
+         plait_meta_bytes(m) <= PLAIT_EXEC_CARRY_MAX_BYTES && !plait_exec_hier_wanted(x, m, count);
+}
+
+/* The carried allreduce (x->carry): send and recv this rank's tensors, or
+ * NULL when it votes 0; what came of it in x->carry. */
+static plait_result_t carried_call(plait_exec_t *x, const plait_meta_t *m, const void *send,
+                                   void *recv, const char *name) {
+  plait_exec_carry_t *k = x->carry;
+  uint8_t got = 0;
+  plait_result_t rc = x->t->vote_allreduce(x->ts, k->mine, send, recv,
+                                           (size_t)plait_meta_elements(m),
+                                           (plait_dtype_t)m->dtype, wire_op(m),
+                                           plait_exec_postscale(m, x->size), &got, k->wait_s);
+  k->pending = rc == PLAIT_ERR_TIMEOUT && k->wait_s >= 0;
+  k->agreed = rc == PLAIT_SUCCESS && got != 0;
+  if (rc == PLAIT_SUCCESS || k->pending) return PLAIT_SUCCESS;
+  return transport_error(x, rc, "the cached round (its allreduce carrying the vote) of", name);
+}
+
+plait_result_t plait_exec_carry_absent(plait_exec_t *x, const plait_meta_t *m) {
+  return carried_call(x, m, NULL, NULL, "a tensor this rank does not hold yet");
+}
+
+/* One tensor whose allreduce carries the vote: the transport reads the
+ * input and writes the output only where every rank voted 1. */
+static plait_result_t carried_single(plait_exec_t *x, plait_entry_t *e) {
+  const plait_meta_t *m = &e->meta;
+  double t0 = plait_now();
+  plait_tl_begin(x->tl, e->name, x->activity[PLAIT_COLL_ALLREDUCE]);
+  plait_result_t rc = carried_call(x, m, e->input.data, e->output.data, e->name);
+  plait_tl_end(x->tl, e->name, x->activity[PLAIT_COLL_ALLREDUCE]);
+  if (rc == PLAIT_SUCCESS && x->carry->agreed)
+    add_times(x, 0, plait_now() - t0, 0, plait_meta_bytes(m), 0, 1, 0);
+  return rc;
+}
+
 /* One tensor: reduced in its output, no fusion buffer. The input reaches the
  * output in one pass: the prescaling copy, or (without prescale) the
  * transport's own reads when it folds (allreduce_scaled), else one copy. */
@@ -479,6 +519,7 @@ static plait_result_t run_allreduce(plait_exec_t *x, const plait_response_t *r, 
   const plait_meta_t *m = NULL;
   for (uint32_t i = 0; i < r->n && !m; i++) m = es[i] ? &es[i]->meta : r->e[i].has_meta ? &r->e[i].meta : NULL;
   if (!m) return plait_error(PLAIT_ERR_PROTOCOL, "allreduce response without metadata");
+  if (r->n == 1 && es[0] && x->carry) return carried_single(x, es[0]);
   if (r->n == 1 && es[0]) return allreduce_single(x, es[0]);
   if (!spans_wire(x, r, m) || hier_whole(x, r, es, m)) return allreduce_fused(x, r, es, m);
   plait_span_t *spans = as_spans(r, es, m);
@@ -653,7 +694,9 @@ static plait_result_t run_response(plait_exec_t *x, const plait_response_t *r) {
   }
   if (rc && async) x->scratch = NULL; /* enqueued work may use them: kept */
   plait_exec_scratch_release(x, NULL);
-  if (rc) { /* the job failed: the coordinator fails these with everything else */
+  if (rc || (x->carry && !x->carry->agreed)) { /* the job failed: the coordinator fails
+                                                 * these with everything else; or the
+                                                 * carried vote was 0 or is still on */
     if (es != few) free(es);
     return rc;
   }

@@ -22,6 +22,16 @@ struct plait_pending; /* pending.h: device work awaiting the plugin's done */
 struct plait_devmem;  /* execute_device.c: device outputs owned by handles */
 struct plait_scratch; /* execute_internal.h: device memory freed after a response */
 
+/* The cached epoch's round of one small tensor, whose allreduce carries this
+ * rank's vote (the transport's vote_allreduce; coordinator_epoch.c): what
+ * goes in, and what came of it. */
+typedef struct plait_exec_carry {
+  uint8_t mine;   /* this rank's vote */
+  double wait_s;  /* how long a waiting caller may stay in it (< 0: no limit) */
+  int pending;    /* out: left unfinished (PLAIT_ERR_TIMEOUT), to go on with */
+  int agreed;     /* out: every rank voted 1, and the tensor is reduced */
+} plait_exec_carry_t;
+
 typedef struct plait_exec {
   int rank, size;
   const plait_transport_t *t;
@@ -47,6 +57,7 @@ typedef struct plait_exec {
   struct plait_devmem *devmem;   /* NULL unless it takes device memory */
   struct plait_scratch *scratch; /* this response's temporary device buffers */
   int interrupted;               /* interrupt() was called (plait_exec_settle) */
+  plait_exec_carry_t *carry;     /* set: the lone allreduce run carries the vote */
 } plait_exec_t;
 
 void plait_exec_init(plait_exec_t *x, int rank, int size, const plait_transport_t *t, void *ts,
@@ -57,6 +68,18 @@ void plait_exec_free(plait_exec_t *x);
  * failure of the job. A transport failure is returned (the job is then
  * failed by the caller); the entries of r are failed with it first. */
 plait_result_t plait_exec_run(plait_exec_t *x, const plait_response_t *r);
+
+/* Largest tensor whose allreduce carries the cached epoch's vote. */
+#define PLAIT_EXEC_CARRY_MAX_BYTES 65536
+/* Whether the cached round of one tensor with metadata m (the cache's, the
+ * same on every rank) carries the vote in its allreduce: the transport has
+ * vote_allreduce, m is a host allreduce of the global set of at most
+ * PLAIT_EXEC_CARRY_MAX_BYTES without prescale (the input is read as it is)
+ * and not hierarchical. The same answer on every rank. */
+int plait_exec_carries(const plait_exec_t *x, const plait_meta_t *m);
+/* x->carry set, this rank holding no operation of the round (it votes 0):
+ * its part of the carried allreduce of m's shape, no tensor touched. */
+plait_result_t plait_exec_carry_absent(plait_exec_t *x, const plait_meta_t *m);
 
 /* Finishes e (removes it from the local map and the table, completes its
  * handle with rc and msg, frees it). */

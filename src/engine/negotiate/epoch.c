@@ -20,6 +20,7 @@ void plait_epoch_free(plait_epoch_t *ep) {
 
 void plait_epoch_close(plait_epoch_t *ep) {
   ep->open = 0;
+  ep->carrying = 0;
   ep->n = 0;
   ep->nresp = 0;
   ep->rounds = 0;
@@ -159,8 +160,8 @@ static plait_result_t round_response(const plait_epoch_t *ep, const plait_cache_
   return PLAIT_SUCCESS;
 }
 
-plait_result_t plait_epoch_round(plait_epoch_t *ep, const plait_cache_t *cache,
-                                 plait_response_list_t *out) {
+plait_result_t plait_epoch_round_list(const plait_epoch_t *ep, const plait_cache_t *cache,
+                                      plait_response_list_t *out) {
   memset(out, 0, sizeof *out);
   if (!ep->open) return plait_error(PLAIT_ERR_PROTOCOL, "no cached epoch is open");
   if (!(out->r = calloc(ep->nresp, sizeof *out->r)))
@@ -169,12 +170,19 @@ plait_result_t plait_epoch_round(plait_epoch_t *ep, const plait_cache_t *cache,
   plait_result_t rc = PLAIT_SUCCESS;
   for (uint32_t i = 0; i < ep->nresp && rc == PLAIT_SUCCESS; i++, out->n++)
     rc = round_response(ep, cache, ep->per_resp[i], &at, &out->r[i]);
-  if (rc) {
-    plait_responses_free(out);
-  } else {
-    ep->rounds++;
-    ep->held.n = 0; /* exactly the burst: these requests are the round's */
-  }
+  if (rc) plait_responses_free(out);
+  return rc;
+}
+
+void plait_epoch_ran(plait_epoch_t *ep) {
+  ep->rounds++;
+  ep->held.n = 0; /* exactly the burst: these requests are the round's */
+}
+
+plait_result_t plait_epoch_round(plait_epoch_t *ep, const plait_cache_t *cache,
+                                 plait_response_list_t *out) {
+  plait_result_t rc = plait_epoch_round_list(ep, cache, out);
+  if (rc == PLAIT_SUCCESS) plait_epoch_ran(ep);
   return rc;
 }
 

@@ -52,6 +52,9 @@ typedef struct plait_epoch {
   int32_t *scratch;          /* the held ids, for the vote */
   int and_pending; /* a waiting caller left the AND unfinished (the transport's
                     * vote): the next turn, the coordinator's, goes on with it */
+  int carrying;       /* that AND is carried with the round's allreduce
+                       * (coordinator_epoch.c: the transport's vote_allreduce) */
+  uint8_t carry_mine; /* ... and this rank's vote in it */
 } plait_epoch_t;
 
 void plait_epoch_init(plait_epoch_t *ep);
@@ -117,5 +120,12 @@ plait_result_t plait_epoch_and(const plait_transport_t *t, void *ts, uint8_t *vo
  * plait_responses_free). PLAIT_ERR_PROTOCOL for an id the cache lacks. */
 plait_result_t plait_epoch_round(plait_epoch_t *ep, const plait_cache_t *cache,
                                  plait_response_list_t *out);
+
+/* plait_epoch_round's list without counting the round as run (a round whose
+ * allreduce carries the AND is known to be agreed only once it ran); then
+ * plait_epoch_ran when it was. */
+plait_result_t plait_epoch_round_list(const plait_epoch_t *ep, const plait_cache_t *cache,
+                                      plait_response_list_t *out);
+void plait_epoch_ran(plait_epoch_t *ep);
 
 #endif
