@@ -578,9 +578,11 @@ PLAIT_API plait_result_t plait_poll(plait_handle_t *handle, int *done);
  * transport has a vote (ofi; the default turns it on only there) the wait
  * leaves the ranks' agreement when timeout_s ends and returns
  * PLAIT_ERR_TIMEOUT, the coordinator going on with it, so a stopped peer
- * holds it no longer than asked; once every rank agreed, the round's one
- * collective runs to its end, which a peer that stops just then can hold up
- * to PLAIT_TIMEOUT_S. Without a vote (PLAIT_CALLER_RUNS=1 over Gloo) a
+ * holds it no longer than asked. A round of one tensor of up to 64 KiB
+ * carries the vote in its allreduce there (vote_allreduce), which the wait
+ * leaves the same way; for a larger one, once every rank agreed, the round's
+ * one collective runs to its end, which a peer that stops just then can hold
+ * up to PLAIT_TIMEOUT_S. Without a vote (PLAIT_CALLER_RUNS=1 over Gloo) a
  * stalled peer holds such a wait up to PLAIT_TIMEOUT_S, and a signal handler
  * of the caller's (Python's Ctrl-C) runs only then.
  */
