@@ -303,12 +303,18 @@ static int vote_resumed(tm_ctx_t *c) {
   return 0;
 }
 
-static void run_vote(const char *transport, int nranks, const char *const *env) {
+/* fn on forked ranks that share rank0_timed_out, cleared first. */
+static void run_shared_flag(int (*fn)(tm_ctx_t *), const char *what, const char *transport,
+                            int nranks, const char *const *env) {
   rank0_timed_out = mmap(NULL, sizeof *rank0_timed_out, PROT_READ | PROT_WRITE,
                          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   cr_assert(rank0_timed_out != MAP_FAILED);
   atomic_store(rank0_timed_out, 0);
-  run_ranks(vote_resumed, "the vote resumed", transport, nranks, env);
+  run_ranks(fn, what, transport, nranks, env);
+}
+
+static void run_vote(const char *transport, int nranks, const char *const *env) {
+  run_shared_flag(vote_resumed, "the vote resumed", transport, nranks, env);
 }
 
 Test(epoch_and, vote_left_and_taken_up_ofi_shm_2, .timeout = 120) {
@@ -487,11 +493,7 @@ static int carry_resumed(tm_ctx_t *c) {
 }
 
 static void run_carry_resumed(const char *transport, int nranks, const char *const *env) {
-  rank0_timed_out = mmap(NULL, sizeof *rank0_timed_out, PROT_READ | PROT_WRITE,
-                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  cr_assert(rank0_timed_out != MAP_FAILED);
-  atomic_store(rank0_timed_out, 0);
-  run_ranks(carry_resumed, "the carried vote resumed", transport, nranks, env);
+  run_shared_flag(carry_resumed, "the carried vote resumed", transport, nranks, env);
 }
 
 Test(epoch_carry, left_and_taken_up_ofi_shm_2, .timeout = 120) {

@@ -37,9 +37,8 @@ static plait_result_t combine(ofi_state_t *st, plait_dtype_t dtype, plait_op_t o
 static plait_result_t run(ofi_state_t *st, void *buf, void *tmp, size_t count,
                           plait_dtype_t dtype, plait_op_t op, double post,
                           const ofi_desc_t *db, const ofi_desc_t *dt) {
-  int n = st->nranks, r = st->rank, p = 1;
-  while (p * 2 <= n) p *= 2;
-  int extra = n - p, vr;
+  int n = st->nranks, r = st->rank, p = ofi_rd_pow2(n);
+  int extra = n - p, vr = ofi_rd_virtual(r, extra);
   size_t bytes = count * plait_dtype_size_inline(dtype);
   if (r < 2 * extra) {
     if (r % 2 == 0) { /* hand over, sit out, get the result */
@@ -48,14 +47,11 @@ static plait_result_t run(ofi_state_t *st, void *buf, void *tmp, size_t count,
     }
     OFI_CHECK(exchange(st, r - 1, buf, tmp, bytes, db, dt, 0, 0, 1));
     OFI_CHECK(combine(st, dtype, op, buf, tmp, count, 1, 1.0));
-    vr = r / 2;
-  } else {
-    vr = r - extra;
   }
   uint32_t step = 1;
   for (int mask = 1; mask < p; mask <<= 1, step++) {
     int vp = vr ^ mask;
-    int peer = vp < extra ? 2 * vp + 1 : vp + extra;
+    int peer = ofi_rd_real(vp, extra);
     OFI_CHECK(exchange(st, peer, buf, tmp, bytes, db, dt, step, 1, 1));
     /* The last step's reduction also scales (not after AVERAGE's divide). */
     int last = mask * 2 >= p && op != PLAIT_OP_AVERAGE;

@@ -27,6 +27,20 @@
 
 plait_result_t ofi_ring_run(ofi_state_t *st, const ofi_ring_t *ring);
 
+/* Recursive doubling's pairing (allreduce_rd.c, vote_allreduce.c): p the
+ * largest power of two <= n; the first 2 (n - p) ranks pair up first (each
+ * even one hands over to the odd one above it and sits out), and the rest
+ * run as virtual ranks 0..p-1. */
+static inline int ofi_rd_pow2(int n) {
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+/* Rank r's virtual rank (r not an even one of the first 2 extra). */
+static inline int ofi_rd_virtual(int r, int extra) { return r < 2 * extra ? r / 2 : r - extra; }
+/* The real rank of virtual rank vp. */
+static inline int ofi_rd_real(int vp, int extra) { return vp < extra ? 2 * vp + 1 : vp + extra; }
+
 /* Same host over shm: allreduce by direct reads of the peers' memory
  * (direct.c). ofi_direct_decide, at init after the endpoint names went
  * round (cookies: each rank's cookie address and value), decides for the

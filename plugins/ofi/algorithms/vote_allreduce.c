@@ -34,9 +34,8 @@ enum { INTO_NOTHING, INTO_SCRATCH, INTO_RUNNING };
 /* The exchanges of recursive doubling for this rank (allreduce_rd.c's
  * order, so that every rank ends with bit-identical sums). */
 static void plan(ofi_state_t *st) {
-  int n = st->nranks, r = st->rank, p = 1, k = 0;
-  while (p * 2 <= n) p *= 2;
-  int extra = n - p, vr;
+  int n = st->nranks, r = st->rank, p = ofi_rd_pow2(n), k = 0;
+  int extra = n - p, vr = ofi_rd_virtual(r, extra);
   ofi_vred_phase_t *ph = st->vred.ph;
   memset(ph, 0, sizeof st->vred.ph);
   if (r < 2 * extra && r % 2 == 0) { /* hand over, sit out, get the result */
@@ -45,16 +44,11 @@ static void plan(ofi_state_t *st) {
     st->vred.nphases = k;
     return;
   }
-  if (r < 2 * extra) {
-    ph[k++] = (ofi_vred_phase_t){r - 1, 0, INTO_SCRATCH, 1, 1, 1.0, 0};
-    vr = r / 2;
-  } else {
-    vr = r - extra;
-  }
+  if (r < 2 * extra) ph[k++] = (ofi_vred_phase_t){r - 1, 0, INTO_SCRATCH, 1, 1, 1.0, 0};
   uint32_t step = 1;
   for (int mask = 1; mask < p; mask <<= 1, step++) {
     int vp = vr ^ mask;
-    int peer = vp < extra ? 2 * vp + 1 : vp + extra;
+    int peer = ofi_rd_real(vp, extra);
     int last = mask * 2 >= p && st->vred.op != PLAIT_OP_AVERAGE;
     ph[k++] = (ofi_vred_phase_t){peer, 1, INTO_SCRATCH, 1, vp < vr, last ? st->vred.post : 1.0,
                                 step};
